@@ -1,0 +1,30 @@
+# Tidelens: `make run` opens the app on the bundled sample; `make test` runs every test.
+# Both create .venv and install the pinned dependencies first, so a fresh clone needs nothing else.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PORT   ?= 8501
+
+.PHONY: run test bench clean install
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n 2 --dist loadgroup
+
+bench: $(STAMP)
+	for b in bench/*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) data/cache .pytest_cache

@@ -1,0 +1,41 @@
+"""``tidelens sources`` and ``tidelens series``: what the store holds."""
+
+from __future__ import annotations
+
+import argparse
+
+from analytics.cli.common import add_db, add_json, print_json, print_table
+from analytics.store import Store
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sources", help="list loaded (and failed) sources")
+    add_db(p)
+    add_json(p)
+    p.set_defaults(func=cmd_sources)
+
+    p = sub.add_parser("series", help="list series, optionally of one metric")
+    add_db(p)
+    add_json(p)
+    p.add_argument("--metric", default=None, help="only series of this metric name")
+    p.set_defaults(func=cmd_series)
+
+
+def cmd_sources(args: argparse.Namespace) -> int:
+    with Store(args.db) as st:
+        frame = st.sources()
+    if args.json:
+        print_json(frame.to_dicts())
+    else:
+        print_table(frame.drop("content_hash"))
+    return 0
+
+
+def cmd_series(args: argparse.Namespace) -> int:
+    with Store(args.db) as st:
+        frame = st.series(args.metric)
+    if args.json:
+        print_json(frame.to_dicts())
+    else:
+        print_table(frame.drop("labels"))
+    return 0

@@ -1,0 +1,55 @@
+"""Exceptions Tidelens raises on bad input: each names the file, the place and what to do.
+
+Every user-facing failure is one of these, so the CLI and the pages can print one line
+per failing file instead of a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class TidelensError(Exception):
+    """Base class of every error Tidelens reports to a user."""
+
+
+class IngestError(TidelensError):
+    """A source could not be loaded.
+
+    Parameters
+    ----------
+    source:
+        The file name (or URL) that failed.
+    message:
+        What was wrong and what to do about it.
+    line:
+        1-based line number in the (decompressed) text, where the format has lines.
+    where:
+        Another locator when there are no lines, e.g. a JSON path ``data.result[3].values[7]``.
+
+    Examples
+    --------
+    >>> str(IngestError("scrape.prom", "bad sample value 'abc'", line=12))
+    "scrape.prom:12: bad sample value 'abc'"
+    """
+
+    def __init__(self, source: str | Path, message: str, *, line: int | None = None,
+                 where: str | None = None) -> None:
+        self.source = str(source)
+        self.message = message
+        self.line = line
+        self.where = where
+        loc = self.source
+        if line is not None:
+            loc += f":{line}"
+        if where:
+            loc += f" at {where}"
+        super().__init__(f"{loc}: {message}")
+
+
+class ConfigError(TidelensError):
+    """A configuration file (``tidelens.toml``) or a setting is invalid."""
+
+
+class NotEnoughDataError(TidelensError):
+    """The store holds too little of what an analysis needs; the message says what is missing."""

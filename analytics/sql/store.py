@@ -1,0 +1,132 @@
+"""SQL of the store: schema, staging, the atomic merge of one source, and inventory queries."""
+
+SCHEMA = """
+CREATE SEQUENCE IF NOT EXISTS source_ids START 1;
+CREATE TABLE IF NOT EXISTS sources (
+    id            BIGINT PRIMARY KEY,
+    name          VARCHAR NOT NULL,
+    format        VARCHAR NOT NULL,
+    content_hash  VARCHAR NOT NULL,
+    loaded_at     TIMESTAMPTZ NOT NULL,
+    series        BIGINT,
+    samples       BIGINT,
+    first_ts_ms   BIGINT,
+    last_ts_ms    BIGINT,
+    status        VARCHAR NOT NULL,   -- loaded | failed
+    error         VARCHAR,
+    duplicates    BIGINT DEFAULT 0,   -- same series+ts with a different value: last loaded kept
+    blanks        BIGINT DEFAULT 0,   -- DCGM blank sentinels dropped as missing
+    note          VARCHAR
+);
+CREATE TABLE IF NOT EXISTS series (
+    id           BIGINT PRIMARY KEY,
+    key          VARCHAR NOT NULL UNIQUE,  -- metric + sorted raw labels, canonical JSON
+    metric       VARCHAR NOT NULL,
+    gpu          VARCHAR,
+    uuid         VARCHAR,
+    hostname     VARCHAR,
+    model        VARCHAR,
+    namespace    VARCHAR,
+    pod          VARCHAR,
+    container    VARCHAR,
+    mig_profile  VARCHAR,
+    mig_id       VARCHAR,
+    labels       VARCHAR NOT NULL          -- every raw label as a JSON object
+);
+CREATE TABLE IF NOT EXISTS samples (
+    series_id  BIGINT NOT NULL,
+    ts_ms      BIGINT NOT NULL,            -- UTC epoch milliseconds
+    value      DOUBLE
+);
+"""
+
+STAGE_CREATE = """
+CREATE OR REPLACE TEMP TABLE stage_series (skey BIGINT, metric VARCHAR, labels VARCHAR);
+CREATE OR REPLACE TEMP TABLE stage_samples (skey BIGINT, ts_ms BIGINT, value DOUBLE, seq BIGINT);
+"""
+STAGE_DROP = "DROP TABLE IF EXISTS stage_series; DROP TABLE IF EXISTS stage_samples; DROP TABLE IF EXISTS stage_map; DROP TABLE IF EXISTS stage_final;"
+
+STAGE_INSERT_SERIES = "INSERT INTO stage_series SELECT skey, metric, labels FROM stage_series_in"
+STAGE_INSERT_SAMPLES = "INSERT INTO stage_samples SELECT skey, ts_ms, value, seq FROM stage_samples_in"
+
+STAGE_SERIES_DISTINCT = "SELECT skey, any_value(metric) AS metric, any_value(labels) AS labels FROM stage_series GROUP BY skey"
+
+SOURCE_BY_HASH = "SELECT id, status FROM sources WHERE content_hash = $hash AND status = 'loaded'"
+SERIES_IDS_BY_KEY = "SELECT key, id FROM series WHERE key IN (SELECT key FROM stage_map_in)"
+SERIES_MAX_ID = "SELECT coalesce(max(id), 0) FROM series"
+SERIES_INSERT = """
+INSERT INTO series
+SELECT id, key, metric, gpu, uuid, hostname, model, namespace, pod, container, mig_profile,
+       mig_id, labels
+FROM series_new_in
+"""
+STAGE_MAP_CREATE = "CREATE OR REPLACE TEMP TABLE stage_map AS SELECT skey, series_id FROM stage_map_in"
+
+# DCGM blank values are sentinels for "no data" (int64 2^63-16 .. +3 all round to 2^63 as doubles,
+# int32 2147483632..35, fp64 2^47 .. +3): dropped, and counted.
+BLANK_PREDICATE = """(value = 9223372036854775808.0
+    OR value BETWEEN 2147483632.0 AND 2147483635.0
+    OR value BETWEEN 140737488355328.0 AND 140737488355331.0)"""
+
+STAGE_FINAL_CREATE = f"""
+CREATE OR REPLACE TEMP TABLE stage_final AS
+SELECT m.series_id, s.ts_ms, arg_max(s.value, s.seq) AS value,
+       count(*) AS n, count(DISTINCT s.value) AS n_values
+FROM stage_samples s JOIN stage_map m USING (skey)
+WHERE s.value IS NULL OR NOT {BLANK_PREDICATE}
+GROUP BY m.series_id, s.ts_ms
+"""
+STAGE_BLANKS = f"SELECT count(*) FROM stage_samples WHERE {BLANK_PREDICATE}"
+STAGE_SUMMARY = """
+SELECT count(*) AS samples, count(DISTINCT series_id) AS series, min(ts_ms) AS first_ts_ms,
+       max(ts_ms) AS last_ts_ms, coalesce(sum(CASE WHEN n_values > 1 THEN 1 ELSE 0 END), 0) AS conflicts
+FROM stage_final
+"""
+# Samples already in the store for the same series and timestamp: replaced by the newer load.
+EXISTING_CONFLICTS = """
+SELECT count(*) FILTER (WHERE o.value IS DISTINCT FROM f.value) AS changed, count(*) AS overlapping
+FROM samples o JOIN stage_final f ON o.series_id = f.series_id AND o.ts_ms = f.ts_ms
+WHERE o.series_id <= $old_max_id
+"""
+DELETE_OVERLAP = """
+DELETE FROM samples o USING stage_final f
+WHERE o.series_id = f.series_id AND o.ts_ms = f.ts_ms AND o.series_id <= $old_max_id
+"""
+SAMPLES_INSERT = "INSERT INTO samples SELECT series_id, ts_ms, value FROM stage_final ORDER BY series_id, ts_ms"
+
+SOURCE_DELETE_FAILED = "DELETE FROM sources WHERE content_hash = $hash AND status = 'failed'"
+SOURCE_INSERT = """
+INSERT INTO sources (id, name, format, content_hash, loaded_at, series, samples, first_ts_ms,
+                     last_ts_ms, status, error, duplicates, blanks, note)
+VALUES (nextval('source_ids'), $name, $format, $hash, now(), $series, $samples, $first_ts_ms,
+        $last_ts_ms, $status, $error, $duplicates, $blanks, $note)
+RETURNING id
+"""
+
+SOURCES_LIST = """
+SELECT id, name, format, content_hash, loaded_at, series, samples,
+       make_timestamp(first_ts_ms * 1000) AS first_ts, make_timestamp(last_ts_ms * 1000) AS last_ts,
+       status, error, duplicates, blanks, note
+FROM sources ORDER BY id
+"""
+SERIES_LIST = """
+SELECT id, metric, gpu, uuid, hostname, model, namespace, pod, container, mig_profile, mig_id, labels
+FROM series WHERE ($metric IS NULL OR metric = $metric) ORDER BY metric, id
+"""
+METRICS_INVENTORY = """
+SELECT s.metric, count(DISTINCT s.id) AS series, count(*) AS samples,
+       make_timestamp(min(x.ts_ms) * 1000) AS first_ts, make_timestamp(max(x.ts_ms) * 1000) AS last_ts
+FROM series s JOIN samples x ON x.series_id = s.id
+GROUP BY s.metric ORDER BY s.metric
+"""
+TOTALS = """
+SELECT (SELECT count(*) FROM series) AS series, (SELECT count(*) FROM samples) AS samples,
+       (SELECT min(ts_ms) FROM samples) AS first_ts_ms, (SELECT max(ts_ms) FROM samples) AS last_ts_ms,
+       (SELECT count(*) FROM sources WHERE status = 'loaded') AS sources
+"""
+SAMPLES_OF_METRIC = """
+SELECT x.series_id, x.ts_ms, x.value
+FROM samples x JOIN series s ON s.id = x.series_id
+WHERE s.metric = $metric AND x.ts_ms >= $start_ms AND x.ts_ms <= $end_ms
+ORDER BY x.series_id, x.ts_ms
+"""

@@ -1,0 +1,275 @@
+"""The store: one DuckDB file holding every loaded source, its series and its samples.
+
+Series are identified once (metric + sorted labels) with normalised label columns beside the
+raw labels; samples are ``(series_id, ts_ms UTC, value)``. Loading a source is atomic (a
+failure half-way leaves nothing of it), idempotent (the same content again is ``skipped``),
+and duplicate ``(series, timestamp)`` pairs collapse to one, the last loaded winning.
+
+Parsers never touch tables: they write to a :class:`Sink`, and :meth:`Store.load` owns the
+transaction.
+
+>>> from analytics.store import Store
+>>> with Store(":memory:") as st:
+...     st.totals()["series"]
+0
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import duckdb
+import orjson
+import polars as pl
+
+from analytics.errors import IngestError
+from analytics.labels import NORMALISED_COLUMNS, normalise_labels
+from analytics.signals import canonical_metric
+from analytics.sql import store as q
+
+DEFAULT_DB = Path(__file__).resolve().parent.parent / "data" / "tidelens.duckdb"
+
+
+def series_key(metric: str, labels: dict[str, str]) -> str:
+    """The identity of a series: metric and its labels, sorted, as compact JSON.
+
+    >>> series_key("up", {"job": "a", "instance": "b"})
+    '{"__name__":"up","instance":"b","job":"a"}'
+    """
+    items = {"__name__": metric}
+    for k in sorted(labels):
+        items[k] = labels[k]
+    return orjson.dumps(items).decode()
+
+
+def content_hash(data: bytes) -> str:
+    """SHA-256 of a source's (decompressed) bytes: what makes a re-load a no-op."""
+    return hashlib.sha256(data).hexdigest()
+
+
+class Sink:
+    """Where a parser writes one source: series and samples keyed by a source-local ``skey``.
+
+    A parser calls :meth:`add_series` with a frame ``(skey: Int64, metric: Utf8, labels: Utf8)``
+    where ``labels`` is a JSON object of the raw labels (``__name__`` excluded), and
+    :meth:`add_samples` with ``(skey: Int64, ts_ms: Int64, value: Float64)`` in file order.
+    The same ``skey`` may be announced more than once (chunks): the first announcement wins.
+    Later samples of the same series and timestamp win over earlier ones.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+        self._seq = 0
+        self.samples_seen = 0
+
+    def add_series(self, frame: pl.DataFrame) -> None:
+        stage_series_in = frame.select(
+            pl.col("skey").cast(pl.Int64), pl.col("metric").cast(pl.Utf8), pl.col("labels").cast(pl.Utf8))
+        self._con.register("stage_series_in", stage_series_in)
+        try:
+            self._con.execute(q.STAGE_INSERT_SERIES)
+        finally:
+            self._con.unregister("stage_series_in")
+
+    def add_samples(self, frame: pl.DataFrame) -> None:
+        n = frame.height
+        if n == 0:
+            return
+        stage_samples_in = frame.select(
+            pl.col("skey").cast(pl.Int64), pl.col("ts_ms").cast(pl.Int64),
+            pl.col("value").cast(pl.Float64),
+            (pl.int_range(0, n, dtype=pl.Int64) + self._seq).alias("seq"))
+        self._seq += n
+        self.samples_seen += n
+        self._con.register("stage_samples_in", stage_samples_in)
+        try:
+            self._con.execute(q.STAGE_INSERT_SAMPLES)
+        finally:
+            self._con.unregister("stage_samples_in")
+
+
+@dataclass
+class LoadResult:
+    """What happened to one source; the CLI's ``--json`` prints these fields."""
+
+    name: str
+    format: str
+    status: str  # loaded | skipped | failed
+    series: int = 0
+    samples: int = 0
+    first_ts_ms: int | None = None
+    last_ts_ms: int | None = None
+    duplicates: int = 0
+    blanks: int = 0
+    error: str | None = None
+    note: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "format": self.format, "series": self.series,
+                "samples": self.samples, "status": self.status, "error": self.error,
+                "duplicates": self.duplicates, "blanks": self.blanks,
+                "first_ts_ms": self.first_ts_ms, "last_ts_ms": self.last_ts_ms, "note": self.note}
+
+
+class Store:
+    """A Tidelens store on one DuckDB file (or ``":memory:"``).
+
+    Parameters
+    ----------
+    path:
+        The DuckDB file; created with its folder if missing.
+    read_only:
+        Open without write access (several readers may share a file).
+    """
+
+    def __init__(self, path: str | Path = DEFAULT_DB, *, read_only: bool = False) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.con = duckdb.connect(self.path, read_only=read_only)
+        if not read_only:
+            self.con.execute(q.SCHEMA)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- loading --------------------------------------------------------------------------
+    def has_source(self, hash_: str) -> bool:
+        return bool(self.con.execute(q.SOURCE_BY_HASH, {"hash": hash_}).fetchall())
+
+    def load(self, name: str, fmt: str, hash_: str, parse: Callable[[Sink], str | None]) -> LoadResult:
+        """Load one source atomically.
+
+        ``parse(sink)`` writes the source's series and samples to ``sink`` and may return a
+        note (e.g. which timestamp it used). Any exception rolls everything back, records the
+        failure in ``sources`` and is re-raised.
+        """
+        if self.has_source(hash_):
+            return LoadResult(name=name, format=fmt, status="skipped",
+                              note="same content already loaded")
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(q.STAGE_CREATE)
+            sink = Sink(con)
+            note = parse(sink)
+            result = self._merge(name, fmt, hash_, note)
+            con.execute(q.STAGE_DROP)
+            con.execute("COMMIT")
+            return result
+        except BaseException as exc:
+            con.execute("ROLLBACK")
+            self._record_failure(name, fmt, hash_, exc)
+            raise
+
+    def _record_failure(self, name: str, fmt: str, hash_: str, exc: BaseException) -> None:
+        try:
+            self.con.execute(q.SOURCE_DELETE_FAILED, {"hash": hash_})
+            self._row(q.SOURCE_INSERT, {
+                "name": name, "format": fmt, "hash": hash_, "series": 0, "samples": 0,
+                "first_ts_ms": None, "last_ts_ms": None, "status": "failed", "error": str(exc),
+                "duplicates": 0, "blanks": 0, "note": None})
+        except duckdb.Error:
+            pass  # recording the failure must never hide it
+
+    def _merge(self, name: str, fmt: str, hash_: str, note: str | None) -> LoadResult:
+        con = self.con
+        staged = con.sql(q.STAGE_SERIES_DISTINCT).pl()
+        old_max_id = self._row(q.SERIES_MAX_ID)[0]
+        map_rows = self._assign_series_ids(staged, old_max_id, name)
+        stage_map_in = map_rows
+        con.register("stage_map_in", stage_map_in)
+        try:
+            con.execute(q.STAGE_MAP_CREATE)
+        finally:
+            con.unregister("stage_map_in")
+        con.execute(q.STAGE_FINAL_CREATE)
+        blanks = self._row(q.STAGE_BLANKS)[0]
+        samples, n_series, first, last, conflicts = self._row(q.STAGE_SUMMARY)
+        changed = 0
+        if old_max_id > 0 and samples:
+            changed, overlapping = self._row(q.EXISTING_CONFLICTS, {"old_max_id": old_max_id})
+            if overlapping:
+                con.execute(q.DELETE_OVERLAP, {"old_max_id": old_max_id})
+        con.execute(q.SAMPLES_INSERT)
+        duplicates = int(conflicts) + int(changed)
+        con.execute(q.SOURCE_DELETE_FAILED, {"hash": hash_})
+        self._row(q.SOURCE_INSERT, {
+            "name": name, "format": fmt, "hash": hash_, "series": n_series, "samples": samples,
+            "first_ts_ms": first, "last_ts_ms": last, "status": "loaded", "error": None,
+            "duplicates": duplicates, "blanks": blanks, "note": note})
+        return LoadResult(name=name, format=fmt, status="loaded", series=int(n_series),
+                          samples=int(samples), first_ts_ms=first, last_ts_ms=last,
+                          duplicates=duplicates, blanks=int(blanks), note=note)
+
+    def _assign_series_ids(self, staged: pl.DataFrame, old_max_id: int, name: str) -> pl.DataFrame:
+        """Key each staged series, reuse ids of known series, and insert the new ones."""
+        rows = []
+        for skey, metric, labels_json in staged.iter_rows():
+            try:
+                labels = orjson.loads(labels_json) if labels_json else {}
+            except orjson.JSONDecodeError as exc:  # a parser bug, not user input
+                raise IngestError(name, f"internal: bad label JSON for series {metric}: {exc}") from exc
+            labels.pop("__name__", None)
+            metric_c = canonical_metric(metric)
+            norm = normalise_labels(labels)
+            rows.append({"skey": skey, "key": series_key(metric_c, labels), "metric": metric_c,
+                         **norm, "labels": orjson.dumps(labels, option=orjson.OPT_SORT_KEYS).decode()})
+        schema = {"skey": pl.Int64, "key": pl.Utf8, "metric": pl.Utf8,
+                  **{c: pl.Utf8 for c in NORMALISED_COLUMNS}, "labels": pl.Utf8}
+        frame = pl.DataFrame(rows, schema=schema)
+        stage_map_in = frame.select("key").unique()
+        self.con.register("stage_map_in", stage_map_in)
+        try:
+            known = self.con.sql(q.SERIES_IDS_BY_KEY).pl()
+        finally:
+            self.con.unregister("stage_map_in")
+        known = known.rename({"id": "series_id"}) if known.height else pl.DataFrame(
+            schema={"key": pl.Utf8, "series_id": pl.Int64})
+        new = frame.unique("key", keep="first", maintain_order=True).join(known, on="key", how="anti")
+        new = new.with_columns((pl.int_range(0, new.height, dtype=pl.Int64) + old_max_id + 1).alias("id"))
+        if new.height:
+            series_new_in = new.drop("skey")
+            self.con.register("series_new_in", series_new_in)
+            try:
+                self.con.execute(q.SERIES_INSERT)
+            finally:
+                self.con.unregister("series_new_in")
+        ids = pl.concat([known.select("key", pl.col("series_id").cast(pl.Int64)),
+                         new.select("key", pl.col("id").alias("series_id"))])
+        return frame.select("skey", "key").join(ids, on="key").select("skey", "series_id")
+
+    # -- reading --------------------------------------------------------------------------
+    def sources(self) -> pl.DataFrame:
+        return self.query(q.SOURCES_LIST)
+
+    def series(self, metric: str | None = None) -> pl.DataFrame:
+        return self.query(q.SERIES_LIST, {"metric": metric})
+
+    def metrics(self) -> pl.DataFrame:
+        return self.query(q.METRICS_INVENTORY)
+
+    def totals(self) -> dict[str, Any]:
+        row = self._row(q.TOTALS)
+        return dict(zip(("series", "samples", "first_ts_ms", "last_ts_ms", "sources"), row))
+
+    def _row(self, sql: str, params: dict[str, Any] | None = None) -> tuple:
+        # DuckDB 2.0 refuses new work while an execute() result is unfetched: fetch it all.
+        rows = self.con.execute(sql, params or {}).fetchall()
+        return rows[0] if rows else ()
+
+    def query(self, sql: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
+        """Run one of the named statements of ``analytics.sql`` and return a polars frame."""
+        # DuckDB 2.0: polars output lives on relations (con.sql), not on execute() results.
+        return self.con.sql(sql, params=params or None).pl()
