@@ -87,3 +87,26 @@ def test_file_store_persists(tmp_path):
 
 def test_series_key_is_order_independent():
     assert series_key("m", {"b": "1", "a": "2"}) == series_key("m", {"a": "2", "b": "1"})
+
+
+def test_duplicate_across_chunks_is_collapsed_last_wins(store):
+    def chunked(sink):
+        sink.add_series(_series([(0, "up", '{"job":"a"}')]))
+        sink.add_samples(_samples([(0, 1000, 1.0), (0, 2000, 2.0)]))
+        sink.add_samples(_samples([(0, 2000, 5.0), (0, 3000, 3.0)]))
+
+    res = store.load("c.prom", "test", "h3", chunked)
+    assert (res.samples, res.duplicates) == (3, 1)
+    assert store.query("SELECT ts_ms, value FROM samples ORDER BY ts_ms").rows() == [
+        (1000, 1.0), (2000, 5.0), (3000, 3.0)]
+
+
+def test_out_of_order_samples_without_duplicates_all_kept(store):
+    def shuffled(sink):
+        sink.add_series(_series([(0, "up", '{"job":"a"}')]))
+        sink.add_samples(_samples([(0, 3000, 3.0), (0, 1000, 1.0), (0, 2000, 2.0)]))
+
+    res = store.load("d.prom", "test", "h4", shuffled)
+    assert (res.samples, res.duplicates) == (3, 0)
+    assert store.query("SELECT ts_ms, value FROM samples ORDER BY ts_ms").rows() == [
+        (1000, 1.0), (2000, 2.0), (3000, 3.0)]

@@ -1,0 +1,31 @@
+"""Every ``tidelens`` command is documented in the README and answers ``--help``."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analytics.cli import build_parser
+
+README = (Path(__file__).parent.parent / "README.md").read_text()
+
+
+def _commands() -> list[str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sorted(sub.choices)
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_command_is_documented_in_readme(command):
+    assert f"tidelens {command}" in README, f"README.md does not document `tidelens {command}`"
+
+
+def test_module_entry_point_lists_every_command():
+    out = subprocess.run([sys.executable, "-m", "analytics", "--help"], capture_output=True, text=True, check=True)
+    for command in _commands():
+        assert command in out.stdout
