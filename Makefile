@@ -24,7 +24,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 bench: $(STAMP)
-	for b in bench/*.py; do $(PY) $$b || exit 1; done
+	@echo "Run one benchmark at a time, e.g. $(PY) bench/ingest.py (some take many minutes)."
 
 clean:
 	rm -rf $(VENV) data/cache .pytest_cache

@@ -40,6 +40,7 @@ HTTP_DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25
 # --- Triton / TGI / KServe (recognised; the simulator does not write them) ------------------
 TRITON_SUCCESS = "nv_inference_request_success"
 TRITON_QUEUE_US = "nv_inference_queue_duration_us"
+TRITON_SUMMARY_US = "nv_inference_request_summary_us"  # summary (quantile label) when enabled
 TGI_DURATION = "tgi_request_duration"
 KSERVE_DURATION = "request_predict_seconds"
 
@@ -82,7 +83,7 @@ SIGNALS: tuple[Signal, ...] = (
            "active vs allocated utilisation", "only allocation is shown, not activity"),
     Signal("gpu_memory", (DCGM_FB_USED,), "memory used per GPU", "memory columns are empty"),
     Signal("request_latency", (VLLM_TTFT, VLLM_E2E, HTTP_DURATION, TRITON_QUEUE_US,
-                               TGI_DURATION, KSERVE_DURATION),
+                               TGI_DURATION, KSERVE_DURATION, TRITON_SUMMARY_US),
            "p50/p95/p99 per service (service timeline)",
            "no tail events: nothing to attribute"),
     Signal("request_rate", (VLLM_SUCCESS, HTTP_DURATION, TRITON_SUCCESS),
@@ -111,7 +112,11 @@ METRIC_ALIASES: dict[str, str] = {
     "kube_hpa_status_desired_replicas": KSM_HPA_DESIRED,
     "kube_hpa_status_current_replicas": KSM_HPA_CURRENT,
     "http_server_duration_seconds": HTTP_DURATION,
+    "http_request_duration_seconds": HTTP_DURATION,  # prometheus client middlewares' classic name
+    "vllm_request_success": VLLM_SUCCESS,
 }
+
+_HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 
 def canonical_metric(name: str) -> str:
@@ -123,7 +128,14 @@ def canonical_metric(name: str) -> str:
     'DCGM_FI_DEV_GPU_UTIL'
     >>> canonical_metric("vllm_request_success_total")
     'vllm:request_success_total'
+    >>> canonical_metric("vllm_time_to_first_token_seconds_bucket")
+    'vllm:time_to_first_token_seconds_bucket'
     """
     if name[:7].lower() == "dcgm_fi":
         return name.upper()
-    return METRIC_ALIASES.get(name, name)
+    if name in METRIC_ALIASES:
+        return METRIC_ALIASES[name]
+    for suffix in _HISTOGRAM_SUFFIXES:  # a histogram's series under a deprecated family name
+        if name.endswith(suffix) and name[: -len(suffix)] in METRIC_ALIASES:
+            return METRIC_ALIASES[name[: -len(suffix)]] + suffix
+    return name

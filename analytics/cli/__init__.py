@@ -16,6 +16,13 @@ from analytics.errors import TidelensError
 # Command modules, in the order ``tidelens --help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "analytics.cli.store_cmds",
+    "analytics.cli.ingest_cmd",
+    "analytics.cli.rhythm_cmd",
+    "analytics.cli.timeline_cmd",
+    "analytics.cli.live_cmd",
+    "analytics.cli.whatif_cmd",
+    "analytics.cli.sample_cmd",
+    "analytics.cli.events_cmd",
 )
 
 

@@ -1,0 +1,115 @@
+"""The look every Tidelens chart shares: class colours, a projector template, export settings.
+
+One colour per workload class everywhere (Okabe-Ito, distinguishable with the common forms of
+colour blindness): inference blue, batch vermillion, other bluish green, unknown reddish purple,
+idle grey. Fonts are large because these charts are read off a projector across a room.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from zoneinfo import ZoneInfo
+
+import plotly.graph_objects as go
+import plotly.io as pio
+import polars as pl
+
+from analytics.overview import WORKLOAD_CLASSES
+
+# Okabe & Ito (2008), "Color Universal Design".
+OKABE_ITO: dict[str, str] = {
+    "black": "#000000", "orange": "#E69F00", "sky_blue": "#56B4E9", "bluish_green": "#009E73",
+    "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00", "reddish_purple": "#CC79A7",
+}
+CLASS_COLORS: dict[str, str] = {
+    "inference": OKABE_ITO["blue"],
+    "batch": OKABE_ITO["vermillion"],
+    "other": OKABE_ITO["bluish_green"],
+    "unknown": OKABE_ITO["reddish_purple"],
+    "idle": "#BBBBBB",
+}
+assert tuple(CLASS_COLORS) == WORKLOAD_CLASSES
+SLO_COLOR = OKABE_ITO["black"]
+# Services are told apart by dash and by these, never by a class colour.
+SERVICE_COLORS: tuple[str, ...] = (OKABE_ITO["sky_blue"], OKABE_ITO["orange"], OKABE_ITO["blue"],
+                                   OKABE_ITO["reddish_purple"], OKABE_ITO["bluish_green"])
+
+TEMPLATE_NAME = "tidelens"
+FONT_SIZE = 18
+
+# Streamlit's st.plotly_chart(config=...): the toolbar's camera button saves a 2x PNG.
+PLOTLY_CONFIG: dict[str, object] = {
+    "displaylogo": False,
+    "toImageButtonOptions": {"format": "png", "scale": 2, "filename": "tidelens-chart"},
+    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+}
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def _register_template() -> None:
+    base = pio.templates["plotly_white"]
+    template = go.layout.Template(base)
+    template.layout.font = dict(size=FONT_SIZE, family="Inter, DejaVu Sans, Arial, sans-serif")
+    template.layout.title = dict(font=dict(size=FONT_SIZE + 4))
+    template.layout.legend = dict(font=dict(size=FONT_SIZE - 2), orientation="h",
+                                  yanchor="bottom", y=1.02, x=0)
+    template.layout.margin = dict(l=70, r=20, t=60, b=50)
+    template.layout.hoverlabel = dict(font=dict(size=FONT_SIZE - 2))
+    template.layout.colorway = list(SERVICE_COLORS)
+    pio.templates[TEMPLATE_NAME] = template
+
+
+_register_template()
+
+
+def class_color(cls: str) -> str:
+    """The colour of a workload class (grey for a class the palette does not know)."""
+    return CLASS_COLORS.get(cls, "#777777")
+
+
+def apply_theme(fig: go.Figure, *, title: str | None = None, height: int | None = None) -> go.Figure:
+    """Give a figure the Tidelens template (and optionally a title and height)."""
+    fig.update_layout(template=TEMPLATE_NAME)
+    if title is not None:
+        fig.update_layout(title_text=title)
+    if height is not None:
+        fig.update_layout(height=height)
+    return fig
+
+
+def display_ts(ts: pl.Series, tz: str) -> pl.Series:
+    """Step timestamps (epoch ms or datetimes, UTC) as datetimes in the display zone.
+
+    The zone is dropped after conversion so Plotly shows wall-clock time without shifting it
+    again in the browser.
+    """
+    if ts.dtype == pl.Datetime or isinstance(ts.dtype, pl.Datetime):
+        dt = ts if ts.dtype.time_zone else ts.dt.replace_time_zone("UTC")  # type: ignore[union-attr]
+    else:
+        dt = pl.from_epoch(ts.cast(pl.Int64), time_unit="ms").dt.replace_time_zone("UTC")
+    zone = "UTC" if tz in ("UTC", "") else str(ZoneInfo(tz))
+    return dt.dt.convert_time_zone(zone).dt.replace_time_zone(None).alias(ts.name)
+
+
+def zone_label(tz: str) -> str:
+    return "UTC" if tz in ("UTC", "") else tz
+
+
+def figure_image(fig: go.Figure, fmt: str = "svg", *, scale: float = 2.0) -> bytes:
+    """Render a figure to PNG/SVG on the server with Kaleido, using Debian's Chromium.
+
+    Kaleido drives a headless Chrome; where none is bundled it reads ``BROWSER_PATH``, which is
+    pointed at ``/usr/bin/chromium`` when that exists and nothing else was chosen.
+    """
+    if "BROWSER_PATH" not in os.environ:
+        found = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+        if found:
+            os.environ["BROWSER_PATH"] = found
+    return fig.to_image(format=fmt, scale=scale)
+
+
+__all__ = ["CLASS_COLORS", "OKABE_ITO", "PLOTLY_CONFIG", "SERVICE_COLORS", "SLO_COLOR",
+           "TEMPLATE_NAME", "apply_theme", "class_color", "display_ts", "figure_image",
+           "zone_label"]

@@ -1,0 +1,119 @@
+"""``tidelens events`` and ``tidelens report``: tail events with their causes, and a postmortem file."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+
+from analytics.cli.common import add_db, add_json, print_json, print_table
+from analytics.errors import ConfigError
+from analytics.events import EventsAnalysis, EventsConfig, analyse_store, load_incidents
+from analytics.events.slo import slos_from_config
+from analytics.store import Store
+
+DEFAULT_CONFIG = Path("tidelens.toml")
+_HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in EventsConfig.__dataclass_fields__}
+
+
+def _add_settings(p: argparse.ArgumentParser) -> None:
+    add_db(p)
+    p.add_argument("--slo-ms", type=float, default=None,
+                   help="p99 SLO in ms for every service (default: [slo] in tidelens.toml; services with "
+                        "none use the relative rule)")
+    p.add_argument("--step", default="1m", help="timeline step, e.g. 1m or 5m (default 1m)")
+    p.add_argument("--from", dest="start", default=None, help="range start, ISO-8601 UTC (default: first data)")
+    p.add_argument("--to", dest="end", default=None, help="range end, ISO-8601 UTC (default: last data)")
+    p.add_argument("--min-duration-min", type=float, default=5.0, help=_HELP["min_duration_min"] + " (default 5)")
+    p.add_argument("--merge-gap-min", type=float, default=10.0, help=_HELP["merge_gap_min"] + " (default 10)")
+    p.add_argument("--incidents", default=None, metavar="FILE",
+                   help="incident CSV (start, end, service, recorded_cause, ...) to compare causes with")
+    p.add_argument("--config", default=None,
+                   help=f"config with [slo] and the workload map (default ./{DEFAULT_CONFIG} when it exists)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("events", help="tail events of each service, their cause and evidence")
+    _add_settings(p)
+    add_json(p)
+    p.set_defaults(func=cmd_events)
+
+    p = sub.add_parser("report", help="postmortem report of one tail event (.html or .md)")
+    _add_settings(p)
+    p.add_argument("--event", required=True, metavar="ID", help="event id, as `tidelens events` prints it")
+    p.add_argument("--out", required=True, metavar="FILE", help="FILE.html (self-contained) or FILE.md (+ PNG beside it)")
+    p.add_argument("--tz", default="UTC", help="time zone of the figure's axis (default UTC)")
+    p.set_defaults(func=cmd_report)
+
+
+def _ms(text: str | None, flag: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ConfigError(f"{flag} {text!r} is not an ISO-8601 time (e.g. 2026-03-02T09:30:00Z)") from exc
+    if dt.tzinfo is None:
+        from datetime import timezone
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def run_analysis(args: argparse.Namespace) -> EventsAnalysis:
+    """The events analysis the flags describe (shared by ``events`` and ``report``)."""
+    from analytics.timeline import parse_step_s
+    from analytics.workloads import load_map
+
+    config = Path(args.config) if args.config else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
+    if args.config and not Path(args.config).exists():
+        raise ConfigError(f"{args.config}: no such config file")
+    cfg = EventsConfig(step_s=parse_step_s(args.step), start_ms=_ms(args.start, "--from"),
+                       end_ms=_ms(args.end, "--to"), slo_ms=args.slo_ms,
+                       min_duration_min=args.min_duration_min, merge_gap_min=args.merge_gap_min)
+    incidents = load_incidents(args.incidents) if args.incidents else None
+    wmap = load_map(config)
+    if args.db != ":memory:" and not Path(args.db).exists():
+        raise ConfigError(f"{args.db}: no such store; build one with `tidelens load --db {args.db} FILES`")
+    with Store(args.db, read_only=args.db != ":memory:") as st:
+        return analyse_store(st, cfg, wmap, incidents, slos_ms=slos_from_config(config))
+
+
+def events_table(analysis: EventsAnalysis) -> pl.DataFrame:
+    """One row per event, for the readable table."""
+    rows = [{"id": e.id, "service": e.service, "start": e.as_dict()["start"], "min": round(e.duration_min),
+             "peak_p99_ms": round(e.peak_p99_ms), "slo_ms": e.slo_ms, "cause": e.cause,
+             "batch": e.shares.get("batch_contention"), "traffic": e.shares.get("traffic_surge"),
+             "unexpl": e.shares.get("unexplained"), "misattributed": e.misattributed,
+             "recorded": (e.evidence.get("incident") or {}).get("recorded_cause")} for e in analysis.events]
+    return pl.DataFrame(rows, schema={"id": pl.Utf8, "service": pl.Utf8, "start": pl.Utf8, "min": pl.Int64,
+                                      "peak_p99_ms": pl.Int64, "slo_ms": pl.Float64, "cause": pl.Utf8,
+                                      "batch": pl.Float64, "traffic": pl.Float64, "unexpl": pl.Float64,
+                                      "misattributed": pl.Boolean, "recorded": pl.Utf8})
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    analysis = run_analysis(args)
+    if args.json:
+        print_json([e.as_dict() for e in analysis.events])
+    else:
+        print_table(events_table(analysis))
+        for note in analysis.notes:
+            print(f"note: {note}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from analytics.events.report import write_report
+
+    analysis = run_analysis(args)
+    try:
+        ev = analysis.event(args.event)
+    except KeyError:
+        known = ", ".join(e.id for e in analysis.events[:10]) or "none"
+        raise ConfigError(f"no event {args.event!r} with these settings (the id depends on --slo-ms, --step, "
+                          f"--min-duration-min, --merge-gap-min); events: {known}") from None
+    for path in write_report(analysis, ev, args.out, tz=args.tz):
+        print(f"wrote {path}")
+    return 0

@@ -1,0 +1,94 @@
+"""``tidelens timeline``, ``tidelens signals`` and ``tidelens classify``: the derived timelines,
+which signals the store has, and how the workload map classifies its workloads."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import polars as pl
+
+from analytics.cli.common import add_db, add_json, print_json, print_table
+from analytics.errors import ConfigError
+from analytics.store import Store
+from analytics.timeline import TimelineConfig, parse_step_s, pool_timeline, service_timeline, signal_report
+from analytics.workloads import classify_workloads, load_map
+
+DEFAULT_MAP = Path("tidelens.toml")
+
+
+def _add_map(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--map", default=None,
+                   help=f"workload map (default ./{DEFAULT_MAP} when it exists, else the built-in defaults)")
+
+
+def _map(args: argparse.Namespace):
+    path = args.map if args.map is not None else (DEFAULT_MAP if DEFAULT_MAP.exists() else None)
+    if args.map is not None and not Path(args.map).exists():
+        raise ConfigError(f"{args.map}: no such workload map; copy tidelens.example.toml to start one")
+    return load_map(path)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("timeline", help="pool or service timeline at a step, as a table or CSV")
+    add_db(p)
+    add_json(p)
+    _add_map(p)
+    p.add_argument("--kind", choices=("pool", "service"), default="pool", help="which timeline (default pool)")
+    p.add_argument("--step", default="1m",
+                   help=TimelineConfig.__dataclass_fields__["step_s"].metadata["help"] + " (e.g. 30s, 1m, 5m; default 1m)")
+    p.add_argument("--csv", default=None, metavar="OUT", help="write the whole timeline to this CSV file")
+    p.set_defaults(func=cmd_timeline)
+
+    p = sub.add_parser("signals", help="which recognised signals the store has, and what missing ones cost")
+    add_db(p)
+    add_json(p)
+    p.set_defaults(func=cmd_signals)
+
+    p = sub.add_parser("classify", help="each workload, its class, team, pool and the rule that decided it")
+    add_db(p)
+    add_json(p)
+    _add_map(p)
+    p.set_defaults(func=cmd_classify)
+
+
+def _iso(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(pl.col("ts").dt.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    cfg = TimelineConfig(step_s=parse_step_s(args.step))
+    wmap = _map(args)
+    with Store(args.db, read_only=Path(args.db).exists() and args.db != ":memory:") as st:
+        frame = pool_timeline(st, cfg, wmap) if args.kind == "pool" else service_timeline(st, cfg, wmap)
+    frame = _iso(frame)
+    if args.csv:
+        frame.write_csv(args.csv)
+        print(f"wrote {frame.height} rows to {args.csv}")
+    elif args.json:
+        print_json(frame.to_dicts())
+    else:
+        print_table(frame)
+    return 0
+
+
+def cmd_signals(args: argparse.Namespace) -> int:
+    with Store(args.db, read_only=Path(args.db).exists() and args.db != ":memory:") as st:
+        frame = signal_report(st)
+    if args.json:
+        print_json(frame.to_dicts())
+    else:
+        print_table(frame.with_columns(pl.when(pl.col("found")).then(pl.lit("")).otherwise(
+            pl.col("cost_if_missing")).alias("cost_if_missing")))
+    return 0
+
+
+def cmd_classify(args: argparse.Namespace) -> int:
+    wmap = _map(args)
+    with Store(args.db, read_only=Path(args.db).exists() and args.db != ":memory:") as st:
+        frame = classify_workloads(st, wmap)
+    if args.json:
+        print_json(frame.to_dicts())
+    else:
+        print_table(frame)
+    return 0

@@ -1,0 +1,84 @@
+"""``tidelens whatif``: replay one demand under each pool policy and compare them."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import polars as pl
+
+from analytics.cli.common import add_json, print_json, print_table
+from analytics.errors import ConfigError
+from analytics.pool import (POLICIES, PRESETS, SUMMARY_KEYS, PoolScenario, calibrate, compare,
+                            scenario_from_toml)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("whatif", help="compare pool policies (shared, partitioned, tidal, MIG, "
+                                      "...) on one demand")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--db", default=None,
+                     help="calibrate the scenario from this store (arrives with the timelines)")
+    src.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                     help="a built-in scenario: " + ", ".join(sorted(PRESETS)))
+    src.add_argument("--scenario", default=None, metavar="FILE.toml",
+                     help="a scenario saved as TOML (the What-if page's 'save')")
+    p.add_argument("--policy", action="append", choices=POLICIES, default=None,
+                   help="policy to model (repeatable; default: all)")
+    p.add_argument("--slo-ms", type=float, default=None,
+                   help="override the service's p99 SLO (ms)")
+    p.add_argument("--days", type=int, default=None,
+                   help="preset length in days (default: the preset's own, 7)")
+    add_json(p)
+    p.set_defaults(func=cmd_whatif)
+
+
+def load_scenario(args: argparse.Namespace) -> PoolScenario:
+    """The scenario the arguments name, with ``--slo-ms`` applied."""
+    if args.preset:
+        build = PRESETS[args.preset]
+        scn = build(args.days) if args.days else build()
+    elif args.scenario:
+        path = Path(args.scenario)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the scenario ({exc.strerror}); "
+                              "check the path") from None
+        try:
+            scn = scenario_from_toml(text)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+    else:
+        scn = calibrate(args.db)
+    if args.slo_ms is not None:
+        if args.slo_ms <= 0:
+            raise ConfigError(f"--slo-ms {args.slo_ms:g}: give a positive number of ms")
+        scn = dataclasses.replace(scn, service=dataclasses.replace(scn.service,
+                                                                   slo_ms=args.slo_ms))
+        scn.provenance = {**scn.provenance, "service.slo_ms": "user (--slo-ms)"}
+    return scn
+
+
+def cmd_whatif(args: argparse.Namespace) -> int:
+    scn = load_scenario(args)
+    policies = tuple(dict.fromkeys(args.policy)) if args.policy else POLICIES
+    results = compare(scn, policies)
+    out = {
+        "scenario": {"name": scn.name, "description": scn.description, "steps": scn.steps,
+                     "step_s": scn.step_s, "start_ts_ms": scn.start_ts_ms,
+                     "slo_ms": scn.service.slo_ms, "pool_gpus": scn.pool.gpus,
+                     "provenance": scn.provenance},
+        "policies": {name: {**r.summary, "externality": r.externality}
+                     for name, r in results.items()},
+    }
+    if args.json:
+        print_json(out)
+        return 0
+    rows = [{"policy": name, **{k: r.summary[k] for k in SUMMARY_KEYS}}
+            for name, r in results.items()]
+    print(f"{scn.name}: {scn.description} ({scn.steps} steps of {scn.step_s} s, "
+          f"SLO p99 {scn.service.slo_ms:g} ms)")
+    print_table(pl.DataFrame(rows))
+    return 0

@@ -1,0 +1,296 @@
+"""The frame-level analysis: timelines in, attributed tail events out.
+
+:func:`analyse` takes the timeline frames (not the store), so it runs on hand-made frames in
+tests as well as on :mod:`analytics.timeline`'s output. The steps it computes (traffic, norm,
+capacity with and without batch, the four evaluations of L) stay on the result for the page,
+the report and the evidence to cite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from analytics.errors import NotEnoughDataError
+from analytics.events.attribute import (attribute_event, capacity_without_batch, estimate_warmup_steps,
+                                        evaluate)
+from analytics.events.config import EventsConfig
+from analytics.events.detect import detect_runs
+from analytics.events.event import Event, event_id, iso_utc
+from analytics.events.evidence import holders_at, latency_regression
+from analytics.events.incidents import match_incident
+from analytics.events.latency_model import LatencyModel, fit_latency_model
+from analytics.events.norm import traffic_norm
+
+
+def with_ts_ms(frame: pl.DataFrame) -> pl.DataFrame:
+    """Add an Int64 ``ts_ms`` (UTC epoch ms) from ``ts`` when it is a Datetime or integer."""
+    if "ts_ms" in frame.columns:
+        return frame
+    dt = frame.schema["ts"]
+    expr = pl.col("ts").dt.epoch("ms") if isinstance(dt, pl.Datetime) else pl.col("ts").cast(pl.Int64)
+    return frame.with_columns(expr.alias("ts_ms"))
+
+
+@dataclass
+class EventsAnalysis:
+    """Events of a range plus everything needed to show and cite them."""
+
+    events: list[Event]
+    steps: pl.DataFrame
+    holdings: pl.DataFrame
+    models: dict[str, LatencyModel]
+    regressions: dict[str, dict[str, Any]]
+    warmup_min: dict[str, float]
+    slos_ms: dict[str, float | None]
+    cfg: EventsConfig
+    notes: list[str] = field(default_factory=list)
+
+    def event(self, event_id_: str) -> Event:
+        for ev in self.events:
+            if ev.id == event_id_:
+                return ev
+        raise KeyError(event_id_)
+
+    def event_window(self, ev: Event, pad_min: float = 90.0) -> pl.DataFrame:
+        """The service's steps from ``pad_min`` before the event to ``pad_min`` after it."""
+        pad = int(pad_min * 60_000)
+        return self.steps.filter((pl.col("service") == ev.service) & (pl.col("ts_ms") > ev.start_ms - pad)
+                                 & (pl.col("ts_ms") <= ev.end_ms + pad))
+
+    def holdings_window(self, ev: Event, pad_min: float = 90.0) -> pl.DataFrame:
+        pad = int(pad_min * 60_000)
+        return self.holdings.filter((pl.col("pool") == ev.pool) & (pl.col("ts_ms") > ev.start_ms - pad)
+                                    & (pl.col("ts_ms") <= ev.end_ms + pad))
+
+
+def _service_steps(services: pl.DataFrame, pools: pl.DataFrame) -> pl.DataFrame:
+    s = with_ts_ms(services)
+    ready = pl.col("ready_replicas") if "ready_replicas" in s.columns else pl.lit(None)
+    s = s.select(
+        "ts_ms", pl.col("service").cast(pl.Utf8), pl.col("pool").cast(pl.Utf8).fill_null("default"),
+        pl.col("rps").cast(pl.Float64), pl.col("p99_ms").cast(pl.Float64).fill_nan(None),
+        pl.coalesce(ready.cast(pl.Float64), pl.col("replicas").cast(pl.Float64)).fill_null(0.0).alias("ready"),
+        pl.col("desired_replicas").cast(pl.Float64).alias("desired_raw"))
+    s = s.with_columns(pl.coalesce("desired_raw", "ready").alias("desired")).drop("desired_raw")
+    p = with_ts_ms(pools).select("ts_ms", pl.col("pool").cast(pl.Utf8),
+                                 pl.col("gpus_total").cast(pl.Float64),
+                                 pl.col("gpus_batch").cast(pl.Float64).fill_null(0.0),
+                                 pl.col("gpus_idle").cast(pl.Float64).fill_null(0.0))
+    return s.join(p, on=["ts_ms", "pool"], how="left").with_columns(
+        pl.col("gpus_batch", "gpus_idle").fill_null(0.0)).sort("service", "ts_ms")
+
+
+def _gpus_per_replica(holdings: pl.DataFrame, steps: pl.DataFrame) -> dict[str, float]:
+    out: dict[str, float] = {}
+    inf = holdings.filter(pl.col("cls") == "inference").group_by("ts_ms", "workload").agg(pl.col("gpus").sum())
+    for (service,), g in steps.group_by(["service"]):
+        j = g.select("ts_ms", "ready").join(inf.filter(pl.col("workload") == service), on="ts_ms")
+        j = j.filter(pl.col("ready") > 0)
+        v = float((j["gpus"] / j["ready"]).median()) if j.height else float("nan")
+        out[service] = v if np.isfinite(v) and v > 0 else 1.0
+    return out
+
+
+def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame, *,
+            cfg: EventsConfig | None = None, slos_ms: dict[str, float | None] | None = None,
+            incidents: pl.DataFrame | None = None, norms: pl.DataFrame | None = None) -> EventsAnalysis:
+    """Find and attribute the tail events of every service in the timeline frames.
+
+    Parameters
+    ----------
+    services, pools, holdings:
+        :func:`analytics.timeline.service_timeline`, ``pool_timeline`` and ``holdings`` output
+        (``ts`` Datetime UTC or integer ms, the END of each step).
+    cfg:
+        Thresholds and settings.
+    slos_ms:
+        p99 SLO per service (``cfg.slo_ms`` overrides all); a service with none uses the
+        relative rule.
+    incidents:
+        :func:`analytics.events.incidents.load_incidents` output, optional.
+    norms:
+        ``ts_ms|ts, service, expected, lower, upper`` to use instead of computing the norm band.
+    """
+    cfg = cfg or EventsConfig()
+    slos_ms = dict(slos_ms or {})
+    step_ms = cfg.step_s * 1000
+    notes: list[str] = []
+    steps = _service_steps(services, pools)
+    hold = with_ts_ms(holdings).select(
+        "ts_ms", pl.col("pool").cast(pl.Utf8).fill_null("default"), pl.col("cls").cast(pl.Utf8).fill_null("unknown"),
+        pl.col("team").cast(pl.Utf8).fill_null("(no team)"), pl.col("workload").cast(pl.Utf8).fill_null("(unlabelled)"),
+        pl.col("gpus").cast(pl.Float64))
+    if steps.height == 0:
+        raise NotEnoughDataError("the service timeline is empty: load latency and traffic metrics "
+                                 "(vLLM, http_server_request_duration_seconds) for the range")
+
+    # Norm band per service.
+    if norms is not None:
+        band = with_ts_ms(norms).select("ts_ms", "service", "expected", "lower", "upper")
+    else:
+        parts = []
+        for (service,), g in steps.group_by(["service"], maintain_order=True):
+            parts.append(traffic_norm(g.select("ts_ms", pl.col("rps").fill_null(0.0)), step_s=cfg.step_s)
+                         .with_columns(pl.lit(service).alias("service")))
+        band = pl.concat(parts)
+    steps = steps.join(band, on=["ts_ms", "service"], how="left").sort("service", "ts_ms")
+    if cfg.normal_traffic == "expected":
+        steps = steps.with_columns(pl.col("expected").alias("t0"))
+    else:
+        # Inside the band the traffic is normal by definition; only what lies outside is abnormal.
+        steps = steps.with_columns(pl.col("rps").clip(pl.col("lower"), pl.col("upper")).alias("t0"))
+
+    gpr = _gpus_per_replica(hold, steps)
+    warm_steps: dict[str, int] = {}
+    for (service,), g in steps.group_by(["service"], maintain_order=True):
+        if cfg.warmup_min is not None:
+            warm_steps[service] = int(round(cfg.warmup_min * 60 / cfg.step_s))
+        else:
+            warm_steps[service] = estimate_warmup_steps(
+                g["desired"].to_numpy(), g["ready"].to_numpy(), g["gpus_idle"].to_numpy(), gpr[service],
+                default_steps=int(round(cfg.default_warmup_min * 60 / cfg.step_s)))
+    steps = capacity_without_batch(steps, warm_steps, gpr)
+
+    models: dict[str, LatencyModel] = {}
+    for (service,), g in steps.group_by(["service"], maintain_order=True):
+        calm = g.filter((pl.col("gpus_batch") <= 0) & (pl.col("gpus_idle") >= pl.col("gpr")))
+        try:
+            models[service] = fit_latency_model(calm["rps"].to_numpy(), calm["ready"].to_numpy(),
+                                                calm["p99_ms"].to_numpy(),
+                                                overload_slope_min=cfg.overload_slope_min)
+        except NotEnoughDataError:
+            # No clean period: fit on all steps and say so (batch effects leak into L).
+            try:
+                models[service] = fit_latency_model(g["rps"].to_numpy(), g["ready"].to_numpy(),
+                                                    g["p99_ms"].to_numpy(), overload_slope_min=cfg.overload_slope_min)
+                notes.append(f"{service}: no uncontended period with free GPUs; latency model fitted on all steps")
+            except NotEnoughDataError as exc:
+                notes.append(f"{service}: no latency model ({exc}); its events are 'unexplained'")
+    steps = evaluate(steps, models)
+
+    regressions = {svc: latency_regression(g, cfg.hac_maxlags)
+                   for (svc,), g in steps.group_by(["service"], maintain_order=True)}
+
+    events: list[Event] = []
+    for (service,), g in steps.group_by(["service"], maintain_order=True):
+        slo = cfg.slo_ms if cfg.slo_ms is not None else slos_ms.get(service)
+        p99 = g["p99_ms"].fill_null(0.0).to_numpy()
+        if slo is not None:
+            above = p99 > slo
+        elif service in models:
+            # Relative rule: against latency at the capacity the autoscaler WANTED (never the one it got).
+            wanted = models[service].ms(g["rps"].fill_null(0.0).to_numpy(), g["desired"].to_numpy())
+            above = p99 > cfg.relative_k * wanted
+        else:
+            continue
+        runs = detect_runs(g["ts_ms"].to_numpy(), above, step_ms=step_ms,
+                           min_duration_ms=int(cfg.min_duration_min * 60_000),
+                           merge_gap_ms=int(cfg.merge_gap_min * 60_000))
+        for start_ms, end_ms in runs:
+            events.append(_build_event(g, hold, service, start_ms, end_ms, slo, cfg, models.get(service),
+                                       regressions[service], warm_steps[service], incidents))
+    events.sort(key=lambda e: (e.start_ms, e.service))
+    return EventsAnalysis(events=events, steps=steps, holdings=hold, models=models, regressions=regressions,
+                          warmup_min={k: v * cfg.step_s / 60 for k, v in warm_steps.items()},
+                          slos_ms={s: (cfg.slo_ms if cfg.slo_ms is not None else slos_ms.get(s))
+                                   for s in steps["service"].unique().to_list()},
+                          cfg=cfg, notes=notes)
+
+
+def naive_reading(window: pl.DataFrame, start_ms: int, cfg: EventsConfig) -> dict[str, Any]:
+    """What a dashboard would say: latency rose together with traffic -> users.
+
+    The dashboard compares the traffic's peak during the event with its low in the
+    ``ramp_lookback_min`` before it (5-step rolling means, so one noisy step decides nothing);
+    a rise of at least ``ramp_ratio`` reads as "user behaviour".
+    """
+    w = window.sort("ts_ms").with_columns(pl.col("rps").rolling_mean(5, min_samples=1).alias("_r"))
+    before = w.filter(pl.col("ts_ms") <= start_ms)["_r"].drop_nulls()
+    during = w.filter(pl.col("ts_ms") > start_ms)["_r"].drop_nulls()
+    low = float(before.min()) if before.len() else float("nan")
+    high = float(during.max()) if during.len() else float("nan")
+    ratio = high / low if np.isfinite(low) and low > 0 else float("nan")
+    blames = bool(np.isfinite(ratio) and ratio >= cfg.ramp_ratio)
+    says = ("traffic rose {:.0%} into the tail: read as user behaviour (a noisy tail)".format(ratio - 1)
+            if blames else "traffic did not rise: read as an unexplained latency blip")
+    return {"blames_users": blames, "cause": "traffic_surge" if blames else "unexplained",
+            "traffic_rise_ratio": round(ratio, 4) if np.isfinite(ratio) else None, "says": says}
+
+
+def _r(x: Any, nd: int = 3) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return round(v, nd) if np.isfinite(v) else None
+
+
+def _build_event(g: pl.DataFrame, hold: pl.DataFrame, service: str, start_ms: int, end_ms: int,
+                 slo: float | None, cfg: EventsConfig, model: LatencyModel | None, regression: dict[str, Any],
+                 warm_steps: int, incidents: pl.DataFrame | None) -> Event:
+    step_ms = cfg.step_s * 1000
+    look = int(cfg.asked_lookback_min * 60_000)
+    window = g.filter((pl.col("ts_ms") > start_ms - look) & (pl.col("ts_ms") <= end_ms))
+    naive_look = int(cfg.ramp_lookback_min * 60_000)
+    naive_window = g.filter((pl.col("ts_ms") > start_ms - naive_look) & (pl.col("ts_ms") <= end_ms))
+    ev = window.filter(pl.col("ts_ms") > start_ms)
+    pool = str(ev["pool"][0])
+    peak_i = int(ev["p99_ms"].fill_null(-1.0).arg_max())
+    peak = ev.row(peak_i, named=True)
+    first = ev.row(0, named=True)
+    if model is not None:
+        att = attribute_event(window, start_ms, cfg, slo)
+        shares, cause = att.shares, att.cause
+    else:
+        att, shares, cause = None, {"batch_contention": 0.0, "traffic_surge": 0.0, "unexplained": 1.0}, "unexplained"
+    naive = naive_reading(naive_window, start_ms, cfg)
+    incident = match_incident(incidents, service, start_ms, end_ms)
+    recorded = None
+    if incident is not None:
+        recorded = {"recorded_cause": incident["recorded_cause"], "as_cause": incident["cause_class"],
+                    "start": iso_utc(int(incident["start_ms"])), "end": iso_utc(int(incident["end_ms"])),
+                    "extra": {k: v for k, v in incident.items()
+                              if k not in ("start_ms", "end_ms", "service", "recorded_cause", "cause_class")}}
+    misattributed = cause == "batch_contention" and (
+        naive["blames_users"] or (recorded is not None and recorded["as_cause"] != "batch_contention"))
+    holders = holders_at(hold, pool, int(first["ts_ms"]), step_ms)
+    batch_holders = [h for h in holders if h["cls"] == "batch"]
+    evidence: dict[str, Any] = {
+        "pool": pool, "slo_ms": _r(slo), "duration_min": _r((end_ms - start_ms) / 60_000, 2),
+        "peak_at": iso_utc(int(peak["ts_ms"]) - step_ms),
+        "holders_at_start": holders,
+        "batch_gpus_at_start": _r(first["gpus_batch"]),
+        "batch_held_since": min((h["held_since"] for h in batch_holders), default=None),
+        "free_gpus_at_start": _r(first["gpus_idle"]),
+        "free_gpus_when_asked": _r(att.free_gpus_when_asked) if att else None,
+        "asked_at": iso_utc(att.asked_at_ms - step_ms) if att and att.asked_at_ms is not None else None,
+        "desired_replicas_at_start": _r(first["desired"]), "ready_replicas_at_start": _r(first["ready"]),
+        "desired_replicas_at_peak": _r(peak["desired"]), "ready_replicas_at_peak": _r(peak["ready"]),
+        "replicas_without_batch_at_peak": _r(peak["c0"]),
+        "shortfall_replicas_max": _r(att.shortfall_replicas_max) if att else None,
+        "warmup_min": _r(warm_steps * cfg.step_s / 60, 2),
+        "traffic_rps_at_peak": _r(peak["rps"]), "traffic_norm_rps_at_peak": _r(peak["expected"]),
+        "traffic_norm_upper_rps_at_peak": _r(peak["upper"]),
+        "traffic_vs_norm_at_peak": _r(peak["rps"] / peak["expected"]) if peak["expected"] else None,
+        "traffic_above_band_share": _r(att.traffic_above_band_share) if att else None,
+        "p99_observed_ms_at_peak": _r(peak["p99_ms"]),
+        "p99_load_explained_ms_at_peak": _r(np.exp(peak["l_tc"])) if model else None,
+        "counterfactual_p99_ms_at_peak": ({
+            "normal_traffic_without_batch": _r(np.exp(peak["l_t0c0"])),
+            "actual_traffic_without_batch": _r(np.exp(peak["l_tc0"])),
+            "normal_traffic_actual_capacity": _r(np.exp(peak["l_t0c"]))} if model else None),
+        "latency_model": model.describe() if model else None,
+        "regression": regression,
+        "naive_reading": naive,
+        "incident": recorded,
+    }
+    settings = {**cfg.settings_key(), "slo_ms": slo, "relative": slo is None}
+    return Event(id=event_id(service, start_ms, settings), service=service, pool=pool,
+                 start_ms=int(start_ms), end_ms=int(end_ms),
+                 peak_p99_ms=float(peak["p99_ms"]) if peak["p99_ms"] is not None else float("nan"),
+                 slo_ms=float(slo) if slo is not None else float("nan"), cause=cause, shares=shares,
+                 misattributed=bool(misattributed), evidence=evidence)

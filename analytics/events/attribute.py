@@ -1,0 +1,236 @@
+"""Attribution: counterfactual capacity, the four evaluations of L, Shapley shares and the cause.
+
+Per step of each service (DESIGN.md, tail events, steps 2-6):
+
+* T is the observed traffic, T0 its norm band's expected value.
+* C is the ready replicas; C0 the replicas it would have had without batch: the replicas the
+  autoscaler wanted a warm-up ago (``min(desired(t), desired(t - W))``: a replica asked for at
+  ``t - W`` serves at ``t``), bounded by ready + the GPUs batch held in the pool within that
+  warm-up window (``max`` of batch GPUs over ``[t - W, t]``: a GPU freed less than a warm-up ago
+  has not produced a ready replica yet). Idle GPUs at asking time cover the shortfall first
+  (what they leave unmet is scaling lag, not batch); the rest of the batch GPUs is shared among
+  the pool's services in proportion to their shortfall (in GPUs).
+* L is evaluated four times and split by Shapley over the two factors, in log latency:
+  ``phi_traffic = 1/2 [(L(T,C0) - L(T0,C0)) + (L(T,C) - L(T0,C))]``,
+  ``phi_batch = 1/2 [(L(T0,C) - L(T0,C0)) + (L(T,C) - L(T,C0))]``,
+  ``unexplained = log observed p99 - L(T,C)``.
+  Where the load per replica is beyond anything seen uncontended, a positive ``unexplained`` is
+  overload the model could not be calibrated on; it goes to the two factors in proportion to
+  their positive parts at that step. Each term is summed over the event's steps, then clipped
+  at zero, then normalised to shares adding to 1.
+
+Cause, in this order:
+
+1. ``scaling_lag``: batch share below ``mixed_share``, traffic within its norm (fewer than
+   ``surge_steps_share`` of the steps above the band), replicas short of what the autoscaler
+   wanted, and enough free GPUs in the pool for what it asked when it asked: the shortfall came
+   from warm-up alone.
+2. ``mixed``: batch and traffic shares both at least ``mixed_share`` (0.3); or both factors are
+   present and, per the model applied to the observed p99 (counterfactual p99 = observed x
+   L(counterfactual) / L(T, C)), removing either alone would leave at most half the event's
+   minutes over the SLO (each was necessary), or neither alone would but both together would.
+3. ``unexplained``: batch + traffic shares below ``explained_share`` (0.5).
+4. ``batch_contention`` or ``traffic_surge``: whichever share is larger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from analytics.events.config import EventsConfig
+from analytics.events.latency_model import LatencyModel
+
+
+def estimate_warmup_steps(desired: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray,
+                          gpus_per_replica: float, default_steps: int, max_steps: int = 120) -> int:
+    """Median steps from a scale-up request (desired rises while free GPUs exist) to ready.
+
+    Only requests the pool could place at once count: what they measure is warm-up alone.
+    """
+    desired = np.nan_to_num(np.asarray(desired, float))
+    ready = np.nan_to_num(np.asarray(ready, float))
+    idle = np.nan_to_num(np.asarray(idle_gpus, float))
+    rises = np.flatnonzero((np.diff(desired) > 0) & (desired[1:] > ready[1:])) + 1
+    lags = []
+    for i in rises:
+        need = desired[i] - ready[i]
+        if idle[i] + 1e-9 < need * gpus_per_replica:
+            continue
+        window = ready[i:i + max_steps + 1]
+        hit = np.flatnonzero(window >= desired[i] - 1e-9)
+        if hit.size:
+            lags.append(int(hit[0]))
+    lags = [x for x in lags if x > 0]
+    return int(np.median(lags)) if lags else int(default_steps)
+
+
+def rolling_max_back(x: np.ndarray, window: int) -> np.ndarray:
+    """max(x[t - window .. t]) per t (window 0 = x itself)."""
+    if window <= 0:
+        return x.copy()
+    s = pl.Series(x).rolling_max(window_size=window + 1, min_samples=1)
+    return s.to_numpy().astype(float)
+
+
+def capacity_without_batch(steps: pl.DataFrame, warmup_steps: dict[str, int],
+                           gpus_per_replica: dict[str, float]) -> pl.DataFrame:
+    """Add ``c_want`` and ``c0`` to a steps frame sorted by (service, ts_ms).
+
+    ``steps`` needs ``ts_ms, service, pool, ready, desired, gpus_batch, gpus_idle``.
+    """
+    parts = []
+    for (service,), g in steps.group_by(["service"], maintain_order=True):
+        w = int(warmup_steps.get(service, 0))
+        gpr = float(gpus_per_replica.get(service, 1.0))
+        desired = g["desired"].to_numpy().astype(float)
+        lagged = np.concatenate([np.full(min(w, desired.size), desired[0] if desired.size else 0.0),
+                                 desired[:max(desired.size - w, 0)]]) if w else desired
+        c_want = np.minimum(desired, lagged)
+        ready = g["ready"].to_numpy().astype(float)
+        short_gpus = np.maximum(c_want - ready, 0.0) * gpr
+        batch_w = rolling_max_back(g["gpus_batch"].to_numpy().astype(float), w)
+        idle = g["gpus_idle"].to_numpy().astype(float)
+        idle_ask = np.concatenate([np.full(min(w, idle.size), idle[0] if idle.size else 0.0),
+                                   idle[:max(idle.size - w, 0)]]) if w else idle
+        parts.append(g.with_columns(pl.Series("c_want", c_want), pl.Series("short_gpus", short_gpus),
+                                    pl.Series("batch_w", batch_w), pl.Series("idle_ask", idle_ask),
+                                    pl.lit(gpr).alias("gpr")))
+    f = pl.concat(parts)
+    # Per pool and step: idle GPUs first, then batch GPUs, shared in proportion to shortfall.
+    f = f.with_columns(pl.col("short_gpus").sum().over(["pool", "ts_ms"]).alias("pool_short"))
+    f = f.with_columns(
+        pl.min_horizontal(pl.col("batch_w"), (pl.col("pool_short") - pl.col("idle_ask")).clip(lower_bound=0))
+        .alias("pool_alloc"))
+    f = f.with_columns(
+        pl.when(pl.col("pool_short") > 0)
+        .then(pl.min_horizontal(pl.col("short_gpus"), pl.col("pool_alloc") * pl.col("short_gpus") / pl.col("pool_short")))
+        .otherwise(0.0).alias("alloc_gpus"))
+    f = f.with_columns((pl.col("ready") + pl.col("alloc_gpus") / pl.col("gpr")).alias("c0"))
+    return f.drop("short_gpus", "batch_w", "pool_short", "pool_alloc")
+
+
+def evaluate(steps: pl.DataFrame, models: dict[str, LatencyModel]) -> pl.DataFrame:
+    """Add the four log-latency evaluations and the per-step Shapley terms.
+
+    Columns added: ``l_tc, l_t0c, l_tc0, l_t0c0`` (log ms), ``phi_traffic, phi_batch,
+    unexplained`` (log ms), ``explained_ms`` = L(T, C) and ``baseline_ms`` = L(T0, C0).
+    """
+    parts = []
+    for (service,), g in steps.group_by(["service"], maintain_order=True):
+        m = models.get(service)
+        n = g.height
+        if m is None:
+            nan = np.full(n, np.nan)
+            parts.append(g.with_columns(*(pl.Series(c, nan) for c in ("l_tc", "l_t0c", "l_tc0", "l_t0c0")),
+                                        pl.lit(False).alias("beyond_range")))
+            continue
+        t = g["rps"].fill_null(0.0).to_numpy().astype(float)
+        t0 = g["t0"].fill_null(g["rps"]).fill_null(0.0).to_numpy().astype(float)
+        c = g["ready"].to_numpy().astype(float)
+        c0 = g["c0"].to_numpy().astype(float)
+        parts.append(g.with_columns(pl.Series("l_tc", m.log_ms(t, c)), pl.Series("l_t0c", m.log_ms(t0, c)),
+                                    pl.Series("l_tc0", m.log_ms(t, c0)), pl.Series("l_t0c0", m.log_ms(t0, c0)),
+                                    pl.Series("beyond_range", m.beyond_range(t, c))))
+    f = pl.concat(parts)
+    f = f.with_columns(
+        (0.5 * ((pl.col("l_tc0") - pl.col("l_t0c0")) + (pl.col("l_tc") - pl.col("l_t0c")))).alias("phi_traffic_raw"),
+        (0.5 * ((pl.col("l_t0c") - pl.col("l_t0c0")) + (pl.col("l_tc") - pl.col("l_tc0")))).alias("phi_batch_raw"),
+        (pl.col("p99_ms").log() - pl.col("l_tc")).alias("unexplained_raw"),
+        pl.col("l_tc").exp().alias("explained_ms"),
+        pl.col("l_t0c0").exp().alias("baseline_ms"),
+    )
+    # Beyond the load per replica ever seen uncontended, the model's shortfall is overload it
+    # could not be calibrated on, and that overload exists only because of the two factors:
+    # give it to them in proportion to their positive parts at that step.
+    pos_b = pl.col("phi_batch_raw").clip(lower_bound=0)
+    pos_t = pl.col("phi_traffic_raw").clip(lower_bound=0)
+    move = (pl.col("beyond_range") & (pl.col("unexplained_raw") > 0) & ((pos_b + pos_t) > 0)).fill_null(False)
+    moved = pl.when(move).then(pl.col("unexplained_raw")).otherwise(0.0)
+    return f.with_columns(
+        (pl.col("phi_batch_raw") + moved * pos_b / (pos_b + pos_t)).fill_nan(None).fill_null(pl.col("phi_batch_raw")).alias("phi_batch"),
+        (pl.col("phi_traffic_raw") + moved * pos_t / (pos_b + pos_t)).fill_nan(None).fill_null(pl.col("phi_traffic_raw")).alias("phi_traffic"),
+        (pl.col("unexplained_raw") - moved).alias("unexplained"),
+    )
+
+
+def _needs_both(ev_steps: pl.DataFrame, slo_ms: float | None, b: float, t: float) -> bool:
+    """Both factors present, and each was necessary (removing either alone ends the event) or
+    neither alone was enough but removing both would."""
+    if b <= 0 or t <= 0:
+        return False
+    r = _reduced(ev_steps, slo_ms)
+    return (r["no_batch"] and r["no_surge"]) or (not r["no_batch"] and not r["no_surge"] and r["neither"])
+
+
+@dataclass
+class Attribution:
+    """Shares and cause of one event, with the facts the cause rules looked at."""
+
+    shares: dict[str, float]
+    cause: str
+    traffic_above_band_share: float
+    shortfall_replicas_max: float
+    free_gpus_when_asked: float | None
+    asked_at_ms: int | None
+
+
+def _reduced(ev_steps: pl.DataFrame, slo_ms: float | None) -> dict[str, bool]:
+    """Would removing a factor (per the model, applied to the observed p99) halve the minutes over the SLO?
+
+    The counterfactual p99 of a step is the observed one times L(counterfactual) / L(T, C), so the
+    model only says how much a factor changes latency, never what latency is.
+    """
+    if slo_ms is None or ev_steps.height == 0:
+        return {"no_batch": False, "no_surge": False, "neither": False}
+    obs = ev_steps["p99_ms"].fill_null(0.0).to_numpy()
+    l_tc = ev_steps["l_tc"].to_numpy()
+    over = max(int((obs > slo_ms).sum()), 1)
+    out = {}
+    for name, col in (("no_batch", "l_tc0"), ("no_surge", "l_t0c"), ("neither", "l_t0c0")):
+        cf = obs * np.exp(np.nan_to_num(ev_steps[col].to_numpy() - l_tc))
+        out[name] = bool((cf > slo_ms).sum() <= 0.5 * over)
+    return out
+
+
+def attribute_event(window: pl.DataFrame, start_ms: int, cfg: EventsConfig,
+                    slo_ms: float | None = None) -> Attribution:
+    """Shares and cause of one event.
+
+    ``window`` is the service's evaluated steps from ``ramp_lookback_min`` before the event to
+    its end; the steps with ``ts_ms > start_ms`` are the event's own.
+    """
+    ev_steps = window.filter(pl.col("ts_ms") > start_ms)
+    sums = {k: max(float(np.nansum(ev_steps[c].to_numpy())), 0.0) for k, c in
+            (("batch_contention", "phi_batch"), ("traffic_surge", "phi_traffic"), ("unexplained", "unexplained"))}
+    total = sum(sums.values())
+    shares = ({k: v / total for k, v in sums.items()} if total > 0
+              else {"batch_contention": 0.0, "traffic_surge": 0.0, "unexplained": 1.0})
+    rps = ev_steps["rps"].fill_null(0.0).to_numpy().astype(float)
+    upper = ev_steps["upper"].fill_null(np.inf).to_numpy().astype(float)
+    above_share = float((rps > upper).mean()) if rps.size else 0.0
+    short = (ev_steps["desired"] - ev_steps["ready"]).fill_null(0.0).to_numpy()
+    short_max = float(short.max()) if short.size else 0.0
+    # When the autoscaler asked: the first step of the window where desired exceeded ready.
+    asked_rows = np.flatnonzero((window["desired"] - window["ready"]).fill_null(0.0).to_numpy() >= 1.0 - 1e-9)
+    free_when, asked_at, asked_gpus = None, None, 0.0
+    gpr = float(window["gpr"][0]) if window.height else 1.0
+    if asked_rows.size:
+        row = window.row(int(asked_rows[0]), named=True)
+        free_when, asked_at = float(row["gpus_idle"]), int(row["ts_ms"])
+        asked_gpus = (row["desired"] - row["ready"]) * gpr
+    b, t = shares["batch_contention"], shares["traffic_surge"]
+    if (b < cfg.mixed_share and above_share < cfg.surge_steps_share and short_max >= 1.0 - 1e-9
+            and free_when is not None and free_when >= asked_gpus - 1e-9):
+        cause = "scaling_lag"
+    elif (b >= cfg.mixed_share and t >= cfg.mixed_share) or _needs_both(ev_steps, slo_ms, b, t):
+        cause = "mixed"
+    elif b + t < cfg.explained_share:
+        cause = "unexplained"
+    else:
+        cause = "batch_contention" if b >= t else "traffic_surge"
+    return Attribution(shares={k: round(v, 4) for k, v in shares.items()}, cause=cause,
+                       traffic_above_band_share=above_share, shortfall_replicas_max=short_max,
+                       free_gpus_when_asked=free_when, asked_at_ms=asked_at)

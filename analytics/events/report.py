@@ -1,0 +1,274 @@
+"""The postmortem report of one tail event: self-contained HTML, or Markdown with its figure beside it.
+
+Both say, in plain words: what happened and what a dashboard would have said; the method and
+its thresholds; the evidence (who held the GPUs and since when, free GPUs when the autoscaler
+asked, desired vs ready replicas, traffic vs its norm, load-explained vs observed p99, the
+regression with confidence intervals); and the counterfactuals. Every value that came from
+labels (pod, workload, team, service names) is escaped, so a pod named ``<script>`` stays text.
+
+The HTML embeds plotly.js (``include_plotlyjs=True``) and makes no external request; the
+Markdown's figure is a PNG rendered by Kaleido (Debian's Chromium via ``BROWSER_PATH``).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analytics.errors import ConfigError
+from analytics.events.analysis import EventsAnalysis
+from analytics.events.config import EventsConfig
+from analytics.events.event import Event, iso_utc
+
+
+@dataclass
+class Section:
+    """One report section: plain-text paragraphs and tables (escaped by the renderers)."""
+
+    title: str
+    paragraphs: list[str] = field(default_factory=list)
+    tables: list[tuple[list[str], list[list[Any]]]] = field(default_factory=list)
+
+
+def _ms(v: Any) -> str:
+    return "n/a" if v is None else f"{float(v):,.0f} ms"
+
+
+def _num(v: Any, nd: int = 1) -> str:
+    return "n/a" if v is None else f"{float(v):,.{nd}f}"
+
+
+def dashboard_vs_found(ev: Event) -> tuple[str, str]:
+    """``(what the dashboard said, what happened)`` in one sentence each."""
+    e = ev.evidence
+    naive = e.get("naive_reading") or {}
+    said = naive.get("says", "")
+    if e.get("incident"):
+        said += f'; the incident record says "{e["incident"]["recorded_cause"]}"'
+    cause = ev.cause
+    if cause == "batch_contention":
+        holders = [h for h in e.get("holders_at_start", []) if h["cls"] == "batch"]
+        who = ", ".join(f'{h["workload"]} ({h["team"]}, {h["gpus"]:g} GPUs for {h["hours_held"]:.1f} h)'
+                        for h in holders) or "batch work"
+        happened = (f"batch held the pool's GPUs: {who}. The autoscaler wanted "
+                    f"{_num(e.get('desired_replicas_at_peak'), 0)} replicas and had "
+                    f"{_num(e.get('ready_replicas_at_peak'), 0)} ready; "
+                    f"{_num(e.get('free_gpus_when_asked'), 0)} GPUs were free when it asked. "
+                    f"Traffic was {_num(e.get('traffic_vs_norm_at_peak'), 2)}x its norm.")
+    elif cause == "traffic_surge":
+        happened = (f"traffic was {_num(e.get('traffic_vs_norm_at_peak'), 2)}x its norm at the peak "
+                    f"(above the norm band on {100 * (e.get('traffic_above_band_share') or 0):.0f}% of the steps): "
+                    f"a genuine surge.")
+    elif cause == "scaling_lag":
+        happened = (f"traffic stayed within its norm and {_num(e.get('free_gpus_when_asked'), 0)} GPUs were free "
+                    f"when the autoscaler asked; replicas took ~{_num(e.get('warmup_min'), 0)} min to warm up: "
+                    f"an autoscaler tuning gap.")
+    elif cause == "mixed":
+        happened = (f"both batch contention ({ev.shares.get('batch_contention', 0):.0%}) and traffic above its norm "
+                    f"({ev.shares.get('traffic_surge', 0):.0%}) made the tail.")
+    else:
+        happened = ("neither traffic nor batch explains most of it: the latency model explains "
+                    f"{1 - ev.shares.get('unexplained', 1):.0%} of the excess.")
+    return said, happened
+
+
+def method_text(cfg: EventsConfig, analysis: EventsAnalysis | None = None) -> list[str]:
+    """The method and its thresholds in plain words."""
+    warm = ""
+    if analysis is not None and analysis.warmup_min:
+        warm = " Warm-up measured from the data: " + ", ".join(
+            f"{s} {m:g} min" for s, m in sorted(analysis.warmup_min.items())) + "."
+    return [
+        f"Detection: an event is a run of {cfg.step_s} s steps where the service's p99 is above its SLO for at least "
+        f"{cfg.min_duration_min:g} minutes; runs separated by less than {cfg.merge_gap_min:g} minutes are merged. "
+        f"Latency is never judged against its own seasonal profile (a tail that recurs every morning would look "
+        f"normal). Services without an SLO use p99 above {cfg.relative_k:g}x the latency expected at the capacity "
+        f"the autoscaler wanted.",
+        "Latency model L(T, C): the median of log p99 against log load per ready replica, in quantile bins, made "
+        "non-decreasing (isotonic), fitted only on uncontended steps (no batch GPUs in the pool, free GPUs "
+        f"available); beyond the load seen there it rises at least {cfg.overload_slope_min:g}x as fast as the load "
+        "(log-log), and model shortfall at such loads is given to the factors that created the overload.",
+        "Normal traffic T0: the expected value of the traffic's norm band (daily and weekly rhythm, MSTL): a ramp "
+        "that happens every day is normal; a surge is traffic above the band.",
+        "Capacity without batch C0: the replicas the autoscaler wanted a warm-up earlier, bounded by ready replicas "
+        "plus the GPUs batch held in the pool during that warm-up (idle GPUs cover the shortfall first; the rest is "
+        "shared between services in proportion to their shortfall)." + warm,
+        "Shares: the excess log-latency L(T, C) - L(T0, C0) split by Shapley over traffic and batch "
+        "(four evaluations of L), plus the model error (observed - L(T, C)) as 'unexplained'; each summed over "
+        "the event, negative sums clipped to zero, normalised to add to 1.",
+        f"Cause: 'scaling_lag' when the batch share is below {cfg.mixed_share:g}, traffic stayed within its norm "
+        f"(under {cfg.surge_steps_share:.0%} of steps above the band), replicas were short of what the autoscaler "
+        f"wanted and enough GPUs were free when it asked; else 'mixed' when batch and traffic shares are both at "
+        f"least {cfg.mixed_share:g}, or when both factors are present and each was necessary (per the model, "
+        f"removing either alone would have left at most half the event's minutes over the SLO) or only both "
+        f"together would have ended it; else 'unexplained' when they add to less than {cfg.explained_share:g}; else the "
+        f"larger of the two.",
+        f"Misattribution: a 'batch_contention' event that a dashboard would blame on users (traffic at the peak at "
+        f"least {cfg.ramp_ratio:g}x its level in the {cfg.ramp_lookback_min:g} minutes before) or that an incident "
+        f"record gave another cause.",
+    ]
+
+
+def report_sections(analysis: EventsAnalysis, ev: Event) -> list[Section]:
+    """The report's content, renderer-neutral (plain text; renderers escape it)."""
+    e = ev.evidence
+    said, happened = dashboard_vs_found(ev)
+    secs = [Section("Summary", [
+        f"Service {ev.service} (pool {ev.pool}) broke its p99 SLO of {_ms(e.get('slo_ms'))} from "
+        f"{iso_utc(ev.start_ms)} to {iso_utc(ev.end_ms)} ({ev.duration_min:.0f} min); p99 peaked at "
+        f"{_ms(ev.peak_p99_ms)} at {e.get('peak_at')}.",
+        f"Cause found: {ev.cause}. Shares of the excess latency: batch contention "
+        f"{ev.shares.get('batch_contention', 0):.0%}, traffic surge {ev.shares.get('traffic_surge', 0):.0%}, "
+        f"unexplained {ev.shares.get('unexplained', 0):.0%}."
+        + (" Misattributed: a dashboard (or the incident record) blames users for what batch contention did."
+           if ev.misattributed else ""),
+    ])]
+    secs.append(Section("What the dashboard said / what happened",
+                        [f"The dashboard: {said}.", f"What happened: {happened}"]))
+    inc = e.get("incident")
+    if inc:
+        secs.append(Section("Incident record", tables=[(["recorded cause", "read as", "found cause", "recorded window"],
+                                                         [[inc["recorded_cause"], inc["as_cause"], ev.cause,
+                                                           f"{inc['start']} .. {inc['end']}"]])]))
+    cf = e.get("counterfactual_p99_ms_at_peak") or {}
+    secs.append(Section("Counterfactuals at the peak", [
+        f"Observed p99 {_ms(e.get('p99_observed_ms_at_peak'))}; the load the replicas actually carried explains "
+        f"{_ms(e.get('p99_load_explained_ms_at_peak'))} (L(T, C)).",
+        f"With this traffic but no batch holding GPUs, p99 would have been about "
+        f"{_ms(cf.get('actual_traffic_without_batch'))} (L(T, C0), {_num(e.get('replicas_without_batch_at_peak'), 1)} "
+        f"replicas instead of {_num(e.get('ready_replicas_at_peak'), 0)}).",
+        f"With normal traffic on the capacity it got: {_ms(cf.get('normal_traffic_actual_capacity'))} (L(T0, C)).",
+        f"With normal traffic and no batch: {_ms(cf.get('normal_traffic_without_batch'))} (L(T0, C0)).",
+    ]))
+    facts = [
+        ["traffic at the peak", f"{_num(e.get('traffic_rps_at_peak'), 2)} req/s"],
+        ["its norm (expected / upper edge)", f"{_num(e.get('traffic_norm_rps_at_peak'), 2)} / "
+                                              f"{_num(e.get('traffic_norm_upper_rps_at_peak'), 2)} req/s"],
+        ["steps above the norm band", f"{100 * (e.get('traffic_above_band_share') or 0):.0f}%"],
+        ["desired / ready replicas at start", f"{_num(e.get('desired_replicas_at_start'), 0)} / "
+                                               f"{_num(e.get('ready_replicas_at_start'), 0)}"],
+        ["desired / ready replicas at the peak", f"{_num(e.get('desired_replicas_at_peak'), 0)} / "
+                                                  f"{_num(e.get('ready_replicas_at_peak'), 0)}"],
+        ["autoscaler asked at", str(e.get("asked_at") or "n/a")],
+        ["free GPUs when it asked", _num(e.get("free_gpus_when_asked"), 1)],
+        ["batch GPUs at start", _num(e.get("batch_gpus_at_start"), 1)],
+        ["batch holding since", str(e.get("batch_held_since") or "n/a")],
+        ["warm-up used", f"{_num(e.get('warmup_min'), 0)} min"],
+        ["observed / load-explained p99 at the peak", f"{_ms(e.get('p99_observed_ms_at_peak'))} / "
+                                                       f"{_ms(e.get('p99_load_explained_ms_at_peak'))}"],
+    ]
+    holders = [[h["workload"], h["team"], h["cls"], f"{h['gpus']:g}", h["held_since"], f"{h['hours_held']:.2f}"]
+               for h in e.get("holders_at_start", [])]
+    secs.append(Section("Evidence", ["Who held the pool's GPUs at the event's start, and since when:"],
+                        tables=[(["workload", "team", "class", "GPUs", "held since (UTC)", "hours held"], holders),
+                                (["fact", "value"], facts)]))
+    reg = e.get("regression") or {}
+    if reg.get("coef"):
+        rows = [[k, f"{v['estimate']:.4f}", f"[{v['ci95_low']:.4f}, {v['ci95_high']:.4f}]", f"{v['p_value']:.3g}"]
+                for k, v in reg["coef"].items()]
+        secs.append(Section("Regression over the analysed range", [
+            f"{reg['model']}, {reg['n']} steps, {reg['errors']} (autocorrelation-robust), R² {reg['r_squared']:.3f}. "
+            "A batch_share coefficient whose interval excludes zero says latency rose with batch occupancy at a "
+            "given traffic."], tables=[(["term", "estimate", "95% CI", "p-value"], rows)]))
+    secs.append(Section("Method and thresholds", method_text(analysis.cfg, analysis)))
+    if analysis.notes:
+        secs.append(Section("Notes", list(analysis.notes)))
+    return secs
+
+
+# -- rendering --------------------------------------------------------------------------------
+def _h(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~])")
+
+
+def md_escape(x: Any) -> str:
+    """Text safe in Markdown (and in the HTML a Markdown renderer makes of it).
+
+    >>> md_escape("<script>alert(1)</script> a|b")
+    '&lt;script&gt;alert\\\\(1\\\\)&lt;/script&gt; a\\\\|b'
+    """
+    s = str(x).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", s).replace("\n", " ")
+
+
+_CSS = """body{font-family:system-ui,-apple-system,'DejaVu Sans',Arial,sans-serif;max-width:1200px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}table{border-collapse:collapse;margin:.6em 0 1.2em}td,th{border:1px solid #ccc;
+padding:.3em .6em;text-align:left}th{background:#f3f3f3}.badge{display:inline-block;padding:.15em .6em;border-radius:.8em;
+color:#fff;font-weight:600}.flag{color:#D55E00;font-weight:700}"""
+
+
+def report_html(analysis: EventsAnalysis, ev: Event, *, tz: str = "UTC") -> str:
+    """One self-contained HTML page: plotly.js and both figures inline, no external request."""
+    from analytics.charts.events import CAUSE_COLORS, attribution_figure, event_figure
+
+    fig = event_figure(analysis.event_window(ev), analysis.holdings_window(ev), ev, tz=tz)
+    bar = attribution_figure(ev)
+    cfg = {"displaylogo": False, "responsive": True}
+    fig_html = fig.to_html(include_plotlyjs=True, full_html=False, config=cfg, include_mathjax=False)
+    bar_html = bar.to_html(include_plotlyjs=False, full_html=False, config=cfg, include_mathjax=False)
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f"<title>Tidelens postmortem: {_h(ev.service)} {_h(ev.id)}</title>", f"<style>{_CSS}</style></head><body>",
+           f"<h1>Postmortem: {_h(ev.service)} tail event <code>{_h(ev.id)}</code></h1>",
+           f'<p><span class="badge" style="background:{CAUSE_COLORS.get(ev.cause, "#777")}">{_h(ev.cause)}</span>'
+           + (' <span class="flag">misattributed</span>' if ev.misattributed else "") + "</p>"]
+    for i, sec in enumerate(report_sections(analysis, ev)):
+        out.append(f"<h2>{_h(sec.title)}</h2>")
+        out.extend(f"<p>{_h(p)}</p>" for p in sec.paragraphs)
+        for headers, rows in sec.tables:
+            out.append("<table><tr>" + "".join(f"<th>{_h(c)}</th>" for c in headers) + "</tr>")
+            out.extend("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in row) + "</tr>" for row in rows)
+            out.append("</table>")
+        if i == 0:
+            out.append(f"<h2>Timeline</h2>{fig_html}{bar_html}")
+    out.append(f"<p><small>Generated by Tidelens; times in UTC unless marked; event id {_h(ev.id)}.</small></p>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def report_markdown(analysis: EventsAnalysis, ev: Event, *, image_name: str) -> str:
+    """Markdown text; the figure is the image file ``image_name`` beside it."""
+    out = [f"# Postmortem: {md_escape(ev.service)} tail event `{ev.id}`", "",
+           f"**Cause: {md_escape(ev.cause)}**" + (" — **misattributed**" if ev.misattributed else ""), ""]
+    for i, sec in enumerate(report_sections(analysis, ev)):
+        out += [f"## {md_escape(sec.title)}", ""]
+        for p in sec.paragraphs:
+            out += [md_escape(p), ""]
+        for headers, rows in sec.tables:
+            out.append("| " + " | ".join(md_escape(c) for c in headers) + " |")
+            out.append("|" + "---|" * len(headers))
+            out.extend("| " + " | ".join(md_escape(c) for c in row) + " |" for row in rows)
+            out.append("")
+        if i == 0:
+            out += ["## Timeline", "", f"![Timeline of the event]({image_name})", ""]
+    return "\n".join(out)
+
+
+def write_report(analysis: EventsAnalysis, ev: Event, path: str | Path, *, tz: str = "UTC") -> list[Path]:
+    """Write the report to ``path`` (``.html`` or ``.md``); returns every file written.
+
+    Raises
+    ------
+    ConfigError
+        Any other extension.
+    """
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix in (".html", ".htm"):
+        p.write_text(report_html(analysis, ev, tz=tz), encoding="utf-8")
+        return [p]
+    if suffix in (".md", ".markdown"):
+        from analytics.charts.events import event_figure
+        from analytics.charts.theme import figure_image
+
+        img = p.with_name(p.stem + "-timeline.png")
+        fig = event_figure(analysis.event_window(ev), analysis.holdings_window(ev), ev, tz=tz)
+        img.write_bytes(figure_image(fig.update_layout(width=1500), "png", scale=1.5))
+        p.write_text(report_markdown(analysis, ev, image_name=img.name), encoding="utf-8")
+        return [p, img]
+    raise ConfigError(f"{p}: the report is written as .html or .md; choose one of those extensions")

@@ -1,0 +1,247 @@
+"""Tabular sources: long CSV/Parquet, Grafana's wide "series joined by time" CSV, nvidia-smi CSV logs.
+
+All three become the same long shape ``(metric, labels..., ts_ms, value)``; distinct series are
+found with polars and keyed once, so label strings are never repeated per sample in Python.
+Times without a zone are taken as UTC (the contract), and the returned note says so.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import orjson
+import polars as pl
+
+from analytics.errors import IngestError
+from analytics.ingest.detect import METRIC_COLUMNS, TIME_COLUMNS, VALUE_COLUMNS
+from analytics.ingest.exposition import parse_series
+from analytics.signals import DCGM_FB_FREE, DCGM_FB_USED, DCGM_GPU_TEMP, DCGM_GPU_UTIL, DCGM_POWER, DCGM_SM_CLOCK
+from analytics.store import Sink
+
+# nvidia-smi --query-gpu field -> dcgm-exporter metric name (the issue's mapping, plus obvious kin).
+NVSMI_METRICS: dict[str, str] = {
+    "utilization.gpu": DCGM_GPU_UTIL,
+    "memory.used": DCGM_FB_USED,
+    "memory.free": DCGM_FB_FREE,
+    "power.draw": DCGM_POWER,
+    "temperature.gpu": DCGM_GPU_TEMP,
+    "clocks.sm": DCGM_SM_CLOCK,
+    "clocks.current.sm": DCGM_SM_CLOCK,
+    "utilization.memory": "DCGM_FI_DEV_MEM_COPY_UTIL",
+    "memory.total": "DCGM_FI_DEV_FB_TOTAL",
+    "temperature.memory": "DCGM_FI_DEV_MEMORY_TEMP",
+}
+# nvidia-smi field -> label (dcgm-exporter spelling).
+NVSMI_LABELS: dict[str, str] = {
+    "uuid": "UUID", "gpu_uuid": "UUID", "index": "gpu", "name": "modelName", "gpu_name": "modelName",
+    "pci.bus_id": "pci_bus_id", "gpu_bus_id": "pci_bus_id", "driver_version": "DCGM_FI_DRIVER_VERSION",
+    "serial": "serial",
+}
+_NVSMI_TIME_FORMATS = ("%Y/%m/%d %H:%M:%S%.f", "%Y/%m/%d %H:%M:%S")
+
+
+def _pick(cols: list[str], wanted: tuple[str, ...]) -> str | None:
+    low = {c.lower(): c for c in cols}
+    for w in wanted:
+        if w in low:
+            return low[w]
+    return None
+
+
+def to_ms(col: pl.Series, source: str, *, header_lines: int = 1) -> tuple[pl.Series, bool]:
+    """Convert a time column (epoch s/ms/ns, ISO-8601 text or datetime) to UTC epoch ms.
+
+    Returns the ms series and whether zone-less times were assumed to be UTC.
+    """
+    naive = False
+    if col.dtype == pl.Datetime:
+        naive = col.dtype.time_zone is None  # type: ignore[union-attr]
+        out = col.dt.replace_time_zone("UTC") if naive else col.dt.convert_time_zone("UTC")
+        return out.dt.epoch("ms"), naive
+    if col.dtype == pl.Date:
+        return col.cast(pl.Datetime("ms")).dt.epoch("ms"), True
+    text = col.cast(pl.Utf8).str.strip_chars()
+    num = text.cast(pl.Float64, strict=False)
+    if num.null_count() == text.null_count():
+        finite = num.drop_nulls()
+        big = finite.abs().max() if finite.len() else 0.0
+        scale = 1e-6 if big and big > 1e17 else (1.0 if big and big > 1e11 else 1000.0)  # ns, ms, s
+        return (num * scale).round().cast(pl.Int64), False
+    if num.drop_nulls().len() * 2 >= text.drop_nulls().len():  # mostly numbers: the others are wrong
+        row = int((num.is_null() & text.is_not_null()).arg_true()[0])
+        raise IngestError(source, f"unreadable time {text[row]!r}: expected epoch seconds/milliseconds like "
+                          "the rows before it", line=row + 1 + header_lines)
+    parsed = best = None
+    for fmt in (None, *_NVSMI_TIME_FORMATS):
+        try:
+            cand = text.str.to_datetime(format=fmt, time_unit="ms", strict=False)
+        except Exception:  # polars could not infer a format from the first values
+            continue
+        if cand.null_count() == text.null_count():
+            parsed = cand
+            break
+        if best is None or cand.null_count() < best.null_count():
+            best = cand
+    if parsed is None:
+        bad = (best.is_null() & text.is_not_null()).arg_true() if best is not None else pl.Series([0])
+        row = int(bad[0]) if bad.len() else 0
+        raise IngestError(source, f"unreadable time {text[row]!r}: use ISO-8601 (2026-01-01T00:00:00Z) or "
+                          "epoch seconds/milliseconds", line=row + 1 + header_lines)
+    if parsed.dtype.time_zone is None:  # type: ignore[union-attr]
+        naive = True
+        parsed = parsed.dt.replace_time_zone("UTC")
+    else:
+        parsed = parsed.dt.convert_time_zone("UTC")
+    return parsed.dt.epoch("ms"), naive
+
+
+def _to_values(col: pl.Series, source: str, *, header_lines: int = 1, what: str = "value") -> pl.Series:
+    if col.dtype.is_numeric():
+        return col.cast(pl.Float64)
+    text = col.cast(pl.Utf8).str.strip_chars()
+    vals = text.cast(pl.Float64, strict=False)
+    bad = (vals.is_null() & text.is_not_null() & (text != "")).arg_true()
+    if bad.len():
+        row = int(bad[0])
+        raise IngestError(source, f"{what} {text[row]!r} is not a number", line=row + 1 + header_lines)
+    return vals
+
+
+def _write_long(frame: pl.DataFrame, label_cols: list[str], sink: Sink) -> None:
+    """``frame`` has metric, ts_ms, value and the label columns; key series and write them."""
+    frame = frame.filter(pl.col("value").is_not_null() & pl.col("ts_ms").is_not_null())
+    keys = ["metric", *label_cols]
+    uniq = frame.select(keys).unique(maintain_order=True).with_row_index("skey")
+    labels_json = [orjson.dumps({k: v for k, v in zip(label_cols, row[1:]) if v not in (None, "")}).decode()
+                   for row in uniq.select(keys).iter_rows()]
+    sink.add_series(pl.DataFrame({"skey": uniq["skey"].cast(pl.Int64), "metric": uniq["metric"],
+                                  "labels": labels_json}))
+    joined = frame.join(uniq, on=keys, how="left", nulls_equal=True, maintain_order="left")
+    sink.add_samples(joined.select(pl.col("skey").cast(pl.Int64), "ts_ms", "value"))
+
+
+def parse_long(frame: pl.DataFrame, sink: Sink, source: str, *, header_lines: int = 1) -> str | None:
+    """Long layout: a time column, a metric column, a value column; every other column is a label."""
+    cols = frame.columns
+    tcol, mcol, vcol = _pick(cols, TIME_COLUMNS), _pick(cols, METRIC_COLUMNS), _pick(cols, VALUE_COLUMNS)
+    missing = [n for n, c in (("timestamp", tcol), ("metric", mcol), ("value", vcol)) if c is None]
+    if missing:
+        raise IngestError(source, f"long layout needs columns {', '.join(missing)}; found {', '.join(cols)}",
+                          line=1 if header_lines else None)
+    ts, naive = to_ms(frame[tcol], source, header_lines=header_lines)  # type: ignore[index]
+    label_cols = [c for c in cols if c not in (tcol, mcol, vcol)]
+    long = frame.select(
+        pl.col(mcol).cast(pl.Utf8).alias("metric"),
+        *[pl.col(c).cast(pl.Utf8) for c in label_cols]).with_columns(
+        ts_ms=ts, value=_to_values(frame[vcol], source, header_lines=header_lines))  # type: ignore[index]
+    if long["metric"].null_count():
+        row = int(long["metric"].is_null().arg_true()[0])
+        raise IngestError(source, "empty metric name", line=row + 1 + header_lines if header_lines else None,
+                          where=None if header_lines else f"row {row}")
+    _write_long(long, label_cols, sink)
+    return "times without a zone taken as UTC" if naive else None
+
+
+def read_csv_text(data: bytes, source: str) -> pl.DataFrame:
+    """Every column as text; header cells unquoted the CSV way (polars keeps ``""`` in headers)."""
+    try:
+        frame = pl.read_csv(io.BytesIO(data), infer_schema=False, truncate_ragged_lines=False)
+    except Exception as exc:  # polars names the line in its message
+        m = re.search(r"line (\d+)", str(exc))
+        raise IngestError(source, f"unreadable CSV: {str(exc).splitlines()[0]}",
+                          line=int(m.group(1)) if m else None) from None
+    first = data.split(b"\n", 1)[0].decode("utf-8-sig", errors="replace").rstrip("\r")
+    if '""' in first:
+        header = next(csv.reader([first]))
+        if len(header) == frame.width and len(set(header)) == len(header):
+            frame.columns = header
+    return frame
+
+
+def parse_csv_long(data: bytes, sink: Sink, source: str) -> str | None:
+    return parse_long(read_csv_text(data, source), sink, source)
+
+
+def parse_parquet_long(data: bytes, sink: Sink, source: str) -> str | None:
+    try:
+        frame = pl.read_parquet(io.BytesIO(data))
+    except Exception as exc:
+        raise IngestError(source, f"unreadable Parquet: {exc}") from None
+    return parse_long(frame, sink, source, header_lines=0)
+
+
+def _grafana_series(header: str, default_metric: str) -> tuple[str, dict[str, str]]:
+    try:
+        name, labels = parse_series(header)
+        return name, labels
+    except ValueError:
+        pass
+    if header.startswith("{") and header.endswith("}"):
+        try:
+            name, labels = parse_series(default_metric + header)
+            return name, labels
+        except ValueError:
+            pass
+    return header, {}
+
+
+def parse_csv_grafana(data: bytes, sink: Sink, source: str, *, default_metric: str = "value") -> str | None:
+    """Grafana "series joined by time": a Time column, then one column per series (its legend)."""
+    frame = read_csv_text(data, source)
+    tcol = frame.columns[0]
+    ts, naive = to_ms(frame[tcol], source)
+    series_rows = []
+    parts = []
+    for skey, col in enumerate(frame.columns[1:]):
+        name, labels = _grafana_series(col, default_metric)
+        series_rows.append((skey, name, orjson.dumps(labels).decode()))
+        vals = _to_values(frame[col], source, what=f"value of {col!r}")
+        parts.append(pl.DataFrame({"skey": pl.Series([skey] * frame.height, dtype=pl.Int64), "ts_ms": ts,
+                                   "value": vals, "row": pl.int_range(0, frame.height, eager=True)}))
+    if not series_rows:
+        raise IngestError(source, "no series columns after the time column", line=1)
+    sk, nm, lb = zip(*series_rows)
+    sink.add_series(pl.DataFrame({"skey": list(sk), "metric": list(nm), "labels": list(lb)},
+                                 schema={"skey": pl.Int64, "metric": pl.Utf8, "labels": pl.Utf8}))
+    long = pl.concat(parts).sort("row", "skey").filter(pl.col("value").is_not_null() & pl.col("ts_ms").is_not_null())
+    sink.add_samples(long.select("skey", "ts_ms", "value"))
+    return "times without a zone taken as UTC" if naive else None
+
+
+def _nvsmi_field(header: str) -> str:
+    return header.split(" [")[0].strip().lower()
+
+
+def parse_nvidia_smi(data: bytes, sink: Sink, source: str) -> str | None:
+    """``nvidia-smi --query-gpu=... --format=csv`` logs: units stripped, names mapped to dcgm-exporter's."""
+    frame = read_csv_text(data, source)
+    frame = frame.rename({c: c.strip() for c in frame.columns}).with_columns(pl.all().str.strip_chars())
+    fields = {c: _nvsmi_field(c) for c in frame.columns}
+    tcol = next((c for c, f in fields.items() if f == "timestamp"), None)
+    if tcol is None:
+        raise IngestError(source, "nvidia-smi CSV without a timestamp column: add 'timestamp' to --query-gpu",
+                          line=1)
+    ts, _ = to_ms(frame[tcol], source)
+    label_cols = [c for c, f in fields.items() if f in NVSMI_LABELS]
+    labels = frame.select([pl.col(c).alias(NVSMI_LABELS[fields[c]]) for c in label_cols])
+    label_names = labels.columns
+    longs = []
+    for c, f in fields.items():
+        if c == tcol or c in label_cols:
+            continue
+        # "45 %", "1234 MiB", "70.50 W"; "[N/A]" and "[Not Supported]" are missing
+        text = frame[c].str.split(" ").list.first()
+        vals = text.cast(pl.Float64, strict=False)
+        missing = text.is_null() | text.str.starts_with("[") | text.str.to_uppercase().is_in(["N/A", ""])
+        if (vals.is_not_null() | missing).all() is False or vals.is_not_null().sum() == 0:
+            continue  # a text field (pstate, driver model...): not a metric
+        metric = NVSMI_METRICS.get(f, "nvidia_smi_" + re.sub(r"[^a-zA-Z0-9_]", "_", f))
+        longs.append(labels.with_columns(metric=pl.lit(metric), ts_ms=ts, value=vals))
+    if not longs:
+        raise IngestError(source, "no numeric nvidia-smi fields (utilization.gpu, memory.used, power.draw...)",
+                          line=1)
+    long = pl.concat(longs).select("metric", *label_names, "ts_ms", "value")
+    _write_long(long, label_names, sink)
+    return "nvidia-smi local times taken as UTC"

@@ -1,0 +1,242 @@
+"""The pool's story at a glance: KPIs and chart-ready frames from the timelines.
+
+Owns the Overview page's arithmetic: pool size, mean allocation and activity, minutes in which
+a service's p99 broke its SLO, the share of GPU-hours by workload class and by team, and which
+signals the store has. Inputs are the frames of :mod:`analytics.timeline` (``pool_timeline``,
+``holdings``, ``service_timeline``); nothing here reads the store's tables directly except
+:func:`signal_presence`, which only needs the list of metric names.
+
+Conventions: a step's ``ts`` is its end; a step of ``step_s`` seconds held by ``g`` GPUs is
+``g * step_s / 3600`` GPU-hours. Missing values (nulls) are left out, never taken as zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import polars as pl
+
+from analytics.signals import SIGNALS
+
+# Workload classes in the order every chart stacks them (bottom to top) and every legend lists them.
+WORKLOAD_CLASSES: tuple[str, ...] = ("inference", "batch", "other", "unknown", "idle")
+HELD_CLASSES: tuple[str, ...] = ("inference", "batch", "other")
+CLASS_COLUMNS: dict[str, str] = {c: f"gpus_{c}" for c in WORKLOAD_CLASSES}
+
+
+@dataclass
+class OverviewSummary:
+    """The KPIs of one range of one store; shares are 0-1, percentages 0-100."""
+
+    steps: int
+    step_s: int
+    pool_gpus_max: float
+    pool_gpus_mean: float
+    allocation_pct: float | None
+    activity_pct: float | None
+    gpu_hours: float
+    slo_violation_min: float
+    slo_violation_min_by_service: dict[str, float] = field(default_factory=dict)
+    class_share: pl.DataFrame = field(default_factory=pl.DataFrame)
+    team_share: pl.DataFrame = field(default_factory=pl.DataFrame)
+
+
+def _per_step_totals(pool: pl.DataFrame) -> pl.DataFrame:
+    """Sum the pools of each step: the fleet the overview talks about."""
+    cols = [c for c in ("gpus_total", *CLASS_COLUMNS.values()) if c in pool.columns]
+    return pool.group_by("ts").agg(pl.col(c).sum() for c in cols).sort("ts")
+
+
+def class_gpu_hours(pool: pl.DataFrame, step_s: int) -> pl.DataFrame:
+    """GPU-hours and share of the pool's GPU-hours per workload class.
+
+    Returns ``cls, gpu_hours, share`` in :data:`WORKLOAD_CLASSES` order; a class the
+    timeline lacks has 0.
+    """
+    hours = step_s / 3600.0
+    total = float(pool["gpus_total"].sum() or 0.0) * hours if pool.height else 0.0
+    rows = []
+    for cls, col in CLASS_COLUMNS.items():
+        gh = float(pool[col].sum() or 0.0) * hours if col in pool.columns and pool.height else 0.0
+        rows.append({"cls": cls, "gpu_hours": gh, "share": gh / total if total > 0 else 0.0})
+    return pl.DataFrame(rows, schema={"cls": pl.Utf8, "gpu_hours": pl.Float64, "share": pl.Float64})
+
+
+def team_gpu_hours(holdings: pl.DataFrame, step_s: int, pool_gpu_hours: float) -> pl.DataFrame:
+    """GPU-hours per team and its share of all the pool's GPU-hours (idle included).
+
+    Returns ``team, cls, gpu_hours, share`` with the largest holder first; ``cls`` is the
+    class the team held most.
+    """
+    schema = {"team": pl.Utf8, "cls": pl.Utf8, "gpu_hours": pl.Float64, "share": pl.Float64}
+    if holdings.height == 0:
+        return pl.DataFrame(schema=schema)
+    hours = step_s / 3600.0
+    by = (holdings.filter(pl.col("cls").is_in(HELD_CLASSES))
+          .with_columns(pl.col("team").fill_null("(none)"))
+          .group_by("team", "cls").agg((pl.col("gpus").sum() * hours).alias("gpu_hours")))
+    out = (by.group_by("team")
+           .agg(pl.col("gpu_hours").sum(), pl.col("cls").sort_by("gpu_hours").last())
+           .with_columns((pl.col("gpu_hours") / pool_gpu_hours if pool_gpu_hours > 0
+                          else pl.lit(0.0)).alias("share"))
+           .sort(["gpu_hours", "team"], descending=[True, False]))
+    return out.select(list(schema)).cast(schema)  # type: ignore[arg-type]
+
+
+def slo_violations(services: pl.DataFrame, slo_for: Callable[[str], float],
+                   step_s: int) -> pl.DataFrame:
+    """Steps where a service's p99 was above its SLO: ``ts, service, p99_ms, slo_ms, violating``.
+
+    A step without a p99 (no traffic, no histogram) is not violating: it is unknown.
+    """
+    if services.height == 0:
+        return pl.DataFrame(schema={"ts": pl.Int64, "service": pl.Utf8, "p99_ms": pl.Float64,
+                                    "slo_ms": pl.Float64, "violating": pl.Boolean})
+    names = services["service"].unique().to_list()
+    slo = pl.DataFrame({"service": names, "slo_ms": [float(slo_for(n)) for n in names]},
+                       schema={"service": services.schema["service"], "slo_ms": pl.Float64})
+    per = (services.group_by("ts", "service").agg(pl.col("p99_ms").max())
+           .join(slo, on="service", how="left")
+           .with_columns((pl.col("p99_ms") > pl.col("slo_ms")).fill_null(False).alias("violating")))
+    return per.sort("service", "ts")
+
+
+def summarise(pool: pl.DataFrame, holdings: pl.DataFrame, services: pl.DataFrame,
+              slo_for: Callable[[str], float], step_s: int) -> OverviewSummary:
+    """The Overview KPIs for one range.
+
+    Parameters
+    ----------
+    pool:
+        ``pool_timeline`` output (one row per step and pool).
+    holdings:
+        ``holdings`` output (``ts, pool, cls, team, workload, gpus``).
+    services:
+        ``service_timeline`` output (needs ``ts, service, p99_ms``).
+    slo_for:
+        The p99 SLO in milliseconds of a service.
+    step_s:
+        The step the timelines were computed at.
+    """
+    totals = _per_step_totals(pool) if pool.height else pool
+    steps = totals.height
+    pool_max = float(totals["gpus_total"].max() or 0.0) if steps else 0.0
+    pool_mean = float(totals["gpus_total"].mean() or 0.0) if steps else 0.0
+    gpu_sum = float(pool["gpus_total"].sum() or 0.0) if pool.height else 0.0
+    gpu_hours = gpu_sum * step_s / 3600.0
+    held = [CLASS_COLUMNS[c] for c in HELD_CLASSES if CLASS_COLUMNS[c] in pool.columns]
+    allocation = None
+    if gpu_sum > 0 and held:
+        allocation = 100.0 * float(pool.select(pl.sum_horizontal(held).sum()).item()) / gpu_sum
+    activity = None
+    if pool.height and "activity_pct" in pool.columns:
+        # GPU-weighted: a 64-GPU pool at 80% matters more than an 8-GPU pool at 10%.
+        known = pool.filter(pl.col("activity_pct").is_not_null() & (pl.col("gpus_total") > 0))
+        if known.height:
+            activity = float((known["activity_pct"] * known["gpus_total"]).sum()
+                             / known["gpus_total"].sum())
+    viol = slo_violations(services, slo_for, step_s)
+    step_min = step_s / 60.0
+    by_service = {}
+    union_min = 0.0
+    if viol.height:
+        counts = viol.group_by("service").agg(pl.col("violating").sum()).sort("service")
+        by_service = {str(s): float(n) * step_min for s, n in counts.iter_rows()}
+        union_min = float(viol.filter("violating")["ts"].n_unique()) * step_min
+    return OverviewSummary(
+        steps=steps, step_s=step_s, pool_gpus_max=pool_max, pool_gpus_mean=pool_mean,
+        allocation_pct=allocation, activity_pct=activity, gpu_hours=gpu_hours,
+        slo_violation_min=union_min, slo_violation_min_by_service=by_service,
+        class_share=class_gpu_hours(pool, step_s),
+        team_share=team_gpu_hours(holdings, step_s, gpu_hours))
+
+
+def class_long(pool: pl.DataFrame) -> pl.DataFrame:
+    """GPUs per class and step, pools summed, long: ``ts, cls, gpus`` (stacked-area input)."""
+    if pool.height == 0:
+        return pl.DataFrame(schema={"ts": pl.Int64, "cls": pl.Utf8, "gpus": pl.Float64})
+    totals = _per_step_totals(pool)
+    present = [c for c in WORKLOAD_CLASSES if CLASS_COLUMNS[c] in totals.columns]
+    long = totals.unpivot(index="ts", on=[CLASS_COLUMNS[c] for c in present],
+                          variable_name="cls", value_name="gpus")
+    return long.with_columns(pl.col("cls").str.strip_prefix("gpus_"),
+                             pl.col("gpus").cast(pl.Float64)).sort("ts")
+
+
+def label_inventory(series: pl.DataFrame, *, examples: int = 3) -> pl.DataFrame:
+    """Labels of one metric's series (``Store.series(metric)``): how many series carry each
+    raw label, how many distinct values it takes, and a few of them.
+
+    Returns ``label, series, values, examples``, most common label first.
+    """
+    import orjson
+
+    seen: dict[str, dict[str, int]] = {}
+    for raw in series["labels"].to_list() if "labels" in series.columns else []:
+        for key, value in (orjson.loads(raw) if raw else {}).items():
+            counts = seen.setdefault(key, {})
+            counts[str(value)] = counts.get(str(value), 0) + 1
+    rows = [{"label": k, "series": sum(c.values()), "values": len(c),
+             "examples": ", ".join(sorted(c, key=lambda x: (-c[x], x))[:examples])}
+            for k, c in seen.items()]
+    schema = {"label": pl.Utf8, "series": pl.Int64, "values": pl.Int64, "examples": pl.Utf8}
+    return pl.DataFrame(rows, schema=schema).sort(["series", "label"], descending=[True, False])
+
+
+def thin_for_display(classes: pl.DataFrame, violations: pl.DataFrame, *,
+                     max_points: int = 2000) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """Coarsen the pool story to at most ``max_points`` steps for drawing; KPIs use the full data.
+
+    Three weeks at one minute is 30,000 steps per line, more than a browser draws quickly and
+    more than a screen shows. Steps are grouped into buckets of ``k`` steps (``ts`` = the
+    bucket's last step): GPUs by their mean (GPU-hours are kept), p99 by its maximum (a tail is
+    never smoothed away), the SLO by its minimum, and a bucket violates if any step did.
+
+    Returns the two frames and ``k`` (1 when nothing was thinned).
+    """
+    steps = classes["ts"].n_unique() if classes.height else 0
+    k = max(1, -(-steps // max_points))
+    if k == 1:
+        return classes, violations, 1
+    order = classes.select(pl.col("ts").unique().sort()).with_row_index("i")
+    bucket = order.with_columns((pl.col("i") // k).alias("b"))
+    ends = bucket.group_by("b").agg(pl.col("ts").max().alias("ts_end"))
+    key = bucket.join(ends, on="b").select("ts", "ts_end")
+    c = (classes.join(key, on="ts").group_by("ts_end", "cls")
+         .agg(pl.col("gpus").mean()).rename({"ts_end": "ts"}).sort("ts", "cls"))
+    v = violations
+    if v.height:
+        v = (v.join(key, on="ts", how="left")
+             .with_columns(pl.col("ts_end").fill_null(pl.col("ts")))
+             .group_by("ts_end", "service")
+             .agg(pl.col("p99_ms").max(), pl.col("slo_ms").min(), pl.col("violating").any())
+             .rename({"ts_end": "ts"}).sort("service", "ts"))
+    return c, v, k
+
+
+def pool_story_data(classes: pl.DataFrame, violations: pl.DataFrame) -> pl.DataFrame:
+    """The data behind the pool-story chart as one frame (for CSV export): class rows
+    ``ts, cls, gpus`` and latency rows ``ts, service, p99_ms, slo_ms, violating``."""
+    if violations.height == 0:
+        return classes
+    return pl.concat([classes, violations], how="diagonal_relaxed").sort("ts", nulls_last=True)
+
+
+def signal_presence(metrics: Iterable[str]) -> pl.DataFrame:
+    """Which of the catalogue's signals the store can provide, and what a missing one costs.
+
+    The same frame as :func:`analytics.timeline.signal_report`, from a list of metric names:
+    ``signal, found, metrics_found, needed_for, cost_if_missing``.
+    """
+    have = set(metrics)
+    # Histograms are stored under their _bucket/_sum/_count names.
+    have |= {m.rsplit("_", 1)[0] for m in have if m.endswith(("_bucket", "_sum", "_count"))}
+    rows = []
+    for sig in SIGNALS:
+        found = [m for m in (*sig.metrics, *sig.aliases) if m in have]
+        rows.append({"signal": sig.name, "found": bool(found), "metrics_found": ", ".join(found),
+                     "needed_for": sig.needed_for, "cost_if_missing": sig.cost_if_missing})
+    return pl.DataFrame(rows, schema={"signal": pl.Utf8, "found": pl.Boolean,
+                                      "metrics_found": pl.Utf8, "needed_for": pl.Utf8,
+                                      "cost_if_missing": pl.Utf8})

@@ -1,0 +1,234 @@
+"""Parameters of the pool what-if model: the service, the batch jobs, the pool, the scenario.
+
+Every field carries help text and slider bounds in its metadata (``help``, ``min``, ``max``,
+``step``, ``unit``), so the CLI and the What-if page build their controls from these
+dataclasses instead of repeating them. Validation lives here too: a scenario that passes
+``validate()`` is one the model can run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from analytics.errors import ConfigError
+
+
+def _f(default: Any, help: str, *, min: float | None = None, max: float | None = None,
+       step: float | None = None, unit: str = "", choices: tuple[str, ...] | None = None) -> Any:
+    meta: dict[str, Any] = {"help": help, "unit": unit}
+    if min is not None:
+        meta["min"] = min
+    if max is not None:
+        meta["max"] = max
+    if step is not None:
+        meta["step"] = step
+    if choices is not None:
+        meta["choices"] = choices
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class ServiceParams:
+    """The inference service: how fast a slot serves, how the autoscaler behaves, its SLO."""
+
+    team: str = _f("serving", "team that owns the inference service (its violations are its own "
+                   "unless another team's workload caused them)")
+    service_rate_per_slot_rps: float = _f(
+        60.0, "requests per second one concurrency slot completes (1 / mean service time)",
+        min=0.1, max=10000.0, step=0.1, unit="req/s")
+    concurrency: int = _f(8, "concurrent requests one replica serves (continuous-batching slots); "
+                          "a replica is this many servers", min=1, max=512, step=1, unit="slots")
+    gpus_per_replica: int = _f(1, "GPUs one replica needs", min=1, max=16, step=1, unit="GPUs")
+    warmup_min: float = _f(6.0, "minutes from a replica getting its GPU to serving (weights, KV "
+                           "cache, JIT kernels)", min=0.0, max=60.0, step=1.0, unit="min")
+    slo_ms: float = _f(100.0, "latency SLO on p99 response time", min=1.0, max=60000.0, step=1.0,
+                       unit="ms")
+    timeout_s: float = _f(10.0, "client timeout: a request waiting longer fails", min=0.1,
+                          max=600.0, step=0.1, unit="s")
+    cooldown_min: float = _f(10.0, "autoscaler scale-down stabilisation window", min=0.0,
+                             max=120.0, step=1.0, unit="min")
+    target_utilization: float = _f(0.6, "autoscaler target: slot utilization it scales to",
+                                   min=0.05, max=1.0, step=0.01, unit="share")
+    min_replicas: int = _f(1, "replicas the autoscaler never goes below", min=0, max=1000, step=1,
+                           unit="replicas")
+    model_memory_gib: float = _f(18.0, "GPU memory one replica needs (weights + KV cache); "
+                                 "decides which MIG slices it fits", min=0.1, max=1000.0,
+                                 step=0.5, unit="GiB")
+    decode_heavy: bool = _f(True, "LLM decode-bound serving: speed scales with memory slices "
+                            "(bandwidth), not compute slices, on MIG")
+    service_cv: float = _f(1.0, "coefficient of variation of service time (1 = exponential, "
+                           "M/M/c; other values scale the wait by (1+cv^2)/2, Allen-Cunneen)",
+                           min=0.0, max=5.0, step=0.05)
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """One batch workload (a fine-tune, a training run); ``daily`` repeats it every day."""
+
+    name: str = _f("finetune", "job name")
+    team: str = _f("ml-research", "team charged for violations this job causes")
+    gpus: int = _f(48, "GPUs the job asks for (gang: it runs only with all of them)", min=1,
+                   max=100000, step=1, unit="GPUs")
+    start_hour: float = _f(2.0, "hour of day the job is submitted (UTC)", min=0.0, max=23.99,
+                           step=0.25, unit="h")
+    duration_h: float = _f(8.0, "hours of work on all its GPUs, without interruptions", min=0.0,
+                           max=10000.0, step=0.25, unit="h")
+    daily: bool = _f(True, "submitted again every day")
+    checkpoint_cost_min: float = _f(3.0, "minutes one checkpoint stalls the job", min=0.0,
+                                    max=120.0, step=0.5, unit="min")
+    checkpoint_interval_min: float = _f(
+        0.0, "minutes between checkpoints; 0 = Young/Daly sqrt(2 d M) - d with M from a first "
+        "pass (no checkpoints when nothing interrupts the job)", min=0.0, max=10000.0, step=1.0,
+        unit="min")
+    restore_min: float = _f(5.0, "minutes to reload state after an interruption", min=0.0,
+                            max=240.0, step=0.5, unit="min")
+    eviction_delay_min: float = _f(2.0, "minutes between eviction and the GPUs being free "
+                                   "(graceful termination)", min=0.0, max=120.0, step=0.5,
+                                   unit="min")
+
+
+@dataclass(frozen=True)
+class BatchParams:
+    """The batch workloads sharing (or not) the pool."""
+
+    jobs: tuple[BatchJob, ...] = field(default_factory=lambda: (BatchJob(),),
+                                       metadata={"help": "batch jobs in the pool"})
+
+
+@dataclass(frozen=True)
+class PoolParams:
+    """The GPU pool: size, model, prices, and each policy's knobs."""
+
+    gpus: int = _f(64, "GPUs in the pool", min=1, max=100000, step=1, unit="GPUs")
+    gpu_model: str = _f("A100-80GB", "GPU model (decides the MIG profiles)", unit="",
+                        choices=("A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB"))
+    price_reserved_per_gpu_h: float = _f(2.0, "reserved (committed) price", min=0.0, max=100.0,
+                                         step=0.05, unit="$/GPU-h")
+    price_on_demand_per_gpu_h: float = _f(4.0, "on-demand price", min=0.0, max=100.0, step=0.05,
+                                          unit="$/GPU-h")
+    price_spot_per_gpu_h: float = _f(1.2, "spot / interruptible price", min=0.0, max=100.0,
+                                     step=0.05, unit="$/GPU-h")
+    split_a: float = _f(0.5, "partitioned: share of GPUs reserved for inference (class A; batch "
+                        "never touches it)", min=0.0, max=1.0, step=0.01, unit="share")
+    split_b: float = _f(0.1, "partitioned: soft-shared share (class B, time-sliced with "
+                        "low-criticality work; inference overflow runs there slowed)", min=0.0,
+                        max=1.0, step=0.01, unit="share")
+    mig_profile: str = _f("auto", "MIG profile for inference slices; 'auto' = the smallest that "
+                          "fits the model and keeps service time within half the SLO")
+    mig_resplit_drain_min: float = _f(10.0, "minutes a GPU is drained when re-split at a tidal "
+                                      "boundary", min=0.0, max=120.0, step=1.0, unit="min")
+    timeslice_interference: float = _f(0.6, "time-slicing: extra service time while batch "
+                                       "shares the GPU (0.6 = 60% slower)", min=0.0, max=5.0,
+                                       step=0.05, unit="share")
+    tidal_start_hour: float = _f(22.0, "tidal window start: batch admitted in [start, end)",
+                                 min=0.0, max=23.99, step=0.25, unit="h")
+    tidal_end_hour: float = _f(8.0, "tidal window end: batch drained by then (may cross "
+                               "midnight)", min=0.0, max=23.99, step=0.25, unit="h")
+    polite_release_hour: float = _f(9.0, "polite batch: hour it releases its GPUs", min=0.0,
+                                    max=23.99, step=0.25, unit="h")
+    spot_interruptions_per_h: float = _f(0.05, "partitioned: interruptions per hour of a spot "
+                                         "(class C) job", min=0.0, max=10.0, step=0.01,
+                                         unit="1/h")
+    violation_price_per_min: float = _f(50.0, "price of one SLO-violation minute, charged to the "
+                                        "team that caused it", min=0.0, max=100000.0, step=1.0,
+                                        unit="$/min")
+    seed: int = _f(7, "random seed (spot interruptions, bursts)", min=0, max=2**31 - 1, step=1)
+
+
+@dataclass
+class PoolScenario:
+    """One demand and one pool: what every policy replays.
+
+    ``traffic_rps`` is the request rate per step (the step is ``step_s``, 60 by default);
+    ``start_ts_ms`` is the end of the first step (UTC epoch ms), so step i covers
+    (start + (i-1) step, start + i step]. ``provenance`` says where each parameter came from
+    (``preset``, ``store:<query>``, ``user``).
+    """
+
+    traffic_rps: np.ndarray
+    start_ts_ms: int = 0
+    step_s: int = 60
+    service: ServiceParams = field(default_factory=ServiceParams)
+    batch: BatchParams = field(default_factory=BatchParams)
+    pool: PoolParams = field(default_factory=PoolParams)
+    name: str = "custom"
+    description: str = ""
+    provenance: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.traffic_rps = np.asarray(self.traffic_rps, dtype=np.float64)
+
+    @property
+    def steps(self) -> int:
+        return int(self.traffic_rps.shape[0])
+
+    @property
+    def step_h(self) -> float:
+        return self.step_s / 3600.0
+
+    def hour_of_day(self) -> np.ndarray:
+        """Hour of day (UTC, float) at the start of each step."""
+        start_s = (self.start_ts_ms // 1000) - self.step_s
+        t_s = start_s + np.arange(self.steps, dtype=np.int64) * self.step_s
+        return (t_s % 86400) / 3600.0
+
+    def ts_ms(self) -> np.ndarray:
+        """End of each step, UTC epoch milliseconds."""
+        return self.start_ts_ms + np.arange(self.steps, dtype=np.int64) * self.step_s * 1000
+
+    def validate(self) -> None:
+        """Raise ``ConfigError`` naming the first parameter outside its range."""
+        tr = self.traffic_rps
+        if tr.ndim != 1 or tr.shape[0] < 2:
+            raise ConfigError(f"scenario '{self.name}': traffic_rps needs at least 2 steps; "
+                              "give one request rate per step")
+        if not np.all(np.isfinite(tr)) or np.any(tr < 0):
+            raise ConfigError(f"scenario '{self.name}': traffic_rps has negative or missing "
+                              "values; fill gaps before modelling")
+        if self.step_s <= 0 or 3600 % self.step_s:
+            raise ConfigError(f"scenario '{self.name}': step_s={self.step_s} must divide an hour")
+        for part in (self.service, self.pool, *self.batch.jobs):
+            _check_ranges(part, self.name)
+        names = [j.name for j in self.batch.jobs]
+        dup = sorted({x for x in names if names.count(x) > 1})
+        if dup:
+            raise ConfigError(f"scenario '{self.name}': batch job name(s) {', '.join(dup)} "
+                              "used twice; give each job its own name")
+        if self.pool.split_a + self.pool.split_b > 1.0 + 1e-9:
+            raise ConfigError(f"scenario '{self.name}': pool.split_a + pool.split_b = "
+                              f"{self.pool.split_a + self.pool.split_b:.2f} > 1; class C gets "
+                              "the rest, lower one of them")
+
+
+def _check_ranges(obj: Any, scenario: str) -> None:
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        lo, hi = f.metadata.get("min"), f.metadata.get("max")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            choices = f.metadata.get("choices")
+            if choices and v not in choices:
+                raise ConfigError(f"scenario '{scenario}': {type(obj).__name__}.{f.name}="
+                                  f"{v!r}; choose one of {', '.join(choices)}")
+            continue
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            raise ConfigError(f"scenario '{scenario}': {type(obj).__name__}.{f.name}={v} is "
+                              f"outside [{lo}, {hi}]; {f.metadata.get('help', '')}")
+
+
+def field_specs(cls: type) -> list[dict[str, Any]]:
+    """What a form needs per parameter of ``cls``: name, type, default, help and bounds.
+
+    The What-if page and the CLI build their controls from this, so a new parameter
+    appears everywhere once it is declared here.
+    """
+    out: list[dict[str, Any]] = []
+    for f in fields(cls):
+        default = f.default
+        spec = {"name": f.name, "type": type(default).__name__ if default is not None
+                else "object", "default": default}
+        spec.update(f.metadata)
+        out.append(spec)
+    return out

@@ -1,0 +1,157 @@
+"""``simulate()``: one seeded run of a scenario plus its counterfactual re-runs, and its truth."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from analytics.errors import ConfigError
+from analytics.sample import truth as tr
+from analytics.sample.batch import plan_jobs
+from analytics.sample.cluster import ScenarioConfig, Topology, build_topology
+from analytics.sample.latency import LatencyDraws, Uniforms, draw_latency
+from analytics.sample.pool import Pod, PoolRun, plan_dev_pods, run_pool
+from analytics.sample.scenarios import SCENARIOS
+from analytics.sample.traffic import (MIN_PER_DAY, Surge, ar1_noise, arrivals, plan_surges, rhythm,
+                                      surge_multiplier)
+
+# Random stream ids: one stream per purpose, so a counterfactual changes nothing else.
+_STREAM = {"traffic": 1, "arrivals": 2, "surges": 3, "batch": 4, "names": 5, "dev": 6,
+           "split": 7, "latency": 10}
+
+# Bump when the simulator's output changes: the cached default store is keyed by it.
+SAMPLE_VERSION = "2"
+
+
+def _rng(seed: int, stream: str, sub: int = 0) -> np.random.Generator:
+    return np.random.default_rng([seed, _STREAM[stream], sub])
+
+
+@dataclass
+class Variant:
+    """One run of the pool under a set of removals."""
+
+    pool: PoolRun
+    rate_rps: dict[str, np.ndarray]
+    requests: dict[str, np.ndarray]
+    latency: dict[str, LatencyDraws]
+
+
+@dataclass
+class SimResult:
+    """A simulated run: the scenario, the full run, its counterfactuals, and the truth."""
+
+    scenario: ScenarioConfig
+    days: int
+    gpus: int
+    seed: int
+    start_ms: int
+    topology: Topology
+    full: Variant
+    surges: list[Surge]
+    p99_variants: dict[str, dict[str, np.ndarray]]  # variant -> service -> per-minute p99 ms
+    events: list[dict[str, Any]] = field(default_factory=list)
+    dev_pods: list[Pod] = field(default_factory=list)
+
+    @property
+    def n_min(self) -> int:
+        return self.days * MIN_PER_DAY
+
+    def ts_ms(self) -> np.ndarray:
+        """Timestamp of each minute's scrape (the end of the minute's step), epoch ms."""
+        return self.start_ms + np.arange(self.n_min, dtype=np.int64) * self.scenario.scrape_s * 1000
+
+
+def _run_variant(sc: ScenarioConfig, topo: Topology, days: int, seed: int, *, batch: bool,
+                 surges_on: bool, keep_draws: bool, uniforms: dict[str, Uniforms]) -> tuple[Variant, list[Surge]]:
+    n_min = days * MIN_PER_DAY
+    start_ord = datetime.fromisoformat(sc.start_iso.replace("Z", "+00:00")).date().toordinal()
+    surges = plan_surges(sc, days, _rng(seed, "surges"))
+    active_surges = surges if surges_on else []
+    rate, req = {}, {}
+    for i, svc in enumerate(sc.services):
+        t_rng = _rng(seed, "traffic", i)
+        noise = ar1_noise(t_rng, n_min, svc.noise_sigma)
+        day_level = np.repeat(t_rng.normal(0.0, 0.04, days), MIN_PER_DAY)
+        base = svc.peak_rps * rhythm(svc, sc, days) * np.exp(noise + day_level)
+        r = base * surge_multiplier(active_surges, svc.name, n_min, sc.surges.rise_min)
+        rate[svc.name] = r
+        req[svc.name] = arrivals(r, _rng(seed, "arrivals", i).standard_normal(n_min))
+    jobs = plan_jobs(sc.batch, days, start_ord, _rng(seed, "batch")) if batch else []
+    pool = run_pool(sc, topo, n_min, req, jobs, _rng(seed, "names"))
+    lat = {}
+    for i, svc in enumerate(sc.services):
+        u = uniforms[svc.name]
+        serving = (pool.serving[svc.name] >= 0).sum(axis=1)
+        d = draw_latency(svc, req[svc.name], serving, u)
+        if not keep_draws:
+            d.main_s = d.e2e_s = None  # type: ignore[assignment]
+        lat[svc.name] = d
+    return Variant(pool=pool, rate_rps=rate, requests=req, latency=lat), surges
+
+
+def simulate(scenario: str = "morning", *, days: int = 21, gpus: int = 64, seed: int = 7) -> SimResult:
+    """Simulate ``scenario`` over ``days`` on ``gpus`` GPUs; deterministic for a seed.
+
+    Runs the scenario and three counterfactuals (without batch, without surges, without either)
+    on the same random draws, and decides each tail event's cause from them (see
+    :mod:`analytics.sample.truth`).
+
+    Raises
+    ------
+    ConfigError
+        Unknown scenario, fewer than 1 day, or a GPU count the topology cannot hold.
+    """
+    if scenario not in SCENARIOS:
+        raise ConfigError(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
+    if days < 1:
+        raise ConfigError(f"--days {days}: simulate at least 1 day (21 or more to show a weekly rhythm)")
+    sc = SCENARIOS[scenario]
+    topo = build_topology(gpus)
+    # the latency randomness is the same in every run (common random numbers): draw it once
+    uniforms = {svc.name: Uniforms.draw(_rng(seed, "latency", i), days * MIN_PER_DAY)
+                for i, svc in enumerate(sc.services)}
+    full, surges = _run_variant(sc, topo, days, seed, batch=True, surges_on=True, keep_draws=True,
+                                uniforms=uniforms)
+    p99 = {"full": {s: d.p99_ms for s, d in full.latency.items()}}
+    for name, b, s in (("no_batch", False, True), ("no_surge", True, False), ("neither", False, False)):
+        v, _ = _run_variant(sc, topo, days, seed, batch=b, surges_on=s, keep_draws=False, uniforms=uniforms)
+        p99[name] = {k: d.p99_ms for k, d in v.latency.items()}
+    start_ms = int(datetime.fromisoformat(sc.start_iso.replace("Z", "+00:00")).timestamp() * 1000)
+    res = SimResult(scenario=sc, days=days, gpus=gpus, seed=seed, start_ms=start_ms, topology=topo,
+                    full=full, surges=surges, p99_variants=p99)
+    res.events = _events(res)
+    res.dev_pods = plan_dev_pods(topo, res.n_min, _rng(seed, "dev"), len(full.pool.pods))
+    return res
+
+
+def _events(res: SimResult) -> list[dict[str, Any]]:
+    sc = res.scenario
+    ts = res.ts_ms()
+    step_ms = sc.scrape_s * 1000
+    out = []
+    for svc in sc.services:
+        full = res.p99_variants["full"][svc.name]
+        runs = tr.detect_runs(full, svc.slo_p99_ms, sc.min_event_min, sc.merge_gap_min)
+        variants = {v: res.p99_variants[v][svc.name] for v in tr.VARIANTS}
+        v_runs = {v: tr.detect_runs(p, svc.slo_p99_ms, sc.min_event_min, sc.merge_gap_min)
+                  for v, p in variants.items()}
+        for a, b in runs:
+            cause, info = tr.classify(a, b, svc.slo_p99_ms, full, variants, v_runs)
+            start = int(ts[a])
+            minute_of_day = a % MIN_PER_DAY
+            ramp = int(sc.ramp_hour_utc * 60)
+            weekday = (a // MIN_PER_DAY) % 7 < 5
+            on_ramp = weekday and ramp - 30 <= minute_of_day < ramp + 120
+            out.append({
+                "id": f"{svc.name}-{tr.iso(start).replace('-', '').replace(':', '')[:13]}Z",
+                "service": svc.name, "start": tr.iso(start), "end": tr.iso(start + (b - a) * step_ms),
+                "start_ms": start, "end_ms": start + (b - a) * step_ms, "minutes": b - a,
+                "peak_p99_ms": round(float(np.nanmax(full[a:b])), 1), "slo_p99_ms": svc.slo_p99_ms,
+                "cause": cause, "misattributable_by_dashboard": bool(cause == "batch_contention" and on_ramp),
+                "counterfactual": info})
+    out.sort(key=lambda e: (e["start_ms"], e["service"]))
+    return out

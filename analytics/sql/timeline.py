@@ -1,0 +1,254 @@
+"""SQL of the timelines: counter increases per step, GPU holdings per step, and service signals.
+
+Every statement keys samples by integer ``series_id`` and buckets time as the step's END,
+``ceil(ts_ms / step_ms) * step_ms``, so a step ``t`` covers ``(t - step, t]``. Label strings
+never enter per-sample work: the Python side resolves series to small integer-keyed temp
+tables (``tl_*``) first.
+"""
+
+# Which step a timestamp falls in, named by the step's end (the step covers (end - step, end]).
+STEP_END = "((x.ts_ms + $step_ms - 1) // $step_ms) * $step_ms"
+
+# Data range of the store (for the default time range of a timeline).
+DATA_RANGE = "SELECT min(ts_ms) AS first_ms, max(ts_ms) AS last_ms FROM samples"
+
+SERIES_OF_METRICS = """
+SELECT id AS series_id, metric, gpu, uuid, hostname, model, namespace, pod, container,
+       mig_profile, mig_id, labels
+FROM series WHERE list_contains($metrics, metric)
+ORDER BY id
+"""
+
+# Prometheus-style increase per series and step. Each sample's delta is taken against the
+# series' previous sample, which may lie in an earlier step (so per-step increases add up to
+# the whole range's increase, which window-only `increase()` with one sample per step cannot);
+# a drop is a counter reset, after which the new value is the increase. A series' first sample
+# counts from zero when the series is new (it appears $new_after_ms or more after the first
+# sample of the selected series: a pod that started serving, a labelled histogram child on its
+# first observation; Prometheus' created-timestamp zero, VictoriaMetrics' `increase`), and is
+# a baseline otherwise (the series existed before the data begins).
+# Samples of the steps lie in ($lo_ms, $hi_ms]; $lookback_ms: how far before $lo_ms a
+# previous sample may be found (beyond it the first sample in range is a baseline).
+_INCREASE_CTE = f"""
+first AS (
+    SELECT x.series_id, min(x.ts_ms) AS first_ms
+    FROM samples x WHERE x.series_id IN (SELECT series_id FROM tl_counter_series)
+    GROUP BY ALL
+), x AS (
+    SELECT x.series_id, x.ts_ms, x.value,
+           lag(x.value) OVER (PARTITION BY x.series_id ORDER BY x.ts_ms) AS prev,
+           x.ts_ms = f.first_ms AND f.first_ms >= (SELECT min(first_ms) FROM first) + $new_after_ms AS is_new
+    FROM samples x JOIN first f USING (series_id)
+    WHERE x.ts_ms > $lo_ms - $lookback_ms AND x.ts_ms <= $hi_ms
+)"""
+_DELTA = """CASE WHEN x.prev IS NULL THEN (CASE WHEN x.is_new THEN x.value ELSE 0.0 END)
+                WHEN x.value >= x.prev THEN x.value - x.prev
+                ELSE x.value END"""
+
+COUNTER_INCREASE = f"""
+WITH {_INCREASE_CTE}
+SELECT x.series_id, {STEP_END} AS ts_end_ms, sum({_DELTA}) AS increase, count(*) AS samples
+FROM x
+WHERE x.ts_ms > $lo_ms
+GROUP BY ALL
+ORDER BY x.series_id, ts_end_ms
+"""
+
+# Same, summed per group (tl_counter_series.group_id) inside DuckDB: the service timeline's
+# bucket increases summed across pods.
+COUNTER_INCREASE_BY_GROUP = f"""
+WITH {_INCREASE_CTE}
+SELECT c.group_id, {STEP_END} AS ts_end_ms, sum({_DELTA}) AS increase
+FROM x JOIN tl_counter_series c ON c.series_id = x.series_id
+WHERE x.ts_ms > $lo_ms
+GROUP BY ALL
+ORDER BY c.group_id, ts_end_ms
+"""
+
+# --- pool timeline ---------------------------------------------------------------------------
+# Device series (dcgm-exporter) with their normalised labels: resolved to instances and holders
+# in Python (series-level, small).
+DEVICE_SERIES = """
+SELECT id AS series_id, metric, gpu, uuid, hostname, model, namespace, pod, mig_profile, mig_id
+FROM series WHERE list_contains($metrics, metric)
+"""
+
+# One pass over the device samples: per instance, holder and step, the holder's last sample
+# time and the instance's last activity / memory values.
+DEVICE_STEPS = f"""
+CREATE OR REPLACE TEMP TABLE tl_dev_step AS
+SELECT d.inst_id, d.holder_id, {STEP_END} AS ts_end_ms, max(x.ts_ms) AS last_ms,
+       arg_max(x.value, x.ts_ms) FILTER (WHERE d.kind = 'gr_active') AS gr_active,
+       arg_max(x.value, x.ts_ms) FILTER (WHERE d.kind = 'util') AS util_pct,
+       arg_max(x.value, x.ts_ms) FILTER (WHERE d.kind = 'fb_used') AS fb_used_mib
+FROM samples x JOIN tl_dev_series d ON x.series_id = d.series_id
+WHERE x.ts_ms > $lo_ms AND x.ts_ms <= $hi_ms
+GROUP BY ALL
+"""
+
+# Who held each instance at each step: the holders seen at the instance's last sample time in
+# the step (a holder change inside a step counts the later holder only; several holders at the
+# same time share the device by time-slicing). n_holders = 0: the device had no pod label.
+DEVICE_HOLDERS = """
+CREATE OR REPLACE TEMP TABLE tl_dev_hold AS
+WITH last AS (
+    SELECT inst_id, ts_end_ms, max(last_ms) AS last_ms FROM tl_dev_step GROUP BY ALL
+), cur AS (
+    SELECT DISTINCT s.inst_id, s.ts_end_ms, s.holder_id
+    FROM tl_dev_step s JOIN last l USING (inst_id, ts_end_ms, last_ms)
+), n AS (
+    SELECT inst_id, ts_end_ms, count(DISTINCT holder_id) AS n_holders FROM cur GROUP BY ALL
+)
+SELECT c.inst_id, c.ts_end_ms, c.holder_id, n.n_holders
+FROM cur c JOIN n USING (inst_id, ts_end_ms)
+WHERE c.holder_id IS NOT NULL OR n.n_holders = 0
+"""
+
+# A GPU seen with several holders at one scrape is time-sliced; where its node advertises the
+# device plugin's renamed shared resource, that is what its idle capacity is counted in.
+TIMESLICED_RESOURCE = """
+UPDATE tl_inst SET resource = $shared
+WHERE resource = $whole
+  AND inst_id IN (SELECT inst_id FROM tl_dev_hold GROUP BY inst_id HAVING max(n_holders) >= 2)
+  AND hostname IN (SELECT DISTINCT hostname FROM series
+                   WHERE metric = $alloc_metric AND json_extract_string(labels, '$.resource') = $shared)
+"""
+
+# kube-state-metrics GPU-like resources per node and step: allocatable and requested by
+# scheduled pods whose phase at the step is not known to be other than Running.
+KSM_FREE = f"""
+CREATE OR REPLACE TEMP TABLE tl_ksm_free AS
+WITH res AS (
+    SELECT id AS series_id, metric, hostname AS node, namespace, pod,
+           json_extract_string(labels, '$.resource') AS resource
+    FROM series
+    WHERE metric IN ($alloc_metric, $req_metric)
+      AND json_extract_string(labels, '$.resource') LIKE 'nvidia_com_%'
+      AND hostname IS NOT NULL
+), last AS (
+    SELECT r.metric, r.node, r.namespace, r.pod, r.resource, {STEP_END} AS ts_end_ms,
+           arg_max(x.value, x.ts_ms) AS value
+    FROM samples x JOIN res r ON x.series_id = r.series_id
+    WHERE x.ts_ms > $lo_ms AND x.ts_ms <= $hi_ms
+    GROUP BY ALL
+), not_running AS (
+    SELECT DISTINCT s.namespace, s.pod, {STEP_END} AS ts_end_ms
+    FROM samples x JOIN series s ON x.series_id = s.id
+    WHERE s.metric = $phase_metric AND json_extract_string(s.labels, '$.phase') <> 'Running'
+      AND x.ts_ms > $lo_ms AND x.ts_ms <= $hi_ms
+    GROUP BY ALL
+    HAVING arg_max(x.value, x.ts_ms) = 1
+), alloc AS (
+    SELECT node, resource, ts_end_ms, sum(value) AS alloc FROM last WHERE metric = $alloc_metric GROUP BY ALL
+), req AS (
+    SELECT l.node, l.resource, l.ts_end_ms, sum(l.value) AS requested
+    FROM last l ANTI JOIN not_running n
+      ON l.namespace IS NOT DISTINCT FROM n.namespace AND l.pod = n.pod AND l.ts_end_ms = n.ts_end_ms
+    WHERE l.metric = $req_metric
+    GROUP BY ALL
+)
+SELECT a.node AS hostname, a.resource, a.ts_end_ms, greatest(a.alloc - coalesce(r.requested, 0), 0) AS free
+FROM alloc a LEFT JOIN req r USING (node, resource, ts_end_ms)
+"""
+
+# Holdings per step in shares of a GPU: held (per holder), and unlabelled instances split into
+# idle (up to the node's unrequested count of that resource) and unknown.
+HOLDINGS = """
+WITH held AS (
+    SELECT h.ts_end_ms, i.pool, h.holder_id, sum(i.frac / h.n_holders) AS gpus
+    FROM tl_dev_hold h JOIN tl_inst i USING (inst_id)
+    WHERE h.holder_id IS NOT NULL
+    GROUP BY ALL
+), unl AS (
+    SELECT h.ts_end_ms, i.pool, i.hostname, i.resource, i.frac, count(*) AS n
+    FROM tl_dev_hold h JOIN tl_inst i USING (inst_id)
+    WHERE h.holder_id IS NULL
+    GROUP BY ALL
+), split AS (
+    SELECT u.ts_end_ms, u.pool, u.frac, u.n,
+           least(coalesce(f.free, 0), u.n) AS n_idle
+    FROM unl u LEFT JOIN tl_ksm_free f
+      ON f.hostname = u.hostname AND f.resource = u.resource AND f.ts_end_ms = u.ts_end_ms
+), leftover AS (
+    -- MIG GPUs whose instances do not use all compute slices: the unconfigured rest is idle
+    SELECT s.ts_end_ms, g.pool, sum(g.leftover) AS gpus
+    FROM (SELECT DISTINCT h.ts_end_ms, i.gpu_id FROM tl_dev_hold h JOIN tl_inst i USING (inst_id)) s
+    JOIN tl_gpu g USING (gpu_id)
+    WHERE g.leftover > 0
+    GROUP BY ALL
+)
+SELECT held.ts_end_ms, held.pool, w.cls, w.team, w.workload, sum(held.gpus) AS gpus
+FROM held JOIN tl_holder w USING (holder_id)
+GROUP BY ALL
+UNION ALL
+SELECT ts_end_ms, pool, 'idle', NULL, NULL, sum(n_idle * frac) FROM split GROUP BY ALL HAVING sum(n_idle) > 0
+UNION ALL
+SELECT ts_end_ms, pool, 'unknown', NULL, NULL, sum((n - n_idle) * frac) FROM split GROUP BY ALL
+HAVING sum(n - n_idle) > 0
+UNION ALL
+SELECT ts_end_ms, pool, 'idle', NULL, NULL, gpus FROM leftover
+"""
+
+# Activity (GR_ENGINE_ACTIVE as %, else GPU_UTIL) weighted by each instance's share of a GPU,
+# and memory used, per pool and step.
+POOL_DEVICE_STATS = """
+WITH inst AS (
+    SELECT inst_id, ts_end_ms,
+           arg_max(coalesce(gr_active * 100.0, util_pct), last_ms) FILTER (
+               WHERE gr_active IS NOT NULL OR util_pct IS NOT NULL) AS activity_pct,
+           arg_max(fb_used_mib, last_ms) FILTER (WHERE fb_used_mib IS NOT NULL) AS fb_used_mib
+    FROM tl_dev_step GROUP BY ALL
+)
+SELECT s.ts_end_ms, i.pool,
+       sum(s.activity_pct * i.frac) / sum(i.frac) FILTER (WHERE s.activity_pct IS NOT NULL) AS activity_pct,
+       sum(s.fb_used_mib) / 1024.0 AS mem_used_gib
+FROM inst s JOIN tl_inst i USING (inst_id)
+GROUP BY ALL
+"""
+
+# Pods pending at a step (phase Pending is the last value 1); which of them want GPUs is decided
+# in Python (a pod that requests a GPU-like resource, or another pod of its workload does).
+PENDING_PODS = f"""
+SELECT s.namespace, s.pod, {STEP_END} AS ts_end_ms
+FROM samples x JOIN series s ON x.series_id = s.id
+WHERE s.metric = $phase_metric AND json_extract_string(s.labels, '$.phase') = 'Pending'
+  AND x.ts_ms > $lo_ms AND x.ts_ms <= $hi_ms
+GROUP BY ALL
+HAVING arg_max(x.value, x.ts_ms) = 1
+"""
+GPU_REQUEST_PODS = """
+SELECT DISTINCT namespace, pod FROM series
+WHERE metric = $req_metric AND json_extract_string(labels, '$.resource') LIKE 'nvidia_com_%'
+"""
+
+HAS_METRIC = "SELECT count(*) AS n FROM series WHERE metric = $metric"
+
+# --- service timeline ------------------------------------------------------------------------
+# Series of latency histograms, request counters, in-flight gauges and autoscaler gauges, with
+# the labels that name their service (series-level only).
+SERVICE_SERIES = """
+SELECT id AS series_id, metric, namespace, pod,
+       json_extract_string(labels, '$.le') AS le,
+       json_extract_string(labels, '$.quantile') AS quantile,
+       coalesce(json_extract_string(labels, '$.exported_service'),
+                json_extract_string(labels, '$.service')) AS service_label,
+       json_extract_string(labels, '$.horizontalpodautoscaler') AS hpa,
+       json_extract_string(labels, '$.deployment') AS deployment,
+       json_extract_string(labels, '$.model_name') AS model_name
+FROM series WHERE list_contains($metrics, metric)
+"""
+
+# Gauges per group and step: the sum (and max) over a group's series of each one's last value
+# in the step, and how many distinct pods reported.
+GAUGE_BY_GROUP = f"""
+WITH last AS (
+    SELECT g.group_id, g.series_id, g.pod_key, {STEP_END} AS ts_end_ms, arg_max(x.value, x.ts_ms) AS value
+    FROM samples x JOIN tl_gauge_series g ON g.series_id = x.series_id
+    WHERE x.ts_ms > $lo_ms AND x.ts_ms <= $hi_ms
+    GROUP BY ALL
+)
+SELECT group_id, ts_end_ms, sum(value) AS value, max(value) AS max_value, count(DISTINCT pod_key) AS pods
+FROM last GROUP BY ALL
+"""
+
+SIGNAL_METRICS = "SELECT DISTINCT metric FROM series"

@@ -1,0 +1,23 @@
+"""SQL of the workload map: the distinct pods in the store and the labels rules match on.
+
+Series-level only (one row per series, never per sample): label strings are fine here.
+"""
+
+from analytics.signals import KSM_POD_INFO
+
+# One row per (namespace, pod): its container, node, priority class and service label.
+# The node comes from kube_pod_info or dcgm-exporter (a service's `instance` label is an address).
+POD_LABELS = f"""
+SELECT namespace, pod,
+       min(container) AS container,
+       coalesce(min(hostname) FILTER (WHERE metric = '{KSM_POD_INFO}'),
+                min(hostname) FILTER (WHERE metric LIKE 'DCGM_FI_%')) AS hostname,
+       min(json_extract_string(labels, '$.priority_class')) FILTER (WHERE metric = '{KSM_POD_INFO}') AS priority_class,
+       min(coalesce(json_extract_string(labels, '$.exported_service'),
+                    json_extract_string(labels, '$.service'))) AS service,
+       min(json_extract_string(labels, '$.team')) AS team
+FROM series
+WHERE pod IS NOT NULL
+GROUP BY namespace, pod
+ORDER BY namespace, pod
+"""

@@ -1,0 +1,39 @@
+"""The settings every timeline shares: step and time range."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from analytics.errors import ConfigError
+
+
+@dataclass
+class TimelineConfig:
+    """Step and range of a timeline; the CLI's options and the pages' sliders use these fields."""
+
+    step_s: int = field(default=60, metadata={
+        "help": "timeline step in seconds; a step's ts is its end, covering (ts - step, ts]"})
+    start_ms: int | None = field(default=None, metadata={
+        "help": "first instant (UTC epoch ms) to cover; default the store's first sample"})
+    end_ms: int | None = field(default=None, metadata={
+        "help": "last instant (UTC epoch ms) to cover; default the store's last sample"})
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+
+def parse_step_s(text: str) -> int:
+    """A step like ``30s``, ``1m``, ``5m``, ``1h`` (bare numbers are seconds) in whole seconds.
+
+    >>> parse_step_s("1m"), parse_step_s("90"), parse_step_s("1h")
+    (60, 90, 3600)
+    """
+    m = _DURATION.match(text)
+    if not m:
+        raise ConfigError(f"step {text!r} is not a duration: write e.g. 30s, 1m, 5m or 1h")
+    seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
+    if seconds < 1 or seconds != int(seconds):
+        raise ConfigError(f"step {text!r} must be a whole number of seconds, at least 1s")
+    return int(seconds)

@@ -1,0 +1,233 @@
+"""The pool timeline: per pool and step, the GPUs in it and who held them.
+
+GPU counting (DESIGN.md "Contracts"): a GPU is its UUID; a MIG instance ``(UUID, GPU_I_ID)``
+counts as compute slices / 7 of it (the slices no instance uses are idle); pods sharing a
+device at the same scrape (time-slicing, fractions) split it equally; a device with no pod label
+is ``unknown``, unless kube-state-metrics shows its node has that many unrequested GPUs (or MIG
+slices of that profile), which makes them ``idle``. Per step and pool the classes add up to
+``gpus_total``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from analytics import signals as sg
+from analytics.counters import register_temp, step_range
+from analytics.sql import timeline as q
+from analytics.store import Store
+from analytics.timeline.config import TimelineConfig
+from analytics.timeline.service import autoscaler_by_pool
+from analytics.workloads import WorkloadMap, classify_pods, pool_of_host
+
+DEVICE_KIND = {sg.DCGM_GR_ENGINE_ACTIVE: "gr_active", sg.DCGM_GPU_UTIL: "util", sg.DCGM_FB_USED: "fb_used",
+               sg.DCGM_POWER: "other"}
+# the NVIDIA device plugin's time-sliced resource with renameByDefault (nvidia.com/gpu.shared)
+SHARED_RESOURCE = "nvidia_com_gpu_shared"
+CLASS_COLUMNS = ("inference", "batch", "other", "unknown", "idle")
+_SLICES = re.compile(r"(\d+)g\.")
+
+
+def mig_slices_total(model: str | None) -> int:
+    """Compute slices of a MIG-capable GPU: 4 on an A30, 7 on A100/H100/H200/B200."""
+    return 4 if model and "A30" in model.upper() else 7
+
+
+def mig_fraction(profile: str | None, model: str | None = None) -> float:
+    """Share of a GPU a MIG instance is: its compute slices over the GPU's.
+
+    >>> round(mig_fraction("3g.40gb"), 4), mig_fraction(None), round(mig_fraction("1g.10gb+me"), 4)
+    (0.4286, 1.0, 0.1429)
+    """
+    if not profile:
+        return 1.0
+    m = _SLICES.search(profile)
+    if not m:
+        return 1.0
+    return min(1.0, int(m.group(1)) / mig_slices_total(model))
+
+
+def mig_resource(profile: str | None) -> str:
+    """The kube-state-metrics resource name a device is requested as.
+
+    >>> mig_resource("3g.40gb"), mig_resource(None)
+    ('nvidia_com_mig_3g_40gb', 'nvidia_com_gpu')
+    """
+    if not profile:
+        return sg.KSM_GPU_RESOURCE
+    return "nvidia_com_mig_" + re.sub(r"[.\-+]", "_", profile)
+
+
+def _prepare(store: Store, wmap: WorkloadMap) -> pl.DataFrame | None:
+    """Resolve device series to instances and holders; register ``tl_*`` temp tables.
+
+    Returns the holder table (for callers needing names) or ``None`` without device series.
+    """
+    dev = store.query(q.DEVICE_SERIES, {"metrics": list(DEVICE_KIND)})
+    if dev.height == 0:
+        return None
+    dev = dev.with_columns(
+        pl.coalesce("uuid", pl.concat_str(pl.col("hostname").fill_null("?"), pl.lit("/"),
+                                          pl.col("gpu").fill_null("?"))).alias("gpu_key"),
+        pl.col("mig_id").fill_null("").alias("mig_key"),
+        pl.col("metric").replace_strict(DEVICE_KIND, default="other").alias("kind"))
+    inst = (dev.group_by("gpu_key", "mig_key")
+            .agg(pl.col("hostname").drop_nulls().first(), pl.col("model").drop_nulls().first(),
+                 pl.col("mig_profile").drop_nulls().first())
+            .sort("gpu_key", "mig_key")
+            .with_row_index("inst_id")
+            .with_columns(pl.col("inst_id").cast(pl.Int64)))
+    hosts = inst["hostname"].unique().to_list()
+    host_pool = {h: pool_of_host(wmap, h) for h in hosts}
+    inst = inst.with_columns(
+        pl.col("hostname").replace_strict(host_pool, default=wmap.default_pool, return_dtype=pl.Utf8).alias("pool"),
+        pl.struct("mig_profile", "model").map_elements(
+            lambda r: mig_fraction(r["mig_profile"], r["model"]), return_dtype=pl.Float64).alias("frac"),
+        pl.col("mig_profile").map_elements(mig_resource, return_dtype=pl.Utf8, skip_nulls=False).alias("resource"))
+    gpu_ids = inst.select("gpu_key").unique().sort("gpu_key").with_row_index("gpu_id").with_columns(
+        pl.col("gpu_id").cast(pl.Int64))
+    inst = inst.join(gpu_ids, on="gpu_key")
+    gpus = (inst.group_by("gpu_id")
+            .agg(pl.col("pool").first(), pl.col("mig_profile").is_not_null().any().alias("is_mig"),
+                 pl.col("frac").sum().alias("used"))
+            .with_columns(pl.when(pl.col("is_mig")).then((1.0 - pl.col("used")).clip(0.0, 1.0))
+                          .otherwise(0.0).alias("leftover")))
+
+    pods = classify_pods(store, wmap).with_row_index("holder_id").with_columns(pl.col("holder_id").cast(pl.Int64))
+    dev = (dev.join(inst.select("gpu_key", "mig_key", "inst_id"), on=["gpu_key", "mig_key"])
+           .join(pods.select("namespace", "pod", "holder_id"), on=["namespace", "pod"], how="left",
+                 nulls_equal=True))
+    # a pod label without a namespace still names a holder; one without a pod label never does
+    dev = dev.with_columns(pl.when(pl.col("pod").is_null()).then(None).otherwise(pl.col("holder_id"))
+                           .alias("holder_id"))
+    register_temp(store, "tl_dev_series", dev.select("series_id", "inst_id", "holder_id", "kind"))
+    register_temp(store, "tl_inst", inst.select("inst_id", "gpu_id", "hostname", "pool", "frac", "resource"))
+    register_temp(store, "tl_gpu", gpus.select("gpu_id", "pool", "leftover"))
+    register_temp(store, "tl_holder", pods.select("holder_id", "namespace", "pod", "workload", "cls", "team", "pool"))
+    return pods
+
+
+def _ts(col: str = "ts_end_ms") -> pl.Expr:
+    return pl.col(col).cast(pl.Datetime("ms")).dt.replace_time_zone("UTC").alias("ts")
+
+
+def _run_device_steps(store: Store, params: dict[str, int]) -> None:
+    store.con.execute(q.DEVICE_STEPS, params).fetchall()
+    store.con.execute(q.DEVICE_HOLDERS).fetchall()
+    store.con.execute(q.TIMESLICED_RESOURCE, {"shared": SHARED_RESOURCE, "whole": sg.KSM_GPU_RESOURCE,
+                                              "alloc_metric": sg.KSM_NODE_GPU_ALLOCATABLE}).fetchall()
+    store.con.execute(q.KSM_FREE, {**params, "alloc_metric": sg.KSM_NODE_GPU_ALLOCATABLE,
+                                   "req_metric": sg.KSM_POD_GPU_REQUEST,
+                                   "phase_metric": sg.KSM_POD_PHASE}).fetchall()
+
+
+_HOLDINGS_SCHEMA = {"ts": pl.Datetime("ms", "UTC"), "pool": pl.Utf8, "cls": pl.Utf8, "team": pl.Utf8,
+                    "workload": pl.Utf8, "gpus": pl.Float64}
+
+
+def _holdings_frame(store: Store) -> pl.DataFrame:
+    out = store.query(q.HOLDINGS)
+    return out.select(_ts(), pl.col("pool"), pl.col("cls"), pl.col("team"), pl.col("workload"),
+                      pl.col("gpus").cast(pl.Float64)).sort("ts", "pool", "cls", "team", "workload", nulls_last=True)
+
+
+def holdings(store: Store, cfg: TimelineConfig = TimelineConfig(), wmap: WorkloadMap | None = None) -> pl.DataFrame:
+    """Who held the GPUs, per step: long frame ``ts, pool, cls, team, workload, gpus``.
+
+    ``cls`` is ``inference``, ``batch``, ``other``, ``unknown`` (no pod label) or ``idle``;
+    ``gpus`` is in shares of a GPU (MIG instances and time-sliced pods as fractions).
+    """
+    wmap = wmap or WorkloadMap()
+    rng = step_range(store, cfg)
+    if rng is None or _prepare(store, wmap) is None:
+        return pl.DataFrame(schema=_HOLDINGS_SCHEMA)
+    step_ms, lo_ms, hi_ms = rng
+    _run_device_steps(store, {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms})
+    return _holdings_frame(store)
+
+
+_POOL_SCHEMA = {"ts": pl.Datetime("ms", "UTC"), "pool": pl.Utf8, "gpus_total": pl.Float64,
+                **{f"gpus_{c}": pl.Float64 for c in CLASS_COLUMNS}, "activity_pct": pl.Float64,
+                "mem_used_gib": pl.Float64, "pending_pods": pl.Int64, "desired_replicas": pl.Float64,
+                "ready_replicas": pl.Float64}
+
+
+def pool_timeline(store: Store, cfg: TimelineConfig = TimelineConfig(),
+                  wmap: WorkloadMap | None = None, *, with_teams: bool = False) -> pl.DataFrame:
+    """GPUs per pool and step, by class, with activity, memory and pending pods.
+
+    Parameters
+    ----------
+    store, cfg, wmap:
+        The store, step/range, and workload map (defaults when ``None``).
+    with_teams:
+        Also add one ``team_<name>`` column per team (GPUs held).
+
+    Returns
+    -------
+    polars.DataFrame
+        ``ts`` (end of step, UTC), ``pool``, ``gpus_total``, ``gpus_inference``, ``gpus_batch``,
+        ``gpus_other``, ``gpus_unknown``, ``gpus_idle`` (these five add up to ``gpus_total``),
+        ``activity_pct`` (mean over the pool's GPUs), ``mem_used_gib``, ``pending_pods`` (null
+        where kube-state-metrics pod phases are absent), ``desired_replicas`` /
+        ``ready_replicas`` (the autoscalers of the pool's services, summed; null where absent).
+    """
+    wmap = wmap or WorkloadMap()
+    rng = step_range(store, cfg)
+    pods = _prepare(store, wmap) if rng is not None else None
+    if rng is None or pods is None:
+        return pl.DataFrame(schema=_POOL_SCHEMA)
+    step_ms, lo_ms, hi_ms = rng
+    params = {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms}
+    _run_device_steps(store, params)
+    hold = _holdings_frame(store)
+    wide = (hold.group_by("ts", "pool", "cls").agg(pl.col("gpus").sum())
+            .pivot(on="cls", index=["ts", "pool"], values="gpus"))
+    for c in CLASS_COLUMNS:
+        if c not in wide.columns:
+            wide = wide.with_columns(pl.lit(0.0).alias(c))
+    wide = wide.select("ts", "pool", *(pl.col(c).fill_null(0.0).alias(f"gpus_{c}") for c in CLASS_COLUMNS))
+    wide = wide.with_columns(pl.sum_horizontal(*(f"gpus_{c}" for c in CLASS_COLUMNS)).alias("gpus_total"))
+    stats = store.query(q.POOL_DEVICE_STATS).select(_ts(), "pool", pl.col("activity_pct").cast(pl.Float64),
+                                                    pl.col("mem_used_gib").cast(pl.Float64))
+    out = wide.join(stats, on=["ts", "pool"], how="left")
+    out = out.join(_pending(store, params, pods, wmap), on=["ts", "pool"], how="left")
+    has_phase = store.con.execute(q.HAS_METRIC, {"metric": sg.KSM_POD_PHASE}).fetchall()[0][0] > 0
+    out = out.with_columns(
+        (pl.col("pending_pods").fill_null(0) if has_phase else pl.lit(None)).cast(pl.Int64).alias("pending_pods"))
+    hpa = autoscaler_by_pool(store, params, wmap).select(_ts(), "pool", "desired_replicas", "ready_replicas")
+    out = out.join(hpa, on=["ts", "pool"], how="left")
+    out = out.select(*(pl.col(c).cast(t) for c, t in _POOL_SCHEMA.items())).sort("ts", "pool")
+    if with_teams:
+        teams = (hold.filter(pl.col("team").is_not_null())
+                 .group_by("ts", "pool", "team").agg(pl.col("gpus").sum())
+                 .with_columns(("team_" + pl.col("team")).alias("team"))
+                 .pivot(on="team", index=["ts", "pool"], values="gpus"))
+        out = out.join(teams, on=["ts", "pool"], how="left").with_columns(
+            pl.col("^team_.*$").fill_null(0.0))
+    return out
+
+
+def _pending(store: Store, params: dict[str, int], pods: pl.DataFrame, wmap: WorkloadMap) -> pl.DataFrame:
+    """Pending GPU pods per pool and step: pods that request a GPU-like resource, or whose
+    workload's other pods do (kube-state-metrics may show requests only once scheduled)."""
+    pend = store.query(q.PENDING_PODS, {**params, "phase_metric": sg.KSM_POD_PHASE})
+    empty = pl.DataFrame(schema={"ts": pl.Datetime("ms", "UTC"), "pool": pl.Utf8, "pending_pods": pl.Int64})
+    if pend.height == 0:
+        return empty
+    gpu_pods = store.query(q.GPU_REQUEST_PODS, {"req_metric": sg.KSM_POD_GPU_REQUEST})
+    info = pods.select("namespace", "pod", "workload", "pool")
+    gpu_workloads = gpu_pods.join(info, on=["namespace", "pod"], nulls_equal=True).select(
+        "namespace", "workload").unique()
+    pend = pend.join(info, on=["namespace", "pod"], how="left", nulls_equal=True)
+    wanted = pl.concat([
+        pend.join(gpu_pods, on=["namespace", "pod"], how="semi", nulls_equal=True),
+        pend.join(gpu_pods, on=["namespace", "pod"], how="anti", nulls_equal=True)
+            .join(gpu_workloads, on=["namespace", "workload"], how="semi", nulls_equal=True)])
+    if wanted.height == 0:
+        return empty
+    wanted = wanted.with_columns(pl.col("pool").fill_null(wmap.default_pool))
+    return wanted.group_by("ts_end_ms", "pool").agg(pl.len().cast(pl.Int64).alias("pending_pods")).select(
+        _ts(), "pool", "pending_pods")

@@ -1,0 +1,239 @@
+"""The service timeline: per inference service and step, traffic, tail latency and replicas.
+
+Latency quantiles are Prometheus' ``histogram_quantile(q, sum by (le) (increase(bucket)))``
+over the step: bucket increases (resets handled, see :mod:`analytics.counters`) summed across
+the service's pods, then interpolated. The SLO histogram is the workload map's ``slo_metric``
+for the service, else TTFT for vLLM, else ``http_server_request_duration_seconds``, else the
+other recognised histograms; a service with only a summary (Triton's
+``nv_inference_request_summary_us``) takes its quantiles from the summary, the highest over
+its pods (pods' quantiles cannot be merged; the max is the conservative reading).
+A series' service is its ``service`` label (``exported_service`` behind a ServiceMonitor),
+else its pod's workload.
+"""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from analytics import signals as sg
+from analytics.counters import histogram_quantiles, increase_by_group, register_temp, step_range
+from analytics.sql import timeline as q
+from analytics.store import Store
+from analytics.timeline.config import TimelineConfig
+from analytics.workloads import WorkloadMap, classify, classify_pods, pool_of_host, workload_of_pod
+
+# Latency histograms in order of preference for a service's SLO metric.
+SLO_PREFERENCE: tuple[str, ...] = (sg.VLLM_TTFT, sg.HTTP_DURATION, sg.TGI_DURATION, sg.KSERVE_DURATION,
+                                   sg.VLLM_E2E)
+# Summaries (per-pod quantiles, ``quantile`` label): used where a service has no histogram.
+SUMMARY_METRICS: tuple[str, ...] = (sg.TRITON_SUMMARY_US,)
+QUANTILES: dict[str, float] = {"p50_ms": 0.50, "p95_ms": 0.95, "p99_ms": 0.99}
+GAUGES: dict[str, str] = {sg.VLLM_RUNNING: "running", sg.VLLM_WAITING: "waiting",
+                          sg.KSM_HPA_DESIRED: "desired_replicas", sg.KSM_DEPLOY_READY: "ready_replicas"}
+
+SERVICE_SCHEMA = {"ts": pl.Datetime("ms", "UTC"), "service": pl.Utf8, "pool": pl.Utf8, "rps": pl.Float64,
+                  "p50_ms": pl.Float64, "p95_ms": pl.Float64, "p99_ms": pl.Float64, "replicas": pl.Int64,
+                  "desired_replicas": pl.Float64, "ready_replicas": pl.Float64, "running": pl.Float64,
+                  "waiting": pl.Float64, "slo_metric": pl.Utf8}
+
+
+def ms_per_unit(metric: str) -> float:
+    """Milliseconds per unit of a latency metric, from its name's unit suffix (seconds by default).
+
+    >>> ms_per_unit("http_server_request_duration_seconds"), ms_per_unit("x_us"), ms_per_unit("tgi_request_duration")
+    (1000.0, 0.001, 1000.0)
+    """
+    if metric.endswith("_ms") or metric.endswith("_milliseconds"):
+        return 1.0
+    if metric.endswith("_us") or metric.endswith("_microseconds"):
+        return 0.001
+    return 1000.0
+
+
+def _histogram_metrics() -> list[str]:
+    return [*(f"{h}{suffix}" for h in SLO_PREFERENCE for suffix in ("_bucket", "_count")),
+            *SUMMARY_METRICS, *(f"{m}_count" for m in SUMMARY_METRICS)]
+
+
+def service_series(store: Store, wmap: WorkloadMap) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Series of every service, and one row per service with its SLO metric and pool.
+
+    Returns ``(series, services)``: ``series`` has ``series_id, metric, base, service, pod_key,
+    le`` (float), ``quantile``, ``role`` (bucket / count / summary / a gauge name); ``services`` has ``service,
+    service_id, namespace, slo_metric, pool``.
+    """
+    metrics = [*_histogram_metrics(), *GAUGES]
+    s = store.query(q.SERVICE_SERIES, {"metrics": metrics})
+    empty = (pl.DataFrame(schema={"series_id": pl.Int64, "metric": pl.Utf8, "base": pl.Utf8, "service": pl.Utf8,
+                                  "pod_key": pl.Utf8, "le": pl.Float64, "quantile": pl.Utf8, "role": pl.Utf8}),
+             pl.DataFrame(schema={"service": pl.Utf8, "service_id": pl.Int64, "namespace": pl.Utf8,
+                                  "slo_metric": pl.Utf8, "pool": pl.Utf8}))
+    if s.height == 0:
+        return empty
+    workloads = {p: workload_of_pod(p) for p in s["pod"].drop_nulls().unique().to_list()}
+    s = s.with_columns(
+        pl.col("pod").replace_strict(workloads, default=None, return_dtype=pl.Utf8).alias("_workload"),
+        pl.concat_str(pl.col("namespace").fill_null(""), pl.lit("/"), pl.col("pod").fill_null("")).alias("pod_key"),
+        pl.col("le").cast(pl.Float64, strict=False),
+        pl.when(pl.col("metric").str.ends_with("_bucket")).then(pl.lit("bucket"))
+        .when(pl.col("quantile").is_not_null() & pl.col("metric").is_in(SUMMARY_METRICS)).then(pl.lit("summary"))
+        .when(pl.col("metric").str.ends_with("_count")).then(pl.lit("count"))
+        .otherwise(pl.col("metric").replace_strict(GAUGES, default=None)).alias("role"),
+        pl.col("metric").str.replace(r"_(bucket|count)$", "").alias("base"))
+    s = s.with_columns(
+        pl.when(pl.col("role").is_in(["desired_replicas"])).then(pl.col("hpa"))
+        .when(pl.col("role").is_in(["ready_replicas"])).then(pl.col("deployment"))
+        .otherwise(pl.coalesce("service_label", "_workload", "model_name")).alias("service"))
+    s = s.filter(pl.col("service").is_not_null())
+    lat = s.filter(pl.col("role").is_in(["bucket", "count", "summary"]))
+    if lat.height == 0:
+        return empty
+    names = sorted(lat["service"].unique().to_list())
+    present = lat.group_by("service").agg(pl.col("base").unique(), pl.col("namespace").drop_nulls().mode().first())
+    pods = classify_pods(store, wmap)
+    host_by_pod = {(r["namespace"], r["pod"]): r["hostname"] for r in pods.iter_rows(named=True)}
+    rows = []
+    for r in present.sort("service").iter_rows(named=True):
+        d = classify(wmap, {"namespace": r["namespace"], "workload": r["service"], "service": r["service"]})
+        bases = set(r["base"])
+        slo = d.slo_metric if d.slo_metric in bases else next(
+            (m for m in (*SLO_PREFERENCE, *SUMMARY_METRICS) if m in bases), None)
+        pool = d.pool
+        if not any(rule.pool is not None and rule.matches({"namespace": r["namespace"], "workload": r["service"],
+                                                           "service": r["service"]}) for rule in wmap.rules):
+            # no rule placed the service: the pool its pods' nodes are in (most pods win)
+            svc_pods = lat.filter(pl.col("service") == r["service"]).select("namespace", "pod").unique()
+            hosts = [host_by_pod.get((ns, p)) for ns, p in svc_pods.iter_rows()]
+            pools = [pool_of_host(wmap, h) for h in hosts if h]
+            if pools:
+                pool = max(sorted(set(pools)), key=pools.count)
+        rows.append({"service": r["service"], "service_id": names.index(r["service"]),
+                     "namespace": r["namespace"], "slo_metric": slo, "pool": pool})
+    services = pl.DataFrame(rows, schema=empty[1].schema)
+    s = s.filter(pl.col("service").is_in(names))
+    return s.select("series_id", "metric", "base", "service", "pod_key", "le", "quantile", "role"), services
+
+
+def service_timeline(store: Store, cfg: TimelineConfig = TimelineConfig(),
+                     wmap: WorkloadMap | None = None) -> pl.DataFrame:
+    """Request rate, latency quantiles and replicas per service and step.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``ts`` (end of step, UTC), ``service``, ``pool``, ``rps``, ``p50_ms``, ``p95_ms``,
+        ``p99_ms`` (null in a step without requests), ``replicas`` (pods reporting the SLO
+        histogram), ``desired_replicas``, ``ready_replicas``, ``running``, ``waiting`` (null
+        where the signal is missing), ``slo_metric`` (the histogram the quantiles came from).
+    """
+    wmap = wmap or WorkloadMap()
+    rng = step_range(store, cfg)
+    if rng is None:
+        return pl.DataFrame(schema=SERVICE_SCHEMA)
+    step_ms, lo_ms, hi_ms = rng
+    series, services = service_series(store, wmap)
+    if services.height == 0:
+        return pl.DataFrame(schema=SERVICE_SCHEMA)
+    params = {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms}
+    slo = series.join(services.select("service", "service_id", "slo_metric"), on="service")
+    slo = slo.filter(pl.col("base") == pl.col("slo_metric"))
+
+    # counters: one group per (service, le) of the SLO histogram's buckets, and per service for _count
+    buckets = slo.filter(pl.col("role") == "bucket").filter(pl.col("le").is_not_null())
+    bucket_groups = (buckets.select("service_id", "le").unique().sort("service_id", "le")
+                     .with_row_index("group_id").with_columns(pl.col("group_id").cast(pl.Int64)))
+    n_b = bucket_groups.height
+    counts = slo.filter(pl.col("role") == "count").with_columns((pl.col("service_id") + n_b).alias("group_id"))
+    groups = pl.concat([buckets.join(bucket_groups, on=["service_id", "le"]).select("series_id", "group_id"),
+                        counts.select("series_id", pl.col("group_id").cast(pl.Int64))])
+    inc = increase_by_group(store, groups, step_ms, lo_ms, hi_ms)
+    b_inc = inc.filter(pl.col("group_id") < n_b).join(bucket_groups, on="group_id").select(
+        "service_id", "ts_end_ms", "le", pl.col("increase").alias("value"))
+    quant = histogram_quantiles(QUANTILES, b_inc)
+    total_from_inf = b_inc.filter(pl.col("le") == math.inf).select(
+        "service_id", "ts_end_ms", pl.col("value").alias("_inf_total"))
+    c_inc = inc.filter(pl.col("group_id") >= n_b).select(
+        (pl.col("group_id") - n_b).alias("service_id"), "ts_end_ms", pl.col("increase").alias("_count_total"))
+
+    # gauges: per service and role; replicas = pods reporting the SLO histogram's +Inf bucket
+    gauge_series = series.filter(pl.col("role").is_in(list(GAUGES.values()))).join(
+        services.select("service", "service_id"), on="service")
+    inf_series = slo.filter((pl.col("role") == "bucket") & (pl.col("le") == math.inf)).with_columns(
+        pl.lit("replicas").alias("role"))
+    # a summary service: its pods' quantile series (the max over pods, per quantile), and its
+    # _count series stand in for the +Inf bucket as the pods serving
+    summ = slo.filter(pl.col("role") == "summary").with_columns(
+        pl.col("quantile").cast(pl.Float64, strict=False).alias("_q"))
+    summ = pl.concat([summ.filter((pl.col("_q") - qv).abs() < 1e-9).with_columns(pl.lit(f"summary_{col}").alias("role"))
+                      for col, qv in QUANTILES.items()])
+    summ_pods = slo.filter((pl.col("role") == "count") & pl.col("base").is_in(SUMMARY_METRICS)).with_columns(
+        pl.lit("replicas").alias("role"))
+    roles = [*GAUGES.values(), "replicas", *(f"summary_{c}" for c in QUANTILES)]
+    g = pl.concat([gauge_series.select("series_id", "service_id", "role", "pod_key"),
+                   inf_series.select("series_id", "service_id", "role", "pod_key"),
+                   summ.select("series_id", "service_id", "role", "pod_key"),
+                   summ_pods.select("series_id", "service_id", "role", "pod_key")])
+    g = g.with_columns((pl.col("service_id") * len(roles)
+                        + pl.col("role").replace_strict({r: i for i, r in enumerate(roles)},
+                                                        return_dtype=pl.Int64)).alias("group_id"))
+    gauges = _gauges(store, g, params, roles)
+
+    keys = ["service_id", "ts_end_ms"]
+    out = (quant.join(total_from_inf, on=keys, how="full", coalesce=True)
+           .join(c_inc, on=keys, how="full", coalesce=True)
+           .join(gauges, on=keys, how="full", coalesce=True))
+    for col in (*GAUGES.values(), "replicas", *(f"summary_{c}" for c in QUANTILES)):
+        if col not in out.columns:
+            out = out.with_columns(pl.lit(None, dtype=pl.Float64).alias(col))
+    step_s = step_ms / 1000
+    out = out.join(services, on="service_id", how="left").with_columns(
+        pl.col("ts_end_ms").cast(pl.Datetime("ms")).dt.replace_time_zone("UTC").alias("ts"),
+        (pl.coalesce("_count_total", "_inf_total") / step_s).alias("rps"),
+        *(((pl.col(c).fill_nan(None).fill_null(pl.col(f"summary_{c}"))
+            * pl.col("slo_metric").map_elements(ms_per_unit, return_dtype=pl.Float64))).alias(c) for c in QUANTILES),
+        pl.col("replicas").fill_null(0).cast(pl.Int64))
+    return out.select(*(pl.col(c).cast(t) for c, t in SERVICE_SCHEMA.items())).sort("service", "ts")
+
+
+def _gauges(store: Store, g: pl.DataFrame, params: dict[str, int], roles: list[str]) -> pl.DataFrame:
+    if g.height == 0:
+        return pl.DataFrame(schema={"service_id": pl.Int64, "ts_end_ms": pl.Int64})
+    register_temp(store, "tl_gauge_series", g.select(pl.col("series_id").cast(pl.Int64),
+                                                     pl.col("group_id").cast(pl.Int64), "pod_key"))
+    raw = store.query(q.GAUGE_BY_GROUP, params)
+    raw = raw.with_columns((pl.col("group_id") // len(roles)).alias("service_id"),
+                           (pl.col("group_id") % len(roles)).alias("_r"))
+    summary_ids = [i for i, r in enumerate(roles) if r.startswith("summary_")]
+    raw = raw.with_columns(pl.when(pl.col("_r") == roles.index("replicas")).then(pl.col("pods").cast(pl.Float64))
+                           .when(pl.col("_r").is_in(summary_ids)).then(pl.col("max_value"))
+                           .otherwise(pl.col("value")).alias("value"),
+                           pl.col("_r").replace_strict(dict(enumerate(roles)), return_dtype=pl.Utf8).alias("role"))
+    return raw.pivot(on="role", index=["service_id", "ts_end_ms"], values="value")
+
+
+def autoscaler_by_pool(store: Store, params: dict[str, int], wmap: WorkloadMap) -> pl.DataFrame:
+    """Desired and ready replicas summed over the services of each pool, per step.
+
+    Returns ``ts_end_ms, pool, desired_replicas, ready_replicas`` (empty without the signals).
+    """
+    series, services = service_series(store, wmap)
+    roles = [*GAUGES.values(), "replicas", *(f"summary_{c}" for c in QUANTILES)]
+    g = series.filter(pl.col("role").is_in(["desired_replicas", "ready_replicas"])).join(
+        services.select("service", "service_id"), on="service")
+    empty = pl.DataFrame(schema={"ts_end_ms": pl.Int64, "pool": pl.Utf8, "desired_replicas": pl.Float64,
+                                 "ready_replicas": pl.Float64})
+    if g.height == 0:
+        return empty
+    g = g.with_columns((pl.col("service_id") * len(roles)
+                        + pl.col("role").replace_strict({r: i for i, r in enumerate(roles)},
+                                                        return_dtype=pl.Int64)).alias("group_id"))
+    wide = _gauges(store, g.select("series_id", "service_id", "role", "pod_key", "group_id"), params, roles)
+    for col in ("desired_replicas", "ready_replicas"):
+        if col not in wide.columns:
+            wide = wide.with_columns(pl.lit(None, dtype=pl.Float64).alias(col))
+    return (wide.join(services.select("service_id", "pool"), on="service_id")
+            .group_by("ts_end_ms", "pool")
+            .agg(*(pl.when(pl.col(c).count() > 0).then(pl.col(c).sum()).alias(c)
+                   for c in ("desired_replicas", "ready_replicas"))))

@@ -1,0 +1,30 @@
+"""Which recognised signals a store holds, and what each missing one costs the analyses."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analytics.signals import SIGNALS
+from analytics.sql import timeline as q
+from analytics.store import Store
+
+_SUFFIXES = ("_bucket", "_count", "_sum")
+
+
+def signal_report(store: Store) -> pl.DataFrame:
+    """One row per signal of :data:`analytics.signals.SIGNALS`.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``signal, found (bool), metrics_found (comma-separated), needed_for, cost_if_missing``.
+    """
+    present = set(store.query(q.SIGNAL_METRICS)["metric"].to_list())
+    bases = present | {m[: -len(s)] for m in present for s in _SUFFIXES if m.endswith(s)}
+    rows = []
+    for sig in SIGNALS:
+        found = [m for m in (*sig.metrics, *sig.aliases) if m in bases]
+        rows.append({"signal": sig.name, "found": bool(found), "metrics_found": ", ".join(found),
+                     "needed_for": sig.needed_for, "cost_if_missing": sig.cost_if_missing})
+    return pl.DataFrame(rows, schema={"signal": pl.Utf8, "found": pl.Boolean, "metrics_found": pl.Utf8,
+                                      "needed_for": pl.Utf8, "cost_if_missing": pl.Utf8})

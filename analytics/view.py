@@ -1,0 +1,332 @@
+"""What the app is looking at: the view settings, and their round trip through a URL.
+
+A capacity review shares a link; the colleague who opens it must see the same view. Every
+setting the sidebar holds (data source, time range, analysis step, SLO, display zone) lives in
+:class:`ViewSettings`, which turns into URL query parameters and back without Streamlit, so the
+round trip is tested as plain Python. Only values that differ from the defaults go into the URL.
+
+>>> v = ViewSettings(step_s=300, slo_ms={"*": 250.0})
+>>> v.to_query_params()
+{'step': '300', 'slo': '250'}
+>>> ViewSettings.from_query_params(v.to_query_params()) == v
+True
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+# Where "uploaded files" land when the user has not chosen a DuckDB file of their own.
+UPLOADS_DB_ENV = "TIDELENS_UPLOADS_DB"
+
+SOURCE_KINDS: dict[str, str] = {
+    "sample": "Bundled sample",
+    "uploads": "Uploaded files",
+    "duckdb": "DuckDB file",
+}
+STEP_CHOICES_S: tuple[int, ...] = (60, 300, 900, 3600)
+ALL_SERVICES = "*"
+DEFAULT_SLO_MS = 100.0
+
+
+def uploads_db_path() -> Path:
+    """The store that uploads go to when the source is the sample or "uploaded files"."""
+    env = os.environ.get(UPLOADS_DB_ENV)
+    if env:
+        return Path(env)
+    from analytics.store import DEFAULT_DB
+
+    return DEFAULT_DB
+
+
+def format_step(step_s: int) -> str:
+    """A step as people say it.
+
+    >>> format_step(60), format_step(900), format_step(3600), format_step(45)
+    ('1 min', '15 min', '1 h', '45 s')
+    """
+    if step_s % 3600 == 0:
+        return f"{step_s // 3600} h"
+    if step_s % 60 == 0:
+        return f"{step_s // 60} min"
+    return f"{step_s} s"
+
+
+def iso_utc(ts_ms: int) -> str:
+    """Epoch milliseconds as a compact ISO-8601 UTC string (minute precision when exact).
+
+    >>> iso_utc(0), iso_utc(90_500)
+    ('1970-01-01T00:00Z', '1970-01-01T00:01:30.500Z')
+    """
+    dt = datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc)
+    if ts_ms % 60_000 == 0:
+        return dt.strftime("%Y-%m-%dT%H:%MZ")
+    if ts_ms % 1000 == 0:
+        return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts_ms % 1000:03d}Z"
+
+
+def parse_iso_ms(text: str) -> int:
+    """Parse ISO-8601 (``Z``, an offset, or naive meaning UTC) or epoch milliseconds.
+
+    >>> parse_iso_ms("1970-01-01T00:01Z"), parse_iso_ms("1970-01-01T01:01+01:00"), parse_iso_ms("60000")
+    (60000, 60000, 60000)
+    """
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(round(dt.timestamp() * 1000))
+
+
+def local_naive(ts_ms: int, tz: str) -> datetime:
+    """Epoch milliseconds as a zone-less wall-clock time in ``tz`` (what a slider shows).
+
+    >>> local_naive(0, "Europe/Berlin")
+    datetime.datetime(1970, 1, 1, 1, 0)
+    """
+    zone = timezone.utc if tz == "UTC" else ZoneInfo(tz)
+    return datetime.fromtimestamp(ts_ms / 1000, tz=zone).replace(tzinfo=None)
+
+
+def from_local_naive(dt: datetime, tz: str) -> int:
+    """Inverse of :func:`local_naive`: a wall-clock time in ``tz`` as epoch milliseconds.
+
+    >>> from_local_naive(datetime(1970, 1, 1, 1, 0), "Europe/Berlin")
+    0
+    """
+    zone = timezone.utc if tz == "UTC" else ZoneInfo(tz)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=zone)
+    return int(round(dt.timestamp() * 1000))
+
+
+def format_slo(slo_ms: Mapping[str, float]) -> str:
+    """SLOs as the URL writes them: ``250`` for one, ``chat-vllm:500,recommender:100`` per service.
+
+    >>> format_slo({"*": 250.0}), format_slo({"b": 1.5, "a": 100.0})
+    ('250', 'a:100,b:1.5')
+    """
+    parts = []
+    for name in sorted(slo_ms, key=lambda k: (k != ALL_SERVICES, k)):
+        value = f"{slo_ms[name]:.10g}"
+        parts.append(value if name == ALL_SERVICES else f"{name}:{value}")
+    return ",".join(parts)
+
+
+def parse_slo(text: str) -> dict[str, float]:
+    """Inverse of :func:`format_slo`; raises ``ValueError`` naming the bad part.
+
+    >>> parse_slo("250,chat-vllm:500")
+    {'*': 250.0, 'chat-vllm': 500.0}
+    """
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, value = part.rpartition(":")
+        try:
+            ms = float(value)
+        except ValueError:
+            raise ValueError(f"SLO {part!r} is not milliseconds (e.g. 250 or chat-vllm:500)") from None
+        if not ms > 0:
+            raise ValueError(f"SLO {part!r} must be a positive number of milliseconds")
+        out[name.strip() or ALL_SERVICES] = ms
+    if not out:
+        raise ValueError("SLO is empty")
+    return out
+
+
+def _default_slo() -> dict[str, float]:
+    return {ALL_SERVICES: DEFAULT_SLO_MS}
+
+
+@dataclass(frozen=True)
+class ViewSettings:
+    """The view the sidebar selects; every field survives a copied link."""
+
+    source: str = field(default="sample", metadata={
+        "help": "Where the data comes from: the bundled sample, the files uploaded on the Data page, "
+                "or a DuckDB store file on this machine.", "param": "source"})
+    db_path: str | None = field(default=None, metadata={
+        "help": "Path of the DuckDB store file (only for the 'DuckDB file' source).", "param": "db"})
+    start_ms: int | None = field(default=None, metadata={
+        "help": "Start of the analysed range (UTC, inclusive); empty means the data's first sample.",
+        "param": "start"})
+    end_ms: int | None = field(default=None, metadata={
+        "help": "End of the analysed range (UTC); empty means the data's last sample.", "param": "end"})
+    step_s: int = field(default=60, metadata={
+        "help": "Analysis step: each point of a timeline summarises (t - step, t].", "param": "step"})
+    slo_ms: dict[str, float] = field(default_factory=_default_slo, metadata={
+        "help": "Latency SLO on p99 in milliseconds, one for every service or per service "
+                "(e.g. 250 or chat-vllm:500,recommender:100).", "param": "slo"})
+    tz: str = field(default="UTC", metadata={
+        "help": "Zone that times are shown in; data stays UTC inside.", "param": "tz"})
+
+    def __hash__(self) -> int:  # slo_ms is a dict; hash its items so settings can key caches
+        return hash((self.source, self.db_path, self.start_ms, self.end_ms, self.step_s,
+                     tuple(sorted(self.slo_ms.items())), self.tz))
+
+    # -- derived ----------------------------------------------------------------------------
+    def slo_for(self, service: str) -> float:
+        """The SLO of one service: its own, else the one for every service, else the default."""
+        return self.slo_ms.get(service, self.slo_ms.get(ALL_SERVICES, DEFAULT_SLO_MS))
+
+    def db_file(self) -> Path | None:
+        """The store file this view reads, or ``None`` for the sample (built on demand)."""
+        if self.source == "duckdb":
+            return Path(self.db_path) if self.db_path else None
+        if self.source == "uploads":
+            return uploads_db_path()
+        return None
+
+    def clamp_range(self, first_ms: int | None, last_ms: int | None) -> tuple[int | None, int | None]:
+        """The range to analyse given the data's span: missing ends filled, outside ends clipped.
+
+        >>> ViewSettings(start_ms=0, end_ms=10**12).clamp_range(1000, 5000)
+        (1000, 5000)
+        >>> ViewSettings(start_ms=2000).clamp_range(1000, 5000)
+        (2000, 5000)
+        """
+        start = self.start_ms if self.start_ms is not None else first_ms
+        end = self.end_ms if self.end_ms is not None else last_ms
+        if first_ms is not None and start is not None:
+            start = max(start, first_ms)
+        if last_ms is not None and end is not None:
+            end = min(end, last_ms)
+        if start is not None and end is not None and start > end:
+            start, end = first_ms, last_ms
+        return start, end
+
+    def zone(self) -> ZoneInfo | timezone:
+        return timezone.utc if self.tz == "UTC" else ZoneInfo(self.tz)
+
+    # -- URL round trip ----------------------------------------------------------------------
+    def to_query_params(self) -> dict[str, str]:
+        """The settings that differ from the defaults, as URL query parameters."""
+        default = ViewSettings()
+        out: dict[str, str] = {}
+        if self.source != default.source:
+            out["source"] = self.source
+        if self.db_path:
+            out["db"] = self.db_path
+        if self.start_ms is not None:
+            out["start"] = iso_utc(self.start_ms)
+        if self.end_ms is not None:
+            out["end"] = iso_utc(self.end_ms)
+        if self.step_s != default.step_s:
+            out["step"] = str(self.step_s)
+        if self.slo_ms != default.slo_ms:
+            out["slo"] = format_slo(self.slo_ms)
+        if self.tz != default.tz:
+            out["tz"] = self.tz
+        return out
+
+    @classmethod
+    def from_query_params(cls, params: Mapping[str, Any]) -> "ViewSettings":
+        """Settings from URL query parameters; a bad value falls back to its default."""
+        return parse_query_params(params)[0]
+
+
+def _last(value: Any) -> str | None:
+    # Streamlit hands a repeated key as a list; the last occurrence wins, as in st.query_params.
+    if isinstance(value, (list, tuple)):
+        value = value[-1] if value else None
+    return None if value is None else str(value)
+
+
+def parse_query_params(params: Mapping[str, Any]) -> tuple[ViewSettings, list[str]]:
+    """Settings from URL query parameters, and one message per value that was ignored.
+
+    >>> v, problems = parse_query_params({"step": "abc", "tz": "Europe/Paris"})
+    >>> v.step_s, v.tz, problems
+    (60, 'Europe/Paris', ["step='abc' ignored: the step is whole seconds, e.g. 300"])
+    """
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    p = {k: _last(v) for k, v in params.items()}
+
+    def bad(key: str, why: str) -> None:
+        problems.append(f"{key}={p[key]!r} ignored: {why}")
+
+    if p.get("source"):
+        if p["source"] in SOURCE_KINDS:
+            values["source"] = p["source"]
+        else:
+            bad("source", f"choose one of {', '.join(SOURCE_KINDS)}")
+    if p.get("db"):
+        values["db_path"] = p["db"]
+    for key, attr in (("start", "start_ms"), ("end", "end_ms")):
+        if p.get(key):
+            try:
+                values[attr] = parse_iso_ms(p[key])
+            except ValueError:
+                bad(key, "not an ISO-8601 time such as 2026-11-28T09:30Z")
+    if p.get("step"):
+        try:
+            step = int(p["step"])
+            if step <= 0:
+                raise ValueError
+            values["step_s"] = step
+        except ValueError:
+            bad("step", "the step is whole seconds, e.g. 300")
+    if p.get("slo"):
+        try:
+            values["slo_ms"] = parse_slo(p["slo"])
+        except ValueError as exc:
+            bad("slo", str(exc))
+    if p.get("tz"):
+        try:
+            if p["tz"] != "UTC":
+                ZoneInfo(p["tz"])
+            values["tz"] = p["tz"]
+        except (ZoneInfoNotFoundError, ValueError):
+            bad("tz", "not a time zone name such as Europe/Berlin")
+    settings = ViewSettings(**values)
+    if (settings.start_ms is not None and settings.end_ms is not None
+            and settings.start_ms >= settings.end_ms):
+        problems.append("start is not before end: the whole data range is shown")
+        settings = replace(settings, start_ms=None, end_ms=None)
+    return settings, problems
+
+
+APP_RULE_PREFIX = "app: "
+
+
+def apply_workload_edits(wmap: Any, edits: list[dict[str, Any]]) -> Any:
+    """A workload map with the Data page's edits as user rules, first in line.
+
+    Each edit is ``{"namespace", "workload", "cls", "team"}`` for one workload; it becomes (or
+    replaces) the rule ``app: <namespace>/<workload>`` matching that workload exactly, so the
+    edit wins over every built-in default and survives in ``tidelens.toml``.
+    """
+    import re
+
+    from analytics.workloads import Rule, WorkloadMap
+
+    rules = list(wmap.rules)
+    for edit in edits:
+        ns, wl = edit.get("namespace"), edit.get("workload")
+        name = f"{APP_RULE_PREFIX}{ns or '*'}/{wl}"
+        match = {"workload": re.escape(str(wl))}
+        if ns:
+            match["namespace"] = re.escape(str(ns))
+        # Rules read back from tidelens.toml carry the file name in front ("tidelens.toml: app: ...").
+        rules = [r for r in rules if r.name != name and not r.name.endswith(": " + name)]
+        rules.insert(0, Rule(name=name, match=match, cls=edit.get("cls") or None,
+                             team=edit.get("team") or None))
+    return WorkloadMap(rules=rules, default_pool=wmap.default_pool,
+                       use_builtin_rules=wmap.use_builtin_rules)
+
+
+def help_of(name: str) -> str:
+    """The help text of a :class:`ViewSettings` field (sidebar tooltips use it)."""
+    for f in fields(ViewSettings):
+        if f.name == name:
+            return str(f.metadata.get("help", ""))
+    raise KeyError(name)

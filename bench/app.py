@@ -1,0 +1,162 @@
+"""App speed in a real browser: each page's first complete render and a settings change.
+
+Starts ``streamlit run app.py`` and, as the peer, ``streamlit run`` of a one-line page (the
+floor: Streamlit's own page load on this machine), both headless on free ports, and drives
+Debian's Chromium through Playwright. Prints seconds per page and the ratio to the peer.
+
+Targets (issue 4): first complete render < 2 s per page, a settings change < 1 s.
+"First complete render" = from navigation start until the script run has finished and the
+page's title (and, on Overview, its chart) is on screen; run on a fresh browser page, once
+with cold caches ("cold") and again ("warm").
+
+Usage::
+
+    .venv/bin/python bench/app.py [--db PATH] [--repeat 3]
+
+Without ``--db`` it opens the bundled sample when ``analytics.sample`` is there, else an hour
+of a 4-GPU node built by the tests' generator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from test_browser import (APP_IDLE, CHROMIUM, CHROMIUM_ARGS, free_port,  # noqa: E402
+                          registered_pages, wait_healthy)
+
+PEER_APP = 'import streamlit as st\nst.title("Peer")\nst.write("hello")\n'
+TARGET_RENDER_S = 2.0
+TARGET_CHANGE_S = 1.0
+
+
+def _serve(script: Path, env: dict[str, str]) -> tuple[str, object]:
+    import os
+    import subprocess
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true",
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True)
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(url, proc)
+    return url, proc
+
+
+def _render_s(browser, url: str, *, chart: bool) -> float:
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    try:
+        t0 = time.perf_counter()
+        page.goto(url, wait_until="commit")
+        page.wait_for_selector('[data-testid="stMainBlockContainer"] h1', timeout=60_000)
+        if chart:
+            page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+        page.wait_for_selector(APP_IDLE, timeout=60_000)
+        return time.perf_counter() - t0
+    finally:
+        page.close()
+
+
+def _change_s(browser, url: str) -> list[tuple[str, float]]:
+    """Change the analysis step, then the time zone... as a user would; time until re-rendered."""
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    out = []
+    try:
+        page.goto(url)
+        page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+        page.wait_for_selector(APP_IDLE, timeout=60_000)
+        for label in ("5 min", "15 min", "1 min"):
+            page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
+            option = page.get_by_role("option", name=label, exact=True)
+            t0 = time.perf_counter()
+            option.click()
+            page.wait_for_selector(f'text=step {label}', timeout=60_000)
+            page.wait_for_selector(APP_IDLE, timeout=60_000)
+            out.append((f"step -> {label}", time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        page.locator('[data-testid="stSidebar"] [data-testid="stNumberInputStepUp"]').first.click()
+        page.wait_for_function("() => new URL(location.href).searchParams.get('slo') !== null",
+                               timeout=60_000)
+        page.wait_for_selector(APP_IDLE, timeout=60_000)
+        out.append(("SLO +10 ms", time.perf_counter() - t0))
+    finally:
+        page.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--db", help="DuckDB store to open (default: the sample, else a generated hour)")
+    ap.add_argument("--repeat", type=int, default=3, help="warm renders per page (median shown)")
+    args = ap.parse_args(argv)
+    if not Path(CHROMIUM).exists():
+        print(f"{CHROMIUM} missing: apt-get install chromium", file=sys.stderr)
+        return 2
+    from playwright.sync_api import sync_playwright
+
+    tmp = Path(tempfile.mkdtemp(prefix="tidelens-bench-"))
+    if args.db:
+        query, what = {"source": "duckdb", "db": args.db}, args.db
+    else:
+        try:
+            from analytics.sample import ensure_default_store
+
+            t0 = time.perf_counter()
+            ensure_default_store()
+            print(f"sample store ready in {time.perf_counter() - t0:.1f} s")
+            query, what = {}, "bundled sample"
+        except ImportError:
+            from test_app_pages import build_store
+
+            db = build_store(tmp / "hour.duckdb")
+            query, what = {"source": "duckdb", "db": str(db)}, "generated hour, 4 GPUs (no sample yet)"
+    qs = urllib.parse.urlencode(query)
+    peer_file = tmp / "peer.py"
+    peer_file.write_text(PEER_APP)
+    env = {"TIDELENS_UPLOADS_DB": str(tmp / "uploads.duckdb"), "TIDELENS_CONFIG": str(tmp / "t.toml")}
+    app_url, app_proc = _serve(ROOT / "app.py", env)
+    peer_url, peer_proc = _serve(peer_file, env)
+    print(f"data: {what}")
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            _render_s(browser, peer_url, chart=False)  # warm the browser's own caches
+            peer = statistics.median(_render_s(browser, peer_url, chart=False)
+                                     for _ in range(args.repeat))
+            print(f"{'page':<12} {'cold s':>7} {'warm s':>7} {'x peer':>7} {'target':>7}")
+            print(f"{'(peer)':<12} {'':>7} {peer:7.2f} {1.0:7.2f}")
+            worst = 0.0
+            for path, name in registered_pages():
+                url = f"{app_url}/{path}?{qs}"
+                chart = name == "overview"
+                cold = _render_s(browser, url, chart=chart)
+                warm = statistics.median(_render_s(browser, url, chart=chart)
+                                         for _ in range(args.repeat))
+                worst = max(worst, warm)
+                ok = "ok" if warm < TARGET_RENDER_S else "SLOW"
+                print(f"{name:<12} {cold:7.2f} {warm:7.2f} {warm / peer:7.2f} {ok:>7}")
+            print("settings change on Overview:")
+            for label, secs in _change_s(browser, f"{app_url}/?{qs}"):
+                ok = "ok" if secs < TARGET_CHANGE_S else "SLOW"
+                print(f"  {label:<16} {secs:6.2f} s {ok}")
+            browser.close()
+    finally:
+        for proc in (app_proc, peer_proc):
+            proc.terminate()  # type: ignore[attr-defined]
+            proc.wait(timeout=15)  # type: ignore[attr-defined]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Tail-event speed: timelines + detection + attribution at 1-minute steps, against targets.
+
+Sizes (issue 6): 14 days x 64 GPUs (target < 5 s) and 90 days x 512 GPUs (target < 60 s),
+built once by the project's simulator into ``bench/out/`` (not timed). Each size runs in a fresh
+process (median of ``--repeat`` runs), so peak memory (max RSS) is that size's own.
+
+The peer, run in the same process, is building the two timelines alone (what every analysis
+pays anyway): the ratio says what detection + attribution add on top.
+
+Usage::
+
+    .venv/bin/python bench/events.py [--sizes 14x64,90x512] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "bench" / "out"
+TARGETS_S = {(14, 64): 5.0, (90, 512): 60.0}
+
+
+def build_store(days: int, gpus: int) -> tuple[Path, dict[str, float]]:
+    from analytics.sample.export import load_into, truth
+    from analytics.sample.sim import simulate
+    from analytics.store import Store
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    db = OUT / f"events_{days}d_{gpus}g.duckdb"
+    slo_file = db.with_suffix(".slo.json")
+    if not db.exists() or not slo_file.exists():
+        t = time.perf_counter()
+        res = simulate("morning", days=days, gpus=gpus, seed=11)
+        tmp = db.with_suffix(".tmp")
+        tmp.unlink(missing_ok=True)
+        with Store(tmp) as st:
+            load_into(st, res)
+        tmp.rename(db)
+        slo_file.write_text(json.dumps({k: v["p99_ms"] for k, v in truth(res)["slos"].items()}))
+        print(f"  built {db.name} in {time.perf_counter() - t:.0f} s (not timed)", flush=True)
+    return db, json.loads(slo_file.read_text())
+
+
+def measure(db: str, slos: dict[str, float]) -> dict[str, float]:
+    """One run in this process: timelines (peer) then detection + attribution."""
+    from analytics.events import EventsConfig, analyse
+    from analytics.events.pipeline import timelines_for
+    from analytics.store import Store
+
+    cfg = EventsConfig()
+    t0 = time.perf_counter()
+    with Store(db, read_only=True) as st:
+        tl = timelines_for(st, cfg)
+    t1 = time.perf_counter()
+    res = analyse(tl["services"], tl["pool"], tl["holdings"], cfg=cfg, slos_ms=slos)
+    t2 = time.perf_counter()
+    return {"timelines_s": t1 - t0, "events_s": t2 - t1, "total_s": t2 - t0, "events": len(res.events),
+            "steps": res.steps.height, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="14x64,90x512", help="DAYSxGPUS list (default 14x64,90x512)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--child", nargs=2, metavar=("DB", "SLOS_JSON"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.child[0], json.loads(args.child[1]))))
+        return 0
+    for size in args.sizes.split(","):
+        days, gpus = (int(x) for x in size.lower().split("x"))
+        print(f"{days} days x {gpus} GPUs at 1-minute steps", flush=True)
+        db, slos = build_store(days, gpus)
+        runs = []
+        for _ in range(args.repeat):
+            out = subprocess.run([sys.executable, __file__, "--child", str(db), json.dumps(slos)],
+                                 capture_output=True, text=True, check=True)
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        target = TARGETS_S.get((days, gpus))
+        verdict = "" if target is None else f" | target < {target:g} s: {'met' if med['total_s'] < target else 'MISSED'}"
+        print(f"  timelines (peer) {med['timelines_s']:.2f} s | detection + attribution {med['events_s']:.2f} s | "
+              f"total {med['total_s']:.2f} s ({med['total_s'] / med['timelines_s']:.2f}x the peer){verdict}")
+        print(f"  {int(med['steps'])} service-steps, {int(med['events'])} events, "
+              f"peak memory {med['peak_rss_mib']:.0f} MiB (max RSS of the run)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

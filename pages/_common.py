@@ -1,0 +1,477 @@
+"""What every page shares: the sidebar (view settings kept in the URL), the data source,
+cached analytics calls, and a chart helper with CSV/SVG export.
+
+Not a page: the leading underscore keeps it out of navigation. Pages call :func:`view` for
+the settings the sidebar chose this run and the ``cached_*`` functions for data, so a page
+reads as widgets -> one analytics call -> a chart.
+
+Stores are opened read-only for reading and closed at once, under one process-wide lock:
+DuckDB refuses a second connection to the same file with a different mode in one process,
+and Streamlit runs every browser session in a thread of the same process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Iterator
+
+import duckdb
+import plotly.graph_objects as go
+import polars as pl
+import streamlit as st
+
+from analytics.charts import PLOTLY_CONFIG, figure_image
+from analytics.store import Store
+from analytics.view import (ALL_SERVICES, DEFAULT_SLO_MS, SOURCE_KINDS, STEP_CHOICES_S,
+                            ViewSettings, format_slo, format_step, from_local_naive,
+                            help_of, local_naive, parse_query_params, parse_slo,
+                            uploads_db_path)
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG_ENV = "TIDELENS_CONFIG"
+URL_KEYS = ("source", "db", "start", "end", "step", "slo", "tz")
+_STORE_LOCK = threading.RLock()
+
+
+# -- optional library parts -----------------------------------------------------------------
+def optional(module: str, *names: str) -> tuple[Any, ...] | None:
+    """``names`` from ``module``, or ``None`` while that part of the library is not there yet."""
+    try:
+        mod = importlib.import_module(module)
+        return tuple(getattr(mod, n) for n in names)
+    except (ImportError, AttributeError):
+        return None
+
+
+def not_available(what: str, module: str) -> None:
+    st.info(f"{what} is not available yet: it needs `{module}`, which this build does not have.",
+            icon=":material/construction:")
+
+
+# -- data source ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DataSource:
+    """The store a view reads: its file, a version that changes when the file does, or why not."""
+
+    label: str
+    path: str | None
+    version: str
+    problem: str | None = None
+
+
+def file_version(path: Path) -> str:
+    """Changes whenever the store file does: keys the caches of everything read from it."""
+    try:
+        st_ = path.stat()
+    except OSError:
+        return "missing"
+    wal = path.with_name(path.name + ".wal")
+    wal_part = f"-{wal.stat().st_mtime_ns}" if wal.exists() else ""
+    return f"{st_.st_mtime_ns}-{st_.st_size}{wal_part}"
+
+
+@st.cache_resource(show_spinner="Building the bundled sample (first run only)...")
+def _sample_path() -> str | None:
+    found = optional("analytics.sample", "ensure_default_store")
+    if found is None:
+        return None
+    return str(found[0]())
+
+
+def resolve_source(v: ViewSettings) -> DataSource:
+    """The store file of a view, or a problem that says what to do."""
+    label = SOURCE_KINDS.get(v.source, v.source)
+    if v.source == "sample":
+        path = _sample_path()
+        if path is None:
+            return DataSource(label, None, "", "The bundled sample is not available in this build "
+                              "(`analytics.sample` is missing): upload files on the Data page or "
+                              "open a DuckDB file.")
+        return DataSource(label, path, file_version(Path(path)))
+    file = v.db_file()
+    if file is None:
+        return DataSource(label, None, "", "Enter the path of a DuckDB store file in the sidebar.")
+    if not file.exists():
+        hint = ("Upload files on the Data page first." if v.source == "uploads"
+                else "Check the path, or build one with `tidelens load --db PATH FILES`.")
+        return DataSource(label, str(file), "", f"No store at `{file}`. {hint}")
+    src = DataSource(label, str(file), file_version(file))
+    try:
+        cached_totals(src.path, src.version)
+    except duckdb.Error as exc:
+        # Not a DuckDB file, or a writer (e.g. `tidelens load`) holds its lock right now.
+        return DataSource(label, str(file), "", f"Cannot open `{file}`: {exc}. If another "
+                          "program is loading into it, wait for it to finish and reload.")
+    return src
+
+
+def upload_target(v: ViewSettings) -> Path:
+    """Where uploads are written: the chosen DuckDB file, else the uploads store (never the sample)."""
+    file = v.db_file() if v.source == "duckdb" else None
+    return file if file is not None else uploads_db_path()
+
+
+@contextmanager
+def open_store(path: str | Path, *, read_only: bool = True) -> Iterator[Store]:
+    with _STORE_LOCK:
+        store = Store(path, read_only=read_only)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+# -- cached reads (keyed by file version, so a new load invalidates them) ----------------------
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_totals(path: str, version: str) -> dict[str, Any]:
+    with open_store(path) as store:
+        return store.totals()
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_inventory(path: str, version: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``(sources, metrics)`` of a store."""
+    with open_store(path) as store:
+        return store.sources(), store.metrics()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_series(path: str, version: str, metric: str) -> pl.DataFrame:
+    with open_store(path) as store:
+        return store.series(metric)
+
+
+def config_file() -> Path:
+    """``tidelens.toml``: the workload map the app reads and the Data page saves."""
+    return Path(os.environ.get(CONFIG_ENV) or ROOT / "tidelens.toml")
+
+
+def config_version() -> str:
+    return file_version(config_file())
+
+
+def load_workload_map() -> Any:
+    found = optional("analytics.workloads", "load_map")
+    if found is None:
+        return None
+    return found[0](config_file())
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_workloads(path: str, version: str, map_version: str) -> pl.DataFrame | None:
+    """Each workload in the store with its class, team and the rule that decided it."""
+    found = optional("analytics.workloads", "classify_workloads")
+    if found is None:
+        return None
+    wmap = load_workload_map()
+    with open_store(path) as store:
+        return found[0](store, wmap)
+
+
+@dataclass
+class UploadOutcome:
+    """One uploaded file's result as the Data page lists it."""
+
+    file: str
+    status: str
+    series: int = 0
+    samples: int = 0
+    message: str = ""
+
+
+def load_upload(target: Path, name: str, data: bytes, at_ms: int | None) -> UploadOutcome:
+    """Load one uploaded file into ``target`` through a short-lived read-write connection."""
+    from analytics.errors import TidelensError
+
+    found = optional("analytics.ingest", "ingest_bytes")
+    if found is None:
+        return UploadOutcome(name, "failed", message="loading files needs analytics.ingest, "
+                             "which this build does not have")
+    try:
+        with open_store(target, read_only=False) as store:
+            r = found[0](store, name, data, at_ms=at_ms)
+    except TidelensError as exc:
+        return UploadOutcome(name, "failed", message=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a parser bug must not take the page down
+        return UploadOutcome(name, "failed", message=f"{name}: internal error "
+                             f"({type(exc).__name__}: {exc}); please report it with the file")
+    note = r.error or r.note or ""
+    if r.status == "loaded" and r.duplicates:
+        note = (note + "; " if note else "") + f"{r.duplicates} duplicate samples (last kept)"
+    return UploadOutcome(name, r.status, r.series, r.samples, note)
+
+
+def library_version(*modules: str) -> str:
+    """Changes when the code of these library parts does (keys results cached on disk)."""
+    parts = []
+    for name in modules:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.origin:
+            continue
+        origin = Path(spec.origin)
+        files = sorted(origin.parent.glob("*.py")) if origin.name == "__init__.py" else [origin]
+        parts.extend(f"{f.name}:{f.stat().st_mtime_ns}" for f in files)
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+
+
+TIMELINE_CODE = ("analytics.timeline", "analytics.counters", "analytics.workloads",
+                 "analytics.sql.timeline", "analytics.sql.workloads", "analytics.store")
+
+
+def cached_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                     step_s: int, map_version: str) -> dict[str, pl.DataFrame] | None:
+    """Pool timeline, holdings and service timeline for one (source, range, step, map).
+
+    Cached in memory and on disk: three weeks of a 64-GPU pool take tens of seconds to
+    reduce, and a restarted server (or a colleague's session) should not pay that again.
+    """
+    return _timelines(path, version, start_ms, end_ms, step_s, map_version,
+                      library_version(*TIMELINE_CODE))
+
+
+@st.cache_data(show_spinner="Building timelines (first time for this source, range and step)...",
+               max_entries=16, persist="disk")
+def _timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
+               step_s: int, map_version: str, code_version: str) -> dict[str, pl.DataFrame] | None:
+    found = optional("analytics.timeline", "TimelineConfig", "pool_timeline", "holdings",
+                     "service_timeline")
+    if found is None:
+        return None
+    config_cls, pool_timeline, holdings, service_timeline = found
+    wmap = load_workload_map()
+    cfg = config_cls(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
+    with open_store(path) as store:
+        return {"pool": pool_timeline(store, cfg, wmap), "holdings": holdings(store, cfg, wmap),
+                "services": service_timeline(store, cfg, wmap)}
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_signal_report(path: str, version: str) -> pl.DataFrame:
+    """Which signals the store has: the timeline's report when present, else the catalogue's."""
+    found = optional("analytics.timeline", "signal_report")
+    with open_store(path) as store:
+        if found is not None:
+            report = found[0](store)
+            if isinstance(report, pl.DataFrame):
+                return report
+        from analytics.overview import signal_presence
+
+        return signal_presence(store.metrics()["metric"].to_list())
+
+
+# -- sidebar --------------------------------------------------------------------------------
+def _seed_from_url() -> None:
+    """First run of a session: the URL decides every setting (a shared link reopens the view)."""
+    ss = st.session_state
+    seed, problems = parse_query_params(st.query_params.to_dict())
+    ss["v_seeded"] = True
+    ss["v_problems"] = problems
+    ss["v_source"] = seed.source
+    ss["v_db"] = seed.db_path or ""
+    ss["v_step"] = seed.step_s
+    per = {k: v for k, v in seed.slo_ms.items() if k != ALL_SERVICES}
+    if "slo" not in st.query_params and seed.source == "sample":
+        per = sample_slos()  # the sample's services have SLOs of their own (TTFT 1 s, HTTP 120 ms)
+    ss["v_slo"] = float(seed.slo_ms.get(ALL_SERVICES, DEFAULT_SLO_MS))
+    ss["v_slo_per"] = format_slo(per)
+    ss["v_tz"] = seed.tz
+    ss["v_range_ms"] = (seed.start_ms, seed.end_ms)
+
+
+def sample_slos() -> dict[str, float]:
+    """Per-service p99 SLOs of the bundled sample's scenario (empty when there is no sample)."""
+    found = optional("analytics.sample.scenarios", "SCENARIOS")
+    if found is None or "morning" not in found[0]:
+        return {}
+    return {svc.name: float(svc.slo_p99_ms) for svc in found[0]["morning"].services}
+
+
+def _zone_options(seeded: str) -> list[str]:
+    browser = st.context.timezone
+    options = ["UTC"]
+    for z in (browser, seeded):
+        if z and z not in options:
+            options.append(z)
+    return options
+
+
+def _range_slider(src: DataSource, tz: str, step_s: int) -> tuple[int | None, int | None]:
+    """The time range: a slider over the data's span, in the display zone; returns UTC ms."""
+    ss = st.session_state
+    want = ss.get("v_range_ms", (None, None))
+    if src.problem or not src.path:
+        return want
+    totals = cached_totals(src.path, src.version)
+    first, last = totals.get("first_ts_ms"), totals.get("last_ts_ms")
+    if first is None or last is None or last <= first:
+        return want
+    start, end = ViewSettings(start_ms=want[0], end_ms=want[1]).clamp_range(first, last)
+    sig = (src.path, first, last, tz)
+    if ss.get("v_range_sig") != sig:
+        # New data span or zone: rebuild the slider from the canonical UTC range.
+        ss["v_range"] = (local_naive(start, tz), local_naive(end, tz))
+        ss["v_range_sig"] = sig
+    lo, hi = local_naive(first, tz), local_naive(last, tz)
+    span_s = (last - first) / 1000
+    slider_step = timedelta(minutes=1) if span_s <= 14 * 86400 else timedelta(minutes=15)
+    picked = st.slider("Time range", min_value=lo, max_value=hi, step=slider_step,
+                       key="v_range", format="MMM D, HH:mm", help=help_of("start_ms"))
+    a, b = (from_local_naive(picked[0], tz), from_local_naive(picked[1], tz))
+    # The whole span is "follow the data": no range in the URL.
+    a_out = None if a <= first else a
+    b_out = None if b >= last else b
+    ss["v_range_ms"] = (a_out, b_out)
+    return a_out, b_out
+
+
+WIDGET_KEYS = ("v_source", "v_db", "v_step", "v_tz", "v_range", "v_slo", "v_slo_per")
+
+
+def page_setup() -> ViewSettings:
+    """What a page calls first: page config and the sidebar; returns this run's settings."""
+    st.set_page_config(page_title="Tidelens", page_icon=":material/waves:", layout="wide")
+    return view()
+
+
+def _run_token() -> object | None:
+    """An object unique to the current script run (Streamlit replaces its cursor table each run)."""
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return None if ctx is None else ctx.cursors
+
+
+def view() -> ViewSettings:
+    """The settings of this run; the first call in a run draws the sidebar.
+
+    Pages draw the sidebar (through this) rather than ``app.py``: Streamlit runs a file of
+    ``pages/`` directly, without the entry point, while it still takes the folder for a v1
+    ``pages/`` app (the first deep link after a restart; every ``AppTest`` rerun).
+    """
+    ss = st.session_state
+    token = _run_token()
+    if token is None:  # bare mode (no Streamlit run): nothing to draw
+        return ss.get("view", ViewSettings())
+    if ss.get("_view_token") is not token:
+        render_sidebar()
+        ss["_view_token"] = token
+    return ss["view"]
+
+
+def render_sidebar() -> ViewSettings:
+    """Draw the sidebar, keep the URL in step with it, and return this run's settings."""
+    ss = st.session_state
+    if "v_seeded" not in ss:
+        _seed_from_url()
+    else:
+        # Streamlit forgets a widget's value when a page that does not draw it runs; every
+        # page draws these, and re-assigning carries the value across the switch.
+        for key in WIDGET_KEYS:
+            if key in ss:
+                ss[key] = ss[key]
+    with st.sidebar:
+        for problem in ss.get("v_problems", []):
+            st.warning(f"Link setting {problem}", icon=":material/link_off:")
+        source = st.radio("Data source", list(SOURCE_KINDS), key="v_source",
+                          format_func=SOURCE_KINDS.__getitem__, help=help_of("source"))
+        db = st.text_input("DuckDB file path", key="v_db", disabled=source != "duckdb",
+                           placeholder="/path/to/tidelens.duckdb", help=help_of("db_path"))
+        steps = list(STEP_CHOICES_S)
+        if ss.get("v_step") not in steps:
+            steps = sorted({*steps, int(ss.get("v_step") or 60)})
+        step_s = st.selectbox("Analysis step", steps, key="v_step", format_func=format_step,
+                              help=help_of("step_s"))
+        zones = _zone_options(ss.get("v_tz", "UTC"))
+        if ss.get("v_tz") not in zones:
+            ss["v_tz"] = "UTC"
+        tz = st.radio("Show times in", zones, key="v_tz", horizontal=True,
+                      format_func=lambda z: "UTC" if z == "UTC" else f"Local ({z})",
+                      help=help_of("tz"))
+        draft = ViewSettings(source=source, db_path=(db or None) if source == "duckdb" else None)
+        src = resolve_source(draft)
+        start_ms, end_ms = _range_slider(src, tz, step_s)
+        slo_all = st.number_input("p99 SLO (ms), every service", min_value=0.1, step=10.0,
+                                  key="v_slo", help=help_of("slo_ms"))
+        slo_text = st.text_input("Per-service SLOs (ms)", key="v_slo_per",
+                                 placeholder="chat-vllm:500, recommender:100")
+        slo = {ALL_SERVICES: float(slo_all)}
+        if slo_text.strip():
+            try:
+                per = parse_slo(slo_text)
+                per.pop(ALL_SERVICES, None)
+                slo.update(per)
+            except ValueError as exc:
+                st.error(f"Per-service SLOs ignored: {exc}")
+        if src.problem:
+            st.caption(src.problem)
+        elif src.path:
+            st.caption(f"Store: `{src.path}`")
+    settings = ViewSettings(source=source, db_path=draft.db_path, start_ms=start_ms,
+                            end_ms=end_ms, step_s=int(step_s), slo_ms=slo, tz=tz)
+    ss["view"] = settings
+    ss["view_source"] = src
+    _sync_url(settings)
+    return settings
+
+
+def _sync_url(settings: ViewSettings) -> None:
+    want = settings.to_query_params()
+    for key in URL_KEYS:
+        if key in want:
+            if st.query_params.get(key) != want[key]:
+                st.query_params[key] = want[key]
+        elif key in st.query_params:
+            del st.query_params[key]
+
+
+def source() -> DataSource:
+    """The data source of this run (resolved by the sidebar)."""
+    view()
+    found = st.session_state.get("view_source")
+    return found if found is not None else resolve_source(view())
+
+
+# -- charts ---------------------------------------------------------------------------------
+def show_chart(fig: go.Figure, data: pl.DataFrame, name: str) -> None:
+    """A chart with the toolbar's PNG export, and its data as CSV and the figure as SVG.
+
+    ``theme=None`` keeps the Tidelens template (large type, class colours) instead of
+    Streamlit's. The CSV and SVG are made only when their button is clicked.
+    """
+    st.plotly_chart(fig, theme=None, key=f"chart_{name}", config=PLOTLY_CONFIG | {
+        "toImageButtonOptions": {"format": "png", "scale": 2, "filename": f"tidelens-{name}"}})
+    with st.container(horizontal=True, key=f"export_{name}"):
+        st.download_button("CSV", data=lambda: data.write_csv(), file_name=f"tidelens-{name}.csv",
+                           mime="text/csv", key=f"csv_{name}", on_click="ignore",
+                           icon=":material/download:", help="The data behind this chart")
+        st.download_button("SVG", data=lambda: figure_image(fig, "svg"),
+                           file_name=f"tidelens-{name}.svg", mime="image/svg+xml",
+                           key=f"svg_{name}", on_click="ignore", icon=":material/image:",
+                           help="This chart as a vector image (rendered on the server)")
+
+
+def require_source() -> DataSource | None:
+    """The data source, or ``None`` after telling the user why there is none."""
+    src = source()
+    if src.problem or not src.path:
+        st.warning(src.problem or "No data source.", icon=":material/database_off:")
+        return None
+    return src
+
+
+__all__ = ["DataSource", "cached_inventory", "cached_series", "cached_signal_report",
+           "cached_timelines", "cached_totals", "cached_workloads", "config_file",
+           "config_version", "load_upload", "load_workload_map", "UploadOutcome",
+           "not_available", "open_store", "optional", "page_setup", "render_sidebar", "require_source",
+           "resolve_source", "show_chart", "source", "upload_target", "view"]

@@ -1,0 +1,133 @@
+"""Tail events: which p99 breaches happened, what caused each, and the evidence for a postmortem."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from analytics.charts.events import attribution_figure, event_figure, event_figure_data
+from analytics.errors import TidelensError
+from analytics.events import EventsAnalysis, EventsConfig, analyse, load_incidents
+from analytics.events.report import dashboard_vs_found, method_text, report_html
+from analytics.view import format_step
+from pages._common import cached_timelines, config_version, not_available, require_source, show_chart, view
+
+_HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in EventsConfig.__dataclass_fields__}
+_BADGE = {"batch_contention": "red", "traffic_surge": "blue", "scaling_lag": "orange", "mixed": "violet",
+          "unexplained": "gray"}
+
+
+@st.cache_data(show_spinner="Finding and attributing tail events...", max_entries=8)
+def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | None, step_s: int,
+                  map_version: str, slo_items: tuple[tuple[str, float], ...], min_duration_min: float,
+                  merge_gap_min: float, incidents_name: str | None, incidents_csv: bytes | None) -> EventsAnalysis | None:
+    timelines = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    if timelines is None:
+        return None
+    slo = dict(slo_items)
+    services = timelines["services"]["service"].unique().to_list()
+    cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms, min_duration_min=min_duration_min,
+                       merge_gap_min=merge_gap_min)
+    incidents = load_incidents(incidents_name or "upload.csv", incidents_csv) if incidents_csv else None
+    return analyse(timelines["services"], timelines["pool"], timelines["holdings"], cfg=cfg,
+                   slos_ms={s: slo.get(s, slo.get("*")) for s in services}, incidents=incidents)
+
+
+st.title("Tail events")
+v = view()
+src = require_source()
+if src is None:
+    st.stop()
+st.caption(f"{src.label} · step {format_step(v.step_s)} · times in {v.tz} · p99 judged against the SLO, "
+           f"never against its own daily profile")
+
+c1, c2, c3 = st.columns([1, 1, 2])
+min_dur = c1.number_input("Minimum duration (min)", min_value=1.0, max_value=240.0, value=5.0, step=1.0,
+                          help=_HELP["min_duration_min"], key="ev_min_dur")
+gap = c2.number_input("Merge gap (min)", min_value=0.0, max_value=240.0, value=10.0, step=1.0,
+                      help=_HELP["merge_gap_min"], key="ev_gap")
+upload = c3.file_uploader("Incident records (CSV: start, end, service, recorded_cause)", type=["csv"],
+                          key="ev_incidents", help="Past postmortems' causes, shown beside the cause found")
+
+try:
+    analysis = cached_events(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version(),
+                             tuple(sorted(v.slo_ms.items())), float(min_dur), float(gap),
+                             upload.name if upload else None, upload.getvalue() if upload else None)
+except TidelensError as exc:
+    st.warning(str(exc), icon=":material/warning:")
+    st.stop()
+if analysis is None:
+    not_available("Tail events", "analytics.timeline")
+    st.stop()
+for note in analysis.notes:
+    st.caption(f"Note: {note}")
+
+events = analysis.events
+if not events:
+    st.success("No tail events in this range: every service's p99 stayed within its SLO "
+               f"(runs shorter than {min_dur:g} min ignored).", icon=":material/check_circle:")
+    st.stop()
+
+table = pl.DataFrame([{
+    "start": e.as_dict()["start"], "service": e.service, "cause": e.cause, "minutes": round(e.duration_min),
+    "peak p99 (ms)": round(e.peak_p99_ms), "SLO (ms)": e.slo_ms, "misattributed": e.misattributed,
+    "recorded cause": (e.evidence.get("incident") or {}).get("recorded_cause"), "id": e.id} for e in events])
+k = st.columns(4)
+k[0].metric("Tail events", len(events), border=True)
+k[1].metric("Batch contention", sum(e.cause == "batch_contention" for e in events), border=True)
+k[2].metric("Traffic surges", sum(e.cause == "traffic_surge" for e in events), border=True)
+k[3].metric("Misattributed", sum(e.misattributed for e in events), border=True,
+            help="Batch contention that a dashboard (or the incident record) blames on users")
+st.dataframe(table, hide_index=True, width="stretch")
+
+labels = {e.id: f"{e.as_dict()['start']} · {e.service} · {e.cause}" + (" · misattributed" if e.misattributed else "")
+          for e in events}
+chosen = st.selectbox("Event", list(labels), format_func=labels.__getitem__, key="ev_chosen")
+ev = analysis.event(chosen)
+
+head = st.columns([3, 1])
+with head[0]:
+    st.subheader(f"{ev.service}: {ev.duration_min:.0f} min, peak p99 {ev.peak_p99_ms:,.0f} ms")
+    st.badge(ev.cause.replace("_", " "), color=_BADGE.get(ev.cause, "gray"))
+    if ev.misattributed:
+        st.badge("misattributed", color="red", icon=":material/report:")
+with head[1]:
+    st.download_button("Postmortem report (HTML)", data=lambda: report_html(analysis, ev, tz=v.tz),
+                       file_name=f"tidelens-{ev.id}.html", mime="text/html", on_click="ignore",
+                       icon=":material/download:", key="ev_report",
+                       help="One self-contained file: charts inline, opens offline")
+
+said, happened = dashboard_vs_found(ev)
+p1, p2 = st.columns(2)
+with p1.container(border=True):
+    st.markdown("**What the dashboard said**")
+    st.text(said)
+with p2.container(border=True):
+    st.markdown("**What happened**")
+    st.text(happened)
+
+show_chart(event_figure(analysis.event_window(ev), analysis.holdings_window(ev), ev, tz=v.tz),
+           event_figure_data(analysis.event_window(ev)), f"event-{ev.id}")
+st.plotly_chart(attribution_figure(ev), key="ev_bar")
+
+e = ev.evidence
+st.markdown("**Who held the pool's GPUs at the start, and since when**")
+st.dataframe(pl.DataFrame(e.get("holders_at_start") or [], schema={
+    "cls": pl.Utf8, "team": pl.Utf8, "workload": pl.Utf8, "gpus": pl.Float64, "held_since": pl.Utf8,
+    "hours_held": pl.Float64}), hide_index=True, width="stretch")
+facts = {k_: e.get(k_) for k_ in (
+    "free_gpus_when_asked", "asked_at", "desired_replicas_at_start", "ready_replicas_at_start",
+    "desired_replicas_at_peak", "ready_replicas_at_peak", "replicas_without_batch_at_peak", "warmup_min",
+    "traffic_rps_at_peak", "traffic_norm_rps_at_peak", "traffic_above_band_share", "p99_observed_ms_at_peak",
+    "p99_load_explained_ms_at_peak")}
+facts.update({f"counterfactual: {k_}": v_ for k_, v_ in (e.get("counterfactual_p99_ms_at_peak") or {}).items()})
+st.markdown("**Evidence**")
+st.dataframe(pl.DataFrame({"fact": list(facts), "value": [str(x) for x in facts.values()]}),
+             hide_index=True, width="stretch")
+reg = e.get("regression") or {}
+if reg.get("coef"):
+    st.markdown(f"**Regression** — {reg['model']}, {reg['n']} steps, {reg['errors']}")
+    st.dataframe(pl.DataFrame([{"term": t, **c} for t, c in reg["coef"].items()]), hide_index=True)
+with st.expander("Method and thresholds"):
+    for para in method_text(analysis.cfg, analysis):
+        st.markdown(f"- {para}")

@@ -1,0 +1,67 @@
+"""Overview: the pool's story for the selected range at a glance."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from analytics.charts.overview import pool_story_figure, share_figure
+from analytics.errors import TidelensError
+from analytics.overview import (class_long, pool_story_data, slo_violations, summarise,
+                                thin_for_display)
+from analytics.view import format_step
+from pages._common import (cached_signal_report, cached_timelines, config_version, not_available,
+                           require_source, page_setup, show_chart)
+
+v = page_setup()
+st.title("Overview")
+
+src = require_source()
+if src is None:
+    st.stop()
+st.caption(f"{src.label} · step {format_step(v.step_s)} · times in {v.tz}")
+
+try:
+    timelines = cached_timelines(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
+                                 config_version())
+except TidelensError as exc:
+    st.warning(str(exc), icon=":material/warning:")
+    timelines = None
+else:
+    if timelines is None:
+        not_available("The pool timeline", "analytics.timeline")
+
+if timelines is not None:
+    s = summarise(timelines["pool"], timelines["holdings"], timelines["services"], v.slo_for,
+                  v.step_s)
+    k = st.columns(5)
+    k[0].metric("Pool size", f"{s.pool_gpus_max:,.0f} GPUs", border=True,
+                help="Most GPUs in the pool(s) at any step of the range")
+    k[1].metric("Mean allocation", "-" if s.allocation_pct is None else f"{s.allocation_pct:.0f}%",
+                border=True, help="GPU-hours held by inference, batch or other workloads, "
+                                  "as a share of the pool's GPU-hours")
+    k[2].metric("Mean activity", "-" if s.activity_pct is None else f"{s.activity_pct:.0f}%",
+                border=True, help="GPU activity (GR_ENGINE_ACTIVE or GPU_UTIL), GPU-weighted")
+    k[3].metric("Minutes over SLO", f"{s.slo_violation_min:,.0f}", border=True,
+                help="Minutes in which at least one service's p99 was above its SLO: "
+                     + (", ".join(f"{n} {m:,.0f}" for n, m in s.slo_violation_min_by_service.items())
+                        or "no latency data"))
+    k[4].metric("GPU-hours", f"{s.gpu_hours:,.0f}", border=True,
+                help="GPUs in the pool times hours, over the range")
+    if s.steps == 0:
+        st.info("No timeline steps in this range: widen the time range or load data.",
+                icon=":material/info:")
+    else:
+        classes = class_long(timelines["pool"])
+        violations = slo_violations(timelines["services"], v.slo_for, v.step_s)
+        drawn_classes, drawn_violations, k = thin_for_display(classes, violations)
+        show_chart(pool_story_figure(drawn_classes, drawn_violations, tz=v.tz),
+                   pool_story_data(classes, violations), "pool-story")
+        if k > 1:
+            st.caption(f"Drawn in {format_step(k * v.step_s)} buckets (GPUs averaged, p99 at its "
+                       f"maximum); the KPIs and the CSV use every {format_step(v.step_s)} step.")
+        show_chart(share_figure(s.class_share, s.team_share),
+                   s.class_share.rename({"cls": "class"}), "gpu-hour-shares")
+
+st.subheader("Signals in this store")
+report = cached_signal_report(src.path, src.version)
+st.dataframe(report, hide_index=True, width="stretch")

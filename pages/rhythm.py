@@ -1,0 +1,125 @@
+"""Rhythm: the daily and weekly rhythm of traffic and batch, the tidal window, and the collision."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from analytics.charts.rhythm import (decomposition_figure, hour_of_week_figure, profiles_figure,
+                                     self_norm_figure)
+from analytics.diurnal import RhythmConfig, config_help
+from analytics.diurnal.report import RhythmPageData, rhythm_page_data
+from analytics.errors import TidelensError
+from analytics.view import format_step
+from pages._common import open_store, require_source, show_chart, view
+
+RESOLUTIONS_S = (300, 600, 900, 1800, 3600)
+HELP = config_help()
+
+
+@st.cache_data(show_spinner="Decomposing the rhythm...", max_entries=32)
+def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, start_ms: int | None,
+                  end_ms: int | None, resolution_s: int, tidal_share: float, band_high_q: float,
+                  tz: str) -> RhythmPageData:
+    cfg = RhythmConfig(resolution_s=resolution_s, tidal_share=tidal_share,
+                       band_low_q=round(1 - band_high_q, 4), band_high_q=band_high_q, timezone=tz)
+    with open_store(path) as store:
+        return rhythm_page_data(store, cfg, signal=signal, step_s=step_s, start_ms=start_ms,
+                                end_ms=end_ms)
+
+
+def _hour(h: int | None) -> str:
+    return "-" if h is None else f"{h:02d}:00"
+
+
+st.title("Rhythm")
+v = view()
+src = require_source()
+if src is None:
+    st.stop()
+st.caption(f"{src.label} · step {format_step(v.step_s)} · hours in {v.tz}")
+
+c = st.columns([3, 1, 1, 1])
+resolution_s = c[1].selectbox("Decomposition step", RESOLUTIONS_S, index=1, format_func=format_step,
+                              key="rhythm_resolution", help=HELP["resolution_s"])
+tidal_share = c[2].slider("Tidal share of peak", 0.1, 0.9, RhythmConfig.tidal_share, 0.05,
+                          key="rhythm_tidal", help=HELP["tidal_share"])
+band_high_q = c[3].slider("Norm band upper quantile", 0.80, 0.995, RhythmConfig.band_high_q, 0.005,
+                          key="rhythm_band", help=HELP["band_high_q"])
+wanted = st.session_state.get("rhythm_signal")
+try:
+    data = cached_rhythm(src.path, src.version, wanted, v.step_s, v.start_ms, v.end_ms,
+                         int(resolution_s), float(tidal_share), float(band_high_q), v.tz)
+except TidelensError as exc:
+    st.warning(str(exc), icon=":material/warning:")
+    st.stop()
+
+if not data.signals or data.chosen is None:
+    st.info("No traffic, batch or GPU signal in this store: load a service's metrics, a pool's "
+            "dcgm-exporter data, or a CSV of a request-rate metric.", icon=":material/info:")
+    st.stop()
+names = [s.name for s in data.signals]
+labels = {s.name: s.label for s in data.signals}
+if wanted not in names:
+    st.session_state["rhythm_signal"] = data.chosen.signal.name
+c[0].selectbox("Signal", names, key="rhythm_signal", format_func=lambda n: f"{labels[n]}  ({n})",
+               help="traffic per service, GPUs held by batch or inference per pool, activity, p99")
+
+for note in data.assumption_notes:
+    st.info(note, icon=":material/event_busy:")
+chosen = data.chosen
+if chosen.summary is None or chosen.decomposition is None:
+    st.warning(chosen.error or "Not enough data for a rhythm.", icon=":material/hourglass_empty:")
+    st.stop()
+s = chosen.summary
+tw = s.tidal_window
+k = st.columns(5)
+k[0].metric(f"Peak hour ({s.timezone})", _hour(s.peak_hour), border=True,
+            help="Hour of day with the highest expected value (trend + daily + weekly, averaged)")
+k[1].metric(f"Trough hour ({s.timezone})", _hour(s.trough_hour), border=True)
+k[2].metric("Trough / peak", "-" if s.trough_to_peak is None else f"{s.trough_to_peak:.0%}", border=True)
+k[3].metric("Tidal window", "none" if tw is None else f"{tw['start_hour']:02d}-{tw['end_hour']:02d}",
+            border=True, help=f"Hours [start, end) when the profile stays below {tidal_share:.0%} "
+                              f"of its peak; may cross midnight")
+k[4].metric("Weekend / weekday", "-" if s.weekend_to_weekday is None else f"{s.weekend_to_weekday:.0%}",
+            border=True)
+if s.batch is not None:
+    b = s.batch
+    kb = st.columns(4)
+    kb[0].metric("Batch typically starts", "-" if b.typical_start_hour is None
+                 else f"{int(b.typical_start_hour):02d}:{int(b.typical_start_hour % 1 * 60):02d}", border=True)
+    kb[1].metric("Batch holds (median)", "-" if b.median_hold_h is None else f"{b.median_hold_h:.1f} h",
+                 border=True)
+    kb[2].metric("Ramp overlapped by batch", "-" if b.ramp_overlap_share is None
+                 else f"{b.ramp_overlap_share:.0%}", border=True,
+                 help="Share of the morning ramp's steps in which batch still held GPUs")
+    kb[3].metric("Days batch held at ramp start", f"{b.collision_days} / {b.days}", border=True)
+for note in s.notes:
+    if note not in data.assumption_notes:
+        st.caption(note)
+
+dec = chosen.decomposition
+show_chart(decomposition_figure(dec, tz=v.tz, label=chosen.signal.label),
+           dec.coarse.with_columns(*dec.coarse_band()),
+           "rhythm-decomposition")
+if s.batch is not None or chosen.signal.kind == "traffic":
+    prof = pl.DataFrame({"hour": list(range(24)), "traffic": s.profile,
+                         "batch": s.batch.profile if s.batch is not None else [None] * 24})
+    show_chart(profiles_figure(s), prof, "rhythm-profiles")
+if data.traffic_how is not None:
+    how = data.traffic_how.rename({"mean": "traffic"})
+    if data.batch_how is not None:
+        how = how.join(data.batch_how.rename({"mean": "batch_gpus"}), on=["weekday", "hour"], how="full",
+                       coalesce=True)
+    show_chart(hour_of_week_figure(data.traffic_how, data.batch_how, tz=v.tz), how.sort("weekday", "hour"),
+               "rhythm-hour-of-week")
+
+st.subheader("Why p99 is judged against its SLO, not its own rhythm")
+if data.p99 is not None and data.p99.decomposition is not None:
+    p99 = data.p99.decomposition
+    service = data.p99.signal.entity
+    show_chart(self_norm_figure(p99, v.slo_for(service), tz=v.tz), p99.frame, "rhythm-p99-self-norm")
+else:
+    st.caption("A tail that recurs every morning becomes part of p99's own daily component, so a "
+               "seasonal baseline calls it normal. This chart needs a service's p99 over more "
+               "than two days.")

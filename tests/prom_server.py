@@ -1,0 +1,128 @@
+"""A real Prometheus for tests: backfill OpenMetrics with promtool, start, poll ready, stop.
+
+Used by the session-scoped ``prometheus`` fixture (``tests/plugins/prometheus.py``). Needs
+Debian's ``prometheus`` and ``promtool`` on PATH; in CI (``CI=true``) their absence fails the
+tests instead of skipping them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import requests
+
+Sample = tuple[str, dict[str, str], int, float]  # metric, labels, ts_ms, value
+
+
+def require_binaries() -> tuple[str, str] | None:
+    """Paths of ``prometheus`` and ``promtool``, or ``None`` (outside CI) when missing."""
+    prom, tool = shutil.which("prometheus"), shutil.which("promtool")
+    if prom and tool:
+        return prom, tool
+    if os.environ.get("CI", "").lower() == "true":
+        raise RuntimeError("prometheus/promtool not found: .ci/run installs them with apt "
+                           "(apt-get install prometheus)")
+    return None
+
+
+def _fmt_value(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(float(v))
+
+
+def _esc(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def write_openmetrics(samples: Iterable[Sample], path: Path) -> Path:
+    """Write samples as untyped OpenMetrics (seconds timestamps), grouped by metric and series."""
+    by_metric: dict[str, dict[tuple, list[tuple[int, float]]]] = {}
+    for metric, labels, ts_ms, value in samples:
+        key = tuple(sorted(labels.items()))
+        by_metric.setdefault(metric, {}).setdefault(key, []).append((ts_ms, value))
+    with path.open("w") as fh:
+        for metric, series in by_metric.items():
+            for key, points in series.items():
+                lab = ",".join(f'{k}="{_esc(v)}"' for k, v in key)
+                head = f"{metric}{{{lab}}}" if lab else metric
+                for ts_ms, value in sorted(points):
+                    fh.write(f"{head} {_fmt_value(value)} {ts_ms / 1000:.3f}\n")
+        fh.write("# EOF\n")
+    return path
+
+
+def backfill(promtool: str, om_path: Path, data_dir: Path) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(om_path),
+                           str(data_dir)], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"promtool backfill failed: {proc.stderr[-2000:]}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class PromServer:
+    url: str
+    process: subprocess.Popen
+    data_dir: Path
+    log_path: Path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def start(prometheus: str, data_dir: Path, *, scrape_s: int = 60, attempts: int = 300,
+          wait_s: float = 0.1, extra_args: tuple[str, ...] = ()) -> PromServer:
+    """Start Prometheus on a free loopback port over ``data_dir`` and wait for ``/-/ready``.
+
+    Retention is long (backfilled data is old); the lookback delta equals the scrape interval
+    because backfilled series carry no staleness markers.
+    """
+    config = data_dir.parent / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: %ds\nscrape_configs: []\n" % scrape_s)
+    log_path = data_dir.parent / "prometheus.log"
+    last_error = ""
+    for _ in range(3):  # a port taken between free_port() and bind: try another
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        log = log_path.open("w")
+        proc = subprocess.Popen(
+            [prometheus, f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
+             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=100y",
+             f"--query.lookback-delta={scrape_s}s", "--log.level=warn", *extra_args],
+            stdout=log, stderr=subprocess.STDOUT)
+        server = PromServer(url, proc, data_dir, log_path)
+        for _ in range(attempts):
+            if proc.poll() is not None:
+                break
+            try:
+                if requests.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                    return server
+            except requests.exceptions.RequestException:
+                pass
+            time.sleep(wait_s)  # polling helper of the fixture, not a test
+        server.stop()
+        last_error = log_path.read_text()[-2000:]
+    raise RuntimeError(f"prometheus did not become ready: {last_error}")

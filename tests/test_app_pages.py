@@ -1,0 +1,264 @@
+"""The app in Streamlit's AppTest: every page runs without an exception, and the sidebar, the
+URL, the time range, uploads (good and malformed) and workload edits have their effect."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from analytics.ingest import ingest_bytes  # noqa: E402
+from analytics.signals import VLLM_TTFT_BUCKETS_S  # noqa: E402
+from analytics.store import Store  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "app.py"
+T0_MS = 1_764_316_800_000  # 2025-11-28T08:00Z
+MINUTES = 60
+
+
+def scrape_text(t0_ms: int = T0_MS, minutes: int = MINUTES) -> bytes:
+    """An hour of concatenated, timestamped scrapes of a 4-GPU node: two GPUs serve chat-vllm,
+    two run a fine-tune; chat-vllm's p99 time-to-first-token breaks 100 ms after minute 40."""
+    pods = {0: ("inference", "chat-vllm-7d9f8b6c5d-x2x4z", "inference-high"),
+            1: ("inference", "chat-vllm-7d9f8b6c5d-k9m2p", "inference-high"),
+            2: ("ml-training", "nightly-finetune-0", "training-low"),
+            3: ("ml-training", "nightly-finetune-1", "training-low")}
+    out: list[str] = []
+    ttft_counts = {p: [0] * (len(VLLM_TTFT_BUCKETS_S) + 1) for p in (0, 1)}
+    for m in range(minutes):
+        ts = t0_ms + m * 60_000
+        for g, (ns, pod, prio) in pods.items():
+            lab = (f'gpu="{g}",UUID="GPU-000{g}",modelName="NVIDIA H100 80GB HBM3",'
+                   f'Hostname="gpu-node-00",pod="{pod}",namespace="{ns}",container="main"')
+            util = 35 + 10 * (g % 2) if ns == "inference" else 97
+            out.append(f"DCGM_FI_DEV_GPU_UTIL{{{lab}}} {util} {ts}")
+            out.append(f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{lab}}} {util / 100:.2f} {ts}")
+            out.append(f"DCGM_FI_DEV_FB_USED{{{lab}}} {60000 + g} {ts}")
+            out.append(f'kube_pod_container_resource_requests{{namespace="{ns}",pod="{pod}",'
+                       f'container="main",node="gpu-node-00",resource="nvidia_com_gpu",'
+                       f'unit="integer"}} 1 {ts}')
+            out.append(f'kube_pod_info{{namespace="{ns}",pod="{pod}",node="gpu-node-00",'
+                       f'created_by_kind="ReplicaSet",created_by_name="x",priority_class="{prio}"}} 1 {ts}')
+            out.append(f'kube_pod_status_phase{{namespace="{ns}",pod="{pod}",phase="Running"}} 1 {ts}')
+        out.append(f'kube_node_status_allocatable{{node="gpu-node-00",resource="nvidia_com_gpu",'
+                   f'unit="integer"}} 4 {ts}')
+        slow = m >= 40
+        for g in (0, 1):
+            ns, pod, _ = pods[g]
+            # 600 requests a minute: 99% fast (40 ms), 1% at 90 ms; when slow, 5% at 400 ms.
+            fast, tail = (560, 40) if slow else (594, 6)
+            tail_s = 0.4 if slow else 0.09
+            counts = ttft_counts[g]
+            for i, le in enumerate(VLLM_TTFT_BUCKETS_S):
+                counts[i] += (fast if le >= 0.04 else 0) + (tail if le >= tail_s else 0)
+            counts[-1] += fast + tail
+            base = f'model_name="llama",pod="{pod}",namespace="{ns}",job="vllm",instance="10.0.0.{g}:8000"'
+            for le, c in zip((*VLLM_TTFT_BUCKETS_S, "+Inf"), counts):
+                out.append(f'vllm:time_to_first_token_seconds_bucket{{{base},le="{le}"}} {c} {ts}')
+            out.append(f"vllm:time_to_first_token_seconds_count{{{base}}} {counts[-1]} {ts}")
+            out.append(f"vllm:time_to_first_token_seconds_sum{{{base}}} {counts[-1] * 0.05:.1f} {ts}")
+            out.append(f'vllm:request_success_total{{{base},finished_reason="stop"}} {counts[-1]} {ts}')
+        out.append(f'kube_horizontalpodautoscaler_status_desired_replicas{{horizontalpodautoscaler='
+                   f'"chat-vllm",namespace="inference"}} {3 if slow else 2} {ts}')
+        out.append(f'kube_horizontalpodautoscaler_status_current_replicas{{horizontalpodautoscaler='
+                   f'"chat-vllm",namespace="inference"}} 2 {ts}')
+        out.append(f'kube_deployment_status_replicas_ready{{deployment="chat-vllm",'
+                   f'namespace="inference"}} 2 {ts}')
+    return ("\n".join(out) + "\n").encode()
+
+
+MALFORMED = b'# TYPE DCGM_FI_DEV_GPU_UTIL gauge\nDCGM_FI_DEV_GPU_UTIL{gpu="0" 12\n'
+
+
+def build_store(path: Path) -> Path:
+    with Store(path) as store:
+        result = ingest_bytes(store, "node-hour.prom", scrape_text())
+    assert result.status == "loaded", result
+    return path
+
+
+@pytest.fixture(scope="module")
+def db_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_store(tmp_path_factory.mktemp("app") / "hour.duckdb")
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Never touch the repository's own store or tidelens.toml.
+    monkeypatch.setenv("TIDELENS_UPLOADS_DB", str(tmp_path / "uploads.duckdb"))
+    monkeypatch.setenv("TIDELENS_CONFIG", str(tmp_path / "tidelens.toml"))
+
+
+def _app(**params: str) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params.update(params)
+    return at.run()
+
+
+def _table_with(at: AppTest, *columns: str):
+    """The first table showing all these columns (st.dataframe keys do not reach AppTest)."""
+    for df in at.dataframe:
+        if set(columns) <= set(df.value.columns):
+            return df.value
+    raise AssertionError(f"no table with columns {columns}")
+
+
+def _no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def _registered_pages() -> list[str]:
+    import ast
+
+    tree = ast.parse(APP.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "PAGES":
+            return [t.elts[0].value for t in node.value.elts  # type: ignore[attr-defined]
+                    if (ROOT / t.elts[0].value).exists()]  # type: ignore[attr-defined]
+    raise AssertionError("app.py has no PAGES list")
+
+
+def test_every_page_runs(db_file: Path) -> None:
+    at = _app(source="duckdb", db=str(db_file))
+    _no_exception(at)
+    assert at.title[0].value == "Overview"
+    pages = _registered_pages()
+    assert {"pages/overview.py", "pages/data.py"} <= set(pages)
+    for page in pages:
+        at.switch_page(page).run()
+        _no_exception(at)
+        assert at.title, f"{page} shows no title"
+
+
+def test_overview_tells_the_story(db_file: Path) -> None:
+    at = _app(source="duckdb", db=str(db_file), slo="100")
+    _no_exception(at)
+    signals = at.dataframe[-1].value
+    present = dict(zip(signals["signal"], signals["found"]))
+    assert present["gpu_holders"] and present["request_latency"]
+    try:
+        import analytics.timeline as tl
+        has_timeline = hasattr(tl, "pool_timeline")
+    except ImportError:
+        has_timeline = False
+    if not has_timeline:
+        assert any("analytics.timeline" in i.value for i in at.info)
+        return
+    kpis = {m.label: m.value for m in at.metric}
+    assert kpis["Pool size"] == "4 GPUs"
+    # chat-vllm breaks 100 ms for the last 20 minutes of the hour.
+    assert 15 <= float(kpis["Minutes over SLO"].replace(",", "")) <= 21
+    # A stricter SLO can only add violating minutes; a looser one removes them all.
+    at.number_input(key="v_slo").set_value(1000.0).run()
+    assert float({m.label: m.value for m in at.metric}["Minutes over SLO"]) == 0
+
+
+def test_link_settings_open_the_same_view(db_file: Path) -> None:
+    at = _app(source="duckdb", db=str(db_file), step="300", tz="Europe/Berlin",
+              slo="250,chat-vllm:500", start="2025-11-28T08:10Z")
+    _no_exception(at)
+    assert at.radio(key="v_source").value == "duckdb"
+    assert at.text_input(key="v_db").value == str(db_file)
+    assert at.selectbox(key="v_step").value == 300
+    assert at.radio(key="v_tz").value == "Europe/Berlin"
+    assert at.number_input(key="v_slo").value == 250.0
+    assert at.text_input(key="v_slo_per").value == "chat-vllm:500"
+    lo, hi = at.slider(key="v_range").value
+    assert (lo.hour, lo.minute) == (9, 10)  # 08:10 UTC shown in Berlin (UTC+1)
+    # The URL keeps every setting for the next colleague.
+    assert at.query_params["step"] == "300" and at.query_params["start"] == "2025-11-28T08:10Z"
+    assert at.query_params["slo"] == "250,chat-vllm:500" and at.query_params["tz"] == "Europe/Berlin"
+
+
+def test_bad_link_values_warn_and_fall_back(db_file: Path) -> None:
+    at = _app(source="duckdb", db=str(db_file), step="soon")
+    _no_exception(at)
+    assert any("step='soon'" in w.value for w in at.warning)
+    assert at.selectbox(key="v_step").value == 60
+    assert "step" not in at.query_params
+
+
+def test_source_switch_and_time_range(db_file: Path) -> None:
+    at = _app(source="uploads")
+    _no_exception(at)
+    assert any("Upload files on the Data page" in w.value for w in at.warning)
+    at.radio(key="v_source").set_value("duckdb").run()
+    at.text_input(key="v_db").input(str(db_file)).run()
+    _no_exception(at)
+    assert at.query_params["source"] == "duckdb" and at.query_params["db"] == str(db_file)
+    assert not any("Upload files" in w.value for w in at.warning)
+    lo, hi = at.slider(key="v_range").value
+    assert (hi - lo).total_seconds() == (MINUTES - 1) * 60  # the whole hour of data
+    assert "start" not in at.query_params  # the whole span is "follow the data"
+    at.slider(key="v_range").set_range(lo.replace(minute=lo.minute + 30), hi).run()
+    _no_exception(at)
+    assert at.query_params["start"] == "2025-11-28T08:30Z" and "end" not in at.query_params
+
+
+def test_upload_good_and_malformed_files(tmp_path: Path) -> None:
+    at = _app(source="uploads")
+    at.switch_page("pages/data.py").run()
+    _no_exception(at)
+    at.file_uploader(key="upload_files").set_value([
+        ("node-hour.prom", scrape_text(), "text/plain"),
+        ("broken.prom", MALFORMED, "text/plain")]).run()
+    _no_exception(at)
+    results = _table_with(at, "file", "status", "message")
+    status = dict(zip(results["file"], results["status"]))
+    assert status == {"node-hour.prom": "loaded", "broken.prom": "failed"}
+    errors = [e.value for e in at.error]
+    assert any(e.startswith("broken.prom:2:") for e in errors), errors
+    # The good file is in the uploads store: listed as a source, its metrics in the inventory.
+    sources = _table_with(at, "name", "format", "status", "loaded_at")
+    assert list(sources.loc[sources["status"] == "loaded", "name"]) == ["node-hour.prom"]
+    assert "DCGM_FI_DEV_GPU_UTIL" in at.selectbox(key="inv_metric").options
+    # The same file again is skipped, not loaded twice.
+    at.file_uploader(key="upload_files").set_value(("again.prom", scrape_text(), "text/plain")).run()
+    results = _table_with(at, "file", "status", "message")
+    assert dict(zip(results["file"], results["status"]))["again.prom"] == "skipped"
+
+
+def test_workload_edit_is_saved_and_shown(db_file: Path, tmp_path: Path) -> None:
+    at = _app(source="duckdb", db=str(db_file))
+    at.switch_page("pages/data.py").run()
+    _no_exception(at)
+    table = at.data_editor(key="workload_editor").value
+    row = table.index[table["workload"] == "nightly-finetune"][0]
+    assert table.loc[row, "cls"] == "batch"
+    at.session_state["workload_editor"] = {"edited_rows": {int(row): {"cls": "other"}},
+                                           "added_rows": [], "deleted_rows": []}
+    at.run()
+    _no_exception(at)
+    saved = (tmp_path / "tidelens.toml").read_text()
+    assert 'class = "other"' in saved and "nightly" in saved
+    table = at.data_editor(key="workload_editor").value
+    row = table.index[table["workload"] == "nightly-finetune"][0]
+    assert table.loc[row, "cls"] == "other"
+    assert table.loc[row, "rule"].endswith("app: ml-training/nightly-finetune")
+
+
+def test_a_file_that_is_not_a_store_is_a_message(tmp_path: Path) -> None:
+    bogus = tmp_path / "notes.duckdb"
+    bogus.write_text("not a database")
+    at = _app(source="duckdb", db=str(bogus))
+    _no_exception(at)
+    assert any("Cannot open" in w.value for w in at.warning)
+
+
+def test_local_time_is_the_browser_zone(db_file: Path) -> None:
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params.update(source="duckdb", db=str(db_file))
+    at.context["timezone"] = "America/New_York"
+    at.run()
+    tz = at.radio(key="v_tz")
+    assert tz.options == ["UTC", "Local (America/New_York)"]
+    tz.set_value("America/New_York").run()
+    _no_exception(at)
+    assert at.query_params["tz"] == "America/New_York"
+    assert "times in America/New_York" in at.caption[0].value
+    lo, _ = at.slider(key="v_range").value
+    assert (lo.hour, lo.minute) == (3, 0)  # 08:00 UTC is 03:00 in New York (EST)

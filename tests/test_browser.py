@@ -1,0 +1,168 @@
+"""The real thing: ``streamlit run app.py`` on a free port, every page opened in Debian's
+Chromium through Playwright, no exception on any page, and a screenshot of each saved to
+``docs/screenshots/`` (the README shows the Overview one).
+
+Without ``/usr/bin/chromium`` the test is skipped locally and fails in CI (``CI=true``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+# Script state the frontend puts on the app root: "notRunning" once a run has finished.
+APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+
+
+def _need_browser() -> None:
+    if Path(CHROMIUM).exists():
+        return
+    message = f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
+    """Poll Streamlit's health endpoint (blocking reads with a timeout, no sleeps)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}: {proc.stdout.read()}")
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError as exc:
+            last = exc
+            # A refused connection returns at once; wait on the process instead of sleeping.
+            try:
+                proc.wait(timeout=0.25)
+            except subprocess.TimeoutExpired:
+                pass
+    raise TimeoutError(f"streamlit did not answer at {url}: {last}")
+
+
+def start_app(env_extra: dict[str, str], port: int) -> subprocess.Popen:
+    env = {**os.environ, **env_extra, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--server.headless", "true",
+           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def registered_pages() -> list[tuple[str, str]]:
+    """``(url path, screenshot name)`` of every page app.py registers whose file exists."""
+    import ast
+
+    tree = ast.parse((ROOT / "app.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "PAGES":
+            out = []
+            for i, t in enumerate(node.value.elts):  # type: ignore[attr-defined]
+                path, url = t.elts[0].value, t.elts[3].value
+                if (ROOT / path).exists():
+                    out.append(("" if not out else url, url))
+            return out
+    raise AssertionError("app.py has no PAGES list")
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """A running app and the query string that opens a store with an hour of a 4-GPU node."""
+    _need_browser()
+    from test_app_pages import build_store
+
+    tmp = tmp_path_factory.mktemp("browser")
+    db = build_store(tmp / "hour.duckdb")
+    port = free_port()
+    proc = start_app({"TIDELENS_UPLOADS_DB": str(tmp / "uploads.duckdb"),
+                      "TIDELENS_CONFIG": str(tmp / "tidelens.toml")}, port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        yield url, urllib.parse.urlencode({"source": "duckdb", "db": str(db), "slo": "100"})
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def open_page(page, url: str, timeout_ms: int = 60_000) -> None:
+    page.goto(url, wait_until="domcontentloaded")
+    # The root first shows "initial", then "running", then "notRunning" when the script is done.
+    page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]',
+                           timeout=timeout_ms)
+    page.wait_for_selector(APP_IDLE, timeout=timeout_ms)
+    page.wait_for_selector('[data-testid="stMainBlockContainer"] h1', timeout=timeout_ms)
+    page.wait_for_selector(APP_IDLE, timeout=timeout_ms)
+
+
+def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, query = app_url
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    pages = registered_pages()
+    assert pages[0][1] == "overview" and any(name == "data" for _, name in pages)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            # Tall enough for a whole page: Streamlit scrolls inside the app, so full_page cannot.
+            page = browser.new_page(viewport={"width": 1600, "height": 1800})
+            for path, name in pages:
+                open_page(page, f"{base}/{path}?{query}")
+                if name == "overview":
+                    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+                    assert page.locator('[data-testid="stMetric"]').count() >= 5
+                    # A chart's data comes down as CSV, made on the server when clicked.
+                    with page.expect_download(timeout=60_000) as dl:
+                        page.locator(".st-key-csv_pool-story button").first.click()
+                    csv = Path(dl.value.path()).read_text()
+                    assert csv.splitlines()[0].startswith("ts,cls,gpus")
+                errors = page.locator('[data-testid="stException"]')
+                assert errors.count() == 0, f"{name}: {errors.first.inner_text()}"
+                assert "source=duckdb" in page.url, f"{name} lost the view settings: {page.url}"
+                page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+        finally:
+            browser.close()
+    assert (SCREENSHOTS / "overview.png").stat().st_size > 10_000
+
+
+def test_server_side_svg_uses_debian_chromium(monkeypatch: pytest.MonkeyPatch) -> None:
+    _need_browser()
+    import plotly.graph_objects as go
+
+    from analytics.charts import figure_image
+
+    monkeypatch.delenv("BROWSER_PATH", raising=False)
+    svg = figure_image(go.Figure(go.Bar(x=["a", "b"], y=[1, 2])), "svg")
+    assert svg.lstrip().startswith(b"<svg") and b"</svg>" in svg
+    assert os.environ["BROWSER_PATH"] == CHROMIUM

@@ -1,0 +1,57 @@
+"""``tidelens ingest``: files and folders, --json, --at, one stderr line per failing file."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+
+import orjson
+
+from analytics.cli import main
+from analytics.store import Store
+
+
+def test_folder_with_good_and_bad_files(tmp_path, fixtures, capsys):
+    src = tmp_path / "exports"
+    (src / "sub").mkdir(parents=True)
+    shutil.copy(fixtures / "datadog_dcgm_t4_scrape.prom", src / "scrape.prom")
+    (src / "sub" / "up.json.gz").write_bytes(gzip.compress(
+        (fixtures / "prom_query_range_up_201907281200.json").read_bytes()))
+    (src / "sub" / "broken.prom").write_text('up{job="a"} 1 1000\nup{job="a"} x 2000\n')
+    db = tmp_path / "t.duckdb"
+    rc = main(["ingest", "--db", str(db), str(src), "--json", "--at", "2026-01-01T00:00:00Z"])
+    out = orjson.loads(capsys.readouterr().out)
+    err = capsys.readouterr().err
+    assert rc == 1
+    by_name = {s["name"].rsplit("/", 1)[-1]: s for s in out["sources"]}
+    assert by_name["scrape.prom"]["status"] == "loaded"
+    assert by_name["scrape.prom"]["note"] == "timestamps from --at 2026-01-01T00:00:00Z"
+    assert by_name["up.json.gz"]["format"] == "prom-json" and by_name["up.json.gz"]["samples"] == 6839
+    assert by_name["broken.prom"]["status"] == "failed"
+    assert (out["series"], out["samples"]) == (23 + 9, 23 + 6839)
+    with Store(db) as st:
+        assert st.totals()["samples"] == 23 + 6839
+
+
+def test_error_lines_on_stderr_and_skips(tmp_path, fixtures, capsys):
+    bad = tmp_path / "bad.prom"
+    bad.write_text('# TYPE up gauge\nup{job="a"} 1 1000\nup{job="a" 2 2000\n')
+    good = tmp_path / "good.prom"
+    shutil.copy(fixtures / "datadog_dcgm_t4_scrape.prom", good)
+    db = str(tmp_path / "t.duckdb")
+    rc = main(["ingest", "--db", db, str(bad), str(good)])
+    cap = capsys.readouterr()
+    assert rc == 1
+    assert cap.err.strip().splitlines() == [f"tidelens: {bad}:3: labels not closed with '}}': 'up{{job=\"a\" 2 2000'"]
+    assert "loaded" in cap.out and "timestamps from file mtime" in cap.out
+    rc = main(["ingest", "--db", db, str(good)])
+    cap = capsys.readouterr()
+    assert rc == 0 and cap.out.startswith("skipped")
+
+
+def test_missing_path_and_bad_at(tmp_path, capsys):
+    db = str(tmp_path / "t.duckdb")
+    assert main(["ingest", "--db", db, str(tmp_path / "nope.prom")]) == 1
+    assert "no such file" in capsys.readouterr().err
+    assert main(["ingest", "--db", db, "--at", "tuesday", str(tmp_path)]) == 2
+    assert "--at 'tuesday'" in capsys.readouterr().err

@@ -1,0 +1,79 @@
+"""The Tail events page in Streamlit's AppTest, on a store built from the project's simulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from analytics.sample.export import load_into, truth  # noqa: E402
+from analytics.sample.sim import simulate  # noqa: E402
+from analytics.store import Store  # noqa: E402
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "app.py"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TIDELENS_UPLOADS_DB", str(tmp_path / "uploads.duckdb"))
+    monkeypatch.setenv("TIDELENS_CONFIG", str(tmp_path / "tidelens.toml"))
+
+
+@pytest.fixture(scope="module")
+def morning_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    res = simulate("morning", days=3, gpus=64, seed=4)
+    db = tmp_path_factory.mktemp("events_page") / "morning.duckdb"
+    with Store(db) as st:
+        load_into(st, res)
+    slo = ",".join(f"{k}:{v['p99_ms']:g}" for k, v in truth(res)["slos"].items())
+    return db, slo
+
+
+def _page(db: Path, slo: str) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params.update({"source": "duckdb", "db": str(db), "slo": slo})
+    at.run()
+    at.switch_page("pages/events.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_page_lists_events_and_explains_one(morning_db) -> None:
+    db, slo = morning_db
+    at = _page(db, slo)
+    assert at.title[0].value == "Tail events"
+    n_events = int(next(m.value for m in at.metric if m.label == "Tail events"))
+    assert n_events >= 1
+    assert int(next(m.value for m in at.metric if m.label == "Batch contention")) >= 1
+    table = at.dataframe[0].value
+    assert len(table) == n_events and "cause" in table.columns
+    box = at.selectbox(key="ev_chosen")
+    assert len(box.options) == n_events
+    assert len(at.get("plotly_chart")) >= 2  # the event's story and the attribution bar
+    texts = " ".join(t.value for t in at.text)
+    assert "read as" in texts  # what the dashboard said
+    md = " ".join(m.value for m in at.markdown)
+    assert "What happened" in md and "What the dashboard said" in md
+    assert any(b.proto.label.startswith("Postmortem report") for b in at.get("download_button"))
+
+
+def test_choosing_another_event_and_changing_min_duration(morning_db) -> None:
+    db, slo = morning_db
+    at = _page(db, slo)
+    box = at.selectbox(key="ev_chosen")
+    first = box.value
+    if len(box.options) > 1:
+        box.select_index(len(box.options) - 1).run()
+        assert not at.exception
+        assert at.selectbox(key="ev_chosen").value != first
+        assert at.selectbox(key="ev_chosen").value.startswith("ev-")
+    before = int(next(m.value for m in at.metric if m.label == "Tail events"))
+    at.number_input(key="ev_min_dur").set_value(240.0).run()
+    assert not at.exception
+    after = [m for m in at.metric if m.label == "Tail events"]
+    assert (int(after[0].value) if after else 0) <= before

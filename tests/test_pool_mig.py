@@ -1,0 +1,52 @@
+"""MIG tables: valid placements, fitting models, the slice inference runs on."""
+
+from __future__ import annotations
+
+import pytest
+
+from analytics.errors import ConfigError
+from analytics.pool import MIG_PROFILES, choose_layout, placements
+
+
+@pytest.mark.parametrize("model", sorted(MIG_PROFILES))
+def test_tables_are_consistent(model: str) -> None:
+    profiles = MIG_PROFILES[model]
+    names = {p.name for p in profiles}
+    whole = max(profiles, key=lambda p: p.compute_slices)
+    assert (whole.compute_slices, whole.memory_slices) == (7, 8)
+    for p in profiles:
+        assert p.max_instances * p.compute_slices <= 7
+        assert p.max_instances * p.memory_slices <= 8
+        assert p.memory_gb == pytest.approx(whole.memory_gb * p.memory_slices / 8, rel=0.15)
+    for placement in placements(model):
+        by = {p.name: p for p in profiles}
+        assert set(placement) <= names
+        assert sum(by[n].compute_slices for n in placement) <= 7
+        assert sum(by[n].memory_slices for n in placement) <= 8
+
+
+def test_known_profiles() -> None:
+    assert {p.name for p in MIG_PROFILES["A100-40GB"]} >= {"1g.5gb", "3g.20gb", "7g.40gb"}
+    assert {p.name for p in MIG_PROFILES["H100-80GB"]} >= {"1g.10gb", "3g.40gb", "7g.80gb"}
+    assert {p.name for p in MIG_PROFILES["H200-141GB"]} >= {"1g.18gb", "7g.141gb"}
+
+
+def test_auto_layout_fits_the_model_and_the_slo() -> None:
+    # 16 GiB model, decode-heavy, 40 req/s per slot, 500 ms SLO on an A100-80GB.
+    lay = choose_layout("A100-80GB", 16.0, True, 40.0, 500.0)
+    assert lay.profile.memory_gb >= 16.0
+    assert lay.profile.name == "3g.40gb" and lay.instances == 2
+    assert lay.speed == pytest.approx(0.5)  # memory slices 4 of 8
+    # Compute-bound serving scales with compute slices instead: 3g (3/7) misses half the
+    # SLO (ln 100 / (40 x 3/7) = 269 ms > 250 ms), so 4g.40gb.
+    lay = choose_layout("A100-80GB", 16.0, False, 40.0, 500.0)
+    assert lay.profile.name == "4g.40gb" and lay.speed == pytest.approx(4 / 7)
+    # A tiny model with a loose SLO goes on the smallest slice.
+    assert choose_layout("A100-80GB", 4.0, True, 400.0, 1000.0).profile.name == "1g.10gb"
+
+
+def test_a_model_that_does_not_fit_is_refused() -> None:
+    with pytest.raises(ConfigError, match="does not fit"):
+        choose_layout("A100-40GB", 60.0, True, 40.0, 500.0)
+    with pytest.raises(ConfigError, match="1g.10gb"):
+        choose_layout("A100-80GB", 16.0, True, 40.0, 500.0, profile="1g.10gb")

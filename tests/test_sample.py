@@ -1,0 +1,270 @@
+"""The sample simulator: determinism, the truth's self-consistency per scenario, the morning
+story, the exports' formats, and the store fast path against real ingest."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import orjson
+import polars as pl
+import pytest
+
+from analytics.errors import ConfigError
+from analytics.sample import SCENARIOS, load_into, simulate, truth, write_exports
+from analytics.sample.cluster import build_topology
+from analytics.sample.export import exposition_text, query_range_json
+from analytics.sample.series import build_series
+from analytics.sample.truth import CAUSES, detect_runs
+from analytics.store import Store
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, object]:
+    # 14 days: two full weeks of each scenario, small enough to keep this file fast.
+    return {name: simulate(name, days=14, gpus=64, seed=3) for name in SCENARIOS}
+
+
+def _iso_ms(s: str) -> int:
+    from datetime import datetime
+    return int(datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def test_same_seed_same_run_and_other_seed_differs() -> None:
+    a = simulate("morning", days=2, gpus=16, seed=5)
+    b = simulate("morning", days=2, gpus=16, seed=5)
+    c = simulate("morning", days=2, gpus=16, seed=6)
+    assert orjson.dumps(truth(a)) == orjson.dumps(truth(b))
+    assert np.array_equal(a.full.requests["chat-vllm"], b.full.requests["chat-vllm"])
+    assert not np.array_equal(a.full.requests["chat-vllm"], c.full.requests["chat-vllm"])
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_truth_is_self_consistent(runs, name: str) -> None:
+    r = runs[name]
+    t = truth(r)
+    assert t["scenario"] == name and t["days"] == 14
+    ids = [e["id"] for e in t["events"]]
+    assert len(ids) == len(set(ids))
+    ts0 = r.start_ms
+    for e in t["events"]:
+        assert e["cause"] in CAUSES
+        start, end = _iso_ms(e["start"]), _iso_ms(e["end"])
+        assert end - start >= r.scenario.min_event_min * 60_000
+        slo = t["slos"][e["service"]]["p99_ms"]
+        assert e["peak_p99_ms"] > slo
+        a = (start - ts0) // 60_000
+        b = (end - ts0) // 60_000
+        p99 = r.p99_variants["full"][e["service"]]
+        # the event starts and ends on SLO breaches, at its recorded peak
+        assert p99[a] > slo and p99[b - 1] > slo
+        assert round(float(np.nanmax(p99[a:b])), 1) == e["peak_p99_ms"]
+        cf = e["counterfactual"]
+        if e["cause"] == "batch_contention":
+            assert cf["no_batch"]["removed"] and not cf["no_surge"]["removed"]
+            # a batch job held GPUs while it happened
+            assert any(_iso_ms(j["start"]) < end and _iso_ms(j["end"]) > start - 3 * 3600_000
+                       for j in t["batch_jobs"])
+        elif e["cause"] == "traffic_surge":
+            assert cf["no_surge"]["removed"] and not cf["no_batch"]["removed"]
+            assert any(s["service"] == e["service"] and _iso_ms(s["start"]) < end
+                       and _iso_ms(s["end"]) + 30 * 60_000 > start for s in t["surges"])
+        elif e["cause"] == "scaling_lag":
+            assert not cf["no_batch"]["removed"] and not cf["no_surge"]["removed"] and not cf["neither"]["removed"]
+        if e["misattributable_by_dashboard"]:
+            assert e["cause"] == "batch_contention"
+    # events are exactly what the rule finds in the per-minute truth
+    for s in r.scenario.services:
+        found = detect_runs(r.p99_variants["full"][s.name], s.slo_p99_ms, r.scenario.min_event_min,
+                            r.scenario.merge_gap_min)
+        assert len(found) == sum(1 for e in t["events"] if e["service"] == s.name)
+    # the counterfactual without anything has no batch- or surge-caused tails
+    for s in r.scenario.services:
+        full_runs = detect_runs(r.p99_variants["neither"][s.name], s.slo_p99_ms, 5, 10)
+        assert sum(1 for e in t["events"] if e["service"] == s.name and e["cause"] == "scaling_lag") <= len(full_runs)
+
+
+def test_scenarios_tell_their_stories(runs) -> None:
+    causes = {name: Counter(e["cause"] for e in r.events) for name, r in runs.items()}
+    morning = runs["morning"]
+    assert causes["morning"]["batch_contention"] >= 5
+    assert any(e["misattributable_by_dashboard"] for e in morning.events)
+    assert causes["partitioned"]["batch_contention"] == 0 and causes["partitioned"]["traffic_surge"] >= 1
+    assert causes["mixed"]["batch_contention"] >= 1 and causes["mixed"]["traffic_surge"] + causes["mixed"]["mixed"] >= 1
+    assert not runs["real-traffic"].surges
+    # partitioned: batch never holds a reserved GPU
+    part = runs["partitioned"]
+    reserved = list(part.topology.general)[: part.scenario.inference_reserved_gpus]
+    held = part.full.pool.holders[:, reserved]
+    kinds = {p.idx: p.klass for p in part.full.pool.pods}
+    assert all(kinds[int(i)] == "inference" for i in np.unique(held) if i >= 0)
+
+
+def test_morning_story_fine_tune_holds_gpus_at_the_ramp(runs) -> None:
+    r = runs["morning"]
+    t = truth(r)
+    ft = [j for j in t["batch_jobs"] if j["workload"] == "nightly-finetune"]
+    assert len(ft) >= 6
+    for j in ft:
+        assert j["start"][11:16] == "02:00"
+        hours = (_iso_ms(j["end"]) - _iso_ms(j["start"])) / 3600_000
+        assert 8.0 <= hours <= 9.0 and j["gpus"] >= 30
+    # at 09:45 on fine-tune days chat wants more replicas than it has ready
+    chat = r.full.pool
+    short = 0
+    for j in ft:
+        m = (_iso_ms(j["start"][:10] + "T09:45:00Z") - r.start_ms) // 60_000
+        short += int(chat.desired["chat-vllm"][m] > chat.ready["chat-vllm"][m])
+    assert short >= len(ft) // 2
+    # p99 on batch-contention events is a multiple of the same minutes without batch
+    ev = [e for e in r.events if e["cause"] == "batch_contention" and e["service"] == "chat-vllm"]
+    assert ev
+    ratios = []
+    for e in ev:
+        a = (e["start_ms"] - r.start_ms) // 60_000
+        b = (e["end_ms"] - r.start_ms) // 60_000
+        ratios.append(np.nanmax(r.p99_variants["full"]["chat-vllm"][a:b]) /
+                      np.nanmedian(r.p99_variants["no_batch"]["chat-vllm"][a:b]))
+    assert np.median(ratios) >= 2.0
+
+
+def test_weekly_and_daily_rhythm() -> None:
+    r = simulate("morning", days=7, gpus=16, seed=1)
+    req = r.full.requests["chat-vllm"].reshape(7, 1440)
+    night = req[:5, 180:300].mean()
+    day = req[:5, 660:900].mean()
+    assert 0.08 < night / day < 0.25
+    assert req[5:, 660:900].mean() < 0.8 * day  # quieter weekends
+    ramp = req[:5, 535:575].mean(axis=0)
+    assert ramp[-5:].mean() > 2 * ramp[:5].mean()  # the 09:00-09:30 ramp
+
+
+def test_topology_counting_rules_exercised() -> None:
+    topo = build_topology(64)
+    roles = Counter(g.role for g in topo.gpus)
+    assert roles == {"general": 61, "mig": 2, "timeslice": 1}
+    with pytest.raises(ConfigError):
+        build_topology(20)
+    with pytest.raises(ConfigError):
+        simulate("nope")
+
+
+@pytest.fixture(scope="module")
+def small():
+    r = simulate("morning", days=1, gpus=16, seed=11)
+    ss = build_series(r, minutes=slice(540, 570))
+    return r, ss
+
+
+def test_exposition_parses_with_prometheus_client(small) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    r, ss = small
+    one = ss.samples.filter(pl.col("ts_ms") == ss.samples["ts_ms"].min())
+    text = exposition_text(ss, one)
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    assert fams["vllm:time_to_first_token_seconds"].type == "histogram"
+    assert fams["DCGM_FI_DEV_GPU_UTIL"].type == "gauge"
+    les = [s.labels["le"] for s in fams["vllm:time_to_first_token_seconds"].samples
+           if s.name.endswith("_bucket") and s.labels["pod"] == fams["vllm:time_to_first_token_seconds"].samples[0].labels["pod"]]
+    assert les[:3] == ["0.001", "0.005", "0.01"] and les[-1] == "+Inf"
+    n = sum(len(f.samples) for f in fams.values())
+    assert n == one.height
+    # MIG instances carry no GPU_UTIL; some have no pod labels; time-sliced pods share a value
+    mig = [s for s in fams["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].samples if "GPU_I_PROFILE" in s.labels]
+    assert mig and any("pod" not in s.labels for s in mig)
+    assert not any("GPU_I_PROFILE" in s.labels for s in fams["DCGM_FI_DEV_GPU_UTIL"].samples)
+    text_all = exposition_text(ss)
+    assert text_all.count("# TYPE DCGM_FI_DEV_GPU_UTIL gauge") == 30  # one per scrape
+    json_doc = json.loads(query_range_json(ss))
+    assert json_doc["data"]["resultType"] == "matrix"
+    assert sum(len(x["values"]) for x in json_doc["data"]["result"]) == ss.samples.height
+
+
+def test_counters_cumulative_and_histograms_consistent(small) -> None:
+    r, ss = small
+    df = ss.samples.join(ss.series, on="skey")
+    bucket = df.filter(pl.col("metric") == "vllm:time_to_first_token_seconds_bucket")
+    # per series, cumulative over time
+    bad = (bucket.sort(["skey", "ts_ms"]).group_by("skey")
+           .agg((pl.col("value").diff().fill_null(0) < 0).sum().alias("neg")).filter(pl.col("neg") > 0))
+    assert bad.height == 0
+    count = df.filter(pl.col("metric") == "vllm:time_to_first_token_seconds_count")["value"].sum()
+    inf = bucket.filter(pl.col("labels").str.contains('"le":"\\+Inf"'))["value"].sum()
+    assert count == inf > 0
+
+
+def _store_rows(st: Store) -> set[tuple]:
+    rows = st.con.execute(
+        "SELECT s.key, x.ts_ms, x.value FROM samples x JOIN series s ON s.id = x.series_id").fetchall()
+    return set(rows)
+
+
+@pytest.mark.parametrize("fmt", ["prom-text", "prom-json", "csv", "parquet"])
+def test_load_into_equals_ingesting_the_exports(small, tmp_path: Path, fmt: str) -> None:
+    ingest = pytest.importorskip("analytics.ingest")
+    r, ss = small
+    write_exports(r, tmp_path, formats=(fmt,), series=ss)
+    with Store(":memory:") as a, Store(":memory:") as b:
+        res = load_into(a, r, series=ss)
+        assert res.status == "loaded" and res.samples == ss.samples.height
+        assert load_into(a, r, series=ss).status == "skipped"
+        loaded = ingest.ingest_path(b, tmp_path / fmt)
+        assert loaded and all(x.status == "loaded" for x in loaded), [x.error for x in loaded]
+        assert _store_rows(a) == _store_rows(b)
+
+
+def test_bundled_excerpts_regenerate_byte_identically(tmp_path: Path) -> None:
+    from analytics.sample.export import write_excerpts
+
+    bundled = DATA / "sample"
+    files = sorted(p.name for p in bundled.iterdir())
+    assert {"excerpt.prom.gz", "excerpt.json.gz", "excerpt.csv.gz", "excerpt.parquet", "truth.json"} <= set(files)
+    assert sum(p.stat().st_size for p in DATA.rglob("*") if p.is_file() and "cache" not in p.parts
+               and p.suffix != ".duckdb") <= 10 * 1024 * 1024
+    paths = write_excerpts(simulate("morning", days=21, gpus=64, seed=7), tmp_path)
+    assert sorted(p.name for p in paths) == files
+    for p in paths:
+        assert p.read_bytes() == (bundled / p.name).read_bytes(), p.name
+    assert gzip.decompress((bundled / "excerpt.prom.gz").read_bytes()).startswith(b"# TYPE ")
+
+
+def test_ensure_default_store_builds_once_and_caches(tmp_path: Path, monkeypatch) -> None:
+    import analytics.sample as sample
+
+    calls = []
+    real = sample.simulate
+
+    def small_run(scenario: str, *, days: int, gpus: int, seed: int):
+        calls.append((scenario, days, gpus, seed))
+        return real(scenario, days=1, gpus=16, seed=seed)
+
+    monkeypatch.setattr(sample, "simulate", small_run)
+    target = tmp_path / "cache" / "default.duckdb"
+    assert sample.ensure_default_store(target) == target
+    assert calls == [("morning", 21, 64, 7)]
+    with Store(target, read_only=True) as st:
+        assert st.totals()["samples"] > 0 and st.sources()["format"].to_list() == ["sample"]
+    assert sample.ensure_default_store(target) == target
+    assert len(calls) == 1  # cached
+    assert [p.name for p in target.parent.iterdir()] == ["default.duckdb"]
+    assert "sample-v" in sample.DEFAULT_CACHE_DIR.joinpath(f"sample-v{sample.SAMPLE_VERSION}").name
+
+
+def test_cli_sample_writes_exports_and_truth(tmp_path: Path, capsys) -> None:
+    from analytics.cli import main
+
+    rc = main(["sample", "--scenario", "partitioned", "--days", "1", "--gpus", "16", "--seed", "2",
+               "--out", str(tmp_path), "--formats", "prom-text", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["scenario"] == "partitioned"
+    t = json.loads((tmp_path / "truth.json").read_text())
+    assert t["scenario"] == "partitioned" and t["seed"] == 2
+    assert (tmp_path / "prom-text" / "scrape-2026-10-05.prom.gz").exists()
+    assert main(["sample", "--out", str(tmp_path), "--formats", "xml"]) == 2
