@@ -90,20 +90,10 @@ def content_hash_path(path: Path) -> str:
 def iter_chunks(stream: BinaryIO, chunk_bytes: int | None = None) -> Iterator[bytes]:
     """Yield pieces of ``stream`` that each end with a newline (the last one may not)."""
     chunk_bytes = chunk_bytes or CHUNK_BYTES
-    carry = b""
-    while True:
-        block = stream.read(chunk_bytes)
-        if not block:
-            break
-        block = carry + block if carry else block
-        cut = block.rfind(b"\n")
-        if cut < 0:
-            carry = block
-            continue
-        carry = block[cut + 1:]
-        yield block[:cut + 1]
-    if carry:
-        yield carry
+    while block := stream.read(chunk_bytes):
+        if not block.endswith(b"\n"):
+            block += stream.readline()  # finish the cut line: one copy, no carried remainder
+        yield block
 
 
 def iter_bytes_chunks(data: bytes, chunk_bytes: int | None = None) -> Iterator[bytes]:
