@@ -225,8 +225,10 @@ def test_bundled_excerpts_regenerate_byte_identically(tmp_path: Path) -> None:
     bundled = DATA / "sample"
     files = sorted(p.name for p in bundled.iterdir())
     assert {"excerpt.prom.gz", "excerpt.json.gz", "excerpt.csv.gz", "excerpt.parquet", "truth.json"} <= set(files)
-    assert sum(p.stat().st_size for p in DATA.rglob("*") if p.is_file() and "cache" not in p.parts
-               and p.suffix != ".duckdb") <= 10 * 1024 * 1024
+    # what data/ ships (the cache and stores there are git-ignored builds)
+    shipped = [p for p in DATA.rglob("*") if p.is_file() and "cache" not in p.parts
+               and not p.name.endswith((".duckdb", ".wal", ".tmp"))]
+    assert sum(p.stat().st_size for p in shipped) <= 10 * 1024 * 1024
     paths = write_excerpts(simulate("morning", days=21, gpus=64, seed=7), tmp_path)
     assert sorted(p.name for p in paths) == files
     for p in paths:
@@ -268,3 +270,45 @@ def test_cli_sample_writes_exports_and_truth(tmp_path: Path, capsys) -> None:
     assert t["scenario"] == "partitioned" and t["seed"] == 2
     assert (tmp_path / "prom-text" / "scrape-2026-10-05.prom.gz").exists()
     assert main(["sample", "--out", str(tmp_path), "--formats", "xml"]) == 2
+
+
+def test_latency_rises_with_load_per_replica() -> None:
+    from analytics.sample.latency import Uniforms, draw_latency
+    from analytics.sample.scenarios import CHAT, RECOMMENDER
+
+    for svc, rps in ((CHAT, 40.0), (RECOMMENDER, 1500.0)):
+        n = 8
+        one = Uniforms.draw(np.random.default_rng(0), 1)
+        # the same draws every minute: only the queue's state differs
+        u = Uniforms(*(np.repeat(getattr(one, f), n, axis=0) for f in ("wait_u", "wait_e", "pos_u", "z1", "z2")))
+        req = np.full(n, int(rps * 60))
+        # fewer serving replicas for the same traffic: more load per replica
+        serving = np.array([40, 30, 20, 16, 13, 11, 10, 9]) if svc is CHAT else np.array([20, 14, 10, 8, 7, 6, 5, 4])
+        d = draw_latency(svc, req, serving, u)
+        assert np.all(np.diff(d.rho) >= 0)
+        assert np.all(np.diff(d.p99_ms) >= 0) and d.p99_ms[-1] > d.p99_ms[0]
+        assert d.p99_ms[-1] > 2.0 * d.p99_ms[0]
+
+
+def test_timelines_read_the_sample_as_simulated() -> None:
+    timeline = pytest.importorskip("analytics.timeline")
+    r = simulate("morning", days=1, gpus=64, seed=7)
+    with Store(":memory:") as st:
+        load_into(st, r)
+        sv = timeline.service_timeline(st)
+        pt = timeline.pool_timeline(st)
+    from analytics.sample.export import truth_p99
+
+    tp = truth_p99(r).with_columns(
+        pl.from_epoch("ts_ms", time_unit="ms").dt.replace_time_zone("UTC").dt.cast_time_unit("ms").alias("ts"))
+    j = sv.join(tp, on=["ts", "service"], how="inner").filter(pl.col("ts_ms") > r.start_ms)
+    assert j.height >= 2 * 1400
+    assert np.allclose(j["rps"].to_numpy(), j["requests"].to_numpy() / 60.0)
+    assert (j["desired_replicas"] == j["desired_replicas_right"]).all()
+    both = j.drop_nulls(["p99_ms", "p99_ms_right"])
+    ratio = both["p99_ms"].to_numpy() / both["p99_ms_right"].to_numpy()
+    assert 0.7 < np.median(ratio) < 1.6  # bucket interpolation, within the bucket's width
+    kinds = np.array([p.klass == "batch" for p in r.full.pool.pods])
+    batch = np.array([kinds[row[row >= 0]].sum() for row in r.full.pool.holders])
+    assert np.array_equal(pt.sort("ts")["gpus_batch"].to_numpy(), batch.astype(float))
+    assert (pt["gpus_total"] == 64).all()

@@ -46,6 +46,10 @@ def ensure_default_store(path: Path | None = None) -> Path:
             load_into(st, result)
             st.con.execute("CHECKPOINT")
         os.replace(tmp, target)
+        if path is None:  # caches of older simulator versions are stale: drop them
+            for old in DEFAULT_CACHE_DIR.glob("sample-v*-morning-21d-64gpus-seed7.duckdb"):
+                if old != target:
+                    old.unlink(missing_ok=True)
     finally:
         for p in (tmp, tmp.with_name(tmp.name + ".wal")):
             if p.exists():

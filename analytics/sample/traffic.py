@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy.signal import lfilter
 
 from analytics.sample.cluster import ScenarioConfig, ServiceConfig
 
@@ -86,10 +87,9 @@ def servegen_shape(days: int) -> np.ndarray:
 def ar1_noise(rng: np.random.Generator, n: int, sigma: float, phi: float = 0.97) -> np.ndarray:
     """Stationary AR(1) on the log scale with marginal sd ``sigma``."""
     eps = rng.standard_normal(n) * sigma * np.sqrt(1.0 - phi * phi)
-    out = np.empty(n)
-    # A recursive filter: scipy's lfilter is the vectorised form of x[t] = phi x[t-1] + eps[t].
-    from scipy.signal import lfilter
-    out[:] = lfilter([1.0], [1.0, -phi], eps)
+    # lfilter is the vectorised x[t] = phi x[t-1] + eps[t] (from rest; the first value alone is
+    # set to a stationary draw, which the next minutes forget within ~1/(1-phi) = 30 minutes)
+    out = lfilter([1.0], [1.0, -phi], eps)
     out[0] = eps[0] / np.sqrt(1.0 - phi * phi)
     return out
 
