@@ -184,8 +184,23 @@ def label_inventory(series: pl.DataFrame, *, examples: int = 3) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema).sort(["series", "label"], descending=[True, False])
 
 
+# Bucket widths a reader recognises (seconds); thinning picks the first that fits.
+NICE_BUCKETS_S: tuple[int, ...] = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
+                                   43200, 86400)
+
+
+def _bucket_steps(steps: int, max_points: int, step_s: int | None) -> int:
+    k = max(1, -(-steps // max_points))
+    if step_s and k > 1:
+        for width in NICE_BUCKETS_S:
+            if width % step_s == 0 and width // step_s >= k:
+                return width // step_s
+    return k
+
+
 def thin_for_display(classes: pl.DataFrame, violations: pl.DataFrame, *,
-                     max_points: int = 2000) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+                     max_points: int = 720,
+                     step_s: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """Coarsen the pool story to at most ``max_points`` steps for drawing; KPIs use the full data.
 
     Three weeks at one minute is 30,000 steps per line, more than a browser draws quickly and
@@ -193,10 +208,11 @@ def thin_for_display(classes: pl.DataFrame, violations: pl.DataFrame, *,
     bucket's last step): GPUs by their mean (GPU-hours are kept), p99 by its maximum (a tail is
     never smoothed away), the SLO by its minimum, and a bucket violates if any step did.
 
+    With ``step_s`` given, ``k * step_s`` is a round width (5 min, 15 min, 1 h...).
     Returns the two frames and ``k`` (1 when nothing was thinned).
     """
     steps = classes["ts"].n_unique() if classes.height else 0
-    k = max(1, -(-steps // max_points))
+    k = _bucket_steps(steps, max_points, step_s)
     if k == 1:
         return classes, violations, 1
     order = classes.select(pl.col("ts").unique().sort()).with_row_index("i")

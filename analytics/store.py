@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import duckdb
+import numpy as np
 import orjson
 import polars as pl
 
@@ -31,6 +32,7 @@ from analytics.signals import canonical_metric
 from analytics.sql import store as q
 
 DEFAULT_DB = Path(__file__).resolve().parent.parent / "data" / "tidelens.duckdb"
+STAGE_BATCH_ROWS = 1 << 20  # samples buffered by a Sink between INSERTs into the stage table
 
 
 def series_key(metric: str, labels: dict[str, str]) -> str:
@@ -69,6 +71,13 @@ class Sink:
         # window query over the staged table).
         self.ordered = True
         self._last_ts: pl.DataFrame | None = None
+        self._order_mode: str | None = None  # scrapes | runs | groups: which check the first frames fitted
+        self._ts_max: int | None = None  # "scrapes": the last time seen, and the series seen at that time
+        self._tail_skeys = np.empty(0, dtype=np.int64)
+        self._max_skey = -1  # largest skey checked so far: frames of only larger skeys cannot overlap earlier ones
+        self._pending: list[pl.DataFrame] = []
+        self._pending_rows = 0
+        self.final_is_view = False  # set by the merge: how stage_final was made, hence how to drop it
 
     def add_series(self, frame: pl.DataFrame) -> None:
         stage_series_in = frame.select(
@@ -91,14 +100,36 @@ class Sink:
         self.samples_seen += n
         if self.ordered:
             self._check_order(stage_samples_in)
+        # Staged in batches: one INSERT per 8 MB chunk of text costs ~2 ms each in fixed overhead.
+        self._pending.append(stage_samples_in)
+        self._pending_rows += n
+        if self._pending_rows >= STAGE_BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write buffered samples to the stage table (the store calls this before merging)."""
+        if not self._pending:
+            return
+        stage_samples_in = self._pending[0] if len(self._pending) == 1 else pl.concat(self._pending, rechunk=False)
+        self._pending, self._pending_rows = [], 0
         self._con.register("stage_samples_in", stage_samples_in)
         try:
             self._con.execute(q.STAGE_INSERT_SAMPLES)
         finally:
             self._con.unregister("stage_samples_in")
 
-
     def _check_order(self, frame: pl.DataFrame) -> None:
+        # Three checks, cheapest first; "scrapes" keeps no per-series state, so once the first
+        # frame chose it, it is the only one.
+        if self._order_mode == "scrapes":
+            self._check_order_scrapes(frame)
+            return
+        if self._check_order_runs(frame):
+            self._order_mode = self._order_mode or "runs"
+            return
+        if self._order_mode is None and self._check_order_scrapes(frame):
+            return
+        self._order_mode = "groups"
         ts = pl.col("ts_ms")
         g = frame.group_by("skey").agg(first=ts.first(), last=ts.last(),
                                        ok=(ts.diff().fill_null(1) > 0).all())
@@ -114,6 +145,66 @@ class Sink:
                                        g.select("skey", "last")])
         else:
             self._last_ts = g.select("skey", "last")
+        self._max_skey = max(self._max_skey, int(g["skey"].max()))
+
+    def _check_order_scrapes(self, frame: pl.DataFrame) -> bool:
+        """The check for scrape archives: time never goes back, and no series twice at one time.
+
+        With timestamps non-decreasing in file order, "each series strictly increases" is "no
+        (time, series) pair twice", counted with numpy per run of equal times (5M samples:
+        ~0.1 CPU-s against ~0.7 for grouping by series). Returns False, deciding nothing, when
+        the first frame is not of that shape; once chosen, a frame that breaks it ends the fast merge.
+        """
+        chosen = self._order_mode == "scrapes"
+        ts = frame["ts_ms"].to_numpy()
+        skey = frame["skey"].to_numpy()
+        step = np.diff(ts)
+        if (ts.dtype.kind != "i" or skey.dtype.kind != "i" or (self._ts_max is not None and ts[0] < self._ts_max)
+                or (step < 0).any() or skey.min() < 0):
+            if chosen:
+                self.ordered = False
+            return chosen
+        run = np.concatenate(([0], np.cumsum(step != 0)))
+        lo = int(skey.min())
+        width = int(skey.max()) - lo + 1
+        key = run * width + (skey - lo)
+        if (int(run[-1]) + 1) * width <= 8 * len(key):
+            twice = int(np.bincount(key).max()) > 1
+        else:
+            twice = pl.Series(key).n_unique() != len(key)
+        if not twice and self._ts_max is not None and ts[0] == self._ts_max:
+            twice = bool(np.isin(skey[run == 0], self._tail_skeys).any())
+        if twice:
+            self.ordered = False
+            return True
+        tail = skey[run == run[-1]]
+        if self._ts_max is not None and ts[0] == ts[-1] == self._ts_max:
+            tail = np.concatenate([self._tail_skeys, tail])
+        self._ts_max, self._tail_skeys = int(ts[-1]), tail
+        self._order_mode = "scrapes"
+        return True
+
+    def _check_order_runs(self, frame: pl.DataFrame) -> bool:
+        """The check for frames holding each series as one run of new skeys (JSON, tabular): numpy, no grouping.
+
+        Returns False (deciding nothing) when the frame is not of that shape.
+        """
+        skey = frame["skey"].to_numpy()
+        if skey[0] <= self._max_skey or skey.dtype.kind != "i":
+            return False
+        step = np.diff(skey)
+        if (step < 0).any():
+            return False
+        ts = frame["ts_ms"].to_numpy()
+        same = step == 0
+        if ts.dtype.kind != "i" or (np.diff(ts)[same] <= 0).any():
+            self.ordered = False
+            return True
+        ends = np.append(np.flatnonzero(~same), len(skey) - 1)
+        last = pl.DataFrame({"skey": skey[ends], "last": ts[ends]})
+        self._last_ts = last if self._last_ts is None else pl.concat([self._last_ts, last])
+        self._max_skey = int(skey[-1])
+        return True
 
 
 @dataclass
@@ -138,6 +229,10 @@ class LoadResult:
                 "samples": self.samples, "status": self.status, "error": self.error,
                 "duplicates": self.duplicates, "blanks": self.blanks,
                 "first_ts_ms": self.first_ts_ms, "last_ts_ms": self.last_ts_ms, "note": self.note}
+
+
+def _skipped(name: str, fmt: str) -> LoadResult:
+    return LoadResult(name=name, format=fmt, status="skipped", note="same content already loaded")
 
 
 class Store:
@@ -173,28 +268,45 @@ class Store:
     def has_source(self, hash_: str) -> bool:
         return bool(self.con.execute(q.SOURCE_BY_HASH, {"hash": hash_}).fetchall())
 
-    def load(self, name: str, fmt: str, hash_: str, parse: Callable[[Sink], str | None]) -> LoadResult:
+    def load(self, name: str, fmt: str, hash_: str | Callable[[], str],
+             parse: Callable[[Sink], str | None]) -> LoadResult:
         """Load one source atomically.
 
         ``parse(sink)`` writes the source's series and samples to ``sink`` and may return a
         note (e.g. which timestamp it used). Any exception rolls everything back, records the
         failure in ``sources`` and is re-raised.
+
+        ``hash_`` is the content hash, or a function returning it once ``parse`` has run: a
+        streaming parser then hashes the bytes it reads instead of reading the source twice,
+        and "already loaded" is decided after parsing, before anything is merged (a re-load
+        costs a parse but still changes nothing).
         """
-        if self.has_source(hash_):
-            return LoadResult(name=name, format=fmt, status="skipped",
-                              note="same content already loaded")
+        if isinstance(hash_, str) and self.has_source(hash_):
+            return _skipped(name, fmt)
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
             con.execute(q.STAGE_CREATE)
             sink = Sink(con)
             note = parse(sink)
+            sink.flush()
+            if not isinstance(hash_, str):
+                hash_ = hash_()
+                if self.has_source(hash_):
+                    con.execute("ROLLBACK")
+                    return _skipped(name, fmt)
             result = self._merge(name, fmt, hash_, note, sink)
+            con.execute(q.STAGE_FINAL_DROP_VIEW if sink.final_is_view else q.STAGE_FINAL_DROP_TABLE)
             con.execute(q.STAGE_DROP)
             con.execute("COMMIT")
             return result
         except BaseException as exc:
             con.execute("ROLLBACK")
+            if not isinstance(hash_, str):
+                try:
+                    hash_ = hash_()
+                except Exception:  # the source itself is unreadable: still record the failure
+                    hash_ = f"unreadable:{name}"
             self._record_failure(name, fmt, hash_, exc)
             raise
 
@@ -222,6 +334,7 @@ class Store:
         injective = self._row(q.STAGE_MAP_INJECTIVE)[0]
         fast = bool(injective and sink.ordered)
         con.execute(q.STAGE_FINAL_FAST if fast else q.STAGE_FINAL_DEDUP)
+        sink.final_is_view = fast
         samples, n_series, first, last, conflicts = self._row(q.STAGE_SUMMARY)
         # On the fast path every staged sample not in stage_final was a blank sentinel.
         blanks = sink.samples_seen - samples if fast else self._row(q.STAGE_BLANKS)[0]

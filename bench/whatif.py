@@ -5,7 +5,11 @@ same 28-day, 1-minute scenario (a preset, ``--preset``, morning-ramp by default)
 - one policy (``simulate``), budget 50 ms; all seven (``compare``), budget 300 ms;
 - a 50-point frontier, budget 3 s;
 - the same demand in a discrete-event simulation (simpy, M/M/c per step) on a slice,
-  extrapolated to the whole period, and the ratio DES / model.
+  extrapolated to the whole period, and the ratio DES / model;
+- with ``--calibrate-days N`` (default 7; 0 skips): calibration from timelines of a simulated
+  ``morning`` store of N days (the fit and the day-by-day backtest replay, timelines built
+  beforehand and not timed), against the slider's budget for the whole page (1 s): it must
+  stay out of the slider path, which is why the pages cache it.
 Times are the median of several repetitions, CPU seconds of this process.
 """
 
@@ -79,6 +83,24 @@ def des_seconds(scn, policy: str, minutes: int, max_requests: int) -> tuple[floa
     return time.process_time() - t0, count[0]
 
 
+def calibration_seconds(days: int):
+    """CPU seconds of ``calibrate_frames`` on a simulated ``morning`` store of ``days`` days."""
+    from analytics.pool.calibrate import calibrate_frames
+    from analytics.sample import load_into
+    from analytics.sample import simulate as simulate_sample
+    from analytics.store import Store
+    from analytics.timeline import TimelineConfig, holdings, pool_timeline, service_timeline
+
+    res = simulate_sample("morning", days=days, gpus=64, seed=7)
+    with Store(":memory:") as st:
+        load_into(st, res)
+        cfg = TimelineConfig(step_s=60)
+        frames = (service_timeline(st, cfg), pool_timeline(st, cfg), holdings(st, cfg))
+    t0 = time.process_time()
+    cal = calibrate_frames(*frames, service="recommender", slo_for=120.0)
+    return time.process_time() - t0, cal.scenario, cal.backtest
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--days", type=int, default=28)
@@ -86,6 +108,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--des-minutes", type=int, default=2)
     ap.add_argument("--des-requests", type=int, default=200_000)
+    ap.add_argument("--calibrate-days", type=int, default=7)
     args = ap.parse_args()
     scn = PRESETS[args.preset](args.days)
     print(f"scenario: {scn.name}, {args.days} days, {scn.steps} steps of {scn.step_s} s, "
@@ -106,6 +129,13 @@ def main() -> None:
     print(f"DES (simpy) on the busiest minutes: {des_s:.2f} s for {n_req} requests;"
           f" the whole period ({total_req:.3g} requests) ~ {des_full:.3g} s")
     print(f"DES / model (partitioned, same scenario): {des_full / model:.3g}x")
+    if args.calibrate_days > 0:
+        cal_s, scn_c, bt = calibration_seconds(args.calibrate_days)
+        slider = timed(lambda: compare(scn_c), args.repeat)
+        print(f"calibration ({args.calibrate_days} days, fit + backtest): {cal_s:.2f} s; "
+              f"a slider move (all seven on it) {slider * 1e3:.0f} ms; calibration / slider "
+              f"{cal_s / slider:.1f}x; backtest violation-minute error "
+              f"{bt['violation_minutes_error']:+.1%}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """What every page shares: the sidebar (view settings kept in the URL), the data source,
 cached analytics calls, and a chart helper with CSV/SVG export.
 
-Not a page: the leading underscore keeps it out of navigation. Pages call :func:`view` for
-the settings the sidebar chose this run and the ``cached_*`` functions for data, so a page
-reads as widgets -> one analytics call -> a chart.
+Not a page: ``app.py`` does not register it. A page starts with ``v = page_setup()`` (or
+``v = view()``), which draws the sidebar once per run and returns the view settings; it then
+calls the ``cached_*`` functions for data and :func:`show_chart` for charts, so a page reads
+as widgets -> one analytics call -> a chart.
 
 Stores are opened read-only for reading and closed at once, under one process-wide lock:
 DuckDB refuses a second connection to the same file with a different mode in one process,
@@ -236,8 +237,17 @@ def cached_timelines(path: str, version: str, start_ms: int | None, end_ms: int 
     Cached in memory and on disk: three weeks of a 64-GPU pool take tens of seconds to
     reduce, and a restarted server (or a colleague's session) should not pay that again.
     """
-    return _timelines(path, version, start_ms, end_ms, step_s, map_version,
-                      library_version(*TIMELINE_CODE))
+    return _timelines_shared(path, version, start_ms, end_ms, step_s, map_version,
+                             library_version(*TIMELINE_CODE))
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _timelines_shared(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                      step_s: int, map_version: str,
+                      code_version: str) -> dict[str, pl.DataFrame] | None:
+    # One copy in memory shared by every session and rerun: st.cache_data would unpickle the
+    # frames (tens of MB for three weeks) on every rerun. Polars frames are not mutated in place.
+    return _timelines(path, version, start_ms, end_ms, step_s, map_version, code_version)
 
 
 @st.cache_data(show_spinner="Building timelines (first time for this source, range and step)...",

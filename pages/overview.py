@@ -53,7 +53,7 @@ if timelines is not None:
     else:
         classes = class_long(timelines["pool"])
         violations = slo_violations(timelines["services"], v.slo_for, v.step_s)
-        drawn_classes, drawn_violations, k = thin_for_display(classes, violations)
+        drawn_classes, drawn_violations, k = thin_for_display(classes, violations, step_s=v.step_s)
         show_chart(pool_story_figure(drawn_classes, drawn_violations, tz=v.tz),
                    pool_story_data(classes, violations), "pool-story")
         if k > 1:

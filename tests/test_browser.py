@@ -151,6 +151,12 @@ def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
                 assert errors.count() == 0, f"{name}: {errors.first.inner_text()}"
                 assert "source=duckdb" in page.url, f"{name} lost the view settings: {page.url}"
                 page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+            # Moving between pages through the navigation keeps the view in the URL.
+            open_page(page, f"{base}/?{query}")
+            page.locator('[data-testid="stSidebarNav"] a', has_text="Data").first.click()
+            page.wait_for_url("**/data**", timeout=60_000)
+            page.wait_for_selector(APP_IDLE, timeout=60_000)
+            page.wait_for_function("() => location.search.includes('source=duckdb')", timeout=60_000)
         finally:
             browser.close()
     assert (SCREENSHOTS / "overview.png").stat().st_size > 10_000

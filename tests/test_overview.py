@@ -182,3 +182,14 @@ def test_thin_for_display_keeps_gpu_hours_and_tails() -> None:
     assert v2.filter("violating")["ts"].to_list() == [8]  # the bucket (7, 8] ends at 8
     same = thin_for_display(classes, v, max_points=100)
     assert same[2] == 1 and same[0] is classes
+
+
+def test_display_buckets_are_round() -> None:
+    from analytics.overview import thin_for_display
+
+    n = 30_240  # three weeks of minutes
+    classes = pl.DataFrame({"ts": range(1, n + 1), "cls": ["batch"] * n, "gpus": [1.0] * n})
+    _, _, k = thin_for_display(classes, pl.DataFrame(), max_points=720, step_s=60)
+    assert k == 60  # 42 one-minute steps would do; an hour reads better
+    _, _, k = thin_for_display(classes, pl.DataFrame(), max_points=720)
+    assert k == 42

@@ -10,8 +10,11 @@ import polars as pl
 
 from analytics.cli.common import add_json, print_json, print_table
 from analytics.errors import ConfigError
+from analytics.events.slo import slos_from_config
 from analytics.pool import (POLICIES, PRESETS, SUMMARY_KEYS, PoolScenario, calibrate, compare,
                             scenario_from_toml)
+from analytics.pool.calibrate import calibrate_store
+from analytics.store import Store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                       "...) on one demand")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--db", default=None,
-                     help="calibrate the scenario from this store (arrives with the timelines)")
+                     help="calibrate the scenario from this store (traffic, service rate, "
+                          "warm-up, batch jobs, pool size; see the JSON's provenance)")
     src.add_argument("--preset", choices=sorted(PRESETS), default=None,
                      help="a built-in scenario: " + ", ".join(sorted(PRESETS)))
     src.add_argument("--scenario", default=None, metavar="FILE.toml",
@@ -30,6 +34,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="override the service's p99 SLO (ms)")
     p.add_argument("--days", type=int, default=None,
                    help="preset length in days (default: the preset's own, 7)")
+    p.add_argument("--service", default=None,
+                   help="with --db: the inference service to model (default: the one most "
+                        "often above its SLO)")
+    p.add_argument("--step", type=int, default=60, metavar="SECONDS",
+                   help="with --db: timeline step in seconds (default 60)")
+    p.add_argument("--backtest", action="store_true",
+                   help="with --db: also replay the observed period under the observed "
+                        "(shared) policy and report the error against the store")
     add_json(p)
     p.set_defaults(func=cmd_whatif)
 
@@ -51,7 +63,7 @@ def load_scenario(args: argparse.Namespace) -> PoolScenario:
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
     else:
-        scn = calibrate(args.db)
+        scn = _calibrated(args)
     if args.slo_ms is not None:
         if args.slo_ms <= 0:
             raise ConfigError(f"--slo-ms {args.slo_ms:g}: give a positive number of ms")
@@ -59,6 +71,33 @@ def load_scenario(args: argparse.Namespace) -> PoolScenario:
                                                                    slo_ms=args.slo_ms))
         scn.provenance = {**scn.provenance, "service.slo_ms": "user (--slo-ms)"}
     return scn
+
+
+def _open_db(args: argparse.Namespace) -> Store:
+    path = Path(args.db)
+    if not path.exists():
+        raise ConfigError(f"{path}: no such store; build one with `tidelens load --db {path} "
+                          "FILES` (or `tidelens sample`), or use --preset")
+    return Store(path, read_only=True)
+
+
+def _slos(args: argparse.Namespace) -> float | dict[str, float] | None:
+    """--slo-ms, else the [slo] table of ./tidelens.toml, else the model's default."""
+    if args.slo_ms is not None:
+        return args.slo_ms
+    config = Path("tidelens.toml")
+    return slos_from_config(config) or None if config.exists() else None
+
+
+def _calibrated(args: argparse.Namespace) -> PoolScenario:
+    slo = _slos(args)
+    with _open_db(args) as store:
+        if getattr(args, "backtest", False):
+            cal = calibrate_store(store, service=args.service, step_s=args.step,
+                                  slo_ms=slo)
+            args._backtest = {k: v for k, v in cal.backtest.items() if k != "frame"}
+            return cal.scenario
+        return calibrate(store, service=args.service, step_s=args.step, slo_ms=slo)
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
@@ -73,6 +112,8 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         "policies": {name: {**r.summary, "externality": r.externality}
                      for name, r in results.items()},
     }
+    if getattr(args, "_backtest", None) is not None:
+        out["backtest"] = args._backtest
     if args.json:
         print_json(out)
         return 0

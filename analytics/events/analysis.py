@@ -20,7 +20,7 @@ from analytics.events.attribute import (attribute_event, capacity_without_batch,
 from analytics.events.config import EventsConfig
 from analytics.events.detect import detect_runs
 from analytics.events.event import Event, event_id, iso_utc
-from analytics.events.evidence import holders_at, latency_regression
+from analytics.events.evidence import holders_at, holding_runs, latency_regression
 from analytics.events.incidents import match_incident
 from analytics.events.latency_model import LatencyModel, fit_latency_model
 from analytics.events.norm import traffic_norm
@@ -120,10 +120,15 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
     step_ms = cfg.step_s * 1000
     notes: list[str] = []
     steps = _service_steps(services, pools)
+    with_hpa = (services.filter(pl.col("desired_replicas").is_not_null())["service"].unique().to_list()
+                if "desired_replicas" in services.columns else [])
+    for svc in sorted(set(steps["service"].unique().to_list()) - set(map(str, with_hpa))):
+        notes.append(f"{svc}: no autoscaler desired replicas (kube_horizontalpodautoscaler_status_desired_replicas); "
+                     f"ready replicas stand in, so capacity withheld by batch cannot be measured")
     hold = with_ts_ms(holdings).select(
         "ts_ms", pl.col("pool").cast(pl.Utf8).fill_null("default"), pl.col("cls").cast(pl.Utf8).fill_null("unknown"),
         pl.col("team").cast(pl.Utf8).fill_null("(no team)"), pl.col("workload").cast(pl.Utf8).fill_null("(unlabelled)"),
-        pl.col("gpus").cast(pl.Float64))
+        pl.col("gpus").cast(pl.Float64)).sort("ts_ms")
     if steps.height == 0:
         raise NotEnoughDataError("the service timeline is empty: load latency and traffic metrics "
                                  "(vLLM, http_server_request_duration_seconds) for the range")
@@ -175,6 +180,7 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
     regressions = {svc: latency_regression(g, cfg.hac_maxlags)
                    for (svc,), g in steps.group_by(["service"], maintain_order=True)}
 
+    hold_runs = holding_runs(hold, step_ms)
     events: list[Event] = []
     for (service,), g in steps.group_by(["service"], maintain_order=True):
         slo = cfg.slo_ms if cfg.slo_ms is not None else slos_ms.get(service)
@@ -186,12 +192,14 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
             wanted = models[service].ms(g["rps"].fill_null(0.0).to_numpy(), g["desired"].to_numpy())
             above = p99 > cfg.relative_k * wanted
         else:
+            notes.append(f"{service}: no SLO and no latency model: no events judged (set one with --slo-ms "
+                         f"or [slo] in tidelens.toml)")
             continue
         runs = detect_runs(g["ts_ms"].to_numpy(), above, step_ms=step_ms,
                            min_duration_ms=int(cfg.min_duration_min * 60_000),
                            merge_gap_ms=int(cfg.merge_gap_min * 60_000))
         for start_ms, end_ms in runs:
-            events.append(_build_event(g, hold, service, start_ms, end_ms, slo, cfg, models.get(service),
+            events.append(_build_event(g, hold, hold_runs, service, start_ms, end_ms, slo, cfg, models.get(service),
                                        regressions[service], warm_steps[service], incidents))
     events.sort(key=lambda e: (e.start_ms, e.service))
     return EventsAnalysis(events=events, steps=steps, holdings=hold, models=models, regressions=regressions,
@@ -229,7 +237,7 @@ def _r(x: Any, nd: int = 3) -> float | None:
     return round(v, nd) if np.isfinite(v) else None
 
 
-def _build_event(g: pl.DataFrame, hold: pl.DataFrame, service: str, start_ms: int, end_ms: int,
+def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, service: str, start_ms: int, end_ms: int,
                  slo: float | None, cfg: EventsConfig, model: LatencyModel | None, regression: dict[str, Any],
                  warm_steps: int, incidents: pl.DataFrame | None) -> Event:
     step_ms = cfg.step_s * 1000
@@ -257,7 +265,7 @@ def _build_event(g: pl.DataFrame, hold: pl.DataFrame, service: str, start_ms: in
                               if k not in ("start_ms", "end_ms", "service", "recorded_cause", "cause_class")}}
     misattributed = cause == "batch_contention" and (
         naive["blames_users"] or (recorded is not None and recorded["as_cause"] != "batch_contention"))
-    holders = holders_at(hold, pool, int(first["ts_ms"]), step_ms)
+    holders = holders_at(hold, runs, pool, int(first["ts_ms"]), step_ms)
     batch_holders = [h for h in holders if h["cls"] == "batch"]
     evidence: dict[str, Any] = {
         "pool": pool, "slo_ms": _r(slo), "duration_min": _r((end_ms - start_ms) / 60_000, 2),

@@ -25,10 +25,7 @@ Cause, in this order:
    ``surge_steps_share`` of the steps above the band), replicas short of what the autoscaler
    wanted, and enough free GPUs in the pool for what it asked when it asked: the shortfall came
    from warm-up alone.
-2. ``mixed``: batch and traffic shares both at least ``mixed_share`` (0.3); or both factors are
-   present and, per the model applied to the observed p99 (counterfactual p99 = observed x
-   L(counterfactual) / L(T, C)), removing either alone would leave at most half the event's
-   minutes over the SLO (each was necessary), or neither alone would but both together would.
+2. ``mixed``: batch and traffic shares both at least ``mixed_share`` (0.3).
 3. ``unexplained``: batch + traffic shares below ``explained_share`` (0.5).
 4. ``batch_contention`` or ``traffic_surge``: whichever share is larger.
 """
@@ -156,15 +153,6 @@ def evaluate(steps: pl.DataFrame, models: dict[str, LatencyModel]) -> pl.DataFra
     )
 
 
-def _needs_both(ev_steps: pl.DataFrame, slo_ms: float | None, b: float, t: float) -> bool:
-    """Both factors present, and each was necessary (removing either alone ends the event) or
-    neither alone was enough but removing both would."""
-    if b <= 0 or t <= 0:
-        return False
-    r = _reduced(ev_steps, slo_ms)
-    return (r["no_batch"] and r["no_surge"]) or (not r["no_batch"] and not r["no_surge"] and r["neither"])
-
-
 @dataclass
 class Attribution:
     """Shares and cause of one event, with the facts the cause rules looked at."""
@@ -175,24 +163,6 @@ class Attribution:
     shortfall_replicas_max: float
     free_gpus_when_asked: float | None
     asked_at_ms: int | None
-
-
-def _reduced(ev_steps: pl.DataFrame, slo_ms: float | None) -> dict[str, bool]:
-    """Would removing a factor (per the model, applied to the observed p99) halve the minutes over the SLO?
-
-    The counterfactual p99 of a step is the observed one times L(counterfactual) / L(T, C), so the
-    model only says how much a factor changes latency, never what latency is.
-    """
-    if slo_ms is None or ev_steps.height == 0:
-        return {"no_batch": False, "no_surge": False, "neither": False}
-    obs = ev_steps["p99_ms"].fill_null(0.0).to_numpy()
-    l_tc = ev_steps["l_tc"].to_numpy()
-    over = max(int((obs > slo_ms).sum()), 1)
-    out = {}
-    for name, col in (("no_batch", "l_tc0"), ("no_surge", "l_t0c"), ("neither", "l_t0c0")):
-        cf = obs * np.exp(np.nan_to_num(ev_steps[col].to_numpy() - l_tc))
-        out[name] = bool((cf > slo_ms).sum() <= 0.5 * over)
-    return out
 
 
 def attribute_event(window: pl.DataFrame, start_ms: int, cfg: EventsConfig,
@@ -225,7 +195,7 @@ def attribute_event(window: pl.DataFrame, start_ms: int, cfg: EventsConfig,
     if (b < cfg.mixed_share and above_share < cfg.surge_steps_share and short_max >= 1.0 - 1e-9
             and free_when is not None and free_when >= asked_gpus - 1e-9):
         cause = "scaling_lag"
-    elif (b >= cfg.mixed_share and t >= cfg.mixed_share) or _needs_both(ev_steps, slo_ms, b, t):
+    elif (b >= cfg.mixed_share and t >= cfg.mixed_share):
         cause = "mixed"
     elif b + t < cfg.explained_share:
         cause = "unexplained"

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from analytics.errors import ConfigError
+
 CAUSES: tuple[str, ...] = ("batch_contention", "traffic_surge", "scaling_lag", "mixed", "unexplained")
 SHARE_KEYS: tuple[str, ...] = ("batch_contention", "traffic_surge", "unexplained")
 
@@ -51,6 +53,17 @@ class EventsConfig:
         "help": "beyond the uncontended range, log p99 grows at least this fast with log load per replica"})
     hac_maxlags: int | None = field(default=None, metadata={
         "help": "Newey-West lags of the evidence regression; None = 4 (n/100)^(2/9)"})
+
+    def __post_init__(self) -> None:
+        if self.normal_traffic not in ("band_edge", "expected"):
+            raise ConfigError(f"normal_traffic={self.normal_traffic!r}: choose 'band_edge' or 'expected'")
+        for name in ("min_duration_min", "merge_gap_min"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)}: minutes cannot be negative")
+        if self.step_s < 1:
+            raise ConfigError(f"step_s={self.step_s}: the step is at least 1 second")
+        if self.slo_ms is not None and not self.slo_ms > 0:
+            raise ConfigError(f"slo_ms={self.slo_ms}: the SLO is a positive number of milliseconds")
 
     def settings_key(self) -> dict[str, Any]:
         """The settings that change which events are found (part of each event id)."""

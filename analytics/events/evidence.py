@@ -15,30 +15,47 @@ import polars as pl
 from analytics.events.event import iso_utc
 
 
-def holders_at(holdings: pl.DataFrame, pool: str, ts_ms: int, step_ms: int) -> list[dict[str, Any]]:
+_KEYS = ["pool", "cls", "team", "workload"]
+
+
+def holding_runs(holdings: pl.DataFrame, step_ms: int) -> pl.DataFrame:
+    """Unbroken runs of steps in which each workload held part of a GPU, computed once.
+
+    Returns ``pool, cls, team, workload, first_ts, last_ts`` (step end times): the workload held
+    GPUs in every step from ``first_ts`` to ``last_ts``.
+    """
+    # ``holdings`` is sorted by time, and ``over`` keeps each group's rows in frame order, so no
+    # sort by the (string) keys is needed; a gap longer than one step starts a new run.
+    h = holdings.filter((pl.col("gpus") > 0) & (pl.col("cls") != "idle")).select(*_KEYS, "ts_ms")
+    h = h.with_columns((pl.col("ts_ms").diff().over(_KEYS) > step_ms).fill_null(True).cum_sum().over(_KEYS)
+                       .alias("_run"))
+    return h.group_by(*_KEYS, "_run").agg(pl.col("ts_ms").min().alias("first_ts"),
+                                          pl.col("ts_ms").max().alias("last_ts")).drop("_run")
+
+
+def holders_at(holdings: pl.DataFrame, runs: pl.DataFrame, pool: str, ts_ms: int,
+               step_ms: int) -> list[dict[str, Any]]:
     """Workloads holding the pool's GPUs in the step ending at ``ts_ms``, and since when.
 
+    ``holdings`` must be sorted by ``ts_ms``; ``runs`` is :func:`holding_runs` of it.
     ``held_since`` is the start of the unbroken run of steps, ending at ``ts_ms``, in which the
     workload held at least part of a GPU; ``hours_held`` runs from then to ``ts_ms - step``
     (the event's start).
     """
-    h = holdings.filter((pl.col("pool") == pool) & (pl.col("ts_ms") <= ts_ms) & (pl.col("gpus") > 0)
-                        & (pl.col("cls") != "idle"))
-    now = h.filter(pl.col("ts_ms") == ts_ms)
+    ts = holdings["ts_ms"]
+    lo, hi = int(ts.search_sorted(ts_ms, "left")), int(ts.search_sorted(ts_ms, "right"))
+    now = (holdings.slice(lo, hi - lo)
+           .filter((pl.col("pool") == pool) & (pl.col("gpus") > 0) & (pl.col("cls") != "idle"))
+           .group_by(*_KEYS).agg(pl.col("gpus").sum()))
     if now.height == 0:
         return []
+    live = runs.filter((pl.col("pool") == pool) & (pl.col("first_ts") <= ts_ms) & (pl.col("last_ts") >= ts_ms))
+    now = now.join(live, on=_KEYS, how="left").sort("gpus", "workload", descending=[True, False])
     out = []
-    keys = now.group_by("cls", "team", "workload").agg(pl.col("gpus").sum())
-    hist = h.join(keys.select("cls", "team", "workload"), on=["cls", "team", "workload"], how="semi")
-    runs = {(r[0], r[1], r[2]): r[3] for r in
-            hist.group_by("cls", "team", "workload").agg(pl.col("ts_ms").unique().sort()).iter_rows()}
-    for cls, team, workload, gpus in keys.sort("gpus", descending=True).iter_rows():
-        ts = np.asarray(runs[(cls, team, workload)], dtype=np.int64)
-        breaks = np.flatnonzero(np.diff(ts) != step_ms)
-        first = int(ts[breaks[-1] + 1]) if breaks.size else int(ts[0])
-        since_ms = first - step_ms
-        out.append({"cls": cls, "team": team, "workload": workload, "gpus": round(float(gpus), 4),
-                    "held_since": iso_utc(since_ms),
+    for row in now.iter_rows(named=True):
+        since_ms = int(row["first_ts"] if row["first_ts"] is not None else ts_ms) - step_ms
+        out.append({"cls": row["cls"], "team": row["team"], "workload": row["workload"],
+                    "gpus": round(float(row["gpus"]), 4), "held_since": iso_utc(since_ms),
                     "hours_held": round((ts_ms - step_ms - since_ms) / 3_600_000, 3)})
     return out
 

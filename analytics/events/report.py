@@ -34,7 +34,7 @@ class Section:
 
 
 def _ms(v: Any) -> str:
-    return "n/a" if v is None else f"{float(v):,.0f} ms"
+    return "n/a" if v is None or v != v else f"{float(v):,.0f} ms"
 
 
 def _num(v: Any, nd: int = 1) -> str:
@@ -102,9 +102,7 @@ def method_text(cfg: EventsConfig, analysis: EventsAnalysis | None = None) -> li
         f"Cause: 'scaling_lag' when the batch share is below {cfg.mixed_share:g}, traffic stayed within its norm "
         f"(under {cfg.surge_steps_share:.0%} of steps above the band), replicas were short of what the autoscaler "
         f"wanted and enough GPUs were free when it asked; else 'mixed' when batch and traffic shares are both at "
-        f"least {cfg.mixed_share:g}, or when both factors are present and each was necessary (per the model, "
-        f"removing either alone would have left at most half the event's minutes over the SLO) or only both "
-        f"together would have ended it; else 'unexplained' when they add to less than {cfg.explained_share:g}; else the "
+        f"least {cfg.mixed_share:g}; else 'unexplained' when they add to less than {cfg.explained_share:g}; else the "
         f"larger of the two.",
         f"Misattribution: a 'batch_contention' event that a dashboard would blame on users (traffic at the peak at "
         f"least {cfg.ramp_ratio:g}x its level in the {cfg.ramp_lookback_min:g} minutes before) or that an incident "
@@ -117,7 +115,10 @@ def report_sections(analysis: EventsAnalysis, ev: Event) -> list[Section]:
     e = ev.evidence
     said, happened = dashboard_vs_found(ev)
     secs = [Section("Summary", [
-        f"Service {ev.service} (pool {ev.pool}) broke its p99 SLO of {_ms(e.get('slo_ms'))} from "
+        f"Service {ev.service} (pool {ev.pool}) broke "
+        + (f"its p99 SLO of {_ms(e.get('slo_ms'))}" if e.get("slo_ms") is not None else
+           f"{analysis.cfg.relative_k:g}x the p99 expected at the replicas the autoscaler wanted (it has no SLO)")
+        + " from "
         f"{iso_utc(ev.start_ms)} to {iso_utc(ev.end_ms)} ({ev.duration_min:.0f} min); p99 peaked at "
         f"{_ms(ev.peak_p99_ms)} at {e.get('peak_at')}.",
         f"Cause found: {ev.cause}. Shares of the excess latency: batch contention "

@@ -25,8 +25,8 @@ from analytics.errors import IngestError
 from analytics.ingest.detect import EXPOSITION_FORMATS, FORMATS, detect_format
 from analytics.ingest.exposition import parse_exposition
 from analytics.ingest.promjson import parse_prom_json
-from analytics.ingest.sources import (content_hash_path, gunzip, iter_bytes_chunks, iter_chunks, list_files,
-                                      open_binary, peek_path, read_path, tail_path)
+from analytics.ingest.sources import (HashedChunks, gunzip, iter_bytes_chunks, list_files, peek_path, read_path,
+                                      tail_path)
 from analytics.ingest.tabular import parse_csv_grafana, parse_csv_long, parse_nvidia_smi, parse_parquet_long
 from analytics.store import LoadResult, Sink, Store, content_hash
 
@@ -115,11 +115,10 @@ def _ingest_file(store: Store, path: Path, at_ms: int | None) -> LoadResult:
         fmt = "openmetrics"
     mtime_ms = int(path.stat().st_mtime * 1000)
     if fmt in EXPOSITION_FORMATS:
-        def chunks() -> Iterable[bytes]:
-            with open_binary(path) as fh:
-                yield from iter_chunks(fh)
-        parse = _exposition_parse(name, fmt, chunks, at_ms, mtime_ms)
-        return store.load(name, fmt, content_hash_path(path), parse)
+        # One pass: the parse hashes what it reads; the store checks "already loaded" after it.
+        chunks = HashedChunks(path)
+        parse = _exposition_parse(name, fmt, lambda: chunks, at_ms, mtime_ms)
+        return store.load(name, fmt, chunks.hexdigest, parse)
     data = read_path(path)
     return store.load(name, fmt, content_hash(data), _data_parse(name, fmt, data))
 

@@ -12,13 +12,16 @@ import gzip
 import hashlib
 import io
 import zlib
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from analytics.errors import IngestError
 
 GZIP_MAGIC = b"\x1f\x8b"
-CHUNK_BYTES = 32 << 20  # big enough to amortise per-chunk work, small enough to bound memory
+# Big enough to amortise per-chunk work; below glibc's 32 MB mmap ceiling, so each chunk's buffer
+# reuses freed heap instead of page-faulting fresh memory (1.5 GB read: 0.3 CPU-s at 8 MB, 1.8 at 32 MB).
+CHUNK_BYTES = 8 << 20
 PEEK_BYTES = 1 << 20
 
 
@@ -85,6 +88,48 @@ def content_hash_path(path: Path) -> str:
     except (OSError, EOFError, zlib.error) as exc:
         raise IngestError(path, f"cannot read: {exc}") from exc
     return h.hexdigest()
+
+
+class HashedChunks:
+    """A file's decompressed, newline-aligned chunks, hashed as they stream past.
+
+    One read serves both the parse and the content hash (reading a 1.5 GB archive twice
+    cost more than hashing it). :meth:`hexdigest` is the SHA-256 of the whole content once a
+    pass has run to the end; if the pass stopped early (a parse error), it hashes the file with
+    a pass of its own, so the hash always names the whole content.
+    """
+
+    def __init__(self, path: Path, chunk_bytes: int | None = None) -> None:
+        self.path = path
+        self.chunk_bytes = chunk_bytes
+        self._hash: "hashlib._Hash | None" = None
+        self._complete = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        self._complete = False
+        h = self._hash = hashlib.sha256()
+        # hashlib releases the GIL on large buffers: hash chunk i on a second core while the
+        # parser works on it (same CPU time, ~1 s less wall on a 1.5 GB archive).
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidelens-hash") as pool:
+            pending: Future[None] | None = None
+            try:
+                with open_binary(self.path) as fh:
+                    for chunk in iter_chunks(fh, self.chunk_bytes):
+                        if pending is not None:
+                            pending.result()
+                        pending = pool.submit(h.update, chunk)
+                        yield chunk
+                if pending is not None:
+                    pending.result()
+            except (OSError, EOFError, zlib.error) as exc:
+                raise IngestError(self.path, f"cannot read: {exc}") from exc
+        self._complete = True
+
+    def hexdigest(self) -> str:
+        """SHA-256 of the decompressed content (same as :func:`content_hash_path`)."""
+        if self._complete and self._hash is not None:
+            return self._hash.hexdigest()
+        return content_hash_path(self.path)
 
 
 def iter_chunks(stream: BinaryIO, chunk_bytes: int | None = None) -> Iterator[bytes]:

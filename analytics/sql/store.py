@@ -44,7 +44,9 @@ STAGE_CREATE = """
 CREATE OR REPLACE TEMP TABLE stage_series (skey BIGINT, metric VARCHAR, labels VARCHAR);
 CREATE OR REPLACE TEMP TABLE stage_samples (skey BIGINT, ts_ms BIGINT, value DOUBLE, seq BIGINT);
 """
-STAGE_DROP = "DROP TABLE IF EXISTS stage_series; DROP TABLE IF EXISTS stage_samples; DROP TABLE IF EXISTS stage_map; DROP TABLE IF EXISTS stage_final;"
+STAGE_DROP = "DROP TABLE IF EXISTS stage_series; DROP TABLE IF EXISTS stage_samples; DROP TABLE IF EXISTS stage_map;"
+STAGE_FINAL_DROP_TABLE = "DROP TABLE IF EXISTS stage_final"
+STAGE_FINAL_DROP_VIEW = "DROP VIEW IF EXISTS stage_final"
 
 STAGE_INSERT_SERIES = "INSERT INTO stage_series SELECT skey, metric, labels FROM stage_series_in"
 STAGE_INSERT_SAMPLES = "INSERT INTO stage_samples SELECT skey, ts_ms, value, seq FROM stage_samples_in"
@@ -70,9 +72,11 @@ BLANK_PREDICATE = """(value = 9223372036854775808.0
 
 # Fast path (the Sink saw every series' timestamps strictly increase in file order): nothing to
 # collapse, and a plain join is ~30x cheaper than the grouping below (10M samples: 0.3 s vs 10 s).
+# A view, not a table: the join against the small map is cheaper to run twice (summary, insert)
+# than to materialise (10M samples: ~0.3 CPU-s saved).
 STAGE_MAP_INJECTIVE = "SELECT count(*) = count(DISTINCT series_id) FROM stage_map"
 STAGE_FINAL_FAST = f"""
-CREATE OR REPLACE TEMP TABLE stage_final AS
+CREATE OR REPLACE TEMP VIEW stage_final AS
 SELECT m.series_id, s.ts_ms, s.value, 1 AS n_values
 FROM stage_samples s JOIN stage_map m USING (skey)
 WHERE s.value IS NULL OR NOT {BLANK_PREDICATE}

@@ -1,0 +1,99 @@
+"""What-if figures: the policies' typical day, the utilization/compliance frontier, headroom
+by hour, p99 bands over random bursts, the backtest, and the chargeback bills."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import polars as pl
+
+from analytics.charts.theme import OKABE_ITO, SLO_COLOR, apply_theme, display_ts
+
+_PALETTE = list(OKABE_ITO.values())
+
+
+def _color(i: int) -> str:
+    return _PALETTE[i % len(_PALETTE)]
+
+
+def typical_day_figure(day: pl.DataFrame, slo_ms: float) -> go.Figure:
+    """Median p99 by hour of day (UTC), one line per policy, against the SLO."""
+    fig = go.Figure()
+    for i, pol in enumerate(day["policy"].unique(maintain_order=True).to_list()):
+        part = day.filter(pl.col("policy") == pol)
+        fig.add_trace(go.Scatter(x=part["hour"], y=part["p99_ms"], name=pol, mode="lines",
+                                 line=dict(color=_color(i), width=2)))
+    fig.add_hline(y=slo_ms, line=dict(color=SLO_COLOR, dash="dash"),
+                  annotation_text=f"SLO {slo_ms:g} ms")
+    fig.update_yaxes(type="log", title="p99 (ms, median over days)")
+    fig.update_xaxes(title="hour of day (UTC)", range=[0, 24], dtick=3)
+    return apply_theme(fig, title="A typical day under each policy", height=460)
+
+
+def frontier_figure(front: pl.DataFrame, knob: str) -> go.Figure:
+    """Utilization against SLO compliance as one knob moves (labelled by the knob)."""
+    fig = go.Figure(go.Scatter(
+        x=front["utilization"], y=front["slo_compliance"], mode="lines+markers",
+        text=[f"{knob} {x:.2f}" for x in front["x"].to_list()],
+        hovertemplate="%{text}<br>utilization %{x:.1%}<br>compliance %{y:.2%}<extra></extra>",
+        line=dict(color=_color(1))))
+    fig.update_xaxes(title="pool utilization (allocated)", tickformat=".0%")
+    fig.update_yaxes(title="SLO compliance (requests)", tickformat=".1%")
+    return apply_theme(fig, title=f"Frontier as {knob} sweeps", height=420)
+
+
+def headroom_figure(head: pl.DataFrame, policy: str) -> go.Figure:
+    """Largest surge absorbable within the SLO, by hour of day."""
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=head["hour"], y=head["max_surge_factor"], name="typical day",
+                         marker_color=_color(2)))
+    fig.add_trace(go.Scatter(x=head["hour"], y=head["worst_surge_factor"], name="worst day",
+                             mode="markers", marker=dict(color=_color(5), size=9)))
+    fig.add_hline(y=1.0, line=dict(color=SLO_COLOR, dash="dash"))
+    fig.update_xaxes(title="hour of day (UTC)", dtick=3)
+    fig.update_yaxes(title="surge factor within SLO")
+    return apply_theme(fig, title=f"Burst headroom by hour ({policy})", height=400)
+
+
+def bands_figure(bands: pl.DataFrame, slo_ms: float, tz: str = "UTC") -> go.Figure:
+    """p99 bands (10-90%, median) over random burst seeds."""
+    x = display_ts(pl.from_epoch(bands["ts_ms"], time_unit="ms").dt.replace_time_zone("UTC"), tz)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=x, y=bands["p99_ms_p90"], mode="lines", line=dict(width=0),
+                             showlegend=False, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=x, y=bands["p99_ms_p10"], mode="lines", fill="tonexty",
+                             line=dict(width=0), name="10-90% of seeds",
+                             fillcolor="rgba(0,114,178,0.25)"))
+    fig.add_trace(go.Scatter(x=x, y=bands["p99_ms_p50"], mode="lines", name="median",
+                             line=dict(color=_color(1), width=1.5)))
+    fig.add_hline(y=slo_ms, line=dict(color=SLO_COLOR, dash="dash"))
+    fig.update_yaxes(type="log", title="p99 (ms)")
+    return apply_theme(fig, title="p99 over random burst seeds", height=400)
+
+
+def backtest_figure(frame: pl.DataFrame, slo_ms: float, tz: str = "UTC") -> go.Figure:
+    """Observed vs replayed p99 over the observed period."""
+    x = display_ts(pl.from_epoch(frame["ts_ms"], time_unit="ms").dt.replace_time_zone("UTC"), tz)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=x, y=frame["observed_p99_ms"], name="observed", mode="lines",
+                             line=dict(color=_color(0), width=1)))
+    fig.add_trace(go.Scatter(x=x, y=frame["p99_ms"], name="model (replay)", mode="lines",
+                             line=dict(color=_color(5), width=1)))
+    fig.add_hline(y=slo_ms, line=dict(color=SLO_COLOR, dash="dash"))
+    fig.update_yaxes(type="log", title="p99 (ms)")
+    return apply_theme(fig, title="Backtest: observed vs replayed p99", height=400)
+
+
+def bills_figure(bills: pl.DataFrame) -> go.Figure:
+    """What each team pays under each policy: GPU cost and externality, stacked by team."""
+    fig = go.Figure()
+    teams = bills["team"].unique(maintain_order=True).to_list()
+    for i, team in enumerate(teams):
+        part = bills.filter(pl.col("team") == team)
+        fig.add_trace(go.Bar(x=part["policy"], y=part["gpu_cost"], name=f"{team}: GPUs",
+                             marker_color=_color(i)))
+        fig.add_trace(go.Bar(x=part["policy"], y=part["externality_cost"],
+                             name=f"{team}: violations caused", marker_color=_color(i),
+                             marker_pattern_shape="/"))
+    fig.update_layout(barmode="stack")
+    fig.update_yaxes(title="$ over the period")
+    return apply_theme(fig, title="What each team pays, by policy", height=460)

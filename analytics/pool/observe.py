@@ -1,0 +1,187 @@
+"""What the store saw of one inference service and its pool, as arrays the model can use.
+
+The timelines (``analytics.timeline``) are frames keyed by step; calibration and the backtest
+need one service's steps side by side with its pool's holdings: traffic, observed p99, desired
+and ready replicas, GPUs held by batch, by the other services and by everything else, and the
+batch job instances (contiguous runs of a batch workload holding GPUs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from analytics.errors import NotEnoughDataError
+
+MIN_STEPS = 60  # an hour at 1-minute steps: less cannot show a scale-up or a batch job
+
+
+@dataclass
+class BatchRun:
+    """One observed instance of a batch workload: steps [start, end) holding ``gpus``."""
+
+    workload: str
+    team: str
+    start: int
+    end: int
+    gpus: int
+
+
+@dataclass
+class Observation:
+    """One service's observed steps (``ts_ms`` = end of each step) and its pool's holdings."""
+
+    service: str
+    pool: str
+    step_s: int
+    ts_ms: np.ndarray
+    rps: np.ndarray
+    p99_ms: np.ndarray  # NaN where no request finished
+    desired: np.ndarray
+    ready: np.ndarray
+    own_gpus: np.ndarray  # GPUs this service's replicas held
+    batch_gpus: np.ndarray
+    others_gpus: np.ndarray  # other services, 'other' and 'unknown' classes
+    idle_gpus: np.ndarray
+    pool_gpus: np.ndarray
+    runs: list[BatchRun] = field(default_factory=list)
+    services: list[str] = field(default_factory=list)  # every service the frame had
+
+    @property
+    def steps(self) -> int:
+        return int(self.ts_ms.shape[0])
+
+    @property
+    def step_min(self) -> float:
+        return self.step_s / 60.0
+
+
+def _ts_ms(frame: pl.DataFrame) -> pl.DataFrame:
+    if "ts_ms" in frame.columns:
+        return frame
+    dt = frame.schema["ts"]
+    expr = (pl.col("ts").dt.epoch("ms") if isinstance(dt, pl.Datetime)
+            else pl.col("ts").cast(pl.Int64))
+    return frame.with_columns(expr.alias("ts_ms"))
+
+
+def _num(frame: pl.DataFrame, col: str) -> np.ndarray:
+    if col not in frame.columns:
+        return np.full(frame.height, np.nan)
+    return frame[col].cast(pl.Float64).fill_null(float("nan")).to_numpy().astype(np.float64)
+
+
+def pick_service(services: pl.DataFrame, slo_for: dict[str, float] | float | None) -> str:
+    """The service with the most steps above its SLO (ties: the most requests)."""
+    names = sorted(services["service"].drop_nulls().unique().to_list())
+    if not names:
+        raise NotEnoughDataError("the service timeline has no services: load request-rate and "
+                                 "latency metrics (vLLM, http_server_request_duration_seconds)")
+    best, key = names[0], (-1.0, -1.0)
+    for name in names:
+        g = services.filter(pl.col("service") == name)
+        slo = _slo_of(slo_for, name)
+        over = float((g["p99_ms"].fill_null(0.0) > slo).sum()) if slo else 0.0
+        k = (over, float(g["rps"].fill_null(0.0).sum()))
+        if k > key:
+            best, key = name, k
+    return best
+
+
+def _slo_of(slo_for: dict[str, float] | float | None, service: str) -> float | None:
+    if slo_for is None:
+        return None
+    if isinstance(slo_for, dict):
+        return slo_for.get(service, slo_for.get("*"))
+    return float(slo_for)
+
+
+def observe(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame, *,
+            service: str | None = None, step_s: int = 60,
+            slo_for: dict[str, float] | float | None = None) -> Observation:
+    """One service's steps and its pool's holdings from the three timeline frames.
+
+    Parameters
+    ----------
+    services, pools, holdings:
+        ``service_timeline``, ``pool_timeline`` and ``holdings`` output (``ts`` = step end).
+    service:
+        The inference service to model; default the one with the most steps above its SLO.
+    slo_for:
+        p99 SLO (ms), one for all or per service (``"*"`` for the rest); only picks the
+        default service.
+
+    Raises
+    ------
+    NotEnoughDataError
+        No such service, or fewer than ``MIN_STEPS`` steps with traffic.
+    """
+    services = _ts_ms(services)
+    known = sorted(services["service"].drop_nulls().unique().to_list())
+    name = service or pick_service(services, slo_for)
+    if name not in known:
+        raise NotEnoughDataError(f"service {name!r} is not in the service timeline; services "
+                                 f"there: {', '.join(known) or 'none'}")
+    s = services.filter(pl.col("service") == name).sort("ts_ms")
+    pools_seen = s["pool"].drop_nulls()
+    pool = str(pools_seen.mode().sort()[0]) if pools_seen.len() else "default"
+    if s.filter(pl.col("rps").fill_null(0.0) > 0).height < MIN_STEPS:
+        raise NotEnoughDataError(f"service {name!r} has fewer than {MIN_STEPS} steps with "
+                                 "traffic in this range; widen the range")
+    grid = s.select("ts_ms")
+    p = _ts_ms(pools)
+    if "pool" in p.columns:
+        p = p.filter(pl.col("pool").fill_null("default") == pool)
+    p = grid.join(p.select("ts_ms", "gpus_total", "gpus_idle"), on="ts_ms", how="left")
+    h = _ts_ms(holdings)
+    h = h.filter(pl.col("pool").fill_null("default") == pool).with_columns(
+        pl.col("cls").fill_null("unknown"), pl.col("workload").fill_null("(unlabelled)"),
+        pl.col("team").fill_null("(no team)"))
+    per_step = h.group_by("ts_ms").agg(
+        pl.col("gpus").filter((pl.col("cls") == "inference") & (pl.col("workload") == name))
+        .sum().alias("own"),
+        pl.col("gpus").filter(pl.col("cls") == "batch").sum().alias("batch"),
+        pl.col("gpus").filter(((pl.col("cls") == "inference") & (pl.col("workload") != name))
+                              | pl.col("cls").is_in(["other", "unknown"])).sum().alias("others"))
+    per_step = grid.join(per_step, on="ts_ms", how="left").fill_null(0.0)
+    ts = s["ts_ms"].to_numpy().astype(np.int64)
+    rps = np.nan_to_num(_num(s, "rps"), nan=0.0).clip(min=0.0)
+    ready = _num(s, "ready_replicas")
+    if np.isnan(ready).all():
+        ready = _num(s, "replicas")
+    ready = np.nan_to_num(ready, nan=0.0)
+    desired = _num(s, "desired_replicas")
+    desired = np.where(np.isnan(desired), ready, desired)
+    obs = Observation(
+        service=name, pool=pool, step_s=step_s, ts_ms=ts, rps=rps, p99_ms=_num(s, "p99_ms"),
+        desired=desired, ready=ready, own_gpus=per_step["own"].to_numpy().astype(float),
+        batch_gpus=per_step["batch"].to_numpy().astype(float),
+        others_gpus=per_step["others"].to_numpy().astype(float),
+        idle_gpus=np.nan_to_num(_num(p, "gpus_idle"), nan=0.0),
+        pool_gpus=np.nan_to_num(_num(p, "gpus_total"), nan=0.0), services=known)
+    obs.runs = batch_runs(h.filter(pl.col("cls") == "batch"), ts, step_s)
+    return obs
+
+
+def batch_runs(batch: pl.DataFrame, ts_ms: np.ndarray, step_s: int) -> list[BatchRun]:
+    """Contiguous runs of each batch workload holding GPUs, as step indices of ``ts_ms``."""
+    runs: list[BatchRun] = []
+    if batch.height == 0:
+        return runs
+    index = {int(t): i for i, t in enumerate(ts_ms.tolist())}
+    per = batch.group_by("ts_ms", "workload", "team").agg(pl.col("gpus").sum()).sort("ts_ms")
+    for (workload, team), g in per.group_by(["workload", "team"], maintain_order=True):
+        idx = np.array([index.get(int(t), -1) for t in g["ts_ms"].to_list()])
+        gpus = g["gpus"].to_numpy().astype(float)
+        keep = (idx >= 0) & (gpus > 0.5)
+        idx, gpus = idx[keep], gpus[keep]
+        if idx.size == 0:
+            continue
+        breaks = np.flatnonzero(np.diff(idx) > 1) + 1
+        for a, b in zip(np.concatenate(([0], breaks)), np.concatenate((breaks, [idx.size]))):
+            runs.append(BatchRun(str(workload), str(team), int(idx[a]), int(idx[b - 1]) + 1,
+                                 int(max(1, round(float(np.median(gpus[a:b])))))))
+    runs.sort(key=lambda r: (r.start, r.workload))
+    return runs

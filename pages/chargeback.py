@@ -1,0 +1,134 @@
+"""Chargeback: who caused the violation minutes, what a three-pool plan would cost, and what
+each team would pay under each policy.
+
+Reads the same scenario as the What-if page (its ``w_*`` URL keys: the start, the service,
+the edited parameters), so a link from there opens the same bill.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from analytics.charts.whatif import bills_figure
+from analytics.errors import TidelensError
+from analytics.pool import POLICIES, PRESETS, capacity_plan, compare
+from analytics.pool import form
+from analytics.pool.calibrate import Calibration, calibrate_frames
+from analytics.pool.ledger import bills, ledger
+from pages._common import cached_timelines, config_version, page_setup, show_chart, source
+
+STORE = "store"
+PRESET_DAYS = 7
+FALLBACK = "morning-ramp"
+PERIODS_H = {"day": 24.0, "week": 168.0}
+
+
+@st.cache_data(show_spinner="Calibrating the model on the store (first time for this range)...",
+               max_entries=8)
+def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                       step_s: int, map_version: str, service: str | None,
+                       slo_ms: float) -> Calibration:
+    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    return calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=service,
+                            step_s=step_s, slo_for=slo_ms)
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def cached_services(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                    step_s: int, map_version: str) -> list[str]:
+    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    return sorted(tl["services"]["service"].drop_nulls().unique().to_list()) if tl else []
+
+
+v = page_setup()
+st.title("Chargeback")
+ss = st.session_state
+qp = st.query_params
+
+src = source()
+has_store = not src.problem and bool(src.path)
+sources = ([STORE] if has_store else []) + sorted(PRESETS)
+if "cb_seeded" not in ss:
+    ss["cb_seeded"] = True
+    want = qp.get("w_src")
+    ss["cb_src"] = want if want in sources else sources[0]
+    if qp.get("w_svc"):
+        ss["cb_svc"] = qp.get("w_svc")
+if ss.get("cb_src") not in sources:
+    ss["cb_src"] = sources[0]
+
+top = st.columns([2, 2, 2])
+kind = top[0].radio("Scenario", sources, key="cb_src",
+                    format_func=lambda s: "The store (calibrated)" if s == STORE
+                    else f"Preset: {s}")
+if kind == STORE:
+    services = cached_services(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
+                               config_version())
+    base = PRESETS[FALLBACK](PRESET_DAYS)
+    if not services:
+        st.warning("The store has no inference service with traffic and latency in this "
+                   f"range; showing the preset {FALLBACK} instead.", icon=":material/warning:")
+    else:
+        if ss.get("cb_svc") not in services:
+            ss.pop("cb_svc", None)
+        svc_name = top[1].selectbox("Service", services, key="cb_svc")
+        try:
+            base = cached_calibration(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
+                                      config_version(), svc_name, v.slo_for(svc_name)).scenario
+        except TidelensError as exc:
+            st.warning(f"{exc} Showing the preset {FALLBACK} instead.",
+                       icon=":material/warning:")
+else:
+    base = PRESETS[kind](PRESET_DAYS)
+
+# The What-if page's edits (in the URL) apply to the same start.
+try:
+    scn = form.apply(base, form.from_query(qp.to_dict())) \
+        if qp.get("w_src", sources[0]) == kind else base
+except TidelensError as exc:
+    st.warning(f"Edited parameters in the link ignored: {exc}", icon=":material/link_off:")
+    scn = base
+if "cb_price" not in ss:
+    ss["cb_price"] = float(scn.pool.violation_price_per_min)
+price = top[2].number_input("Price of a violation minute ($)", min_value=0.0, step=5.0,
+                            key="cb_price",
+                            help="Charged to the team whose workload caused the minute")
+scn = form.apply(scn, {"pool.violation_price_per_min": price})
+qp["w_src"] = kind
+if kind == STORE and ss.get("cb_svc"):
+    qp["w_svc"] = ss["cb_svc"]
+
+results = compare(scn, POLICIES)
+st.caption(f"{scn.description} · SLO p99 {scn.service.slo_ms:g} ms · {scn.pool.gpus} GPUs")
+
+st.subheader("Externality ledger")
+c = st.columns(2)
+policy = c[0].selectbox("Policy", list(POLICIES), key="cb_policy")
+period = c[1].radio("Period", list(PERIODS_H), horizontal=True, key="cb_period")
+book = ledger(scn, {policy: results[policy]}, PERIODS_H[period])
+by_team = (book.group_by("team").agg(pl.col("violation_minutes").sum(), pl.col("cost").sum())
+           .sort("cost", descending=True))
+others = by_team.filter(pl.col("team") != scn.service.team)
+k = st.columns(3)
+k[0].metric("Violation minutes", f"{by_team['violation_minutes'].sum():,.0f}", border=True)
+k[1].metric("Charged to other teams", f"${others['cost'].sum():,.0f}", border=True,
+            help="Minutes caused by another team's workload holding or sharing the GPUs")
+k[2].metric("Billed the most", (f"{others['team'][0]}: ${others['cost'][0]:,.0f}"
+                                if others.height else "nobody else"), border=True)
+shown = book.with_columns(pl.from_epoch("period_start_ms", time_unit="ms")
+                          .dt.replace_time_zone("UTC").alias("period_start"))
+st.dataframe(shown.select("period_start", "team", "violation_minutes", "cost"),
+             hide_index=True, width="stretch")
+
+st.subheader("What each team would pay, by policy")
+bill = bills(scn, results)
+show_chart(bills_figure(bill), bill, "chargeback-bills")
+
+st.subheader("Three-pool plan")
+headroom = st.slider("Headroom above peak traffic for pool A", 0.0, 1.0, 0.3, 0.05,
+                     key="cb_headroom")
+plan = capacity_plan(scn, headroom)
+st.dataframe(plan, hide_index=True, width="stretch")
+st.caption(f"Plan: {int(plan['gpus'].sum())} GPUs against {scn.pool.gpus} today, "
+           f"${plan['cost_per_day'].sum():,.0f} a day.")

@@ -1,0 +1,271 @@
+"""What-if: one demand replayed under each pool policy, with every parameter editable.
+
+The scenario starts from the store (calibrated, with its backtest) or a preset; the
+parameters that differ from that start travel in the URL (``w_*``), so a copied link
+reopens the same what-if. Calibration is cached; a slider move only re-runs the model.
+"""
+
+from __future__ import annotations
+
+import orjson
+import streamlit as st
+
+from analytics.charts.whatif import (backtest_figure, bands_figure, frontier_figure,
+                                     headroom_figure, typical_day_figure)
+from analytics.errors import TidelensError
+from analytics.pool import (POLICIES, POLICY_HELP, PRESETS, PoolParams, ServiceParams,
+                            burst_bands, compare, field_specs, frontier, headroom_by_hour,
+                            scenario_from_toml, scenario_to_toml)
+from analytics.pool import form
+from analytics.pool.calibrate import Calibration, calibrate_frames
+from analytics.pool.ledger import policy_table, typical_day
+from pages._common import cached_timelines, config_version, page_setup, show_chart, source
+
+STORE = "store"
+FILE = "file"
+PRESET_DAYS = 7
+MODEL_DAYS = 7
+FALLBACK = "morning-ramp"
+FRONTIER_POINTS = 12
+BAND_SEEDS = 6
+
+
+@st.cache_data(show_spinner="Calibrating the model on the store (first time for this range)...",
+               max_entries=8)
+def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                       step_s: int, map_version: str, service: str | None,
+                       slo_ms: float) -> Calibration:
+    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    return calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=service,
+                            step_s=step_s, slo_for=slo_ms)
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def cached_services(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                    step_s: int, map_version: str) -> list[str]:
+    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    return sorted(tl["services"]["service"].drop_nulls().unique().to_list()) if tl else []
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_preset(name: str, days: int):
+    return PRESETS[name](days)
+
+
+v = page_setup()
+st.title("What-if: pool policies")
+ss = st.session_state
+qp = st.query_params
+
+src = source()
+has_store = not src.problem and bool(src.path)
+sources = ([STORE] if has_store else []) + sorted(PRESETS) + ([FILE] if "w_file" in ss else [])
+if "w_seeded" not in ss:
+    ss["w_seeded"] = True
+    ss["w_url"] = form.from_query(qp.to_dict())
+    want = qp.get("w_src")
+    ss["w_src"] = want if want in sources else sources[0]
+    pols = [p for p in qp.get("w_pol", ",".join(POLICIES)).split(",") if p in POLICIES]
+    ss["w_pol"] = pols or list(POLICIES)
+    if qp.get("w_svc"):
+        ss["w_svc"] = qp.get("w_svc")
+if ss.get("w_next_src") in sources:
+    ss["w_src"] = ss.pop("w_next_src")
+if ss.get("w_src") not in sources:
+    ss["w_src"] = sources[0]
+
+labels = {STORE: "The store (calibrated)", FILE: "Loaded TOML file"}
+top = st.columns([2, 2, 3])
+kind = top[0].radio("Start from", sources, key="w_src",
+                    format_func=lambda s: labels.get(s, f"Preset: {s}"),
+                    help="The store's own traffic and pool, calibrated; or a preset story")
+
+cal: Calibration | None = None
+if kind == STORE:
+    services = cached_services(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
+                               config_version())
+    if not services:
+        st.warning("The store has no inference service with traffic and latency in this "
+                   f"range; showing the preset {FALLBACK} instead.", icon=":material/warning:")
+    else:
+        if ss.get("w_svc") not in services:
+            ss.pop("w_svc", None)
+        svc_name = top[1].selectbox("Service", services, key="w_svc",
+                                    help="The inference service the model replays")
+        try:
+            cal = cached_calibration(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
+                                     config_version(), svc_name, v.slo_for(svc_name))
+        except TidelensError as exc:
+            st.warning(f"{exc} Showing the preset {FALLBACK} instead.",
+                       icon=":material/warning:")
+if kind == STORE and cal is not None:
+    if "w_days" not in ss:
+        ss["w_days"] = int(qp.get("w_days", MODEL_DAYS)) if str(qp.get("w_days", "")).isdigit() \
+            else MODEL_DAYS
+    days = top[1].number_input("Days modelled (the period's last)", min_value=1, max_value=366,
+                               step=1, key="w_days",
+                               help="The what-ifs replay this many days of the store's traffic "
+                                    "(the backtest uses the whole range)")
+    base = form.last_days(cal.scenario, int(days))
+elif kind == FILE:
+    base = ss["w_file"]
+else:
+    base = cached_preset(kind if kind in PRESETS else FALLBACK, PRESET_DAYS)
+
+# A new starting point resets the controls to its values.
+base_id = f"{kind}|{base.name}"
+if ss.get("w_base_id") != base_id:
+    first = "w_base_id" not in ss
+    for key in [k for k in ss if isinstance(k, str) and k.startswith("w_f.")]:
+        del ss[key]
+    ss["w_base_id"] = base_id
+    if not first:
+        ss["w_url"] = {}
+
+policies = top[2].multiselect("Policies", list(POLICIES), key="w_pol",
+                              help="; ".join(f"{p}: {h}" for p, h in POLICY_HELP.items()))
+if not policies:
+    st.info("Choose at least one policy.", icon=":material/info:")
+    st.stop()
+
+values = form.editable(base)
+url = ss.get("w_url", {})
+changes: dict[str, object] = {}
+with st.sidebar:
+    st.subheader("Scenario parameters")
+    for group, cls in (("service", ServiceParams), ("pool", PoolParams)):
+        with st.expander(f"{group.title()} ({len(field_specs(cls))})", expanded=group == "pool"):
+            for spec in field_specs(cls):
+                key = f"{group}.{spec['name']}"
+                wkey = f"w_f.{key}"
+                default = values[key]
+                if wkey not in ss:
+                    try:
+                        ss[wkey] = form.parse_value(url.get(key, default), default, key)
+                    except TidelensError:
+                        ss[wkey] = default
+                label = f"{spec['name']} ({spec['unit']})" if spec.get("unit") else spec["name"]
+                help_ = spec.get("help", "") + (f" · from {base.provenance.get(key)}"
+                                                if key in base.provenance else "")
+                if isinstance(default, bool):
+                    changes[key] = st.checkbox(label, key=wkey, help=help_)
+                elif isinstance(default, (int, float)):
+                    num = int if isinstance(default, int) else float
+                    changes[key] = st.number_input(
+                        label, min_value=num(spec.get("min", 0)),
+                        max_value=num(spec["max"]) if "max" in spec else None,
+                        step=num(spec.get("step", 1)), key=wkey, help=help_)
+                elif spec.get("choices"):
+                    changes[key] = st.selectbox(label, list(spec["choices"]), key=wkey,
+                                                help=help_)
+                else:
+                    changes[key] = st.text_input(label, key=wkey, help=help_)
+
+try:
+    scn = form.apply(base, changes)
+except TidelensError as exc:
+    st.error(str(exc), icon=":material/error:")
+    st.stop()
+
+# The URL carries the start, the policies and what differs from the start.
+want = {"w_src": kind, "w_pol": ",".join(policies)}
+if kind == STORE and ss.get("w_svc"):
+    want["w_svc"] = ss["w_svc"]
+if kind == STORE and int(ss.get("w_days", MODEL_DAYS)) != MODEL_DAYS:
+    want["w_days"] = str(int(ss["w_days"]))
+if ss.get("w_sweeps"):
+    want["w_sweeps"] = "1"
+want.update({f"w_{k}": val for k, val in form.changed(scn, base).items()})
+for key in [k for k in qp.keys() if k.startswith("w_") and k not in want]:
+    del qp[key]
+for key, val in want.items():
+    if qp.get(key) != val:
+        qp[key] = val
+
+st.caption(f"{scn.description} · {scn.steps} steps of {scn.step_s} s · SLO p99 "
+           f"{scn.service.slo_ms:g} ms · {scn.pool.gpus} GPUs")
+
+if cal is not None:
+    bt = cal.backtest
+    st.subheader("Backtest: the observed period replayed under the observed policy")
+    k = st.columns(4)
+    k[0].metric("Violation minutes, observed", f"{bt['observed_violation_minutes']:,.0f}",
+                border=True)
+    k[1].metric("Violation minutes, model", f"{bt['model_violation_minutes']:,.0f}",
+                delta=f"{bt['violation_minutes_error']:+.0%}", delta_color="off", border=True,
+                help="Relative error of the replay against the store")
+    k[2].metric("Period p99, observed", f"{bt['observed_p99_ms']:,.0f} ms", border=True,
+                help="99th percentile of step p99s weighted by requests")
+    k[3].metric("Period p99, model", f"{bt['model_p99_ms']:,.0f} ms",
+                delta=f"{bt['p99_error']:+.0%}", delta_color="off", border=True)
+    with st.expander("Backtest over time, and where each parameter came from"):
+        if st.toggle("Draw the backtest over time", key="w_bt_chart"):
+            show_chart(backtest_figure(bt["frame"], base.service.slo_ms, v.tz), bt["frame"],
+                       "whatif-backtest")
+        st.dataframe([{"parameter": p, "source": s} for p, s in sorted(scn.provenance.items())],
+                     hide_index=True, width="stretch")
+
+results = compare(scn, tuple(policies))
+table = policy_table(results)
+st.subheader("Policies side by side")
+best = table.sort("violation_minutes").row(0, named=True)
+k = st.columns(3)
+k[0].metric("Fewest violation minutes", f"{best['policy']}: {best['violation_minutes']:,.0f}",
+            border=True)
+shared = results.get("shared")
+if shared is not None:
+    k[1].metric("Shared pool: violation minutes",
+                f"{shared.summary['violation_minutes']:,.0f}", border=True)
+    k[2].metric("Shared pool: externality",
+                f"${shared.summary['externality_cost']:,.0f}", border=True,
+                help="Violation minutes priced and charged to the team that caused them")
+st.dataframe(table, hide_index=True, width="stretch", column_config={
+    "slo_compliance": st.column_config.NumberColumn(format="percent"),
+    "pool_utilization": st.column_config.NumberColumn(format="percent"),
+    "pool_utilization_active": st.column_config.NumberColumn(format="percent")})
+day = typical_day(scn, results)
+show_chart(typical_day_figure(day, scn.service.slo_ms), day, "whatif-typical-day")
+
+st.subheader("Frontier, headroom and bursts")
+if "w_sweeps" not in ss:
+    ss["w_sweeps"] = qp.get("w_sweeps") == "1"
+if st.toggle("Sweep: the utilization/compliance frontier, burst headroom by hour, and p99 "
+             "bands over random bursts", key="w_sweeps",
+             help="Each replays the scenario many times (a second or more); off, a parameter "
+                  "change answers at once"):
+    c = st.columns(2)
+    knob = c[0].radio("Frontier knob", ["reservation", "mig"], horizontal=True, key="w_knob",
+                      help="reservation: the partitioned class-A share; mig: the pool size "
+                           "under MIG")
+    focus = c[1].selectbox("Policy for headroom and bursts", policies, key="w_focus")
+    try:
+        front = frontier(scn, knob, points=FRONTIER_POINTS)
+    except TidelensError as exc:
+        st.warning(f"Frontier: {exc}", icon=":material/warning:")
+    else:
+        show_chart(frontier_figure(front, knob), front, "whatif-frontier")
+    head = headroom_by_hour(scn, focus)
+    show_chart(headroom_figure(head, focus), head, "whatif-headroom")
+    bands = burst_bands(scn, focus, seeds=BAND_SEEDS)
+    show_chart(bands_figure(bands, scn.service.slo_ms, v.tz), bands, "whatif-bands")
+
+st.subheader("Save, load, export")
+c = st.columns(3)
+c[0].download_button("Scenario (TOML)", data=scenario_to_toml(scn),
+                     file_name=f"tidelens-{scn.name.replace(':', '-')}.toml",
+                     mime="application/toml", icon=":material/save:", on_click="ignore")
+c[1].download_button("Results (JSON)", on_click="ignore", icon=":material/download:",
+                     data=orjson.dumps({name: {**r.summary, "externality": r.externality}
+                                        for name, r in results.items()},
+                                       option=orjson.OPT_INDENT_2, default=str),
+                     file_name="tidelens-whatif.json", mime="application/json")
+up = c[2].file_uploader("Load a scenario (TOML)", type=["toml"], key="w_upload")
+if up is not None and ss.get("w_upload_seen") != up.file_id:
+    ss["w_upload_seen"] = up.file_id
+    try:
+        ss["w_file"] = scenario_from_toml(up.getvalue().decode("utf-8"))
+    except (TidelensError, UnicodeDecodeError) as exc:
+        st.error(f"{up.name}: {exc}", icon=":material/error:")
+    else:
+        ss["w_next_src"] = FILE
+        st.rerun()

@@ -1,0 +1,87 @@
+"""The Chargeback page in Streamlit's AppTest: the ledger bills the batch team for the
+morning tails under the shared pool, nobody under a partition, and follows the price."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+APP = Path(__file__).resolve().parent.parent / "app.py"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TIDELENS_UPLOADS_DB", str(tmp_path / "uploads.duckdb"))
+    monkeypatch.setenv("TIDELENS_CONFIG", str(tmp_path / "tidelens.toml"))
+
+
+def _page(tmp_path: Path, **params: str) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params.update({"source": "duckdb", "db": str(tmp_path / "none.duckdb"), **params})
+    at.run()
+    at.switch_page("pages/chargeback.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _metric(at: AppTest, label: str) -> str:
+    for m in at.metric:
+        if m.label == label:
+            return m.value
+    raise AssertionError(f"no metric {label!r}: {[m.label for m in at.metric]}")
+
+
+def _num(text: str) -> float:
+    return float(text.split("$")[-1].replace(",", ""))
+
+
+def test_batch_team_pays_for_the_morning_tails(tmp_path: Path) -> None:
+    at = _page(tmp_path, w_src="morning-ramp")
+    assert _metric(at, "Billed the most").startswith("ml-research")
+    charged = _num(_metric(at, "Charged to other teams"))
+    assert charged > 0
+    ledger = at.dataframe[0].value
+    assert set(ledger["team"]) >= {"ml-research"}
+    assert ledger["cost"].sum() >= charged
+    plan = at.dataframe[1].value
+    assert list(plan["pool"]) == ["A", "B", "C"]
+
+
+def test_policy_and_price_change_the_bill(tmp_path: Path) -> None:
+    at = _page(tmp_path, w_src="morning-ramp")
+    charged = _num(_metric(at, "Charged to other teams"))
+    at.number_input(key="cb_price").set_value(100.0).run()
+    assert _num(_metric(at, "Charged to other teams")) == pytest.approx(2 * charged)
+    at.selectbox(key="cb_policy").set_value("partitioned").run()
+    assert _num(_metric(at, "Charged to other teams")) == 0
+    assert _metric(at, "Billed the most") == "nobody else"
+
+
+def test_what_if_edits_in_the_link_apply(tmp_path: Path) -> None:
+    at = _page(tmp_path, w_src="morning-ramp", **{"w_pool.gpus": "96"})
+    assert _num(_metric(at, "Violation minutes")) == 0
+
+
+def test_ledger_and_bills_add_up() -> None:
+    from analytics.pool import PRESETS, compare
+    from analytics.pool.ledger import bills, ledger
+
+    scn = PRESETS["morning-ramp"](3)
+    res = compare(scn, ("shared", "partitioned"))
+    book = ledger(scn, res)
+    for name, r in res.items():
+        mine = book.filter(book["policy"] == name)
+        for row in r.externality:
+            got = mine.filter(mine["team"] == row["team"])["violation_minutes"].sum()
+            assert got == pytest.approx(row["violation_minutes"])
+        assert mine["violation_minutes"].sum() == pytest.approx(r.summary["violation_minutes"])
+    assert book.filter(book["policy"] == "shared")["period_start_ms"].n_unique() == 3  # days
+    bill = bills(scn, res)
+    shared = bill.filter(bill["policy"] == "shared")
+    batch = shared.filter(shared["team"] == "ml-research").row(0, named=True)
+    assert batch["externality_cost"] == pytest.approx(res["shared"].summary["externality_cost"])
+    assert batch["total"] == pytest.approx(batch["gpu_cost"] + batch["externality_cost"])

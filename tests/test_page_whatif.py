@@ -1,0 +1,105 @@
+"""The What-if page in Streamlit's AppTest: it launches on a preset, a parameter and the policy
+choice change the numbers shown, and the URL carries the scenario so a copied link reopens it.
+(The store-calibrated start is covered by tests/test_pool_calibrate.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from analytics.pool import PRESETS, form  # noqa: E402
+
+APP = Path(__file__).resolve().parent.parent / "app.py"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TIDELENS_UPLOADS_DB", str(tmp_path / "uploads.duckdb"))
+    monkeypatch.setenv("TIDELENS_CONFIG", str(tmp_path / "tidelens.toml"))
+
+
+def _page(tmp_path: Path, **params: str) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    # No store: the page starts from a preset (and the Overview has nothing heavy to build).
+    at.query_params.update({"source": "duckdb", "db": str(tmp_path / "none.duckdb"), **params})
+    at.run()
+    at.switch_page("pages/whatif.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _metric(at: AppTest, label: str) -> str:
+    for m in at.metric:
+        if m.label == label:
+            return m.value
+    raise AssertionError(f"no metric {label!r}: {[m.label for m in at.metric]}")
+
+
+def _num(text: str) -> float:
+    return float(text.replace("$", "").replace(",", ""))
+
+
+def test_launches_with_the_morning_story(tmp_path: Path) -> None:
+    at = _page(tmp_path, w_src="morning-ramp")
+    assert _num(_metric(at, "Shared pool: violation minutes")) > 300
+    assert _num(_metric(at, "Shared pool: externality")) > 0
+    table = at.dataframe[0].value
+    assert list(table["policy"]) == ["shared", "polite", "preemption", "tidal", "partitioned",
+                                     "mig", "timeslice"]
+    assert table.set_index("policy").loc["partitioned", "violation_minutes"] == 0
+
+
+def test_slider_and_policy_choice_change_the_numbers(tmp_path: Path) -> None:
+    at = _page(tmp_path, w_src="morning-ramp")
+    before = _num(_metric(at, "Shared pool: violation minutes"))
+    at.number_input(key="w_f.pool.gpus").set_value(80).run()
+    assert not at.exception
+    after = _num(_metric(at, "Shared pool: violation minutes"))
+    assert after < before
+    assert at.query_params["w_pool.gpus"] == "80"
+    at.multiselect(key="w_pol").set_value(["shared", "tidal"]).run()
+    assert list(at.dataframe[0].value["policy"]) == ["shared", "tidal"]
+    assert at.query_params["w_pol"] == "shared,tidal"
+
+
+def test_a_copied_link_reopens_the_scenario(tmp_path: Path) -> None:
+    first = _page(tmp_path, w_src="morning-ramp")
+    first.number_input(key="w_f.service.warmup_min").set_value(20.0).run()
+    first.multiselect(key="w_pol").set_value(["shared", "polite"]).run()
+    link = dict(first.query_params.items())
+    assert link["w_service.warmup_min"] == "20"
+    again = _page(tmp_path, **link)
+    assert again.number_input(key="w_f.service.warmup_min").value == 20.0
+    assert list(again.dataframe[0].value["policy"]) == ["shared", "polite"]
+    assert (again.dataframe[0].value["violation_minutes"].tolist()
+            == first.dataframe[0].value["violation_minutes"].tolist())
+
+
+def test_preset_switch_and_tidal_story(tmp_path: Path) -> None:
+    at = _page(tmp_path, w_src="tidal-a100", w_pol="partitioned,tidal,mig")
+    util = at.dataframe[0].value.set_index("policy")["pool_utilization"]
+    assert util["mig"] > util["partitioned"] + 0.2  # the 55% -> 85% story
+
+
+def test_form_round_trip() -> None:
+    base = PRESETS["morning-ramp"](1)
+    edited = form.apply(base, {"pool.gpus": "72", "service.decode_heavy": "false"})
+    assert edited.pool.gpus == 72 and edited.service.decode_heavy is False
+    assert edited.provenance["pool.gpus"] == "user"
+    again = form.apply(base, form.changed(edited, base))
+    assert form.editable(again) == form.editable(edited)
+    with pytest.raises(Exception, match="unknown scenario parameter"):
+        form.apply(base, {"pool.gpuz": "1"})
+
+
+def test_sweeps_draw_frontier_headroom_and_bands(tmp_path: Path) -> None:
+    at = _page(tmp_path, w_src="morning-ramp", w_pol="shared,partitioned")
+    charts = len(at.get("plotly_chart"))
+    at.toggle(key="w_sweeps").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.get("plotly_chart")) == charts + 3
+    assert at.query_params["w_sweeps"] == "1"

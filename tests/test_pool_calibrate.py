@@ -1,0 +1,160 @@
+"""Calibration of the what-if model from a store, and its backtest on simulated scenarios.
+
+One simulated store (the ``morning`` scenario, 3 weekdays, seed 7) is built per module and
+shared: a simulation plus its timelines take ~15 s on 2 cores. The What-if page on that store
+is tested here too, to share it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from streamlit.testing.v1 import AppTest
+
+from analytics.cli import main
+from analytics.pool import PRESETS, compare
+from analytics.pool.calibrate import calibrate_frames
+from analytics.sample import load_into, simulate
+from analytics.store import Store
+from analytics.timeline import TimelineConfig, holdings, pool_timeline, service_timeline
+
+SLOS = {"chat-vllm": 1000.0, "recommender": 120.0}
+
+
+@pytest.fixture(scope="module")
+def sim_db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("calib") / "morning.duckdb"
+    result = simulate("morning", days=3, gpus=64, seed=7)
+    with Store(path) as st:
+        load_into(st, result)
+    return path
+
+
+@pytest.fixture(scope="module")
+def frames(sim_db):
+    cfg = TimelineConfig(step_s=60)
+    with Store(sim_db, read_only=True) as st:
+        return service_timeline(st, cfg), pool_timeline(st, cfg), holdings(st, cfg)
+
+
+@pytest.fixture(scope="module")
+def rec(frames):
+    return calibrate_frames(*frames, service="recommender", slo_for=SLOS)
+
+
+@pytest.fixture(scope="module")
+def chat(frames):
+    return calibrate_frames(*frames, service="chat-vllm", slo_for=SLOS)
+
+
+def test_parameters_come_from_the_store_and_say_so(chat) -> None:
+    scn, prov = chat.scenario, chat.scenario.provenance
+    for key in ("traffic_rps", "service.service_rate_per_slot_rps", "service.concurrency",
+                "service.warmup_min", "service.target_utilization", "pool.gpus",
+                "batch.nightly-finetune"):
+        assert prov[key].startswith("store:"), key
+    assert prov["service.cooldown_min"] == "default"
+    assert prov["service.slo_ms"].startswith("user")
+    # The simulator's truth: 6-minute warm-up, a 48-GPU fine-tune at 02:00 for 8-9 hours.
+    assert scn.service.warmup_min == pytest.approx(6.0, abs=1.0)
+    job = next(j for j in scn.batch.jobs if j.name == "nightly-finetune")
+    assert job.gpus == 48 and job.start_hour == 2.0 and 8.0 <= job.duration_h <= 9.0
+    # The pool is the 64 GPUs less what the other service and the dev pods hold.
+    assert 48 < scn.pool.gpus < 64
+    assert scn.steps == 3 * 1440 and scn.service.slo_ms == 1000.0
+
+
+@pytest.mark.parametrize("name", ["chat", "rec"])
+def test_backtest_reproduces_violation_minutes(name, request) -> None:
+    cal = request.getfixturevalue(name)
+    bt = cal.backtest
+    assert bt["observed_violation_minutes"] > 60  # the mornings break the SLO
+    assert abs(bt["violation_minutes_error"]) <= 0.15, {k: v for k, v in bt.items()
+                                                         if k != "frame"}
+    assert bt["agreement"] > 0.97
+    assert bt["frame"].height == 3 * 1440
+    assert "backtest" in cal.scenario.provenance
+
+
+def test_calibrated_scenario_tells_the_morning_story(rec) -> None:
+    res = compare(rec.scenario, ("shared", "partitioned", "preemption"))
+    shared = res["shared"].summary
+    assert shared["violation_minutes"] > res["preemption"].summary["violation_minutes"]
+    teams = {r["team"] for r in res["shared"].externality}
+    assert any(t != rec.scenario.service.team for t in teams)  # batch is charged
+
+
+def test_cli_db_json_has_the_preset_shape(sim_db, capsys) -> None:
+    assert main(["whatif", "--preset", "morning-ramp", "--days", "1", "--json",
+                 "--policy", "shared"]) == 0
+    preset = orjson.loads(capsys.readouterr().out)
+    rc = main(["whatif", "--db", str(sim_db), "--json", "--policy", "shared",
+               "--policy", "partitioned", "--service", "recommender", "--slo-ms", "120",
+               "--backtest"])
+    assert rc == 0
+    out = orjson.loads(capsys.readouterr().out)
+    assert set(out) >= set(preset)
+    assert set(out["scenario"]) == set(preset["scenario"])
+    assert set(out["policies"]["shared"]) == set(preset["policies"]["shared"])
+    assert out["scenario"]["name"] == "store:recommender"
+    assert out["scenario"]["provenance"]["pool.gpus"].startswith("store:")
+    assert abs(out["backtest"]["violation_minutes_error"]) <= 0.15
+
+
+def test_missing_db_says_what_to_do(tmp_path, capsys) -> None:
+    assert main(["whatif", "--db", str(tmp_path / "none.duckdb"), "--json"]) == 2
+    assert "tidelens load" in capsys.readouterr().err
+    assert PRESETS  # the presets remain the way to start without a store
+
+
+def test_service_metrics_alone_still_calibrate() -> None:
+    """A store with only a service's traffic, latency and replicas (no DCGM, no pods)."""
+    import numpy as np
+    import polars as pl
+
+    n = 2 * 1440
+    minute = np.arange(n) % 1440
+    rps = 100.0 + 80.0 * np.sin(np.pi * minute / 1440.0)
+    ready = np.ceil(rps / 30.0)
+    p99 = np.where(rps / ready > 28.0, 400.0, 60.0)
+    ts = pl.Series(1_767_571_200_000 + (np.arange(n) + 1) * 60_000).cast(pl.Datetime("ms", "UTC"))
+    services = pl.DataFrame({"ts": ts, "service": "api", "pool": "default", "rps": rps,
+                             "p99_ms": p99, "desired_replicas": ready, "ready_replicas": ready})
+    empty_pool = pl.DataFrame(schema={"ts": pl.Datetime("ms", "UTC"), "pool": pl.Utf8,
+                                      "gpus_total": pl.Float64, "gpus_idle": pl.Float64})
+    empty_hold = pl.DataFrame(schema={"ts": pl.Datetime("ms", "UTC"), "pool": pl.Utf8,
+                                      "cls": pl.Utf8, "team": pl.Utf8, "workload": pl.Utf8,
+                                      "gpus": pl.Float64})
+    cal = calibrate_frames(services, empty_pool, empty_hold, slo_for=200.0)
+    scn = cal.scenario
+    assert scn.name == "store:api" and scn.batch.jobs == ()
+    assert scn.pool.gpus >= ready.max()
+    assert "no GPU holdings" in scn.provenance["pool.gpus"]
+    assert cal.backtest["observed_violation_minutes"] > 0
+    assert abs(cal.backtest["violation_minutes_error"]) <= 0.15
+
+
+def test_whatif_page_on_the_store_shows_the_backtest(sim_db, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("TIDELENS_UPLOADS_DB", str(tmp_path / "uploads.duckdb"))
+    monkeypatch.setenv("TIDELENS_CONFIG", str(tmp_path / "tidelens.toml"))
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),
+                           default_timeout=180)
+    at.query_params.update({"source": "duckdb", "db": str(sim_db), "w_svc": "recommender",
+                            "slo": "100,chat-vllm:1000,recommender:120"})
+    at.switch_page("pages/whatif.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = {m.label: m for m in at.metric}
+    assert float(shown["Violation minutes, observed"].value.replace(",", "")) > 60
+    error = shown["Violation minutes, model"].delta
+    assert abs(float(error.rstrip("%"))) <= 15, error
+    table = at.dataframe[1].value
+    assert len(table) == 7 and table["violation_minutes"].max() > 0
+    # A slider move re-runs the model only (calibration is cached) and changes the answer.
+    before = table.set_index("policy")["violation_minutes"]["shared"]
+    at.number_input(key="w_f.pool.gpus").set_value(61).run()
+    after = at.dataframe[1].value.set_index("policy")["violation_minutes"]["shared"]
+    assert after < before
+    assert at.query_params["w_pool.gpus"] == "61" and at.query_params["w_src"] == "store"
