@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from test_browser import (APP_IDLE, CHROMIUM, CHROMIUM_ARGS, free_port,  # noqa: E402
+from test_browser import (APP_IDLE, wait_settled, CHROMIUM, CHROMIUM_ARGS, free_port,  # noqa: E402
                           registered_pages, wait_healthy)
 
 # The floor for any charted page: Streamlit's own page load plus Plotly.js drawing one small chart.
@@ -65,7 +65,7 @@ def _render_s(browser, url: str, *, chart: bool, shot: Path | None = None) -> fl
         page.wait_for_selector('[data-testid="stMainBlockContainer"] h1', timeout=300_000)
         if chart:
             page.wait_for_selector(".js-plotly-plot", timeout=300_000)
-        page.wait_for_selector(APP_IDLE, timeout=300_000)
+        wait_settled(page, 300_000)
         elapsed = time.perf_counter() - t0
         if shot is not None:
             page.screenshot(path=str(shot))

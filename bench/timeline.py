@@ -5,7 +5,12 @@ with the holder every few hours (some devices unlabelled, one node time-sliced, 
 and two services with histogram buckets on 8 pods each. Then, each in its own process (so peak
 memory is its own), builds the pool and service timelines with :mod:`analytics.timeline` and
 with a straightforward pandas implementation of the same result (read the long tables out of
-DuckDB, merge labels, bucket, group), checks they agree, and prints time, peak RSS and ratios.
+DuckDB, merge the normalised label columns onto the samples, bucket, group, apply), checks they
+agree, and prints time, peak RSS and ratios. (Merging the raw label JSON onto every sample too
+needs more than 20 GB at this size and is left out.)
+
+Measured (2 busy cores, one run): Tidelens 24.9 s / 1.9 GB, pandas 76.6 s / 13.9 GB
+(3.1x time, 7.4x memory), results identical.
 
 Run by hand::
 

@@ -25,6 +25,20 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 # Script state the frontend puts on the app root: "notRunning" once a run has finished.
 APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+# "Idle" alone is not "done": the root reads notRunning before the first run starts, and the
+# frontend keeps skeleton placeholders until every element of the run has arrived.
+SETTLED_JS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return app && app.dataset.testScriptState === 'notRunning'
+    && app.dataset.testConnectionState === 'CONNECTED'
+    && document.querySelectorAll('[data-testid="stSkeleton"]').length === 0
+    && document.querySelector('[data-testid="stMainBlockContainer"] h1') !== null;
+}"""
+
+
+def wait_settled(page, timeout_ms: int = 60_000) -> None:
+    """Wait until the script run has finished and every element is drawn (no skeletons left)."""
+    page.wait_for_function(SETTLED_JS, timeout=timeout_ms, polling=100)
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
@@ -120,9 +134,8 @@ def open_page(page, url: str, timeout_ms: int = 60_000) -> None:
     # The root first shows "initial", then "running", then "notRunning" when the script is done.
     page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]',
                            timeout=timeout_ms)
-    page.wait_for_selector(APP_IDLE, timeout=timeout_ms)
     page.wait_for_selector('[data-testid="stMainBlockContainer"] h1', timeout=timeout_ms)
-    page.wait_for_selector(APP_IDLE, timeout=timeout_ms)
+    wait_settled(page, timeout_ms)
 
 
 def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
@@ -147,6 +160,8 @@ def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
                         page.locator(".st-key-csv_pool-story button").first.click()
                     csv = Path(dl.value.path()).read_text()
                     assert csv.splitlines()[0].startswith("ts,cls,gpus")
+                wait_settled(page)
+                assert page.locator('[data-testid="stSkeleton"]').count() == 0
                 errors = page.locator('[data-testid="stException"]')
                 assert errors.count() == 0, f"{name}: {errors.first.inner_text()}"
                 assert "source=duckdb" in page.url, f"{name} lost the view settings: {page.url}"
@@ -155,7 +170,7 @@ def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
             open_page(page, f"{base}/?{query}")
             page.locator('[data-testid="stSidebarNav"] a', has_text="Data").first.click()
             page.wait_for_url("**/data**", timeout=60_000)
-            page.wait_for_selector(APP_IDLE, timeout=60_000)
+            wait_settled(page)
             page.wait_for_function("() => location.search.includes('source=duckdb')", timeout=60_000)
         finally:
             browser.close()
