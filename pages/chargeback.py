@@ -7,7 +7,6 @@ the edited parameters), so a link from there opens the same bill.
 
 from __future__ import annotations
 
-import polars as pl
 import streamlit as st
 
 from analytics.charts.whatif import bills_figure
@@ -15,7 +14,7 @@ from analytics.errors import TidelensError
 from analytics.pool import POLICIES, PRESETS, capacity_plan, compare
 from analytics.pool import form
 from analytics.pool.calibrate import Calibration, calibrate_frames
-from analytics.pool.ledger import bills, ledger
+from analytics.pool.ledger import bills, ledger, summarise_ledger
 from pages._common import cached_timelines, config_version, page_setup, show_chart, source
 
 STORE = "store"
@@ -107,19 +106,14 @@ c = st.columns(2)
 policy = c[0].selectbox("Policy", list(POLICIES), key="cb_policy")
 period = c[1].radio("Period", list(PERIODS_H), horizontal=True, key="cb_period")
 book = ledger(scn, {policy: results[policy]}, PERIODS_H[period])
-by_team = (book.group_by("team").agg(pl.col("violation_minutes").sum(), pl.col("cost").sum())
-           .sort("cost", descending=True))
-others = by_team.filter(pl.col("team") != scn.service.team)
+summary = summarise_ledger(book, scn.service.team)
 k = st.columns(3)
-k[0].metric("Violation minutes", f"{by_team['violation_minutes'].sum():,.0f}", border=True)
-k[1].metric("Charged to other teams", f"${others['cost'].sum():,.0f}", border=True,
+k[0].metric("Violation minutes", f"{summary.violation_minutes:,.0f}", border=True)
+k[1].metric("Charged to other teams", f"${summary.charged_to_others:,.0f}", border=True,
             help="Minutes caused by another team's workload holding or sharing the GPUs")
-k[2].metric("Billed the most", (f"{others['team'][0]}: ${others['cost'][0]:,.0f}"
-                                if others.height else "nobody else"), border=True)
-shown = book.with_columns(pl.from_epoch("period_start_ms", time_unit="ms")
-                          .dt.replace_time_zone("UTC").alias("period_start"))
-st.dataframe(shown.select("period_start", "team", "violation_minutes", "cost"),
-             hide_index=True, width="stretch")
+k[2].metric("Billed the most", (f"{summary.top_payer}: ${summary.top_payer_cost:,.0f}"
+                                if summary.top_payer else "nobody else"), border=True)
+st.dataframe(summary.table, hide_index=True, width="stretch")
 
 st.subheader("What each team would pay, by policy")
 bill = bills(scn, results)

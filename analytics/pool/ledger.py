@@ -3,6 +3,8 @@ externality ledger by team and period, and what each team would pay under each p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -106,3 +108,37 @@ def bills(scn: PoolScenario, results: dict[str, PolicyResult]) -> pl.DataFrame:
                          "externality_cost": ext.get(team, 0.0),
                          "total": cost + ext.get(team, 0.0)})
     return pl.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class LedgerSummary:
+    """What the Chargeback page shows above a ledger: totals and who is billed the most."""
+
+    by_team: pl.DataFrame        # team, violation_minutes, cost; most expensive first
+    violation_minutes: float
+    charged_to_others: float     # cost of minutes caused by teams other than the service's own
+    top_payer: str | None        # the other team billed the most, if any
+    top_payer_cost: float
+    table: pl.DataFrame          # period_start (UTC datetime), team, violation_minutes, cost
+
+
+def summarise_ledger(book: pl.DataFrame, own_team: str) -> LedgerSummary:
+    """Totals of a :func:`ledger` frame, separating the service's own team from the others.
+
+    >>> book = pl.DataFrame({"period_start_ms": [0, 0], "team": ["ml", "serving"],
+    ...                      "violation_minutes": [10.0, 2.0], "cost": [500.0, 100.0]})
+    >>> s = summarise_ledger(book, "serving")
+    >>> (s.violation_minutes, s.charged_to_others, s.top_payer)
+    (12.0, 500.0, 'ml')
+    """
+    by_team = (book.group_by("team").agg(pl.col("violation_minutes").sum(), pl.col("cost").sum())
+               .sort("cost", descending=True))
+    others = by_team.filter(pl.col("team") != own_team)
+    table = book.with_columns(pl.from_epoch("period_start_ms", time_unit="ms")
+                              .dt.replace_time_zone("UTC").alias("period_start")
+                              ).select("period_start", "team", "violation_minutes", "cost")
+    return LedgerSummary(
+        by_team=by_team, violation_minutes=float(by_team["violation_minutes"].sum()),
+        charged_to_others=float(others["cost"].sum()),
+        top_payer=others["team"][0] if others.height else None,
+        top_payer_cost=float(others["cost"][0]) if others.height else 0.0, table=table)
