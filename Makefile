@@ -21,7 +21,7 @@ run: $(STAMP)
 	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q -n 2 --dist loadgroup --doctest-modules analytics tests
 
 bench: $(STAMP)
 	@echo "Run one benchmark at a time, e.g. $(PY) bench/ingest.py (some take many minutes)."
