@@ -1,63 +1,457 @@
-"""Data: upload files, see what the store holds, and edit which workload is which."""
+"""Data: add data (files, a Prometheus-compatible server, this machine's GPUs), see what the
+store holds, and edit which workload is which."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import os
+import re
+from dataclasses import asdict, fields
+from typing import Any, Callable
 
+import duckdb
 import polars as pl
 import streamlit as st
 
 from analytics.charts.data import coverage_figure, inventory_figure
-from analytics.errors import ConfigError
+from analytics.errors import ConfigError, TidelensError
 from analytics.overview import label_inventory
-from analytics.view import apply_workload_edits, parse_iso_ms
+from analytics.view import (STEP_CHOICES_S, apply_workload_edits, format_step, iso_utc,
+                            parse_iso_ms)
 from pages._common import (cached_inventory, cached_series, cached_workloads, config_file,
                            config_version, load_upload, load_workload_map, not_available,
-                           optional, page_setup, show_chart, source, upload_target)
+                           open_store, optional, page_setup, show_chart, source, upload_target)
 
 v = page_setup()
 st.title("Data")
 
 ss = st.session_state
-
-# -- upload ----------------------------------------------------------------------------------
 target = upload_target(v)
-st.subheader("Load files")
-st.caption(f"Prometheus/OpenMetrics text, Prometheus API JSON, CSV or Parquet, optionally "
-           f"gzipped. Files are added to `{target}`; the same file twice is skipped.")
-at_text = st.text_input("Time of untimestamped scrapes (UTC)", key="upload_at",
-                        placeholder="2026-11-28T09:30Z, only for a single scrape without timestamps")
-files = st.file_uploader("Files", accept_multiple_files=True, key="upload_files")
-done: set[str] = ss.setdefault("upload_done", set())
-new = [f for f in files or [] if f.file_id not in done]
-if new:
-    try:
-        at_ms = parse_iso_ms(at_text) if at_text.strip() else None
-    except ValueError:
-        at_ms = None
-        st.error(f"Scrape time {at_text!r} is not an ISO-8601 time such as 2026-11-28T09:30Z; "
-                 "loading without it.")
-    bar = st.progress(0.0, text="Loading...")
-    results = ss.setdefault("upload_results", [])
-    for i, f in enumerate(new, start=1):
-        bar.progress((i - 1) / len(new), text=f"Loading {f.name} ({i} of {len(new)})")
-        results.insert(0, asdict(load_upload(target, f.name, f.getvalue(), at_ms)))
-        done.add(f.file_id)
-    bar.progress(1.0, text=f"Done: {len(new)} file(s)")
+# An environment variable's name, as a shell accepts it: anything else is likely a pasted secret.
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _help(cls: type, name: str) -> str:
+    """The help text a library config field carries (the CLI shows the same)."""
+    return next(str(f.metadata.get("help", "")) for f in fields(cls) if f.name == name)
+
+
+def _offer_switch() -> None:
+    """After new data lands in the uploads store, offer to analyse it instead of the sample."""
     if v.source == "sample":
         ss["upload_offer_switch"] = True
-    st.rerun()  # the sidebar ran before these loads: let it see the new data span
 
-results = ss.get("upload_results", [])
-if results:
-    table = pl.DataFrame(results)
-    st.dataframe(table, hide_index=True, width="stretch", key="upload_table",
-                 column_config={"status": st.column_config.TextColumn("status", width="small")})
-    for r in results:
-        if r["status"] == "failed":
-            st.error(r["message"], icon=":material/error:")
+
+def _secret_source(prefix: str, what: str) -> tuple[str | None, str | None, str | None]:
+    """``(env_name, file_path, problem)`` of one secret, named by the user and never typed in."""
+    kind = st.radio(f"{what} from", ["env", "file"], key=f"{prefix}_from", horizontal=True,
+                    format_func={"env": "environment variable", "file": "file"}.__getitem__)
+    if kind == "env":
+        name = st.text_input(f"{what}: environment variable name", key=f"{prefix}_env",
+                             placeholder="PROM_TOKEN",
+                             help="The NAME of a variable set where the app runs; its value is "
+                                  "read when pulling and never shown or stored.").strip()
+        if not name:
+            return None, None, f"Name the environment variable that holds the {what.lower()}."
+        if not ENV_NAME.match(name):
+            return None, None, (f"`{what}: environment variable name` must be a variable's name "
+                                "such as PROM_TOKEN, never the secret itself.")
+        if os.environ.get(name):
+            st.caption(f"`{name}` is set where the app runs.")
+        else:
+            st.caption(f"`{name}` is not set where the app runs: set it before starting the app.")
+        return name, None, None
+    path = st.text_input(f"{what}: file path", key=f"{prefix}_file",
+                         placeholder="/var/run/secrets/prometheus/token",
+                         help="A file readable by the app; read when pulling, never shown.").strip()
+    if not path:
+        return None, None, f"Give the path of the file that holds the {what.lower()}."
+    return None, path, None
+
+
+def _auth_form() -> tuple[Any, str | None]:
+    """The pull's :class:`AuthConfig` from the form, or why it cannot be built."""
+    from analytics.live import AuthConfig
+
+    mode = st.radio("Authentication", ["none", "bearer", "basic"], key="pull_auth", horizontal=True,
+                    format_func={"none": "none", "bearer": "bearer token",
+                                 "basic": "basic auth"}.__getitem__,
+                    help="Secrets are named (an environment variable or a file), never typed "
+                         "into the page, and never put in the URL.")
+    auth = AuthConfig()
+    problem = None
+    if mode == "bearer":
+        env, path, problem = _secret_source("pull_token", "Token")
+        auth.bearer_token_env, auth.bearer_token_file = env, path
+    elif mode == "basic":
+        auth.basic_user = st.text_input("User", key="pull_user",
+                                        help=_help(AuthConfig, "basic_user")).strip() or None
+        env, path, problem = _secret_source("pull_password", "Password")
+        auth.basic_password_env, auth.basic_password_file = env, path
+        if auth.basic_user is None and problem is None:
+            problem = "Basic auth needs a user name."
+    tenant = st.text_input("Tenant (X-Scope-OrgID), optional", key="pull_tenant",
+                           help=_help(AuthConfig, "headers")).strip()
+    if tenant:
+        auth.headers = {"X-Scope-OrgID": tenant}
+    left, right = st.columns([3, 1], vertical_alignment="bottom")
+    auth.ca_bundle = left.text_input("CA bundle (PEM file), optional", key="pull_ca",
+                                     help=_help(AuthConfig, "ca_bundle")).strip() or None
+    auth.insecure = right.checkbox("Skip TLS verification", key="pull_insecure",
+                                   help=_help(AuthConfig, "insecure"))
+    if auth.insecure:
+        st.warning("TLS verification is off: anyone on the path could read or alter the data "
+                   "(and see the credentials).", icon=":material/lock_open:")
+    return auth, problem
+
+
+# The library's messages name CLI flags; on this page the same settings are form fields.
+_FLAG_WORDS: tuple[tuple[str, str], ...] = (
+    ("--password-env VAR or --password-file PATH", "a password variable or file"),
+    ("--user with --password-env/--password-file, or --token-env/--token-file",
+     "basic auth or a bearer token under *Connection, authentication and TLS*"),
+    ("--ca-bundle PEM", "a CA bundle under *Connection, authentication and TLS*"),
+    ("--insecure", "*Skip TLS verification*"),
+    ("--scope", "*Scope*"), ("--max-series", "*Max series per query*"), ("--step", "*Step*"),
+    ("--timeout", "*Timeout*"))
+
+
+def _page_words(message: str) -> str:
+    """A library message with its CLI flags named as this page's fields."""
+    for flag, field_name in _FLAG_WORDS:
+        message = message.replace(flag, field_name)
+    return message
+
+
+def _show_pull_outcome() -> None:
+    out = ss.get("pull_outcome")
+    if not out:
+        return
+    st.caption(f"Last pull: {out['what']}")
+    if out["error"]:
+        st.error(out["error"], icon=":material/error:")
+        if out.get("hint"):
+            st.info(out["hint"], icon=":material/filter_alt:")
+        return
+    c = st.columns(4)
+    c[0].metric("Series", f"{out['series']:,}")
+    c[1].metric("Samples", f"{out['samples']:,}")
+    c[2].metric("Sources loaded", f"{out['loaded']:,}", help="one per query and time chunk")
+    c[3].metric("Requests", f"{out['requests']:,}", help=f"{out['bytes']:,} bytes received")
+    if out["up_to_date"]:
+        st.caption(f"{len(out['up_to_date'])} queries were pulled for this range before: nothing "
+                   "new to fetch for them (tick *Fetch again* to ask anyway).")
+    if out["sources"]:
+        st.dataframe(pl.DataFrame(out["sources"]), hide_index=True, width="stretch",
+                     key="pull_table")
+    elif not out["up_to_date"]:
+        st.info("The server returned no series for these queries in this range: check the range "
+                "(times are UTC) and the scope.", icon=":material/info:")
+
+
+def _run_pull(what: str, make_client: Callable[[], Any],
+              run: Callable[[Any, Any, Callable[[int, int, str], None]], Any]) -> dict[str, Any]:
+    """Run one pull into the page's store under a progress bar; its outcome as the page shows it.
+
+    Every failure becomes a message: the library's (server down, query error with the server's
+    words, series guard, allowlist), a store another program holds, or an unexpected bug.
+    """
+    from analytics.live import PullError, SeriesGuardError
+
+    bar = st.progress(0.0, text=f"Pulling from {what}...")
+
+    def progress(done: int, total: int, message: str) -> None:
+        bar.progress(done / max(total, 1), text=f"[{done}/{total}] {message}")
+
+    outcome: dict[str, Any] = {"error": None, "what": what}
+    try:
+        with make_client() as client, open_store(target, read_only=False) as store:
+            report = run(store, client, progress)
+    except SeriesGuardError as exc:
+        outcome.update(error=_page_words(str(exc)), hint="Narrow **Scope** to a namespace, node or "
+                       "pool (e.g. `namespace=inference` or `Hostname=~node-0.*`), or raise "
+                       "**Max series per query** if the store can take it.")
+        return outcome
+    except (PullError, TidelensError) as exc:
+        outcome.update(error=_page_words(str(exc)))
+        return outcome
+    except duckdb.Error as exc:
+        outcome.update(error=f"Cannot write to `{target}`: {exc}. If another program is loading "
+                             "into it, wait for it to finish and pull again.")
+        return outcome
+    except Exception as exc:  # noqa: BLE001 - a bug must not take the page down
+        outcome.update(error=f"Internal error while pulling ({type(exc).__name__}: {exc}); "
+                             "please report it with the settings above.")
+        return outcome
+    d = report.as_dict()
+    outcome.update(
+        series=report.series_returned, samples=report.samples, loaded=d["loaded"],
+        requests=report.requests, bytes=report.bytes_received, up_to_date=d["up_to_date"],
+        sources=[{"source": r.name, "status": r.status, "series": r.series, "samples": r.samples,
+                  "from": iso_utc(r.first_ts_ms) if r.first_ts_ms is not None else "",
+                  "to": iso_utc(r.last_ts_ms) if r.last_ts_ms is not None else ""}
+                 for r in report.results])
+    if d["loaded"]:
+        _offer_switch()
+    return outcome
+
+
+def _pull_panel() -> None:
+    live = optional("analytics.live", "PromClient", "ClientConfig", "Scope", "describe",
+                    "timeline_queries", "fleet_queries", "pull")
+    if live is None:
+        not_available("Pulling from a server", "analytics.live")
+        return
+    PromClient, ClientConfig, Scope, describe, timeline_queries, fleet_queries, pull = live
+    from analytics.live.client import allowed_servers, safe_url
+    from analytics.live.pull import DEFAULT_MAX_SERIES
+    from analytics.live.timespec import parse_time_ms
+
+    st.caption(f"Pull what the timelines need, aggregated by the server, into `{target}`. "
+               "Pulling the same range again fetches only what is new.")
+    try:
+        allowed = allowed_servers(config_file())
+    except ConfigError as exc:
+        st.error(str(exc), icon=":material/error:")
+        return
+    if allowed is not None:
+        st.caption(f"This deployment allows: {', '.join(f'`{a}`' for a in allowed) or '(none)'} "
+                   f"([live] servers in `{config_file().name}`).")
+    else:
+        # A named secret's value goes to whichever server is asked: shared deployments list theirs.
+        st.caption(f"Any server may be asked. A shared deployment should list its servers under "
+                   f"`[live] servers` in `{config_file()}`.")
+    url = st.text_input("Server URL", key="pull_url", placeholder="http://prometheus:9090",
+                        help="The query API's base: Prometheus http://host:9090, Thanos Query, "
+                             "Mimir https://host/prometheus, VictoriaMetrics http://host:8428").strip()
+    a, b, c = st.columns(3)
+    start_text = a.text_input("From (UTC)", value="now-1d", key="pull_from",
+                              help="ISO-8601 (2026-11-28T09:30Z), epoch seconds, or now-2h")
+    end_text = b.text_input("To (UTC)", value="now", key="pull_to", help="same forms as From")
+    steps = sorted({*STEP_CHOICES_S, v.step_s})
+    step_s = c.selectbox("Step", steps, index=steps.index(v.step_s), key="pull_step",
+                         format_func=format_step,
+                         help="Each stored point is the step ending at it; pull at the analysis "
+                              "step (or finer) you will use.")
+    a, b, c = st.columns([2, 1, 1])
+    scope_text = a.text_input("Scope", value="pool", key="pull_scope",
+                              help="pool (everything), or label=value[,label=~regex] added to "
+                                   "every selector, e.g. namespace=inference")
+    catalogue = b.selectbox("Queries", ["timeline", "fleet"], key="pull_catalogue",
+                            format_func={"timeline": "timelines' inputs",
+                                         "fleet": "fleet counts"}.__getitem__,
+                            help="timelines' inputs: device series per step, services summed "
+                                 "(what every page reads); fleet counts: GPU counts per holder "
+                                 "for very large fleets")
+    max_series = c.number_input("Max series per query", min_value=1, value=DEFAULT_MAX_SERIES,
+                                step=1000, key="pull_max_series",
+                                help="A query returning more series stops the pull with a message")
+    with st.expander("Connection, authentication and TLS"):
+        auth, auth_problem = _auth_form()
+        a, b = st.columns(2)
+        timeout_s = a.number_input("Timeout (s)", min_value=1.0, value=ClientConfig.timeout_s,
+                                   step=10.0, key="pull_timeout",
+                                   help=_help(ClientConfig, "timeout_s"))
+        retries = b.number_input("Retries", min_value=0, max_value=10, value=ClientConfig.retries,
+                                 key="pull_retries", help=_help(ClientConfig, "retries"))
+    full = st.checkbox("Fetch again what was pulled before", key="pull_full",
+                       help="Ignore the record of ranges already pulled (unchanged data is "
+                            "still skipped)")
+
+    problems = []
+    try:
+        scope = Scope.parse(scope_text)
+    except ConfigError as exc:
+        scope, problems = None, [_page_words(str(exc))]
+    step_ms = int(step_s) * 1000
+    if scope is not None:
+        queries = (fleet_queries if catalogue == "fleet" else timeline_queries)(step_ms, scope)
+        with st.expander(f"PromQL it will send ({len(queries)} queries)"):
+            st.code(describe(queries), language="text", wrap_lines=True)
+    try:
+        start_ms, end_ms = parse_time_ms(start_text), parse_time_ms(end_text)
+        if end_ms <= start_ms:
+            problems.append(f"To ({end_text}) must be after From ({start_text}).")
+    except ConfigError as exc:
+        problems.append(str(exc))
+    if auth_problem:
+        problems.append(auth_problem)
+    if allowed is None and auth.names_secrets():
+        # Without a list of servers, a named secret could be sent to any server a visitor types.
+        problems.append(f"Credentials are used only towards listed servers: add this server under "
+                        f"`[live] servers` in `{config_file()}` first.")
+    for p in problems:
+        st.warning(p, icon=":material/edit:")
+    clicked = st.button("Pull", key="pull_go", type="primary", icon=":material/cloud_download:",
+                        disabled=bool(problems) or not url)
+    if clicked:
+        config = ClientConfig(timeout_s=float(timeout_s), retries=int(retries))
+        what = (f"{safe_url(url)}, {iso_utc(start_ms)} to {iso_utc(end_ms)} UTC, step "
+                f"{format_step(int(step_s))}, scope {scope_text.strip() or 'pool'}")
+        ss["pull_running"] = True  # still set on the next run if a click interrupts this one
+        ss["pull_outcome"] = _run_pull(
+            what, lambda: PromClient(url, auth, config, allowed=allowed),
+            lambda store, client, progress: pull(
+                store, client, start_ms, end_ms, step_ms=step_ms, scope=scope, queries=queries,
+                max_series=int(max_series), incremental=not full, progress=progress))
+        ss["pull_running"] = False
+        st.rerun()  # the sidebar ran before this pull: let it see the new data span
+    if _interrupted("pull"):
+        ss.pop("pull_outcome", None)
+        st.warning("The pull stopped early (the page was used while it ran): what arrived up to "
+                   "then is in the store; pull again to fetch the rest.", icon=":material/stop_circle:")
+    _show_pull_outcome()
+
+
+def _collect_panel() -> None:
+    found = optional("analytics.nvml", "available", "CollectConfig", "collect")
+    if found is None:
+        not_available("Sampling local GPUs", "analytics.nvml")
+        return
+    available, CollectConfig, collect = found
+    from analytics.live.timespec import parse_duration_ms
+
+    ok, message = available()
+    if not ok:
+        st.info(f"Local GPUs cannot be sampled: {message}.", icon=":material/memory:")
+        return
+    st.success(f"NVML sees {message}.", icon=":material/memory:")
+    st.caption(f"Samples this machine's GPUs under dcgm-exporter's names into `{target}`. The page "
+               "waits while sampling; for hours, run `tidelens collect` in a terminal instead.")
+    a, b = st.columns(2)
+    interval_text = a.text_input("Every", value="1s", key="nvml_interval",
+                                 help=_help(CollectConfig, "interval_ms") + " (e.g. 500ms, 1s, 10s)")
+    duration_text = b.text_input("For", value="1m", key="nvml_duration",
+                                 help=_help(CollectConfig, "duration_ms") + " (e.g. 30s, 5m; at most 1h)")
+    problems = []
+    try:
+        interval_ms = parse_duration_ms(interval_text, "Every")
+        duration_ms = parse_duration_ms(duration_text, "For")
+        if duration_ms > 3_600_000:
+            problems.append("For: at most 1h on this page; run `tidelens collect --duration 8h` "
+                            "in a terminal for longer.")
+        elif duration_ms < interval_ms:
+            problems.append("For must be at least one interval (Every).")
+    except ConfigError as exc:
+        problems.append(str(exc))
+    for p in problems:
+        st.warning(p, icon=":material/edit:")
+    if st.button("Collect", key="nvml_go", type="primary", icon=":material/play_arrow:",
+                 disabled=bool(problems)):
+        cfg = CollectConfig(interval_ms=interval_ms, duration_ms=duration_ms,
+                            flush_ms=min(CollectConfig.flush_ms, duration_ms))
+        ss["nvml_running"] = True  # still set on the next run if a click interrupts this one
+        ss["nvml_outcome"] = _run_collect(cfg, collect)
+        ss["nvml_running"] = False
+        st.rerun()  # the sidebar ran before this collection: let it see the new data span
+    if _interrupted("nvml"):
+        ss.pop("nvml_outcome", None)
+        st.warning("Sampling stopped early (the page was used while it ran): what was read up to "
+                   "then is in the store.", icon=":material/stop_circle:")
+    out = ss.get("nvml_outcome")
+    if out and out["error"]:
+        st.error(out["error"], icon=":material/error:")
+    elif out:
+        n = sum(s["samples"] for s in out["sources"])
+        st.success(f"Collected {n:,} samples.", icon=":material/check_circle:")
+        st.dataframe(pl.DataFrame(out["sources"]), hide_index=True, width="stretch",
+                     key="nvml_table")
+
+
+class _OpenPerLoad:
+    """The store as :func:`analytics.nvml.collect` uses it (``load`` per flush), opened for each
+    load only: a collection runs for minutes, and while the page's store is open for writing no
+    other session of the app can read it (one process-wide lock, see ``pages/_common.py``)."""
+
+    def __init__(self, path: Any) -> None:
+        self.path = path
+
+    def load(self, *args: Any, **kwargs: Any) -> Any:
+        with open_store(self.path, read_only=False) as store:
+            return store.load(*args, **kwargs)
+
+
+def _run_collect(cfg: Any, collect: Callable[..., Any]) -> dict[str, Any]:
+    """Sample local GPUs into the page's store under a progress bar; the outcome to show."""
+    bar = st.progress(0.0, text="Sampling...")
+
+    def progress(done: int, total: int, msg: str) -> None:
+        bar.progress(done / max(total, 1), text=f"[{done}/{total}] {msg}")
+
+    try:
+        results = collect(_OpenPerLoad(target), cfg, progress=progress)
+    except TidelensError as exc:
+        outcome = {"error": str(exc), "sources": []}
+    except duckdb.Error as exc:
+        outcome = {"error": f"Cannot write to `{target}`: {exc}. If another program is loading "
+                            "into it, wait for it to finish.", "sources": []}
+    except Exception as exc:  # noqa: BLE001 - an NVML or driver failure must not show a traceback
+        outcome = {"error": f"Sampling failed ({type(exc).__name__}: {exc}); anything read before "
+                            "the failure is in the store.", "sources": []}
+    else:
+        outcome = {"error": None, "sources": [
+            {"source": r.name, "status": r.status, "series": r.series, "samples": r.samples}
+            for r in results]}
+        if any(r.status == "loaded" for r in results):
+            _offer_switch()
+    return outcome
+
+
+def _interrupted(kind: str) -> bool:
+    """Whether the last pull or collection of ``kind`` was cut short by a rerun (a click).
+
+    Streamlit stops a running script when the user interacts with the page; the library keeps
+    what it finished (every pulled chunk, every flushed sample), so only the message is lost.
+    """
+    if ss.get(f"{kind}_running"):
+        ss[f"{kind}_running"] = False
+        return True
+    return False
+
+
+# -- add data --------------------------------------------------------------------------------
+files_tab, pull_tab, nvml_tab = st.tabs(
+    ["Files", "Prometheus / Thanos / Mimir / VictoriaMetrics", "Local GPUs (NVML)"],
+    key="data_add", on_change="rerun")
+with files_tab:
+    st.caption(f"Prometheus/OpenMetrics text, Prometheus API JSON, CSV or Parquet, optionally "
+               f"gzipped. Files are added to `{target}`; the same file twice is skipped.")
+    at_text = st.text_input("Time of untimestamped scrapes (UTC)", key="upload_at",
+                            placeholder="2026-11-28T09:30Z, only for a single scrape without timestamps")
+    files = st.file_uploader("Files", accept_multiple_files=True, key="upload_files")
+    done: set[str] = ss.setdefault("upload_done", set())
+    new = [f for f in files or [] if f.file_id not in done]
+    if new:
+        try:
+            at_ms = parse_iso_ms(at_text) if at_text.strip() else None
+        except ValueError:
+            at_ms = None
+            st.error(f"Scrape time {at_text!r} is not an ISO-8601 time such as 2026-11-28T09:30Z; "
+                     "loading without it.")
+        bar = st.progress(0.0, text="Loading...")
+        results = ss.setdefault("upload_results", [])
+        for i, f in enumerate(new, start=1):
+            bar.progress((i - 1) / len(new), text=f"Loading {f.name} ({i} of {len(new)})")
+            results[:0] = [asdict(load_upload(target, f.name, f.getvalue(), at_ms))]
+            done.add(f.file_id)
+        bar.progress(1.0, text=f"Done: {len(new)} file(s)")
+        _offer_switch()
+        st.rerun()  # the sidebar ran before these loads: let it see the new data span
+
+    results = ss.get("upload_results", [])
+    if results:
+        table = pl.DataFrame(results)
+        st.dataframe(table, hide_index=True, width="stretch", key="upload_table",
+                     column_config={"status": st.column_config.TextColumn("status", width="small")})
+        for r in results:
+            if r["status"] == "failed":
+                st.error(r["message"], icon=":material/error:")
+with pull_tab:
+    _pull_panel()
+with nvml_tab:
+    _collect_panel()
 if ss.get("upload_offer_switch") and v.source == "sample":
-    st.button("Analyse the uploaded files", key="use_uploads", icon=":material/swap_horiz:",
+    st.button("Analyse the added data", key="use_uploads", icon=":material/swap_horiz:",
+              help=f"Switch the data source from the bundled sample to `{target}`",
               on_click=lambda: ss.update(v_source="uploads", upload_offer_switch=False))
 
 # -- what the store holds -------------------------------------------------------------------
@@ -102,7 +496,7 @@ if workloads.height == 0:
 st.caption(f"Change a workload's class or team; the change is saved to `{config_file()}` as a "
            "rule and every page uses it at once. `rule` names what decided the class.")
 classes = list((optional("analytics.workloads", "CLASSES") or (("inference", "batch", "other"),))[0])
-shown = workloads.select("namespace", "workload", "pods", "cls", "team", "pool", "rule")
+shown = workloads[["namespace", "workload", "pods", "cls", "team", "pool", "rule"]]
 edited = st.data_editor(
     shown, key="workload_editor", hide_index=True, width="stretch",
     disabled=["namespace", "workload", "pods", "pool", "rule"],

@@ -62,6 +62,11 @@ class AuthConfig:
     insecure: bool = field(default=False, metadata={
         "help": "skip TLS verification (explicit opt-in; never the default)"})
 
+    def names_secrets(self) -> bool:
+        """Whether any credential is read from the environment or a file."""
+        return bool(self.bearer_token_env or self.bearer_token_file or self.basic_password_env
+                    or self.basic_password_file or self.header_envs)
+
     def resolve_headers(self) -> dict[str, str]:
         """Headers to send, with secrets read now from their environment variables or files."""
         out = dict(self.headers)
