@@ -1,12 +1,14 @@
 """Benchmark: file ingest against its peers, on the same bytes, in one run (run by hand).
 
-    .venv/bin/python bench/ingest.py [--dir /tmp/tidelens-bench] [--scale 1.0] [--peer-slice 0.1]
+    .venv/bin/python bench/ingest.py [--dir /tmp/tidelens-bench] [--scale 1.0] [--peer-slice 0.1] [--repeat 1]
 
 Generates (once, cached in --dir) a dcgm-exporter-like scrape archive (64 GPUs x 8 metrics with
 a realistic label set, timestamped, ~5M samples, ~1.3 GB) and a ``query_range`` JSON (512 series
 x 20,160 points, ~10M samples), then times each contender in its own subprocess (peak memory is
 that child's max RSS from ``getrusage(RUSAGE_CHILDREN)``) and prints samples/s, peak memory and
 ratios. Peers that take minutes are timed on a slice and extrapolated (the table says so).
+On a shared machine, ``--repeat N`` runs every contender N times and keeps each one's run with the
+least CPU time (the run least disturbed by other work), the same rule for ours and the peers.
 """
 
 from __future__ import annotations
@@ -145,12 +147,17 @@ def wrap(kind: str, path: str) -> dict:
     return res
 
 
-def measure(kind: str, path: Path) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--wrap", kind, str(path)], capture_output=True, text=True,
-                         cwd=ROOT)
-    if out.returncode:
-        raise SystemExit(f"{kind} failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def measure(kind: str, path: Path, repeat: int = 1) -> dict:
+    runs = []
+    for _ in range(repeat):
+        out = subprocess.run([sys.executable, __file__, "--wrap", kind, str(path)], capture_output=True, text=True,
+                             cwd=ROOT)
+        if out.returncode:
+            raise SystemExit(f"{kind} failed:\n{out.stderr}")
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    best = min(runs, key=lambda r: r["cpu"])
+    best["runs"] = len(runs)
+    return best
 
 
 def main() -> None:
@@ -159,6 +166,7 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="fraction of the issue's sizes")
     ap.add_argument("--peer-slice", type=float, default=0.1, help="fraction the slow peers are timed on")
     ap.add_argument("--only", choices=("text", "json"), default=None)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per contender; the least-CPU run is kept")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     ap.add_argument("--wrap", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -198,7 +206,7 @@ def main() -> None:
         size_gb = path.stat().st_size / 1e9
         results = {}
         for kind, p, _ in contenders:
-            res = measure(kind, p)
+            res = measure(kind, p, args.repeat)
             full = p == path
             factor = 1.0 if full else path.stat().st_size / p.stat().st_size
             # whole-process wall time; a slice's in-process time is scaled up (its start-up is not)
@@ -206,6 +214,8 @@ def main() -> None:
             res["cpu_full"] = res["cpu"] + res["work_cpu"] * (factor - 1)  # start-up counted once
             share = p.stat().st_size / path.stat().st_size
             res["note"] = "" if full else f"timed on a {share:.0%} slice, x{factor:.1f}"
+            if args.repeat > 1:
+                res["note"] = (res["note"] + "; " if res["note"] else "") + f"least-CPU of {args.repeat}"
             results[kind] = res
         ours = results[f"tidelens-{name}"]
         for kind, res in results.items():
@@ -226,6 +236,7 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; whole-process times "
           "(interpreter start and imports included); tidelens = ingest_path into a fresh DuckDB file "
           "(detect, hash, parse, stage, merge, commit)")
+    print("targets: text >= 1M samples/s and >= 50x prometheus_client; JSON >= 10x MetricRangeDataFrame")
 
 
 if __name__ == "__main__":

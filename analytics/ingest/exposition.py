@@ -1,8 +1,10 @@
 """Prometheus text exposition (0.0.4) and OpenMetrics 1.0: a streaming, mostly vectorised parser.
 
 A scrape archive is mostly the same few hundred series repeated, so each chunk of lines is split
-by polars into *series text* (``name{labels}``) and *value/timestamp* columns; only the distinct
-series texts are parsed in Python (labels, escapes, validation). Lines the fast path cannot vouch
+by polars into *series text* (``name{labels}``) and *value/timestamp* columns (polars' CSV reader
+with '}' as the separator does the cut when every sample line is labelled; otherwise whole lines
+are split); series texts are dictionary-encoded by a join against those already seen, and only
+new ones are parsed in Python (labels, escapes, validation). Lines the fast path cannot vouch
 for (escapes, quotes or braces after the labels, tabs, exemplars, odd spacing) are parsed one by
 one by :func:`parse_sample_line`, which follows ``prometheus_client``'s parser. Samples are
 written to the sink in file order, chunk by chunk.

@@ -251,9 +251,13 @@ def _parse_large(data: bytes, sink: Sink, source: str, series: _Series) -> bool:
         skey = series.add(meta.get("metric", {}), f"{prefix}[{i}]", source)
         if empty:
             continue
-        # '[[t,"v"],[t,"v"]]' -> 't,v,\nt,v,\n' (a third, empty column keeps every row the same width)
-        body = piece[m.end():vend].lstrip(_WS)[1:].translate(_VALUES_TO_CSV, b' \t\r\n"]') + b",\n"
+        # '[t,"v"],[t,"v"]]' -> '\nt,v,\nt,v'; bodies are joined with ',' and the batch ends with
+        # ',\n', so every row is 't,v,' (a third, empty column keeps them the same width). Only
+        # the batch's first body loses its leading newline: no other copy of the values is made.
+        body = piece[m.end():vend].translate(_VALUES_TO_CSV, b' \t\r\n"]')
         rows = body.count(b"\n")
+        if not batch:
+            body = body[1:]
         batch.append(body)
         batch_rows.append((i, skey, rows))
         batch_size += len(body)
@@ -273,7 +277,7 @@ def _flush_values(batch: list[bytes], batch_rows: list[tuple[int, int, int]], da
         return
     total = sum(r for _, _, r in batch_rows)
     try:
-        frame = pl.read_csv(b"".join(batch), has_header=False, quote_char=None,
+        frame = pl.read_csv(b",".join(batch + [b"\n"]), has_header=False, quote_char=None,
                             schema={"t": pl.Float64, "v": pl.Float64, "x": pl.Utf8})
         good = (frame.height == total and frame["t"].null_count() == 0 and frame["v"].null_count() == 0
                 and frame["x"].null_count() == total)
