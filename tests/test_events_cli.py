@@ -71,6 +71,9 @@ def test_events_table_and_report(sample_db, capsys, tmp_path):
     assert main(["events", "--db", str(db), "--config", str(cfg)]) == 0
     table = capsys.readouterr().out
     assert "batch_contention" in table and "misattributed" in table
+    # recommender's 120 ms SLO sits inside a bucket (its check is interpolated); chat's 1 s is a bound
+    assert "recommender: SLO 120 ms lies inside the (100, 150] ms bucket" in table
+    assert "chat-vllm: SLO" not in table
     ev_id = _events(capsys, "--db", str(db), "--config", str(cfg))[0]["id"]
     out = tmp_path / "pm.html"
     assert main(["report", "--db", str(db), "--config", str(cfg), "--event", ev_id, "--out", str(out)]) == 0
@@ -86,3 +89,24 @@ def test_bad_incident_file_names_the_line(sample_db, capsys, tmp_path):
     assert main(["events", "--db", str(db), "--config", str(cfg), "--incidents", str(inc)]) == 2
     err = capsys.readouterr().err
     assert "bad.csv:2" in err and "yesterday" in err
+
+
+def test_timelines_cached_per_store_file_until_a_new_load(sample_db, tmp_path):
+    import shutil
+
+    from analytics.events import EventsConfig
+    from analytics.events.pipeline import timelines_for
+
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(sample_db[0], db)
+    cfg = EventsConfig()
+    with Store(db) as st:
+        first = timelines_for(st, cfg)
+        assert timelines_for(st, cfg)["services"] is first["services"]  # second ask: no rebuild
+        assert timelines_for(st, EventsConfig(step_s=120))["services"] is not first["services"]
+        st.load("empty.prom", "prom-text", "sha256:empty-test-source", lambda sink: None)
+        again = timelines_for(st, cfg)
+    assert again["services"] is not first["services"]  # a new source invalidates the cache
+    assert again["services"].equals(first["services"])  # (it added nothing, so the same frames)
+    with Store(":memory:") as mem:
+        assert timelines_for(mem, cfg)["services"] is not timelines_for(mem, cfg)["services"]

@@ -1,8 +1,17 @@
-"""Store-level entry points: build the timelines for a range, then find and attribute events."""
+"""Store-level entry points: build the timelines for a range, then find and attribute events.
+
+Timelines of a store file are kept in a small in-process cache keyed by the file, its loaded
+sources (ids, content hashes, counts, load times) and the step, range and workload map: the
+``events`` and ``report`` commands, a notebook or a test asking twice about the same store pay
+for the timelines once. Loading anything new changes the sources and so the key; ``:memory:``
+stores are never cached (no file identifies them).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import os
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -14,14 +23,49 @@ if TYPE_CHECKING:
     from analytics.store import Store
     from analytics.workloads import WorkloadMap
 
+_CACHE_SIZE = 4
+_cache: "OrderedDict[tuple[Any, ...], dict[str, pl.DataFrame]]" = OrderedDict()
 
-def timelines_for(store: "Store", cfg: EventsConfig, wmap: "WorkloadMap | None" = None) -> dict[str, pl.DataFrame]:
-    """``{"services", "pool", "holdings"}`` at the config's step and range."""
-    from analytics.timeline import TimelineConfig, holdings, pool_timeline, service_timeline
+
+def _cache_key(store: "Store", cfg: EventsConfig, wmap: "WorkloadMap | None") -> tuple[Any, ...] | None:
+    if store.path == ":memory:":
+        return None
+    src = store.sources()
+    sources = tuple(src.select("id", "content_hash", "status", "samples", pl.col("loaded_at").cast(pl.Utf8)).rows())
+    return (os.path.realpath(store.path), sources, cfg.step_s, cfg.start_ms, cfg.end_ms, repr(wmap))
+
+
+def clear_timeline_cache() -> None:
+    """Forget every cached timeline (e.g. after changing a store behind the library's back)."""
+    _cache.clear()
+
+
+def _build_timelines(store: "Store", cfg: EventsConfig, wmap: "WorkloadMap | None") -> dict[str, pl.DataFrame]:
+    from analytics.timeline import TimelineConfig
 
     tcfg = TimelineConfig(step_s=cfg.step_s, start_ms=cfg.start_ms, end_ms=cfg.end_ms)
-    return {"services": service_timeline(store, tcfg, wmap), "pool": pool_timeline(store, tcfg, wmap),
-            "holdings": holdings(store, tcfg, wmap)}
+    try:  # one pass over the device samples where the timeline package offers it
+        from analytics.timeline import timelines
+    except ImportError:
+        from analytics.timeline import holdings, pool_timeline, service_timeline
+
+        return {"services": service_timeline(store, tcfg, wmap), "pool": pool_timeline(store, tcfg, wmap),
+                "holdings": holdings(store, tcfg, wmap)}
+    return timelines(store, tcfg, wmap).as_dict()
+
+
+def timelines_for(store: "Store", cfg: EventsConfig, wmap: "WorkloadMap | None" = None) -> dict[str, pl.DataFrame]:
+    """``{"services", "pool", "holdings"}`` at the config's step and range (cached per store file)."""
+    key = _cache_key(store, cfg, wmap)
+    if key is not None and key in _cache:
+        _cache.move_to_end(key)
+        return dict(_cache[key])
+    out = _build_timelines(store, cfg, wmap)
+    if key is not None:
+        _cache[key] = dict(out)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return out
 
 
 def analyse_store(store: "Store", cfg: EventsConfig | None = None, wmap: "WorkloadMap | None" = None,
@@ -35,9 +79,13 @@ def analyse_store(store: "Store", cfg: EventsConfig | None = None, wmap: "Worklo
         p99 SLO per service; ``cfg.slo_ms`` overrides every service. A service with neither is
         judged by the relative rule (``cfg.relative_k``).
     """
+    from analytics.events.slo import slo_bucket_notes
+
     cfg = cfg or EventsConfig()
     tl = timelines_for(store, cfg, wmap)
-    return analyse(tl["services"], tl["pool"], tl["holdings"], cfg=cfg, slos_ms=slos_ms, incidents=incidents)
+    result = analyse(tl["services"], tl["pool"], tl["holdings"], cfg=cfg, slos_ms=slos_ms, incidents=incidents)
+    result.notes.extend(slo_bucket_notes(store, tl["services"], result.slos_ms))
+    return result
 
 
 def find_events(store: "Store", cfg: EventsConfig | None = None, wmap: "WorkloadMap | None" = None,

@@ -7,14 +7,27 @@ The file's ``[slo]`` table maps a service to its p99 objective in milliseconds::
     recommender = 120
 
 A ``--slo-ms`` on the command line (or the page's SLO setting) overrides it for every service.
+
+An SLO is checked exactly only on a bound of the latency histogram's buckets: there "p99 above
+the SLO" means "more than 1% of the step's requests took longer". Inside a bucket the check rests
+on ``histogram_quantile``'s linear interpolation and is known only to within that bucket (the
+DESIGN.md tolerance), which :func:`slo_bucket_note` tells the user.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+import polars as pl
 
 from analytics.errors import ConfigError
+
+if TYPE_CHECKING:
+    from analytics.store import Store
 
 
 def slos_from_config(path: str | Path | None) -> dict[str, float]:
@@ -40,3 +53,49 @@ def slos_from_config(path: str | Path | None) -> dict[str, float]:
             raise ConfigError(f"{path}: [slo] {service} = {value!r}: write a positive number of milliseconds")
         out[str(service)] = float(value)
     return out
+
+
+def slo_bucket_note(service: str, slo_ms: float, metric: str, bounds_ms: Sequence[float]) -> str | None:
+    """A note when ``slo_ms`` lies strictly inside a bucket of ``metric`` (``None`` on a bound).
+
+    Examples
+    --------
+    >>> slo_bucket_note("web", 100.0, "h_seconds", [50.0, 100.0, 150.0]) is None
+    True
+    >>> "(100, 150] ms" in slo_bucket_note("web", 120.0, "h_seconds", [50.0, 100.0, 150.0])
+    True
+    """
+    b = sorted(x for x in bounds_ms if math.isfinite(x))
+    if not b or any(math.isclose(slo_ms, x, rel_tol=1e-9) for x in b):
+        return None
+    lo = max((x for x in b if x < slo_ms), default=0.0)
+    hi = min((x for x in b if x > slo_ms), default=math.inf)
+    if not math.isfinite(hi):
+        return (f"{service}: SLO {slo_ms:g} ms is above the highest finite bucket bound of {metric} "
+                f"({lo:g} ms): histogram_quantile never reports more than that bound, so no step can break the SLO")
+    return (f"{service}: SLO {slo_ms:g} ms lies inside the ({lo:g}, {hi:g}] ms bucket of {metric}: whether p99 "
+            f"is above it is interpolated linearly inside that bucket and known only to within it; an SLO on "
+            f"a bucket bound ({lo:g} or {hi:g} ms) is checked exactly")
+
+
+def slo_bucket_notes(store: "Store", services: pl.DataFrame, slos_ms: dict[str, float | None]) -> list[str]:
+    """:func:`slo_bucket_note` for every service whose SLO histogram is in ``store``.
+
+    ``services`` is the service timeline (its ``slo_metric`` names each service's histogram).
+    """
+    from analytics.timeline.service import ms_per_unit
+
+    if "slo_metric" not in services.columns:
+        return []
+    notes = []
+    pairs = services.select(pl.col("service").cast(pl.Utf8), pl.col("slo_metric").cast(pl.Utf8)).unique()
+    for service, metric in sorted(pairs.drop_nulls().rows()):
+        slo = slos_ms.get(service)
+        if slo is None:
+            continue
+        les = {json.loads(lab).get("le") for lab in store.series(f"{metric}_bucket")["labels"].to_list()}
+        bounds = [float(x) * ms_per_unit(metric) for x in les if x is not None and x != "+Inf"]
+        note = slo_bucket_note(service, float(slo), metric, bounds)
+        if note:
+            notes.append(note)
+    return notes
