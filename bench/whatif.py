@@ -135,7 +135,7 @@ def main() -> None:
         print(f"calibration ({args.calibrate_days} days, fit + backtest): {cal_s:.2f} s; "
               f"a slider move (all seven on it) {slider * 1e3:.0f} ms; calibration / slider "
               f"{cal_s / slider:.1f}x; backtest violation-minute error "
-              f"{bt['violation_minutes_error']:+.1%}")
+              f"{bt['violation_minutes_error']:+.1%}, period p99 error {bt['p99_error']:+.1%}")
 
 
 if __name__ == "__main__":

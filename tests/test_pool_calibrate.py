@@ -54,7 +54,8 @@ def test_parameters_come_from_the_store_and_say_so(chat) -> None:
     scn, prov = chat.scenario, chat.scenario.provenance
     for key in ("traffic_rps", "service.service_rate_per_slot_rps", "service.concurrency",
                 "service.warmup_min", "service.target_utilization", "pool.gpus",
-                "batch.nightly-finetune"):
+                "batch.nightly-finetune", "service.latency_floor_ms", "service.busy_slowdown",
+                "service.service_cv", "service.max_replicas", "service.timeout_s"):
         assert prov[key].startswith("store:"), key
     assert prov["service.cooldown_min"] == "default"
     assert prov["service.slo_ms"].startswith("user")
@@ -65,18 +66,42 @@ def test_parameters_come_from_the_store_and_say_so(chat) -> None:
     # The pool is the 64 GPUs less what the other service and the dev pods hold.
     assert 48 < scn.pool.gpus < 64
     assert scn.steps == 3 * 1440 and scn.service.slo_ms == 1000.0
+    # chat-vllm's SLO is on time to first token: the slots' capacity (32 slots of a 6 s hold,
+    # 5.33 req/s a replica) sets queueing, prefill (~0.3 s p99 idle) the level, and the
+    # autoscaler's maximum of 20 replicas held through an afternoon surge.
+    svc = scn.service
+    assert not svc.service_in_latency
+    assert svc.service_rate_per_slot_rps * svc.concurrency == pytest.approx(16 / 3, rel=0.1)
+    assert 150.0 <= svc.latency_floor_ms <= 500.0 and svc.busy_slowdown > 0
+    assert svc.max_replicas == 20
+
+
+def test_an_autoscaler_maximum_never_met_stays_default(rec) -> None:
+    # The recommender's maximum (12) is never reached in these 3 days.
+    assert rec.scenario.service.max_replicas == 10000
+    assert rec.scenario.provenance["service.max_replicas"].startswith("default")
+
+
+# Period p99 tolerance of the replay (the request-weighted 99th percentile of step p99s).
+# chat-vllm's lands inside the mornings' most contended minutes, where the simulator's
+# per-minute p99 (from histogram buckets) scatters around the model's smooth curve; on this
+# sample the model is ~18% low there (and ~10% on the 21-day default sample).
+P99_TOLERANCE = {"chat": 0.25, "rec": 0.15}
 
 
 @pytest.mark.parametrize("name", ["chat", "rec"])
-def test_backtest_reproduces_violation_minutes(name, request) -> None:
+def test_backtest_reproduces_violation_minutes_and_p99(name, request) -> None:
     cal = request.getfixturevalue(name)
     bt = cal.backtest
+    summary = {k: v for k, v in bt.items() if k != "frame"}
     assert bt["observed_violation_minutes"] > 60  # the mornings break the SLO
-    assert abs(bt["violation_minutes_error"]) <= 0.15, {k: v for k, v in bt.items()
-                                                         if k != "frame"}
+    assert abs(bt["violation_minutes_error"]) <= 0.15, summary
+    assert abs(bt["p99_error"]) <= P99_TOLERANCE[name], summary
+    # Normal hours too: the median step is within 15% of what the store saw.
+    assert bt["median_step_p99_ratio"] == pytest.approx(1.0, abs=0.15), summary
     assert bt["agreement"] > 0.97
     assert bt["frame"].height == 3 * 1440
-    assert "backtest" in cal.scenario.provenance
+    assert "period p99" in cal.scenario.provenance["backtest"]
 
 
 def test_calibrated_scenario_tells_the_morning_story(rec) -> None:

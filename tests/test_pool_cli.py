@@ -42,7 +42,7 @@ def test_table_output_and_scenario_file(capsys, tmp_path) -> None:
     assert "tidal-a100" in text and "mig" in text and "slo_compliance" in text
 
 
-def test_db_calibration_is_not_there_yet(capsys, tmp_path) -> None:
+def test_missing_db_points_to_presets_and_is_not_created(capsys, tmp_path) -> None:
     rc = main(["whatif", "--db", str(tmp_path / "x.duckdb"), "--json"])
     assert rc == 2
     assert "use --preset" in capsys.readouterr().err

@@ -50,3 +50,16 @@ def test_a_model_that_does_not_fit_is_refused() -> None:
         choose_layout("A100-40GB", 60.0, True, 40.0, 500.0)
     with pytest.raises(ConfigError, match="1g.10gb"):
         choose_layout("A100-80GB", 16.0, True, 40.0, 500.0, profile="1g.10gb")
+
+
+def test_auto_profile_counts_the_floor_and_what_the_latency_measures() -> None:
+    # A slot held for seconds (an LLM generation) is not in a time-to-first-token latency:
+    # the smallest slice the model fits is fine while the floor is within half the SLO.
+    ttft = choose_layout("A100-80GB", 16.0, True, 0.2, 1000.0, latency_floor_ms=300.0,
+                         service_in_latency=False)
+    whole = choose_layout("A100-80GB", 16.0, True, 0.2, 1000.0)
+    assert ttft.profile.compute_slices < whole.profile.compute_slices
+    # A floor past half the SLO leaves only the largest profile.
+    slow = choose_layout("A100-80GB", 16.0, True, 0.2, 1000.0, latency_floor_ms=600.0,
+                         service_in_latency=False)
+    assert slow.profile.compute_slices == whole.profile.compute_slices

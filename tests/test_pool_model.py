@@ -215,3 +215,36 @@ def test_batch_holds_gpus_only_inside_its_window(policy: str, window: tuple) -> 
     # A 20-hour job cannot finish in one window: it is drained and resumed, losing nothing.
     assert r.summary["batch_lost_gpu_hours"] == 0.0
     assert r.summary["batch_goodput_gpu_hours"] > 0.0
+
+
+def test_max_replicas_caps_the_autoscaler_and_a_surge_beyond_it_queues() -> None:
+    base = small_scenario(gpus=40, job_gpus=1, split_a=0.9)
+    free = simulate(base, "shared")
+    # The 1400 req/s peak needs 7 replicas of 4 x 50 req/s; the autoscaler wants 12.
+    cap = 6
+    assert free.series["ready_replicas"].max() > cap + 4
+    capped = simulate(replace(base, service=replace(base.service, max_replicas=cap)), "shared")
+    assert capped.series["ready_replicas"].max() == cap
+    assert free.summary["violation_minutes"] == 0.0
+    assert capped.summary["violation_minutes"] > 0.0  # free GPUs, yet the peak queues
+
+
+def test_max_replicas_below_min_replicas_is_refused() -> None:
+    scn = small_scenario()
+    bad = replace(scn, service=replace(scn.service, min_replicas=5, max_replicas=4))
+    with pytest.raises(ConfigError, match="max_replicas"):
+        bad.validate()
+
+
+def test_latency_floor_and_busy_slowdown_raise_p99_and_violations() -> None:
+    scn = small_scenario(gpus=40, job_gpus=1, split_a=0.9)
+    plain = simulate(scn, "partitioned").summary
+    floored = simulate(replace(scn, service=replace(scn.service, latency_floor_ms=60.0)),
+                       "partitioned").summary
+    busy = simulate(replace(scn, service=replace(scn.service, latency_floor_ms=60.0,
+                                                 busy_slowdown=3.0)), "partitioned").summary
+    assert floored["median_minute_p99_ms"] == pytest.approx(plain["median_minute_p99_ms"] + 60.0,
+                                                            rel=1e-6)
+    assert busy["worst_minute_p99_ms"] > floored["worst_minute_p99_ms"]
+    assert busy["violation_minutes"] >= floored["violation_minutes"] > \
+        plain["violation_minutes"]

@@ -1,4 +1,8 @@
-"""The what-if queueing core against closed forms and a discrete-event simulation (simpy)."""
+"""The what-if queueing core against closed forms and a discrete-event simulation (simpy).
+
+The DES serves a general service time: exponential (cv 1) or a constant plus an exponential
+(cv < 1, the core's shape), with an optional latency floor added to every response.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +12,23 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analytics.pool.queueing import (_wait_rate, erlang_c, max_arrival_within_slo,
-                                     response_quantile, response_survival, step_latency)
+from analytics.pool.queueing import (_wait_rate, busy_growth, erlang_c, max_arrival_within_slo,
+                                     response_quantile, response_survival, service_shape,
+                                     step_latency)
 
 
 def des_response_times(rates_rps: list[float], servers: list[int], mu_rps: float,
-                       step_s: float, seed: int) -> np.ndarray:
-    """FIFO M/M/c with a piecewise-constant arrival rate and server count, one step each.
+                       step_s: float, seed: int, cv: float = 1.0, floor_s: float = 0.0
+                       ) -> np.ndarray:
+    """FIFO M/G/c with a piecewise-constant arrival rate and server count, one step each.
 
-    Server count changes take effect for requests starting service after the change.
+    Service time has mean 1 / mu and coefficient of variation ``cv`` (<= 1): a constant
+    (1 - cv) / mu plus an exponential of mean cv / mu; ``floor_s`` is added to every
+    response. Server count changes take effect for requests starting service after the
+    change.
     """
     rng = np.random.default_rng(seed)
+    const_s, exp_mean_s = (1.0 - cv) / mu_rps, cv / mu_rps
     env = simpy.Environment()
     max_c = max(servers)
     res = simpy.Resource(env, capacity=max_c)
@@ -38,8 +48,8 @@ def des_response_times(rates_rps: list[float], servers: list[int], mu_rps: float
     def customer(t0: float):
         with res.request() as req:
             yield req
-            yield env.timeout(rng.exponential(1.0 / mu_rps))
-        out.append(env.now - t0)
+            yield env.timeout(const_s + (rng.exponential(exp_mean_s) if cv > 0 else 0.0))
+        out.append(env.now - t0 + floor_s)
 
     def source():
         for step, lam in enumerate(rates_rps):
@@ -175,3 +185,69 @@ def test_des_agreement_on_generated_small_cases(c: int, rho: float) -> None:
     cc, ll, mm = np.array([float(c)]), np.array([lam]), np.array([mu])
     model = response_quantile(0.99, erlang_c(cc, ll / mm), _wait_rate(cc, ll, mm, 1.0), mm)[0]
     assert model == pytest.approx(float(np.quantile(samples, 0.99)), rel=0.10)
+
+
+def _model_p99(c: int, lam: float, mu: float, cv: float, floor_s: float = 0.0) -> float:
+    cc, ll, mm = np.array([float(c)]), np.array([lam]), np.array([mu])
+    rate, shift = service_shape(mm, cv)
+    q = response_quantile(0.99, erlang_c(cc, ll / mm), _wait_rate(cc, ll, mm, cv, rate), rate)
+    return float(q[0] + shift[0] + floor_s)
+
+
+@pytest.mark.parametrize("c,rho,cv", [(1, 0.7, 0.5), (4, 0.85, 0.5), (16, 0.9, 0.25),
+                                      (8, 0.8, 0.0)])
+def test_general_service_p99_agrees_with_des_within_10pct(c: int, rho: float, cv: float
+                                                          ) -> None:
+    """M/G/c (Allen-Cunneen wait, shifted-exponential service) plus a floor vs the DES."""
+    mu, floor_s = 50.0, 0.03
+    lam = rho * c * mu
+    samples = np.concatenate([des_response_times([lam] * 10, [c] * 10, mu, 4000.0 / lam, seed,
+                                                 cv=cv, floor_s=floor_s)
+                              for seed in range(2)])
+    assert _model_p99(c, lam, mu, cv, floor_s) == pytest.approx(
+        float(np.quantile(samples, 0.99)), rel=0.10)
+    # The exponential-service model would be far off for a low cv: the shape matters.
+    if cv <= 0.25:
+        assert _model_p99(c, lam, mu, 1.0, floor_s) > 1.3 * float(np.quantile(samples, 0.99))
+
+
+def test_time_varying_general_service_agrees_with_des() -> None:
+    mu, cv, floor_s = 40.0, 0.5, 0.05
+    rates = [60.0, 150.0, 90.0, 220.0, 120.0, 60.0]
+    servers = [3, 5, 4, 7, 4, 3]
+    samples = np.concatenate([des_response_times(rates, servers, mu, 60.0, seed, cv=cv,
+                                                 floor_s=floor_s) for seed in range(2)])
+    lat = step_latency(np.array(rates), np.array(servers, dtype=float), mu, step_s=60.0,
+                       slo_s=0.2, timeout_s=30.0, cv=cv, floor_s=floor_s)
+    assert lat.overall_p99_s == pytest.approx(float(np.quantile(samples, 0.99)), rel=0.10)
+    assert lat.within_slo.sum() / lat.arrivals.sum() == pytest.approx(
+        float(np.mean(samples <= 0.2)), abs=0.02)
+
+
+def test_floor_and_busy_slowdown_add_to_the_response() -> None:
+    lam = np.array([20.0, 100.0, 180.0])
+    servers = np.full(3, 400.0)  # never waits: the response is the fixed part + service
+    base = step_latency(lam, servers, 0.5, step_s=60.0, slo_s=5.0, timeout_s=60.0, cv=0.0)
+    floored = step_latency(lam, servers, 0.5, step_s=60.0, slo_s=5.0, timeout_s=60.0, cv=0.0,
+                           floor_s=0.3)
+    busy = step_latency(lam, servers, 0.5, step_s=60.0, slo_s=5.0, timeout_s=60.0, cv=0.0,
+                        floor_s=0.3, busy_slowdown=6.0)
+    assert np.allclose(floored.p99_s - base.p99_s, 0.3, atol=1e-6)
+    occ = lam / (400.0 * 0.5)
+    # The fixed part (floor + the service's constant 2 s) grows with occupancy^4.
+    expected = (0.3 + 2.0 * (1 - 0.02)) * busy_growth(6.0, occ) + base.p99_s - 2.0 * 0.98
+    assert np.allclose(busy.p99_s, expected, rtol=1e-6)
+    assert busy.p99_s[2] > busy.p99_s[1] > busy.p99_s[0]
+    # Defaults leave the response as it was.
+    plain = step_latency(lam, servers, 0.5, step_s=60.0, slo_s=5.0, timeout_s=60.0, cv=0.0,
+                         floor_s=0.0, busy_slowdown=0.0)
+    assert np.array_equal(plain.p99_s, base.p99_s)
+
+
+def test_max_arrival_within_slo_counts_the_floor() -> None:
+    c = np.array([8.0, 32.0])
+    lam = max_arrival_within_slo(c, 60.0, 0.1, cv=0.5)
+    lam_floor = max_arrival_within_slo(c, 60.0, 0.1, cv=0.5, floor_s=0.03)
+    assert np.all(lam_floor < lam)
+    # A floor alone past the SLO leaves no room at all.
+    assert max_arrival_within_slo(c, 60.0, 0.1, floor_s=0.2).max() == 0.0

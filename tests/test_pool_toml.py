@@ -59,3 +59,14 @@ def test_every_parameter_carries_help_and_numbers_carry_bounds(cls) -> None:
         if spec["type"] in ("int", "float"):
             assert spec["min"] <= spec["default"] <= spec["max"], spec["name"]
             assert spec["step"] > 0
+
+
+def test_round_trip_keeps_the_fitted_service_shape() -> None:
+    from dataclasses import replace
+    scn = PRESETS["morning-ramp"](1)
+    scn = replace(scn, service=replace(scn.service, latency_floor_ms=85.5, busy_slowdown=4.5,
+                                       service_cv=0.25, max_replicas=20))
+    back = scenario_from_toml(scenario_to_toml(scn))
+    assert back.service == scn.service
+    assert back.service.max_replicas == 20 and back.service.busy_slowdown == 4.5
+    assert simulate(back, "shared").summary == simulate(scn, "shared").summary

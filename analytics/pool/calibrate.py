@@ -18,7 +18,8 @@ import polars as pl
 
 from analytics.errors import NotEnoughDataError
 from analytics.pool.fit import (ServiceFit, autoscaler_rps_per_replica, fit_service,
-                                warmup_steps)
+                                patience_candidates, replica_cap, warmup_steps,
+                                weighted_p99)
 from analytics.pool.observe import Observation, observe
 from analytics.pool.outputs import simulate
 from analytics.pool.params import (BatchJob, BatchParams, PoolParams, PoolScenario,
@@ -111,19 +112,26 @@ def scenario_from(obs: Observation, *, slo_ms: float | None = None) -> tuple[Poo
     gpr_i = int(min(16, max(1, round(gpr))))
     prov["service.gpus_per_replica"] = (f"store: GPUs held / ready replicas, median {gpr:.2f}"
                                         if held.any() else "default")
-    fit = fit_service(obs.rps, obs.ready, obs.p99_ms, slo)
+    patience = patience_candidates(obs.p99_ms, slo)
+    fit = fit_service(obs.rps, obs.ready, obs.p99_ms, slo, step_s=obs.step_s,
+                      timeouts_s=patience or (svc.timeout_s,))
     kw: dict[str, Any] = {"team": obs.service, "slo_ms": slo, "gpus_per_replica": gpr_i}
     prov["service.team"] = "store: the service's name (its violations are its own)"
     if fit is not None:
-        kw.update(service_rate_per_slot_rps=round(fit.service_rate_per_slot_rps, 3),
-                  concurrency=fit.concurrency, service_cv=fit.service_cv)
+        kw.update(service_rate_per_slot_rps=float(f"{fit.service_rate_per_slot_rps:.4g}"),
+                  concurrency=fit.concurrency, service_cv=fit.service_cv,
+                  latency_floor_ms=min(60000.0, round(fit.latency_floor_ms, 1)),
+                  busy_slowdown=fit.busy_slowdown,
+                  service_in_latency=fit.service_in_latency)
         why = (f"store: fit of p99 vs load per replica on {fit.steps_used} steps; agrees on "
                f"{fit.slo_agreement:.1%} of steps about the SLO, |log error| "
                f"{fit.log_p99_mae:.2f}")
-        for k in ("service_rate_per_slot_rps", "concurrency", "service_cv"):
+        for k in ("service_rate_per_slot_rps", "concurrency", "service_cv", "latency_floor_ms",
+                  "busy_slowdown", "service_in_latency"):
             prov[f"service.{k}"] = why
     else:
-        for k in ("service_rate_per_slot_rps", "concurrency", "service_cv"):
+        for k in ("service_rate_per_slot_rps", "concurrency", "service_cv", "latency_floor_ms",
+                  "busy_slowdown", "service_in_latency"):
             prov[f"service.{k}"] = "default (no steps with traffic, replicas and p99)"
     replica_rps = kw.get("service_rate_per_slot_rps", svc.service_rate_per_slot_rps) * \
         kw.get("concurrency", svc.concurrency)
@@ -137,6 +145,13 @@ def scenario_from(obs: Observation, *, slo_ms: float | None = None) -> tuple[Poo
     if obs.desired.size and np.nanmax(obs.desired) > 0:
         kw["min_replicas"] = int(max(0, np.nanmin(obs.desired)))
         prov["service.min_replicas"] = "store: fewest desired replicas"
+    cap = replica_cap(obs.rps, obs.desired, per_rep)
+    if cap is not None and cap >= kw.get("min_replicas", svc.min_replicas):
+        kw["max_replicas"] = cap
+        prov["service.max_replicas"] = ("store: most desired replicas, kept while traffic "
+                                        "asked for more")
+    else:
+        prov["service.max_replicas"] = "default (the autoscaler never met a maximum)"
     w = warmup_steps(obs.desired, obs.ready, obs.idle_gpus, gpr)
     if w is not None:
         kw["warmup_min"] = float(min(60.0, w * step_min))
@@ -144,11 +159,11 @@ def scenario_from(obs: Observation, *, slo_ms: float | None = None) -> tuple[Poo
                                       "to the replicas being ready")
     else:
         prov["service.warmup_min"] = "default (no scale-up with free GPUs seen)"
-    seen = obs.p99_ms[np.isfinite(obs.p99_ms)]
-    if seen.size and float(seen.max()) > slo:
-        # Requests never waited longer than the worst p99 seen: the clients' patience.
-        kw["timeout_s"] = float(min(600.0, max(0.1, round(float(seen.max()) / 1000.0, 1))))
-        prov["service.timeout_s"] = "store: the highest step p99 observed"
+    if patience:
+        kw["timeout_s"] = fit.timeout_s if fit is not None and fit.timeout_s else patience[0]
+        prov["service.timeout_s"] = ("store: p99 plateau of the steps above half the highest "
+                                     "step p99 (where waits stop at the clients' patience), "
+                                     "the quantile of it the replay agrees with best")
     else:
         prov["service.timeout_s"] = "default"
     for k in ("cooldown_min", "model_memory_gib", "decode_heavy"):
@@ -186,17 +201,6 @@ def scenario_from(obs: Observation, *, slo_ms: float | None = None) -> tuple[Poo
                                    f"store ({obs.steps} steps)", provenance=prov)
     scn.validate()
     return scn, fit
-
-
-def _weighted_p99(p99_ms: np.ndarray, weights: np.ndarray) -> float:
-    """The 99th percentile of step p99s weighted by requests (the same on both sides)."""
-    ok = np.isfinite(p99_ms) & (weights > 0)
-    if not ok.any():
-        return float("nan")
-    order = np.argsort(p99_ms[ok])
-    v, w = p99_ms[ok][order], weights[ok][order]
-    cum = np.cumsum(w) / w.sum()
-    return float(v[min(int(np.searchsorted(cum, 0.99)), v.size - 1)])
 
 
 def replay(obs: Observation, scenario: PoolScenario, policy: str = "shared") -> pl.DataFrame:
@@ -271,7 +275,7 @@ def backtest_from(obs: Observation, scenario: PoolScenario, *, observed_policy: 
     ov, mv = float(obs_v.sum() * step_min), float(mod_v.sum() * step_min)
     err = (mv - ov) / ov if ov > 0 else mv / max(frame.height * step_min, 1.0)
     weights = frame["traffic_rps"].to_numpy() * obs.step_s
-    op, mp = _weighted_p99(obs_p99, weights), _weighted_p99(mod_p99, weights)
+    op, mp = weighted_p99(obs_p99, weights), weighted_p99(mod_p99, weights)
     both = busy & np.isfinite(obs_p99) & (obs_p99 > 0)
     ratio = float(np.median(mod_p99[both] / obs_p99[both])) if both.any() else float("nan")
     return {
@@ -305,7 +309,8 @@ def calibrate_frames(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.D
     scn.provenance["backtest"] = (
         f"replay under '{observed_policy}': {bt['model_violation_minutes']:.0f} violation "
         f"minutes vs {bt['observed_violation_minutes']:.0f} observed "
-        f"({bt['violation_minutes_error']:+.0%})")
+        f"({bt['violation_minutes_error']:+.0%}); period p99 {bt['model_p99_ms']:.0f} ms vs "
+        f"{bt['observed_p99_ms']:.0f} ms ({bt['p99_error']:+.0%})")
     return Calibration(scn, bt, obs, fit)
 
 
@@ -326,9 +331,12 @@ def calibrate(store: Any, *, pool: str | None = None, service: str | None = None
 
     Taken from the store (each recorded in ``PoolScenario.provenance``, parameter -> source):
     ``traffic_rps`` (the service's request rate over the period); the service rate per slot,
-    concurrency and service-time cv (a fit of the queueing p99 to the observed p99 against
-    load per ready replica); ``target_utilization`` and ``min_replicas`` (desired replicas
-    against traffic); ``warmup_min`` (lag from a scale-up free GPUs could place to ready);
+    concurrency, service-time cv, latency floor, busy slowdown, whether the service is in
+    the measured latency, and the timeout (``fit.fit_service``: the p99 curve against load
+    per ready replica, then a replay of the steps in order for capacity and patience);
+    ``target_utilization`` and ``min_replicas`` (desired replicas against traffic);
+    ``max_replicas`` (when the autoscaler held its most replicas while traffic asked for
+    more); ``warmup_min`` (lag from a scale-up free GPUs could place to ready);
     ``gpus_per_replica``; ``pool.gpus`` (the pool less what other services and unmodelled
     work hold at this service's busy hours); the batch jobs (recurring workloads as daily
     jobs with their median GPUs, start hour and duration; one-off runs folded into one daily

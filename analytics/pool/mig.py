@@ -102,12 +102,14 @@ class MigLayout:
 
 
 def choose_layout(gpu_model: str, model_memory_gib: float, decode_heavy: bool,
-                  service_rate_per_slot_rps: float, slo_ms: float, profile: str = "auto"
+                  service_rate_per_slot_rps: float, slo_ms: float, profile: str = "auto",
+                  *, latency_floor_ms: float = 0.0, service_in_latency: bool = True
                   ) -> MigLayout:
     """The MIG layout inference runs on.
 
-    ``auto`` takes the smallest profile the model fits in whose p99 service time alone
-    (ln 100 / rate on the slice) is within half the SLO; a named profile must fit the model.
+    ``auto`` takes the smallest profile the model fits in whose unqueued p99 (the latency
+    floor plus, when the service is in the measured latency, ln 100 / rate on the slice) is
+    within half the SLO; a named profile must fit the model.
     """
     profiles = profiles_for(gpu_model)
     if profile != "auto":
@@ -128,7 +130,7 @@ def choose_layout(gpu_model: str, model_memory_gib: float, decode_heavy: bool,
     for p in sorted(fitting, key=lambda q: (q.compute_slices, q.memory_slices)):
         p99_service_ms = 1000.0 * np.log(100.0) / (service_rate_per_slot_rps
                                                    * p.speed(decode_heavy))
-        if p99_service_ms <= 0.5 * slo_ms:
+        if latency_floor_ms + (p99_service_ms if service_in_latency else 0.0) <= 0.5 * slo_ms:
             return MigLayout(p, p.max_instances, p.speed(decode_heavy))
     p = max(fitting, key=lambda q: q.compute_slices)
     return MigLayout(p, p.max_instances, p.speed(decode_heavy))

@@ -91,7 +91,9 @@ def _result(scn: PoolScenario, tr: CapacityTrace, memo: StableMemo | None = None
     lam = scn.traffic_rps
     lat = step_latency(lam, tr.servers, tr.mu_rps, step_s=scn.step_s,
                        slo_s=svc.slo_ms / 1000.0, timeout_s=svc.timeout_s, cv=svc.service_cv,
-                       memo=memo)
+                       floor_s=svc.latency_floor_ms / 1000.0,
+                       busy_slowdown=svc.busy_slowdown,
+                       service_in_latency=svc.service_in_latency, memo=memo)
     p99_ms = lat.p99_s * 1000.0
     busy = lat.arrivals > 0
     violation = busy & (p99_ms > svc.slo_ms)
@@ -215,7 +217,10 @@ def headroom_by_hour(scenario: PoolScenario, policy: str) -> pl.DataFrame:
     for mu in np.unique(uniq[:, 1]):
         sel = uniq[:, 1] == mu
         lam_max[sel] = max_arrival_within_slo(uniq[sel, 0], float(mu), svc.slo_ms / 1000.0,
-                                              svc.service_cv)
+                                              svc.service_cv,
+                                              floor_s=svc.latency_floor_ms / 1000.0,
+                                              busy_slowdown=svc.busy_slowdown,
+                                              service_in_latency=svc.service_in_latency)
     cap = lam_max[inv.ravel()]
     lam = scenario.traffic_rps
     factor = np.where(lam > 0, cap / np.maximum(lam, 1e-12), np.inf)
@@ -285,7 +290,9 @@ def capacity_plan(scenario: PoolScenario, headroom: float = 0.3) -> pl.DataFrame
     r_max = int(np.ceil(lam.max() / (mu * svc.concurrency)) * 2 + 4)
     reps = np.arange(1, r_max + 1)
     lam_max = max_arrival_within_slo(reps * svc.concurrency, mu, svc.slo_ms / 1000.0,
-                                     svc.service_cv)
+                                     svc.service_cv, floor_s=svc.latency_floor_ms / 1000.0,
+                                     busy_slowdown=svc.busy_slowdown,
+                                     service_in_latency=svc.service_in_latency)
     idx = np.searchsorted(lam_max, lam, side="left")
     need = np.where(idx < reps.size, idx + 1, r_max)
     need = np.maximum(need, svc.min_replicas)

@@ -37,8 +37,9 @@ class ServiceParams:
     team: str = _f("serving", "team that owns the inference service (its violations are its own "
                    "unless another team's workload caused them)")
     service_rate_per_slot_rps: float = _f(
-        60.0, "requests per second one concurrency slot completes (1 / mean service time)",
-        min=0.1, max=10000.0, step=0.1, unit="req/s")
+        60.0, "requests per second one concurrency slot completes (1 / mean service time; "
+        "an LLM slot held for a whole generation completes well under one a second)",
+        min=0.001, max=10000.0, step=0.01, unit="req/s")
     concurrency: int = _f(8, "concurrent requests one replica serves (continuous-batching slots); "
                           "a replica is this many servers", min=1, max=512, step=1, unit="slots")
     gpus_per_replica: int = _f(1, "GPUs one replica needs", min=1, max=16, step=1, unit="GPUs")
@@ -60,8 +61,24 @@ class ServiceParams:
     decode_heavy: bool = _f(True, "LLM decode-bound serving: speed scales with memory slices "
                             "(bandwidth), not compute slices, on MIG")
     service_cv: float = _f(1.0, "coefficient of variation of service time (1 = exponential, "
-                           "M/M/c; other values scale the wait by (1+cv^2)/2, Allen-Cunneen)",
+                           "M/M/c; other values scale the wait by (1+cv^2)/2, Allen-Cunneen; "
+                           "below 1 the service is a constant plus a shorter exponential)",
                            min=0.0, max=5.0, step=0.05)
+    latency_floor_ms: float = _f(0.0, "fixed time every response takes besides queueing and "
+                                 "the slot's service (prefill, network, a first-token "
+                                 "phase); added to the response time", min=0.0, max=60000.0,
+                                 step=1.0, unit="ms")
+    busy_slowdown: float = _f(0.0, "how much a response's fixed part (the floor and the "
+                               "service's constant part) grows as slots fill: x (1 + this x "
+                               "occupancy^4); continuous batching makes prefill share the GPU "
+                               "with the decodes in flight", min=0.0, max=50.0, step=0.1,
+                               unit="x")
+    service_in_latency: bool = _f(True, "the latency the SLO is on includes the slot's service "
+                                  "time; false for time to first token (the slot goes on "
+                                  "decoding after it): then only waiting and the floor count")
+    max_replicas: int = _f(10000, "replicas the autoscaler never goes above (its maximum): "
+                           "a surge beyond it queues however many GPUs are free", min=1,
+                           max=100000, step=1, unit="replicas")
 
 
 @dataclass(frozen=True)
@@ -192,6 +209,11 @@ class PoolScenario:
             raise ConfigError(f"scenario '{self.name}': step_s={self.step_s} must divide an hour")
         for part in (self.service, self.pool, *self.batch.jobs):
             _check_ranges(part, self.name)
+        if self.service.max_replicas < self.service.min_replicas:
+            raise ConfigError(f"scenario '{self.name}': service.max_replicas="
+                              f"{self.service.max_replicas} is below service.min_replicas="
+                              f"{self.service.min_replicas}; raise the maximum or lower the "
+                              "minimum")
         names = [j.name for j in self.batch.jobs]
         dup = sorted({x for x in names if names.count(x) > 1})
         if dup:

@@ -86,14 +86,15 @@ def _in_window(hours: np.ndarray, start_h: float, end_h: float) -> np.ndarray | 
 
 
 def desired_replicas(scn: PoolScenario, replica_rps: float, *, prewarm: bool) -> np.ndarray:
-    """The autoscaler's target per step: traffic over replica capacity at the target use.
+    """The autoscaler's target per step: traffic over replica capacity at the target use,
+    within [min_replicas, max_replicas].
 
     Scale-down waits for the cooldown (a trailing max); ``prewarm`` adds yesterday's target
     one warm-up ahead (a scheduled scale-up that knows the daily curve).
     """
     svc = scn.service
     raw = np.ceil(scn.traffic_rps / (replica_rps * svc.target_utilization) - 1e-9)
-    raw = np.maximum(raw, svc.min_replicas)
+    raw = np.clip(raw, svc.min_replicas, svc.max_replicas)
     steps_per_min = 60.0 / scn.step_s
     want = _trailing(raw, int(round(svc.cooldown_min * steps_per_min)) + 1, "max")
     if prewarm:
@@ -128,7 +129,9 @@ def capacity(scn: PoolScenario, policy: str) -> CapacityTrace:
                          f"{svc.gpus_per_replica} GPUs; inference runs on whole GPUs")
         else:
             layout = choose_layout(pool.gpu_model, svc.model_memory_gib, svc.decode_heavy, mu,
-                                   svc.slo_ms, pool.mig_profile)
+                                   svc.slo_ms, pool.mig_profile,
+                                   latency_floor_ms=svc.latency_floor_ms,
+                                   service_in_latency=svc.service_in_latency)
             mu = mu * layout.speed
             per_gpu = float(layout.instances)
     prewarm = policy in ("tidal", "mig")

@@ -2,10 +2,19 @@
 
 A continuous-batching replica is ``concurrency`` servers, so a step's servers are ready
 replicas x concurrency. While a step is stable (arrivals below capacity, no backlog) its
-response time is M/M/c waiting plus exponential service (M/G/c by the Allen-Cunneen factor
-(1 + cv^2) / 2 on the waiting part); while overloaded a backlog is carried from step to step
-and requests whose wait would pass the client timeout fail. Everything is vectorised over
-steps; the only Python loop walks overloaded stretches, which are rare.
+response time is a latency floor (prefill, network) plus the M/G/c wait (Erlang C with the
+Allen-Cunneen factor (1 + cv^2) / 2 on its scale) plus the service time; the fixed part (the
+floor and the service's constant part) may grow as the slots fill, x (1 + slowdown x
+occupancy^4) (continuous batching: prefill shares the GPU with the decodes in flight; bounded,
+unlike queueing, and the slots' throughput stays what mu says); while overloaded
+a backlog is carried from step to step and requests whose wait would pass the client timeout
+fail. The service time has mean 1 / mu and coefficient of variation cv: exponential at
+cv >= 1 (above 1 only the wait feels cv), a shifted exponential (a constant (1 - cv) / mu plus
+an exponential of mean cv / mu) below, which keeps the response-time tail in closed form.
+When the SLO is on time to first token the slot's service is not in the measured latency
+(the slot goes on decoding): then the response is the floor plus the wait alone.
+Everything is vectorised over steps; the only Python loop walks overloaded stretches, which
+are rare.
 """
 
 from __future__ import annotations
@@ -64,18 +73,52 @@ def erlang_c(servers: np.ndarray, offered_erlangs: np.ndarray) -> np.ndarray:
     return out
 
 
-def _wait_rate(servers: np.ndarray, lam: np.ndarray, mu: np.ndarray, cv: float) -> np.ndarray:
-    """Decay rate of the conditional waiting time, with the Allen-Cunneen M/G/c factor."""
+# Below this cv the service time is treated as this cv (its exponential part's rate is
+# mu / cv): keeps the closed form finite; at 0.02 the exponential part is 2% of the mean.
+_MIN_CV = 0.02
+# Service rate standing for "not part of the measured latency" (a 1 ns service).
+_UNMEASURED_RATE = 1e9
+
+
+def service_shape(mu: np.ndarray | float, cv: float, in_latency: bool = True
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Service time as shift + Exp(rate): ``(rate, shift_s)`` for mean 1 / mu and cv.
+
+    At cv >= 1 the service is exponential (rate mu, no shift); below, a shifted exponential
+    with the same mean and cv: rate mu / cv after (1 - cv) / mu. When the measured latency
+    does not include the service (``in_latency`` false: time to first token, while the
+    slot goes on decoding) it is a nanosecond: only the wait and the floor remain.
+    """
+    m = np.asarray(mu, dtype=np.float64)
+    if not in_latency:
+        return np.full(m.shape, _UNMEASURED_RATE), np.zeros(m.shape)
+    k = min(max(float(cv), _MIN_CV), 1.0)
+    return m / k, (1.0 - k) / np.maximum(m, 1e-300)
+
+
+def busy_growth(slowdown: float, occupancy: np.ndarray | float) -> np.ndarray:
+    """Growth of a response's fixed part at slot ``occupancy`` (0..1): 1 + slowdown x occ^4."""
+    occ = np.clip(np.asarray(occupancy, dtype=np.float64), 0.0, 1.0)
+    return 1.0 + slowdown * occ ** 4
+
+
+def _wait_rate(servers: np.ndarray, lam: np.ndarray, mu: np.ndarray, cv: float,
+               svc_rate: np.ndarray | None = None) -> np.ndarray:
+    """Decay rate of the conditional waiting time, with the Allen-Cunneen M/G/c factor.
+
+    ``svc_rate`` is the rate of the service time's exponential part (``mu`` by default);
+    the closed form divides by (wait rate - svc_rate), so that coincidence is nudged.
+    """
     a = (servers * mu - lam) * (2.0 / (1.0 + cv * cv))
-    # The closed form divides by (a - mu); nudge the measure-zero coincidence.
-    close = np.abs(a - mu) < 1e-9 * mu
-    return np.where(close, mu * (1.0 + 1e-6), a)
+    r = mu if svc_rate is None else svc_rate
+    close = np.abs(a - r) < 1e-9 * r
+    return np.where(close, r * (1.0 + 1e-6), a)
 
 
 def response_survival(x_s: np.ndarray | float, pwait: np.ndarray, wait_rate: np.ndarray,
                       mu: np.ndarray) -> np.ndarray:
     """P(response > x) for wait (0 w.p. 1 - pwait, else Exp(wait_rate)) plus Exp(mu) service."""
-    x = np.asarray(x_s, dtype=np.float64)
+    x = np.maximum(np.asarray(x_s, dtype=np.float64), 0.0)
     es = _exp_neg(mu * x)
     ew = _exp_neg(wait_rate * x)
     mixed = (wait_rate * es - mu * ew) / (wait_rate - mu)
@@ -155,7 +198,9 @@ class StableMemo:
 
 def step_latency(lam_rps: np.ndarray, servers: np.ndarray, mu_rps: np.ndarray | float, *,
                  step_s: float, slo_s: float, timeout_s: float, cv: float = 1.0,
-                 memo: StableMemo | None = None) -> StepLatency:
+                 floor_s: float = 0.0, busy_slowdown: float = 0.0,
+                 service_in_latency: bool = True, memo: StableMemo | None = None
+                 ) -> StepLatency:
     """Latency per step for arrival rates ``lam_rps`` served by ``servers`` slots.
 
     Parameters
@@ -170,9 +215,15 @@ def step_latency(lam_rps: np.ndarray, servers: np.ndarray, mu_rps: np.ndarray | 
         Step length, SLO on response time, client timeout, seconds.
     cv:
         Service-time coefficient of variation (1 = exponential).
+    floor_s, busy_slowdown:
+        Time every response takes on top of waiting and service (prefill, network) on idle
+        slots, and the growth of that plus the service's constant part at full occupancy
+        (``busy_growth``).
+    service_in_latency:
+        Whether the measured latency includes the slot's service (``service_shape``).
     memo:
-        Shared between calls with the same ``lam_rps``, ``slo_s``, ``timeout_s`` and ``cv``
-        (``compare`` does this across policies); results are identical without it.
+        Shared between calls with the same ``lam_rps``, ``slo_s``, ``timeout_s``, ``cv`` and
+        floor (``compare`` does this across policies); results are identical without it.
     """
     lam = np.asarray(lam_rps, dtype=np.float64)
     n = lam.shape[0]
@@ -180,6 +231,12 @@ def step_latency(lam_rps: np.ndarray, servers: np.ndarray, mu_rps: np.ndarray | 
     mu = np.broadcast_to(np.asarray(mu_rps, dtype=np.float64), (n,)).astype(np.float64)
     cap_rps = c * mu
     arrivals = lam * step_s
+    rate, svc_shift = service_shape(mu, cv, service_in_latency)
+    grow = busy_growth(busy_slowdown, np.where(cap_rps > 0, lam / np.maximum(cap_rps, 1e-300),
+                                               1.0))
+    shift = (svc_shift + floor_s) * grow
+    # Overloaded steps answer after the backlog's wait plus a mean service.
+    over_add = 1.0 / np.maximum(rate, 1e-300) + shift
 
     backlog, failed, over = _carry_backlog(lam, cap_rps, step_s, timeout_s)
     prev = np.concatenate(([0.0], backlog[:-1]))
@@ -197,11 +254,11 @@ def step_latency(lam_rps: np.ndarray, servers: np.ndarray, mu_rps: np.ndarray | 
             todo = s_idx[~hit]
         else:
             todo = s_idx
-        ct, lt, mt = c[todo], lam[todo], mu[todo]
+        ct, lt, mt, rt, st = c[todo], lam[todo], mu[todo], rate[todo], shift[todo]
         pw_t = erlang_c(ct, lt / mt)
-        wr_t = _wait_rate(ct, lt, mt, cv)
-        q_t = np.minimum(response_quantile(0.99, pw_t, wr_t, mt), timeout_s)
-        sv_t = response_survival(slo_s, pw_t, wr_t, mt)
+        wr_t = _wait_rate(ct, lt, mt, cv, rt)
+        q_t = np.minimum(response_quantile(0.99, pw_t, wr_t, rt) + st, timeout_s)
+        sv_t = response_survival(slo_s - st, pw_t, wr_t, rt)
         if memo is None:
             pw, wr, q, sv = pw_t, wr_t, q_t, sv_t
         else:
@@ -216,15 +273,15 @@ def step_latency(lam_rps: np.ndarray, servers: np.ndarray, mu_rps: np.ndarray | 
         safe_cap = np.maximum(cap_rps[o_idx], 1e-12)
         w0 = prev[o_idx] / safe_cap
         w1 = backlog[o_idx] / safe_cap
-        mean_s = 1.0 / mu[o_idx]
+        mean_s = over_add[o_idx]
         p99[o_idx] = np.minimum(np.maximum(w0, w1) + mean_s, timeout_s)
         p99[o_idx[cap_rps[o_idx] <= 0]] = timeout_s
         share = _uniform_share_below(slo_s - mean_s, w0, w1)
         share[cap_rps[o_idx] <= 0] = 0.0
         within[o_idx] = (arrivals[o_idx] - failed[o_idx]) * share
 
-    overall = _overall_p99(arrivals, stable, pw, wr, mu, failed, o_idx, w0, w1, timeout_s,
-                           p99)
+    overall = _overall_p99(arrivals, stable, pw, wr, rate, shift, over_add, failed,
+                           o_idx, w0, w1, timeout_s, p99)
     return StepLatency(p99_s=p99, within_slo=within, arrivals=arrivals, failed=failed,
                        backlog=backlog, overall_p99_s=overall)
 
@@ -281,9 +338,13 @@ def _carry_backlog(lam: np.ndarray, cap_rps: np.ndarray, step_s: float, timeout_
 
 
 def _overall_p99(arrivals: np.ndarray, stable: np.ndarray, pw: np.ndarray, wr: np.ndarray,
-                 mu: np.ndarray, failed: np.ndarray, o_idx: np.ndarray, w0: np.ndarray,
-                 w1: np.ndarray, timeout_s: float, p99_steps: np.ndarray) -> float:
+                 rate: np.ndarray, shift: np.ndarray, over_add_s: np.ndarray,
+                 failed: np.ndarray, o_idx: np.ndarray, w0: np.ndarray, w1: np.ndarray,
+                 timeout_s: float, p99_steps: np.ndarray) -> float:
     """p99 over all requests: x with sum_t n_t P_t(T > x) = 1% of all requests.
+
+    Stable steps answer after ``shift`` plus a wait and an Exp(``rate``) service; overloaded
+    ones after their backlog's wait plus ``over_add_s`` (mean service and floor).
 
     The answer lies between the smallest and the largest step p99 (at those points every
     step is above, resp. below, 1%); the Illinois variant of regula falsi on log excess
@@ -298,8 +359,8 @@ def _overall_p99(arrivals: np.ndarray, stable: np.ndarray, pw: np.ndarray, wr: n
         return float(timeout_s)
     s_idx = np.flatnonzero(stable)
     n_s = arrivals[s_idx]
-    mu_s = mu[s_idx]
-    mu_o = mu[o_idx]
+    rate_s, shift_s = rate[s_idx], shift[s_idx]
+    add_o = over_add_s[o_idx]
     n_o = arrivals[o_idx] - failed[o_idx]
     busy = arrivals > 0
     if not busy.any():
@@ -312,9 +373,9 @@ def _overall_p99(arrivals: np.ndarray, stable: np.ndarray, pw: np.ndarray, wr: n
     def f(x: float) -> float:
         tot = n_fail
         if s_idx.size:
-            tot += float((n_s * response_survival(x, pw, wr, mu_s)).sum())
+            tot += float((n_s * response_survival(x - shift_s, pw, wr, rate_s)).sum())
         if o_idx.size:
-            tot += float((n_o * (1.0 - _uniform_share_below(x - 1.0 / mu_o, w0, w1))).sum())
+            tot += float((n_o * (1.0 - _uniform_share_below(x - add_o, w0, w1))).sum())
         return np.log(max(tot, 1e-300)) - np.log(target)
 
     f_lo, f_hi = f(lo), f(hi)
@@ -342,25 +403,32 @@ def _overall_p99(arrivals: np.ndarray, stable: np.ndarray, pw: np.ndarray, wr: n
 
 
 def max_arrival_within_slo(servers: np.ndarray, mu_rps: float, slo_s: float, cv: float = 1.0,
-                           q: float = 0.99) -> np.ndarray:
+                           q: float = 0.99, floor_s: float = 0.0,
+                           busy_slowdown: float = 0.0, service_in_latency: bool = True
+                           ) -> np.ndarray:
     """Largest arrival rate (requests/s) with stable p99 response <= SLO, per server count.
 
-    Zero where even one request's service p99 exceeds the SLO or there are no servers.
+    Zero where even one request's floor plus service p99 exceeds the SLO or there are no
+    servers.
     """
     c = np.asarray(servers, dtype=np.float64)
     out = np.zeros(c.shape)
-    ok = (c > 0) & (np.log(1.0 / (1.0 - q)) / mu_rps <= slo_s)
+    rate1, shift1 = service_shape(float(mu_rps), cv, service_in_latency)
+    shift = float(shift1)
+    ok = (c > 0) & (np.log(1.0 / (1.0 - q)) / float(rate1) + shift + floor_s <= slo_s)
     if not ok.any():
         return out
     cc = c[ok]
     lo = np.zeros(cc.shape)
     hi = cc * mu_rps
     mu = np.full(cc.shape, float(mu_rps))
+    rate = np.full(cc.shape, float(rate1))
     for _ in range(40):
         mid = 0.5 * (lo + hi)
         pw = erlang_c(cc, mid / mu)
-        wr = _wait_rate(cc, mid, mu, cv)
-        good = response_quantile(q, pw, wr, mu) <= slo_s
+        wr = _wait_rate(cc, mid, mu, cv, rate)
+        fixed = (shift + floor_s) * busy_growth(busy_slowdown, mid / (cc * mu))
+        good = response_quantile(q, pw, wr, rate) + fixed <= slo_s
         lo = np.where(good, mid, lo)
         hi = np.where(good, hi, mid)
     out[ok] = lo
