@@ -262,6 +262,9 @@ def _timelines(path: str, version: str, start_ms: int | None, end_ms: int | None
     wmap = load_workload_map()
     cfg = config_cls(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
     with open_store(path) as store:
+        timelines = optional("analytics.timeline", "timelines")  # one device pass for all three
+        if timelines is not None:
+            return timelines[0](store, cfg, wmap).as_dict()
         return {"pool": pool_timeline(store, cfg, wmap), "holdings": holdings(store, cfg, wmap),
                 "services": service_timeline(store, cfg, wmap)}
 

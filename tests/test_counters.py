@@ -84,3 +84,92 @@ def test_range_start_uses_baseline_before_it(store):
 def test_empty_inputs_give_empty_frames(store):
     assert increase(store, "nothing_total", TimelineConfig()).height == 0
     assert increase(store, [], TimelineConfig()).columns == ["series_id", "ts", "increase", "rate"]
+
+
+def _random_counters(store, rng, n_series=12, minutes=90, scrape_order=True):
+    """Counters with resets, gaps, late starters and a NaN, loaded time-major (as a scrape archive)."""
+    series = [(k, "reqs_total", f'{{"pod": "p{k}"}}') for k in range(n_series)]
+    samples = []
+    for k in range(n_series):
+        start = 0 if k % 3 else int(rng.integers(2, 30))
+        v = 0.0
+        for m in range(start, minutes):
+            if rng.random() < 0.1:
+                continue  # a missed scrape
+            v = float(rng.integers(0, 5)) if rng.random() < 0.03 else v + float(rng.integers(0, 20))
+            samples.append((k, m * 60_000 + int(rng.integers(0, 59_000)), v))
+    samples.append((0, minutes * 60_000 + 1, float("nan")))
+    if scrape_order:
+        samples.sort(key=lambda r: r[1])
+    _load(store, series, samples)
+
+
+@pytest.mark.parametrize("scrape_order", [True, False])
+@pytest.mark.parametrize("step_s", [60, 300])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_increase_by_group_in_numpy_equals_the_sql_definition(store, monkeypatch, scrape_order, step_s, chunked):
+    import numpy as np
+
+    import analytics.counters as counters
+    from analytics.counters import LOOKBACK_MS, NEW_SERIES_AFTER_MS, increase_by_group, register_temp
+    from analytics.sql import timeline as q
+
+    if chunked:  # several chunks of series, and the sparse sums
+        monkeypatch.setattr(counters, "CHUNK_SAMPLES", 150)
+        monkeypatch.setattr(counters, "DENSE_CELLS", 0)
+
+    _random_counters(store, np.random.default_rng(step_s), scrape_order=scrape_order)
+    ids = store.series("reqs_total")["id"].sort()
+    groups = pl.DataFrame({"series_id": ids, "group_id": (ids % 4) * 10}, schema={"series_id": pl.Int64,
+                                                                                 "group_id": pl.Int64})
+    step_ms = step_s * 1000
+    for lo_ms, hi_ms in ((0, 91 * 60_000), (20 * 60_000, 50 * 60_000)):
+        got = increase_by_group(store, groups, step_ms, lo_ms, hi_ms)
+        register_temp(store, "tl_counter_series", groups)
+        want = store.query(q.COUNTER_INCREASE_BY_GROUP, {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms,
+                                                         "lookback_ms": LOOKBACK_MS,
+                                                         "new_after_ms": NEW_SERIES_AFTER_MS})
+        assert got.height == want.height > 0
+        assert got["group_id"].to_list() == want["group_id"].to_list()
+        assert got["ts_end_ms"].to_list() == want["ts_end_ms"].to_list()
+        assert np.allclose(got["increase"].to_numpy(), want["increase"].to_numpy(), rtol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("case", ["dense", "duplicate bounds", "ragged", "string keys", "nan counts"])
+def test_histogram_quantiles_fast_path_equals_general_path(monkeypatch, case):
+    import math
+
+    import numpy as np
+    from polars.testing import assert_frame_equal
+
+    import analytics.counters as counters
+
+    rng = np.random.default_rng(3)
+    les = [0.0, 0.05, 0.1, 0.5, 1.0, math.inf]
+    rows = []
+    for svc in range(3):
+        for step in range(40):
+            bounds = les[: 3 + step % 4] + [math.inf] if case == "ragged" else les
+            counts = np.cumsum(rng.integers(0, 5, len(bounds))).astype(float)
+            if step % 7 == 0:
+                counts[:] = 0.0  # no observations: NaN
+            if step % 5 == 1:
+                counts[2] = counts[1] - 3  # not monotonic
+            if case == "nan counts" and step % 3 == 0:
+                counts[1] = math.nan
+            rows += [(svc, step * 60_000, le, c) for le, c in zip(bounds, counts)]
+            if case == "duplicate bounds":
+                rows += [(svc, step * 60_000, le, c / 2) for le, c in zip(bounds, counts)]
+    b = pl.DataFrame(rows, schema={"svc": pl.Int64, "ts": pl.Int64, "le": pl.Float64, "value": pl.Float64},
+                     orient="row").sample(fraction=1.0, shuffle=True, seed=1)
+    if case == "string keys":
+        b = b.with_columns(pl.format("s{}", "svc").alias("svc"))
+    qs = {"p0": 0.0, "p50": 0.5, "p99": 0.99, "p1": 1.0, "bad": 1.5}
+    one = b.filter((pl.col("ts") == 60_000) & (pl.col("svc") == pl.col("svc").first())).drop("svc", "ts")
+    fast, fast_one = counters.histogram_quantiles(qs, b), counters.histogram_quantiles(qs, one)
+    monkeypatch.setattr(counters, "_quantiles_dense", lambda *a: None)
+    general = counters.histogram_quantiles(qs, b)
+    assert fast.height == 120 and fast["p99"].is_nan().sum() > 0 and fast["p99"].is_not_nan().sum() > 60
+    assert_frame_equal(fast, general, check_exact=False, rel_tol=1e-12)
+    assert fast_one.height == 1
+    assert_frame_equal(fast_one, counters.histogram_quantiles(qs, one), check_exact=False, rel_tol=1e-12)

@@ -316,11 +316,11 @@ def calibrate_frames(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.D
 
 def _timelines(store: Any, start_ms: int | None, end_ms: int | None, step_s: int,
                wmap: Any = None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    from analytics.timeline import TimelineConfig, holdings, pool_timeline, service_timeline
+    from analytics.timeline import TimelineConfig, timelines
 
-    cfg = TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
-    return (service_timeline(store, cfg, wmap), pool_timeline(store, cfg, wmap),
-            holdings(store, cfg, wmap))
+    # One shared device pass for all three frames.
+    t = timelines(store, TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms), wmap)
+    return t.services, t.pool, t.holdings
 
 
 def calibrate(store: Any, *, pool: str | None = None, service: str | None = None,

@@ -65,6 +65,27 @@ GROUP BY ALL
 ORDER BY c.group_id, ts_end_ms
 """
 
+# The same increases computed in numpy (analytics.counters.increase_by_group), a chunk of
+# series at a time: per series, its first sample time over all data (which decides whether its
+# first sample counts from zero), how many samples it has in ($lo_ms - $lookback_ms, $hi_ms]
+# (to size the chunks) and whether any value there is NULL; then each chunk's samples, in
+# storage order.
+COUNTER_SERIES_STATS = """
+SELECT x.series_id, min(x.ts_ms) AS first_ms,
+       count(*) FILTER (WHERE x.ts_ms > $lo_ms - $lookback_ms AND x.ts_ms <= $hi_ms) AS n,
+       count(*) FILTER (WHERE x.value IS NULL) AS nulls
+FROM samples x WHERE x.series_id IN (SELECT series_id FROM tl_counter_series)
+GROUP BY ALL
+ORDER BY x.series_id
+"""
+COUNTER_SAMPLES = """
+SELECT x.series_id, x.ts_ms, x.value
+FROM samples x
+WHERE x.series_id IN (SELECT series_id FROM tl_counter_series)
+  AND x.series_id BETWEEN $first_id AND $last_id
+  AND x.ts_ms > $lo_ms - $lookback_ms AND x.ts_ms <= $hi_ms
+"""
+
 # --- pool timeline ---------------------------------------------------------------------------
 # Device series (dcgm-exporter) with their normalised labels: resolved to instances and holders
 # in Python (series-level, small).
@@ -73,35 +94,66 @@ SELECT id AS series_id, metric, gpu, uuid, hostname, model, namespace, pod, mig_
 FROM series WHERE list_contains($metrics, metric)
 """
 
+# Device series kinds, as small integers in tl_dev_series.kind (cheaper to test per sample
+# than strings).
+KIND_OTHER, KIND_GR_ACTIVE, KIND_UTIL, KIND_FB_USED = 0, 1, 2, 3
+# Packing a holder into a key that sorts by time first: (last_ms - step start) * HOLDER_KEY +
+# holder code, where the code is holder_id + 1 (0: no pod label). Holder ids must stay below
+# HOLDER_KEY - 1; steps up to 2^39 ms (17 years) keep the key inside BIGINT.
+HOLDER_KEY = 1 << 24
+
 # One pass over the device samples: per instance, holder and step, the holder's last sample
 # time and the instance's last activity / memory values.
 DEVICE_STEPS = f"""
 CREATE OR REPLACE TEMP TABLE tl_dev_step AS
 SELECT d.inst_id, d.holder_id, {STEP_END} AS ts_end_ms, max(x.ts_ms) AS last_ms,
-       arg_max(x.value, x.ts_ms) FILTER (WHERE d.kind = 'gr_active') AS gr_active,
-       arg_max(x.value, x.ts_ms) FILTER (WHERE d.kind = 'util') AS util_pct,
-       arg_max(x.value, x.ts_ms) FILTER (WHERE d.kind = 'fb_used') AS fb_used_mib
+       arg_max(x.value, x.ts_ms) FILTER (WHERE d.kind = {KIND_GR_ACTIVE}) AS gr_active,
+       arg_max(x.value, x.ts_ms) FILTER (WHERE d.kind = {KIND_UTIL}) AS util_pct,
+       arg_max(x.value, x.ts_ms) FILTER (WHERE d.kind = {KIND_FB_USED}) AS fb_used_mib
 FROM samples x JOIN tl_dev_series d ON x.series_id = d.series_id
 WHERE x.ts_ms > $lo_ms AND x.ts_ms <= $hi_ms
 GROUP BY ALL
 """
 
+# Per instance and step, in one aggregation: the highest and the lowest holder code among the
+# holders with the latest sample (equal unless several holders share that time: time-slicing),
+# the activity (GR_ENGINE_ACTIVE as %, else GPU_UTIL) and memory of the holder seen last.
+DEVICE_INST_STEPS = f"""
+CREATE OR REPLACE TEMP TABLE tl_dev_inst AS
+SELECT inst_id, ts_end_ms,
+       max((last_ms - ts_end_ms + $step_ms) * {HOLDER_KEY} + coalesce(holder_id + 1, 0)) AS hi_key,
+       max((last_ms - ts_end_ms + $step_ms) * {HOLDER_KEY} + ({HOLDER_KEY - 1} - coalesce(holder_id + 1, 0))) AS lo_key,
+       arg_max(coalesce(gr_active * 100.0, util_pct), last_ms) FILTER (
+           WHERE gr_active IS NOT NULL OR util_pct IS NOT NULL) AS activity_pct,
+       arg_max(fb_used_mib, last_ms) FILTER (WHERE fb_used_mib IS NOT NULL) AS fb_used_mib
+FROM tl_dev_step GROUP BY ALL
+"""
+
 # Who held each instance at each step: the holders seen at the instance's last sample time in
 # the step (a holder change inside a step counts the later holder only; several holders at the
 # same time share the device by time-slicing). n_holders = 0: the device had no pod label.
-DEVICE_HOLDERS = """
+# One holder at the last time (hi code = lo code) is read off tl_dev_inst; only the other
+# steps go back to tl_dev_step.
+DEVICE_HOLDERS = f"""
 CREATE OR REPLACE TEMP TABLE tl_dev_hold AS
-WITH last AS (
-    SELECT inst_id, ts_end_ms, max(last_ms) AS last_ms FROM tl_dev_step GROUP BY ALL
-), cur AS (
-    SELECT DISTINCT s.inst_id, s.ts_end_ms, s.holder_id
-    FROM tl_dev_step s JOIN last l USING (inst_id, ts_end_ms, last_ms)
+WITH k AS (
+    SELECT inst_id, ts_end_ms, hi_key % {HOLDER_KEY} AS hi_code,
+           {HOLDER_KEY - 1} - lo_key % {HOLDER_KEY} AS lo_code, hi_key // {HOLDER_KEY} + ts_end_ms - $step_ms AS last_ms
+    FROM tl_dev_inst
+), multi AS (
+    SELECT s.inst_id, s.ts_end_ms, s.holder_id
+    FROM tl_dev_step s JOIN k ON s.inst_id = k.inst_id AND s.ts_end_ms = k.ts_end_ms AND s.last_ms = k.last_ms
+    WHERE k.hi_code <> k.lo_code
 ), n AS (
-    SELECT inst_id, ts_end_ms, count(DISTINCT holder_id) AS n_holders FROM cur GROUP BY ALL
+    SELECT inst_id, ts_end_ms, count(DISTINCT holder_id) AS n_holders FROM multi GROUP BY ALL
 )
-SELECT c.inst_id, c.ts_end_ms, c.holder_id, n.n_holders
-FROM cur c JOIN n USING (inst_id, ts_end_ms)
-WHERE c.holder_id IS NOT NULL OR n.n_holders = 0
+SELECT inst_id, ts_end_ms, CASE WHEN hi_code > 0 THEN hi_code - 1 END AS holder_id,
+       CAST(hi_code > 0 AS BIGINT) AS n_holders
+FROM k WHERE hi_code = lo_code
+UNION ALL
+SELECT m.inst_id, m.ts_end_ms, m.holder_id, n.n_holders
+FROM multi m JOIN n USING (inst_id, ts_end_ms)
+WHERE m.holder_id IS NOT NULL OR n.n_holders = 0
 """
 
 # A GPU seen with several holders at one scrape is time-sliced; where its node advertises the
@@ -125,30 +177,43 @@ WITH res AS (
     WHERE metric IN ($alloc_metric, $req_metric)
       AND json_extract_string(labels, '$.resource') LIKE 'nvidia_com_%'
       AND hostname IS NOT NULL
+), keyed AS (
+    -- integer ids for the label tuples (series-level), so no per-sample work groups by strings
+    SELECT series_id, metric, node, namespace, pod, resource,
+           dense_rank() OVER (ORDER BY metric, node, namespace, pod, resource) AS key_id,
+           dense_rank() OVER (ORDER BY node, resource) AS nr_id,
+           dense_rank() OVER (ORDER BY namespace, pod) AS pod_id
+    FROM res
+), keys AS (
+    SELECT DISTINCT key_id, metric, nr_id, pod_id FROM keyed
 ), last AS (
-    SELECT r.metric, r.node, r.namespace, r.pod, r.resource, {STEP_END} AS ts_end_ms,
-           arg_max(x.value, x.ts_ms) AS value
-    FROM samples x JOIN res r ON x.series_id = r.series_id
+    SELECT k.key_id, {STEP_END} AS ts_end_ms, arg_max(x.value, x.ts_ms) AS value
+    FROM samples x JOIN keyed k ON x.series_id = k.series_id
     WHERE x.ts_ms > $lo_ms AND x.ts_ms <= $hi_ms
     GROUP BY ALL
 ), not_running AS (
-    SELECT DISTINCT s.namespace, s.pod, {STEP_END} AS ts_end_ms
-    FROM samples x JOIN series s ON x.series_id = s.id
-    WHERE s.metric = $phase_metric AND json_extract_string(s.labels, '$.phase') <> 'Running'
-      AND x.ts_ms > $lo_ms AND x.ts_ms <= $hi_ms
-    GROUP BY ALL
-    HAVING arg_max(x.value, x.ts_ms) = 1
+    SELECT p.pod_id, n.ts_end_ms
+    FROM (SELECT s.namespace, s.pod, {STEP_END} AS ts_end_ms
+          FROM samples x JOIN series s ON x.series_id = s.id
+          WHERE s.metric = $phase_metric AND json_extract_string(s.labels, '$.phase') <> 'Running'
+            AND x.ts_ms > $lo_ms AND x.ts_ms <= $hi_ms
+          GROUP BY ALL
+          HAVING arg_max(x.value, x.ts_ms) = 1) n
+    JOIN (SELECT DISTINCT namespace, pod, pod_id FROM keyed) p
+      ON n.namespace IS NOT DISTINCT FROM p.namespace AND n.pod = p.pod
 ), alloc AS (
-    SELECT node, resource, ts_end_ms, sum(value) AS alloc FROM last WHERE metric = $alloc_metric GROUP BY ALL
+    SELECT k.nr_id, l.ts_end_ms, sum(l.value) AS alloc
+    FROM last l JOIN keys k USING (key_id) WHERE k.metric = $alloc_metric GROUP BY ALL
 ), req AS (
-    SELECT l.node, l.resource, l.ts_end_ms, sum(l.value) AS requested
-    FROM last l ANTI JOIN not_running n
-      ON l.namespace IS NOT DISTINCT FROM n.namespace AND l.pod = n.pod AND l.ts_end_ms = n.ts_end_ms
-    WHERE l.metric = $req_metric
+    SELECT k.nr_id, l.ts_end_ms, sum(l.value) AS requested
+    FROM last l JOIN keys k USING (key_id)
+    ANTI JOIN not_running n ON k.pod_id = n.pod_id AND l.ts_end_ms = n.ts_end_ms
+    WHERE k.metric = $req_metric
     GROUP BY ALL
 )
-SELECT a.node AS hostname, a.resource, a.ts_end_ms, greatest(a.alloc - coalesce(r.requested, 0), 0) AS free
-FROM alloc a LEFT JOIN req r USING (node, resource, ts_end_ms)
+SELECT nr.node AS hostname, nr.resource, a.ts_end_ms, greatest(a.alloc - coalesce(r.requested, 0), 0) AS free
+FROM alloc a LEFT JOIN req r USING (nr_id, ts_end_ms)
+JOIN (SELECT DISTINCT nr_id, node, resource FROM keyed) nr USING (nr_id)
 """
 
 # Holdings per step in shares of a GPU: held (per holder), and unlabelled instances split into
@@ -172,9 +237,9 @@ WITH held AS (
 ), leftover AS (
     -- MIG GPUs whose instances do not use all compute slices: the unconfigured rest is idle
     SELECT s.ts_end_ms, g.pool, sum(g.leftover) AS gpus
-    FROM (SELECT DISTINCT h.ts_end_ms, i.gpu_id FROM tl_dev_hold h JOIN tl_inst i USING (inst_id)) s
+    FROM (SELECT DISTINCT h.ts_end_ms, i.gpu_id FROM tl_dev_hold h JOIN tl_inst i USING (inst_id)
+          WHERE i.gpu_id IN (SELECT gpu_id FROM tl_gpu WHERE leftover > 0)) s
     JOIN tl_gpu g USING (gpu_id)
-    WHERE g.leftover > 0
     GROUP BY ALL
 )
 SELECT held.ts_end_ms, held.pool, w.cls, w.team, w.workload, sum(held.gpus) AS gpus
@@ -189,20 +254,12 @@ UNION ALL
 SELECT ts_end_ms, pool, 'idle', NULL, NULL, gpus FROM leftover
 """
 
-# Activity (GR_ENGINE_ACTIVE as %, else GPU_UTIL) weighted by each instance's share of a GPU,
-# and memory used, per pool and step.
+# Activity weighted by each instance's share of a GPU, and memory used, per pool and step.
 POOL_DEVICE_STATS = """
-WITH inst AS (
-    SELECT inst_id, ts_end_ms,
-           arg_max(coalesce(gr_active * 100.0, util_pct), last_ms) FILTER (
-               WHERE gr_active IS NOT NULL OR util_pct IS NOT NULL) AS activity_pct,
-           arg_max(fb_used_mib, last_ms) FILTER (WHERE fb_used_mib IS NOT NULL) AS fb_used_mib
-    FROM tl_dev_step GROUP BY ALL
-)
 SELECT s.ts_end_ms, i.pool,
        sum(s.activity_pct * i.frac) / sum(i.frac) FILTER (WHERE s.activity_pct IS NOT NULL) AS activity_pct,
        sum(s.fb_used_mib) / 1024.0 AS mem_used_gib
-FROM inst s JOIN tl_inst i USING (inst_id)
+FROM tl_dev_inst s JOIN tl_inst i USING (inst_id)
 GROUP BY ALL
 """
 
@@ -239,16 +296,20 @@ FROM series WHERE list_contains($metrics, metric)
 """
 
 # Gauges per group and step: the sum (and max) over a group's series of each one's last value
-# in the step, and how many distinct pods reported.
+# in the step, and how many distinct pods reported. The last values are taken per series (an
+# integer key) before the series meet their groups and pods.
 GAUGE_BY_GROUP = f"""
 WITH last AS (
-    SELECT g.group_id, g.series_id, g.pod_key, {STEP_END} AS ts_end_ms, arg_max(x.value, x.ts_ms) AS value
-    FROM samples x JOIN tl_gauge_series g ON g.series_id = x.series_id
-    WHERE x.ts_ms > $lo_ms AND x.ts_ms <= $hi_ms
+    SELECT x.series_id, {STEP_END} AS ts_end_ms, arg_max(x.value, x.ts_ms) AS value
+    FROM samples x
+    WHERE x.series_id IN (SELECT series_id FROM tl_gauge_series)
+      AND x.ts_ms > $lo_ms AND x.ts_ms <= $hi_ms
     GROUP BY ALL
 )
-SELECT group_id, ts_end_ms, sum(value) AS value, max(value) AS max_value, count(DISTINCT pod_key) AS pods
-FROM last GROUP BY ALL
+SELECT g.group_id, l.ts_end_ms, sum(l.value) AS value, max(l.value) AS max_value,
+       count(DISTINCT g.pod_id) AS pods
+FROM last l JOIN tl_gauge_series g USING (series_id)
+GROUP BY ALL
 """
 
 SIGNAL_METRICS = "SELECT DISTINCT metric FROM series"

@@ -4,6 +4,8 @@
   team, workload), idle vs unknown, activity, memory, pending pods.
 - :func:`service_timeline`: request rate, p50/p95/p99 (``histogram_quantile`` over bucket
   increases summed across pods), running/waiting requests, serving/desired/ready replicas.
+- :func:`timelines`: all three from one pass over the device samples (what the app and the
+  events analysis should call).
 - :func:`signal_report`: which recognised signals a store has, and what each missing one costs.
 
 Counter and histogram semantics live in :mod:`analytics.counters`; the workload map in
@@ -11,10 +13,11 @@ Counter and histogram semantics live in :mod:`analytics.counters`; the workload 
 """
 
 from analytics.counters import histogram_quantile, histogram_quantiles, increase, rate
+from analytics.timeline.combined import Timelines, timelines
 from analytics.timeline.config import TimelineConfig, parse_step_s
 from analytics.timeline.pool import holdings, pool_timeline
 from analytics.timeline.service import service_timeline
 from analytics.timeline.signals import signal_report
 
 __all__ = ["TimelineConfig", "parse_step_s", "increase", "rate", "histogram_quantile", "histogram_quantiles",
-           "holdings", "pool_timeline", "service_timeline", "signal_report"]
+           "holdings", "pool_timeline", "service_timeline", "signal_report", "Timelines", "timelines"]

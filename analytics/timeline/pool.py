@@ -16,14 +16,15 @@ import polars as pl
 
 from analytics import signals as sg
 from analytics.counters import register_temp, step_range
+from analytics.errors import ConfigError
 from analytics.sql import timeline as q
 from analytics.store import Store
 from analytics.timeline.config import TimelineConfig
 from analytics.timeline.service import autoscaler_by_pool
 from analytics.workloads import WorkloadMap, classify_pods, pool_of_host
 
-DEVICE_KIND = {sg.DCGM_GR_ENGINE_ACTIVE: "gr_active", sg.DCGM_GPU_UTIL: "util", sg.DCGM_FB_USED: "fb_used",
-               sg.DCGM_POWER: "other"}
+DEVICE_KIND = {sg.DCGM_GR_ENGINE_ACTIVE: q.KIND_GR_ACTIVE, sg.DCGM_GPU_UTIL: q.KIND_UTIL,
+               sg.DCGM_FB_USED: q.KIND_FB_USED, sg.DCGM_POWER: q.KIND_OTHER}
 # the NVIDIA device plugin's time-sliced resource with renameByDefault (nvidia.com/gpu.shared)
 SHARED_RESOURCE = "nvidia_com_gpu_shared"
 CLASS_COLUMNS = ("inference", "batch", "other", "unknown", "idle")
@@ -60,9 +61,10 @@ def mig_resource(profile: str | None) -> str:
     return "nvidia_com_mig_" + re.sub(r"[.\-+]", "_", profile)
 
 
-def _prepare(store: Store, wmap: WorkloadMap) -> pl.DataFrame | None:
+def _prepare(store: Store, wmap: WorkloadMap, classified: pl.DataFrame | None = None) -> pl.DataFrame | None:
     """Resolve device series to instances and holders; register ``tl_*`` temp tables.
 
+    ``classified``: :func:`analytics.workloads.classify_pods` output when the caller has it.
     Returns the holder table (for callers needing names) or ``None`` without device series.
     """
     dev = store.query(q.DEVICE_SERIES, {"metrics": list(DEVICE_KIND)})
@@ -72,7 +74,7 @@ def _prepare(store: Store, wmap: WorkloadMap) -> pl.DataFrame | None:
         pl.coalesce("uuid", pl.concat_str(pl.col("hostname").fill_null("?"), pl.lit("/"),
                                           pl.col("gpu").fill_null("?"))).alias("gpu_key"),
         pl.col("mig_id").fill_null("").alias("mig_key"),
-        pl.col("metric").replace_strict(DEVICE_KIND, default="other").alias("kind"))
+        pl.col("metric").replace_strict(DEVICE_KIND, default=q.KIND_OTHER, return_dtype=pl.Int8).alias("kind"))
     inst = (dev.group_by("gpu_key", "mig_key")
             .agg(pl.col("hostname").drop_nulls().first(), pl.col("model").drop_nulls().first(),
                  pl.col("mig_profile").drop_nulls().first())
@@ -95,7 +97,11 @@ def _prepare(store: Store, wmap: WorkloadMap) -> pl.DataFrame | None:
             .with_columns(pl.when(pl.col("is_mig")).then((1.0 - pl.col("used")).clip(0.0, 1.0))
                           .otherwise(0.0).alias("leftover")))
 
-    pods = classify_pods(store, wmap).with_row_index("holder_id").with_columns(pl.col("holder_id").cast(pl.Int64))
+    pods = classify_pods(store, wmap) if classified is None else classified
+    pods = pods.with_row_index("holder_id").with_columns(pl.col("holder_id").cast(pl.Int64))
+    if pods.height >= q.HOLDER_KEY - 1:
+        raise ConfigError(f"{pods.height} pods: more than the pool timeline can tell apart ({q.HOLDER_KEY - 2}); "
+                          "narrow the store to fewer pods (a shorter range or fewer sources)")
     dev = (dev.join(inst.select("gpu_key", "mig_key", "inst_id"), on=["gpu_key", "mig_key"])
            .join(pods.select("namespace", "pod", "holder_id"), on=["namespace", "pod"], how="left",
                  nulls_equal=True))
@@ -115,7 +121,8 @@ def _ts(col: str = "ts_end_ms") -> pl.Expr:
 
 def _run_device_steps(store: Store, params: dict[str, int]) -> None:
     store.con.execute(q.DEVICE_STEPS, params).fetchall()
-    store.con.execute(q.DEVICE_HOLDERS).fetchall()
+    store.con.execute(q.DEVICE_INST_STEPS, {"step_ms": params["step_ms"]}).fetchall()
+    store.con.execute(q.DEVICE_HOLDERS, {"step_ms": params["step_ms"]}).fetchall()
     store.con.execute(q.TIMESLICED_RESOURCE, {"shared": SHARED_RESOURCE, "whole": sg.KSM_GPU_RESOURCE,
                                               "alloc_metric": sg.KSM_NODE_GPU_ALLOCATABLE}).fetchall()
     store.con.execute(q.KSM_FREE, {**params, "alloc_metric": sg.KSM_NODE_GPU_ALLOCATABLE,
@@ -133,19 +140,46 @@ def _holdings_frame(store: Store) -> pl.DataFrame:
                       pl.col("gpus").cast(pl.Float64)).sort("ts", "pool", "cls", "team", "workload", nulls_last=True)
 
 
+def device_pass(store: Store, params: dict[str, int], wmap: WorkloadMap,
+                classified: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """The one pass over the device samples both :func:`holdings` and :func:`pool_timeline` read.
+
+    Returns ``(pods, hold)``: the classified holders and the holdings frame (what
+    :func:`holdings` returns), or ``None`` without device series. Leaves the ``tl_dev_*``
+    temp tables for :func:`pool_frame`. ``classified``: :func:`analytics.workloads.classify_pods`
+    output when the caller has it.
+    """
+    pods = _prepare(store, wmap, classified)
+    if pods is None:
+        return None
+    _run_device_steps(store, params)
+    return pods, _holdings_frame(store)
+
+
 def holdings(store: Store, cfg: TimelineConfig = TimelineConfig(), wmap: WorkloadMap | None = None) -> pl.DataFrame:
     """Who held the GPUs, per step: long frame ``ts, pool, cls, team, workload, gpus``.
 
     ``cls`` is ``inference``, ``batch``, ``other``, ``unknown`` (no pod label) or ``idle``;
     ``gpus`` is in shares of a GPU (MIG instances and time-sliced pods as fractions).
+    Calling this and :func:`pool_timeline` reads the device samples twice:
+    :func:`analytics.timeline.timelines` builds both from one pass.
     """
     wmap = wmap or WorkloadMap()
     rng = step_range(store, cfg)
-    if rng is None or _prepare(store, wmap) is None:
-        return pl.DataFrame(schema=_HOLDINGS_SCHEMA)
+    passed = device_pass(store, _params(rng), wmap) if rng is not None else None
+    if passed is None:
+        return empty_holdings()
+    return passed[1]
+
+
+def empty_holdings() -> pl.DataFrame:
+    """A holdings frame with no rows (an empty store, or no device series)."""
+    return pl.DataFrame(schema=_HOLDINGS_SCHEMA)
+
+
+def _params(rng: tuple[int, int, int]) -> dict[str, int]:
     step_ms, lo_ms, hi_ms = rng
-    _run_device_steps(store, {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms})
-    return _holdings_frame(store)
+    return {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms}
 
 
 _POOL_SCHEMA = {"ts": pl.Datetime("ms", "UTC"), "pool": pl.Utf8, "gpus_total": pl.Float64,
@@ -176,13 +210,25 @@ def pool_timeline(store: Store, cfg: TimelineConfig = TimelineConfig(),
     """
     wmap = wmap or WorkloadMap()
     rng = step_range(store, cfg)
-    pods = _prepare(store, wmap) if rng is not None else None
-    if rng is None or pods is None:
-        return pl.DataFrame(schema=_POOL_SCHEMA)
-    step_ms, lo_ms, hi_ms = rng
-    params = {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms}
-    _run_device_steps(store, params)
-    hold = _holdings_frame(store)
+    passed = device_pass(store, _params(rng), wmap) if rng is not None else None
+    if passed is None:
+        return empty_pool()
+    pods, hold = passed
+    return pool_frame(store, _params(rng), pods, hold, wmap, with_teams=with_teams)
+
+
+def empty_pool() -> pl.DataFrame:
+    """A pool timeline with no rows (an empty store, or no device series)."""
+    return pl.DataFrame(schema=_POOL_SCHEMA)
+
+
+def pool_frame(store: Store, params: dict[str, int], pods: pl.DataFrame, hold: pl.DataFrame, wmap: WorkloadMap,
+               *, with_teams: bool = False, autoscaler: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The pool timeline from a :func:`device_pass` (whose temp tables must still be current).
+
+    ``autoscaler``: :func:`analytics.timeline.service.autoscaler_by_pool` output, when the
+    caller already has it.
+    """
     wide = (hold.group_by("ts", "pool", "cls").agg(pl.col("gpus").sum())
             .pivot(on="cls", index=["ts", "pool"], values="gpus"))
     for c in CLASS_COLUMNS:
@@ -197,7 +243,9 @@ def pool_timeline(store: Store, cfg: TimelineConfig = TimelineConfig(),
     has_phase = store.con.execute(q.HAS_METRIC, {"metric": sg.KSM_POD_PHASE}).fetchall()[0][0] > 0
     out = out.with_columns(
         (pl.col("pending_pods").fill_null(0) if has_phase else pl.lit(None)).cast(pl.Int64).alias("pending_pods"))
-    hpa = autoscaler_by_pool(store, params, wmap).select(_ts(), "pool", "desired_replicas", "ready_replicas")
+    if autoscaler is None:
+        autoscaler = autoscaler_by_pool(store, params, wmap)
+    hpa = autoscaler.select(_ts(), "pool", "desired_replicas", "ready_replicas")
     out = out.join(hpa, on=["ts", "pool"], how="left")
     out = out.select(*(pl.col(c).cast(t) for c, t in _POOL_SCHEMA.items())).sort("ts", "pool")
     if with_teams:
@@ -205,7 +253,9 @@ def pool_timeline(store: Store, cfg: TimelineConfig = TimelineConfig(),
                  .group_by("ts", "pool", "team").agg(pl.col("gpus").sum())
                  .with_columns(("team_" + pl.col("team")).alias("team"))
                  .pivot(on="team", index=["ts", "pool"], values="gpus"))
-        out = out.join(teams, on=["ts", "pool"], how="left").with_columns(
+        # team columns sorted by name: the pivot's order follows the group_by's, which is not stable
+        team_cols = sorted(c for c in teams.columns if c.startswith("team_"))
+        out = out.join(teams.select("ts", "pool", *team_cols), on=["ts", "pool"], how="left").with_columns(
             pl.col("^team_.*$").fill_null(0.0))
     return out
 

@@ -57,8 +57,11 @@ def _histogram_metrics() -> list[str]:
             *SUMMARY_METRICS, *(f"{m}_count" for m in SUMMARY_METRICS)]
 
 
-def service_series(store: Store, wmap: WorkloadMap) -> tuple[pl.DataFrame, pl.DataFrame]:
+def service_series(store: Store, wmap: WorkloadMap,
+                   classified: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Series of every service, and one row per service with its SLO metric and pool.
+
+    ``classified``: :func:`analytics.workloads.classify_pods` output when the caller has it.
 
     Returns ``(series, services)``: ``series`` has ``series_id, metric, base, service, pod_key,
     le`` (float), ``quantile``, ``role`` (bucket / count / summary / a gauge name); ``services`` has ``service,
@@ -92,7 +95,7 @@ def service_series(store: Store, wmap: WorkloadMap) -> tuple[pl.DataFrame, pl.Da
         return empty
     names = sorted(lat["service"].unique().to_list())
     present = lat.group_by("service").agg(pl.col("base").unique(), pl.col("namespace").drop_nulls().mode().first())
-    pods = classify_pods(store, wmap)
+    pods = classify_pods(store, wmap) if classified is None else classified
     host_by_pod = {(r["namespace"], r["pod"]): r["hostname"] for r in pods.iter_rows(named=True)}
     rows = []
     for r in present.sort("service").iter_rows(named=True):
@@ -132,8 +135,14 @@ def service_timeline(store: Store, cfg: TimelineConfig = TimelineConfig(),
     rng = step_range(store, cfg)
     if rng is None:
         return pl.DataFrame(schema=SERVICE_SCHEMA)
+    return service_frame(store, rng, service_series(store, wmap))
+
+
+def service_frame(store: Store, rng: tuple[int, int, int],
+                  series_services: tuple[pl.DataFrame, pl.DataFrame]) -> pl.DataFrame:
+    """The service timeline over ``rng`` (``step_ms, lo_ms, hi_ms``) from :func:`service_series` output."""
     step_ms, lo_ms, hi_ms = rng
-    series, services = service_series(store, wmap)
+    series, services = series_services
     if services.height == 0:
         return pl.DataFrame(schema=SERVICE_SCHEMA)
     params = {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms}
@@ -188,11 +197,13 @@ def service_timeline(store: Store, cfg: TimelineConfig = TimelineConfig(),
         if col not in out.columns:
             out = out.with_columns(pl.lit(None, dtype=pl.Float64).alias(col))
     step_s = step_ms / 1000
+    unit_ms = {m: ms_per_unit(m) for m in services["slo_metric"].drop_nulls().unique().to_list()}
     out = out.join(services, on="service_id", how="left").with_columns(
         pl.col("ts_end_ms").cast(pl.Datetime("ms")).dt.replace_time_zone("UTC").alias("ts"),
         (pl.coalesce("_count_total", "_inf_total") / step_s).alias("rps"),
         *(((pl.col(c).fill_nan(None).fill_null(pl.col(f"summary_{c}"))
-            * pl.col("slo_metric").map_elements(ms_per_unit, return_dtype=pl.Float64))).alias(c) for c in QUANTILES),
+            * pl.col("slo_metric").replace_strict(unit_ms, default=None, return_dtype=pl.Float64))).alias(c)
+          for c in QUANTILES),
         pl.col("replicas").fill_null(0).cast(pl.Int64))
     return out.select(*(pl.col(c).cast(t) for c, t in SERVICE_SCHEMA.items())).sort("service", "ts")
 
@@ -201,7 +212,8 @@ def _gauges(store: Store, g: pl.DataFrame, params: dict[str, int], roles: list[s
     if g.height == 0:
         return pl.DataFrame(schema={"service_id": pl.Int64, "ts_end_ms": pl.Int64})
     register_temp(store, "tl_gauge_series", g.select(pl.col("series_id").cast(pl.Int64),
-                                                     pl.col("group_id").cast(pl.Int64), "pod_key"))
+                                                     pl.col("group_id").cast(pl.Int64),
+                                                     pl.col("pod_key").rank("dense").cast(pl.Int64).alias("pod_id")))
     raw = store.query(q.GAUGE_BY_GROUP, params)
     raw = raw.with_columns((pl.col("group_id") // len(roles)).alias("service_id"),
                            (pl.col("group_id") % len(roles)).alias("_r"))
@@ -213,12 +225,14 @@ def _gauges(store: Store, g: pl.DataFrame, params: dict[str, int], roles: list[s
     return raw.pivot(on="role", index=["service_id", "ts_end_ms"], values="value")
 
 
-def autoscaler_by_pool(store: Store, params: dict[str, int], wmap: WorkloadMap) -> pl.DataFrame:
+def autoscaler_by_pool(store: Store, params: dict[str, int], wmap: WorkloadMap,
+                       series_services: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> pl.DataFrame:
     """Desired and ready replicas summed over the services of each pool, per step.
 
+    ``series_services``: :func:`service_series` output when the caller has it.
     Returns ``ts_end_ms, pool, desired_replicas, ready_replicas`` (empty without the signals).
     """
-    series, services = service_series(store, wmap)
+    series, services = series_services if series_services is not None else service_series(store, wmap)
     roles = [*GAUGES.values(), "replicas", *(f"summary_{c}" for c in QUANTILES)]
     g = series.filter(pl.col("role").is_in(["desired_replicas", "ready_replicas"])).join(
         services.select("service", "service_id"), on="service")

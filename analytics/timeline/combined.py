@@ -1,0 +1,93 @@
+"""All three timelines from one pass: what the app, the events analysis and calibration read.
+
+:func:`holdings` and :func:`pool_timeline` each read the device samples; calling both costs
+that pass twice. :func:`timelines` reads it once, classifies the pods once and resolves the
+services once, and returns frames equal to the three separate calls. The service timeline is
+built on a second DuckDB connection to the same database, in a thread, while the device pass
+runs: DuckDB, polars and numpy release the GIL, so the single-threaded parts of one overlap the
+other (the app's sample, 28M samples on 2 cores: about a fifth less wall time).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from analytics.counters import step_range
+from analytics.store import Store
+from analytics.timeline.config import TimelineConfig
+from analytics.timeline.pool import device_pass, empty_holdings, empty_pool, pool_frame
+from analytics.timeline.service import SERVICE_SCHEMA, autoscaler_by_pool, service_frame, service_series
+from analytics.workloads import WorkloadMap, classify_pods
+
+
+@dataclass(frozen=True)
+class Timelines:
+    """The pool timeline, the holdings behind it and the service timeline, at one step and range."""
+
+    pool: pl.DataFrame
+    holdings: pl.DataFrame
+    services: pl.DataFrame
+
+    def as_dict(self) -> dict[str, pl.DataFrame]:
+        """``{"pool", "holdings", "services"}``: the shape the pages and the events pipeline pass around."""
+        return {"pool": self.pool, "holdings": self.holdings, "services": self.services}
+
+
+def timelines(store: Store, cfg: TimelineConfig = TimelineConfig(), wmap: WorkloadMap | None = None,
+              *, with_teams: bool = False) -> Timelines:
+    """:func:`pool_timeline`, :func:`holdings` and :func:`service_timeline` in one go.
+
+    Parameters
+    ----------
+    store, cfg, wmap:
+        As for the separate functions (the default map when ``wmap`` is ``None``).
+    with_teams:
+        As for :func:`analytics.timeline.pool_timeline`.
+
+    Returns
+    -------
+    Timelines
+        Frames equal to ``pool_timeline(store, cfg, wmap, with_teams=...)``,
+        ``holdings(store, cfg, wmap)`` and ``service_timeline(store, cfg, wmap)``.
+    """
+    wmap = wmap or WorkloadMap()
+    rng = step_range(store, cfg)
+    if rng is None:
+        return Timelines(empty_pool(), empty_holdings(), pl.DataFrame(schema=SERVICE_SCHEMA))
+    step_ms, lo_ms, hi_ms = rng
+    params = {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms}
+    classified = classify_pods(store, wmap)
+    svc = service_series(store, wmap, classified)
+    with _Cursor(store) as other, ThreadPoolExecutor(max_workers=1) as pool_of_one:
+        services = pool_of_one.submit(service_frame, other, rng, svc)  # type: ignore[arg-type]
+        passed = device_pass(store, params, wmap, classified)
+        if passed is None:
+            pool, hold = empty_pool(), empty_holdings()
+        else:
+            pods, hold = passed
+            pool = pool_frame(store, params, pods, hold, wmap, with_teams=with_teams,
+                              autoscaler=autoscaler_by_pool(store, params, wmap, svc))
+        return Timelines(pool, hold, services.result())
+
+
+class _Cursor:
+    """What the service timeline uses of a :class:`Store` (``con``, ``query``), on its own
+    connection to the same database: its temp tables are its own, so it can run beside the
+    device pass."""
+
+    def __init__(self, store: Store) -> None:
+        self.path = store.path
+        self.con = store.con.cursor()
+
+    def query(self, sql: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
+        return self.con.sql(sql, params=params or None).pl()
+
+    def __enter__(self) -> "_Cursor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.con.close()
