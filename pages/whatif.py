@@ -17,9 +17,10 @@ from analytics.pool import (POLICIES, POLICY_HELP, PRESETS, PoolParams, ServiceP
                             burst_bands, compare, field_specs, frontier, headroom_by_hour,
                             scenario_from_toml, scenario_to_toml)
 from analytics.pool import form
-from analytics.pool.calibrate import Calibration, calibrate_frames
+from analytics.pool.calibrate import Calibration, calibrate_frames, gpu_model_of
 from analytics.pool.ledger import policy_table, typical_day
-from pages._common import cached_timelines, config_version, page_setup, show_chart, source
+from pages._common import (cached_timelines, config_version, open_store, page_setup, show_chart,
+                           source)
 
 STORE = "store"
 FILE = "file"
@@ -36,8 +37,10 @@ def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: in
                        step_s: int, map_version: str, service: str | None,
                        slo_ms: float) -> Calibration:
     tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    with open_store(path) as store:  # the frames do not carry the GPU model
+        gpu_model = gpu_model_of(store)
     return calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=service,
-                            step_s=step_s, slo_for=slo_ms)
+                            step_s=step_s, slo_for=slo_ms, gpu_model=gpu_model)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)

@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from analytics.cli import main
 from analytics.pool import PRESETS, compare
-from analytics.pool.calibrate import calibrate_frames
+from analytics.pool.calibrate import calibrate_frames, gpu_model_of, mig_model_for
 from analytics.sample import load_into, simulate
 from analytics.store import Store
 from analytics.timeline import TimelineConfig, holdings, pool_timeline, service_timeline
@@ -41,8 +41,11 @@ def frames(sim_db):
 
 
 @pytest.fixture(scope="module")
-def rec(frames):
-    return calibrate_frames(*frames, service="recommender", slo_for=SLOS)
+def rec(frames, sim_db):
+    # As the pages do: the frames do not carry the GPU model, the store does.
+    with Store(sim_db, read_only=True) as st:
+        gpu_model = gpu_model_of(st)
+    return calibrate_frames(*frames, service="recommender", slo_for=SLOS, gpu_model=gpu_model)
 
 
 @pytest.fixture(scope="module")
@@ -183,3 +186,24 @@ def test_whatif_page_on_the_store_shows_the_backtest(sim_db, monkeypatch, tmp_pa
     after = at.dataframe[1].value.set_index("policy")["violation_minutes"]["shared"]
     assert after < before
     assert at.query_params["w_pool.gpus"] == "61" and at.query_params["w_src"] == "store"
+
+
+@pytest.mark.parametrize(("model_name", "key"), [
+    ("NVIDIA H100 80GB HBM3", "H100-80GB"),
+    ("NVIDIA H200", "H200-141GB"),
+    ("NVIDIA A100-SXM4-40GB", "A100-40GB"),
+    ("NVIDIA A100 80GB PCIe", "A100-80GB"),
+    ("NVIDIA L4", None),
+])
+def test_model_names_map_to_mig_tables(model_name: str, key: str | None) -> None:
+    assert mig_model_for(model_name) == key
+
+
+def test_gpu_model_comes_from_the_store(rec, chat, store) -> None:
+    scn, prov = rec.scenario, rec.scenario.provenance
+    assert scn.pool.gpu_model == "H100-80GB"
+    assert prov["pool.gpu_model"].startswith("store: modelName 'NVIDIA H100 80GB HBM3'")
+    # Frames alone (no model given) keep the default model and say so.
+    assert chat.scenario.provenance["pool.gpu_model"] == "default"
+    # A store that names no GPU model has none to give.
+    assert gpu_model_of(store) is None

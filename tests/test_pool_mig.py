@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
 
 from analytics.errors import ConfigError
-from analytics.pool import MIG_PROFILES, choose_layout, placements
+from analytics.pool import MIG_PROFILES, PRESETS, choose_layout, compare, placements
+from analytics.pool.mig import gpus_for_peak
 
 
 @pytest.mark.parametrize("model", sorted(MIG_PROFILES))
@@ -63,3 +67,36 @@ def test_auto_profile_counts_the_floor_and_what_the_latency_measures() -> None:
     slow = choose_layout("A100-80GB", 16.0, True, 0.2, 1000.0, latency_floor_ms=600.0,
                          service_in_latency=False)
     assert slow.profile.compute_slices == whole.profile.compute_slices
+
+
+def test_auto_profile_serves_the_peak_with_the_fewest_gpus() -> None:
+    # Compute-bound, loose SLO: every profile is fast enough. The smallest slice the model
+    # fits (1g.20gb: 4 x 1/7 of a GPU's compute) needs 35 GPUs for a 20-GPU peak; a whole
+    # GPU needs 20.
+    small = choose_layout("A100-80GB", 16.0, False, 400.0, 1000.0)
+    assert small.profile.name == "1g.20gb"
+    lay = choose_layout("A100-80GB", 16.0, False, 400.0, 1000.0, peak_replicas=20.0)
+    profiles = [p for p in MIG_PROFILES["A100-80GB"] if p.memory_gb >= 16.0]
+    assert gpus_for_peak(lay.profile, False, 20.0) == min(
+        gpus_for_peak(p, False, 20.0) for p in profiles) == 20
+    assert gpus_for_peak(small.profile, False, 20.0) == 35
+    assert lay.profile.name == "7g.80gb"
+    # Decode-heavy, 4 x 1g.20gb is a whole GPU's memory bandwidth: the small slice stays.
+    assert choose_layout("A100-80GB", 16.0, True, 400.0, 1000.0,
+                         peak_replicas=20.0).profile.name == "1g.20gb"
+
+
+def test_mig_keeps_the_autoscaler_ceiling_in_capacity_not_replicas() -> None:
+    # The calibrated sample's case: the autoscaler's maximum was seen on whole GPUs. On
+    # 3g.40gb slices (half a GPU each) the same ceiling is twice the replicas; kept in
+    # replicas, MIG served the daytime peak with half the capacity (p99 at the timeout).
+    base = PRESETS["tidal-a100"]()
+    svc = base.service
+    peak = float(base.traffic_rps.max()) / (svc.service_rate_per_slot_rps * svc.concurrency
+                                            * svc.target_utilization)
+    capped = replace(base, service=replace(svc, max_replicas=int(math.ceil(peak))))
+    res = compare(capped, ("tidal", "mig"))
+    mig, tidal = res["mig"].summary, res["tidal"].summary
+    assert mig["mig_profile"] == "3g.40gb"
+    assert mig["violation_minutes"] <= tidal["violation_minutes"] + 10
+    assert mig["p99_ms"] < svc.timeout_s * 1000.0 / 2

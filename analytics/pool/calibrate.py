@@ -24,8 +24,39 @@ from analytics.pool.observe import Observation, observe
 from analytics.pool.outputs import simulate
 from analytics.pool.params import (BatchJob, BatchParams, PoolParams, PoolScenario,
                                    ServiceParams)
+from analytics.sql.pool import GPU_MODELS
 
 RECURRING_MIN_DAYS = 2  # a batch workload seen on this many days is a daily job
+
+
+def mig_model_for(model_name: str) -> str | None:
+    """The MIG table key (``analytics.pool.mig.MIG_PROFILES``) of a dcgm-exporter
+    ``modelName`` such as ``NVIDIA H100 80GB HBM3``; None for a GPU without a table."""
+    name = model_name.upper()
+    if "H200" in name:
+        return "H200-141GB"
+    if "H100" in name or "H800" in name:
+        return "H100-80GB"
+    if "A100" in name or "A800" in name:
+        return "A100-40GB" if "40GB" in name.replace(" ", "") else "A100-80GB"
+    return None
+
+
+def gpu_model_of(store: Any) -> tuple[str, str] | None:
+    """The pool's GPU model as a MIG table key, and its provenance, from the store.
+
+    The model most GPUs report (``series.model``, dcgm-exporter's ``modelName``); None when
+    the store names no model or none with a MIG table.
+    """
+    rows = store.query(GPU_MODELS)
+    if rows.height == 0:
+        return None
+    total = int(rows["gpus"].sum())
+    for model, gpus in rows.select("model", "gpus").iter_rows():
+        key = mig_model_for(str(model))
+        if key is not None:
+            return key, f"store: modelName '{model}' on {gpus} of {total} GPUs"
+    return None
 
 
 @dataclass
@@ -97,9 +128,11 @@ def others_when_it_matters(obs: Observation, sel: np.ndarray) -> float:
     return float(np.median(obs.others_gpus[busy])) if busy.any() else 0.0
 
 
-def scenario_from(obs: Observation, *, slo_ms: float | None = None) -> tuple[PoolScenario,
-                                                                              ServiceFit | None]:
-    """The calibrated scenario of an observation (see ``calibrate``)."""
+def scenario_from(obs: Observation, *, slo_ms: float | None = None,
+                  gpu_model: tuple[str, str] | None = None
+                  ) -> tuple[PoolScenario, ServiceFit | None]:
+    """The calibrated scenario of an observation (see ``calibrate``); ``gpu_model`` is a
+    MIG table key and its provenance (``gpu_model_of``), else the default model."""
     prov: dict[str, str] = {}
     svc = ServiceParams()
     step_min = obs.step_min
@@ -194,6 +227,9 @@ def scenario_from(obs: Observation, *, slo_ms: float | None = None) -> tuple[Poo
     for k in ("gpu_model", "price_reserved_per_gpu_h", "split_a", "tidal_start_hour",
               "violation_price_per_min"):
         prov[f"pool.{k}"] = "default"
+    if gpu_model is not None:
+        pool = replace(pool, gpu_model=gpu_model[0])
+        prov["pool.gpu_model"] = gpu_model[1]
     scn = PoolScenario(traffic_rps=obs.rps.copy(), start_ts_ms=int(obs.ts_ms[0]),
                        step_s=obs.step_s, service=service, batch=BatchParams(jobs=jobs),
                        pool=pool, name=f"store:{obs.service}",
@@ -296,15 +332,19 @@ def backtest_from(obs: Observation, scenario: PoolScenario, *, observed_policy: 
 def calibrate_frames(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame, *,
                      service: str | None = None, step_s: int = 60,
                      slo_for: dict[str, float] | float | None = None,
-                     observed_policy: str = "shared") -> Calibration:
-    """``calibrate`` plus ``backtest`` on timeline frames already built (the app's cache)."""
+                     observed_policy: str = "shared",
+                     gpu_model: tuple[str, str] | None = None) -> Calibration:
+    """``calibrate`` plus ``backtest`` on timeline frames already built (the app's cache).
+
+    The frames do not carry the GPU model: pass ``gpu_model_of(store)`` as ``gpu_model``
+    (else the default model, recorded as such)."""
     obs = observe(services, pools, holdings, service=service, step_s=step_s, slo_for=slo_for)
     slo = None
     if isinstance(slo_for, dict):
         slo = slo_for.get(obs.service, slo_for.get("*"))
     elif slo_for is not None:
         slo = float(slo_for)
-    scn, fit = scenario_from(obs, slo_ms=slo)
+    scn, fit = scenario_from(obs, slo_ms=slo, gpu_model=gpu_model)
     bt = backtest_from(obs, scn, observed_policy=observed_policy)
     scn.provenance["backtest"] = (
         f"replay under '{observed_policy}': {bt['model_violation_minutes']:.0f} violation "
@@ -338,7 +378,9 @@ def calibrate(store: Any, *, pool: str | None = None, service: str | None = None
     ``max_replicas`` (when the autoscaler held its most replicas while traffic asked for
     more); ``warmup_min`` (lag from a scale-up free GPUs could place to ready);
     ``gpus_per_replica``; ``pool.gpus`` (the pool less what other services and unmodelled
-    work hold at this service's busy hours); the batch jobs (recurring workloads as daily
+    work hold at this service's busy hours); ``pool.gpu_model`` (the ``modelName`` most
+    GPUs report, as a MIG table key: ``gpu_model_of``); the batch jobs (recurring
+    workloads as daily
     jobs with their median GPUs, start hour and duration; one-off runs folded into one daily
     job per team). Everything else keeps its default and says so.
 
@@ -361,7 +403,7 @@ def calibrate(store: Any, *, pool: str | None = None, service: str | None = None
     services, pools, hold = _timelines(store, start_ms, end_ms, step_s, wmap)
     obs = observe(services, pools, hold, service=service, step_s=step_s, slo_for=slo_ms)
     slo = slo_ms.get(obs.service, slo_ms.get("*")) if isinstance(slo_ms, dict) else slo_ms
-    return scenario_from(obs, slo_ms=slo)[0]
+    return scenario_from(obs, slo_ms=slo, gpu_model=gpu_model_of(store))[0]
 
 
 def calibrate_store(store: Any, *, service: str | None = None, start_ms: int | None = None,
@@ -371,7 +413,8 @@ def calibrate_store(store: Any, *, service: str | None = None, start_ms: int | N
     """``calibrate`` and ``backtest`` in one pass over the timelines."""
     services, pools, hold = _timelines(store, start_ms, end_ms, step_s, wmap)
     return calibrate_frames(services, pools, hold, service=service, step_s=step_s,
-                            slo_for=slo_ms, observed_policy=observed_policy)
+                            slo_for=slo_ms, observed_policy=observed_policy,
+                            gpu_model=gpu_model_of(store))
 
 
 def backtest(store: Any, scenario: PoolScenario, *, observed_policy: str = "shared",

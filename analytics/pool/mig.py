@@ -9,6 +9,7 @@ share of the GPU, other serving at the compute share.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,13 +104,18 @@ class MigLayout:
 
 def choose_layout(gpu_model: str, model_memory_gib: float, decode_heavy: bool,
                   service_rate_per_slot_rps: float, slo_ms: float, profile: str = "auto",
-                  *, latency_floor_ms: float = 0.0, service_in_latency: bool = True
-                  ) -> MigLayout:
+                  *, latency_floor_ms: float = 0.0, service_in_latency: bool = True,
+                  peak_replicas: float | None = None) -> MigLayout:
     """The MIG layout inference runs on.
 
-    ``auto`` takes the smallest profile the model fits in whose unqueued p99 (the latency
-    floor plus, when the service is in the measured latency, ln 100 / rate on the slice) is
-    within half the SLO; a named profile must fit the model.
+    ``auto`` keeps the profiles the model fits in whose unqueued p99 (the latency floor
+    plus, when the service is in the measured latency, ln 100 / rate on the slice) is within
+    half the SLO. Of those it takes the one that serves the peak with the fewest GPUs, given
+    ``peak_replicas`` (replicas on whole GPUs the peak needs): a slice's throughput per GPU
+    (instances x speed) differs between profiles, e.g. 4 x 1g.20gb give a compute-bound
+    service 4/7 of a GPU, so the smallest slice can need nearly twice the GPUs. Ties, and
+    every case without ``peak_replicas``, go to the smallest profile (finer scaling). When
+    none is within half the SLO, the largest. A named profile must fit the model.
     """
     profiles = profiles_for(gpu_model)
     if profile != "auto":
@@ -127,10 +133,23 @@ def choose_layout(gpu_model: str, model_memory_gib: float, decode_heavy: bool,
     if not fitting:
         raise ConfigError(f"service.model_memory_gib={model_memory_gib:g} does not fit a whole "
                           f"{gpu_model}; MIG cannot host this model")
+    fast = []
     for p in sorted(fitting, key=lambda q: (q.compute_slices, q.memory_slices)):
         p99_service_ms = 1000.0 * np.log(100.0) / (service_rate_per_slot_rps
                                                    * p.speed(decode_heavy))
         if latency_floor_ms + (p99_service_ms if service_in_latency else 0.0) <= 0.5 * slo_ms:
-            return MigLayout(p, p.max_instances, p.speed(decode_heavy))
+            fast.append(p)
+    if fast:
+        p = fast[0]
+        if peak_replicas is not None and peak_replicas > 0:
+            # min() keeps the first (smallest) of equals.
+            p = min(fast, key=lambda q: gpus_for_peak(q, decode_heavy, peak_replicas))
+        return MigLayout(p, p.max_instances, p.speed(decode_heavy))
     p = max(fitting, key=lambda q: q.compute_slices)
     return MigLayout(p, p.max_instances, p.speed(decode_heavy))
+
+
+def gpus_for_peak(profile: MigProfile, decode_heavy: bool, peak_replicas: float) -> int:
+    """GPUs split into ``profile`` that serve ``peak_replicas`` whole-GPU replicas' load."""
+    instances = math.ceil(peak_replicas / profile.speed(decode_heavy) - 1e-9)
+    return int(math.ceil(instances / profile.max_instances - 1e-9))

@@ -85,16 +85,18 @@ def _in_window(hours: np.ndarray, start_h: float, end_h: float) -> np.ndarray | 
     return (hours >= start_h) | (hours < end_h)
 
 
-def desired_replicas(scn: PoolScenario, replica_rps: float, *, prewarm: bool) -> np.ndarray:
+def desired_replicas(scn: PoolScenario, replica_rps: float, *, prewarm: bool,
+                     max_replicas: int | None = None) -> np.ndarray:
     """The autoscaler's target per step: traffic over replica capacity at the target use,
-    within [min_replicas, max_replicas].
+    within [min_replicas, max_replicas] (``max_replicas`` overrides the service's).
 
     Scale-down waits for the cooldown (a trailing max); ``prewarm`` adds yesterday's target
     one warm-up ahead (a scheduled scale-up that knows the daily curve).
     """
     svc = scn.service
     raw = np.ceil(scn.traffic_rps / (replica_rps * svc.target_utilization) - 1e-9)
-    raw = np.clip(raw, svc.min_replicas, svc.max_replicas)
+    top = svc.max_replicas if max_replicas is None else max_replicas
+    raw = np.clip(raw, svc.min_replicas, max(top, svc.min_replicas))
     steps_per_min = 60.0 / scn.step_s
     want = _trailing(raw, int(round(svc.cooldown_min * steps_per_min)) + 1, "max")
     if prewarm:
@@ -120,6 +122,7 @@ def capacity(scn: PoolScenario, policy: str) -> CapacityTrace:
     mu = svc.service_rate_per_slot_rps
     layout: MigLayout | None = None
     per_gpu = 1.0 / svc.gpus_per_replica  # replicas per GPU
+    max_replicas = svc.max_replicas
     notes: list[str] = []
     if policy == "mig":
         if svc.gpus_per_replica != 1:
@@ -128,14 +131,24 @@ def capacity(scn: PoolScenario, policy: str) -> CapacityTrace:
             notes.append("MIG not applicable: a replica needs "
                          f"{svc.gpus_per_replica} GPUs; inference runs on whole GPUs")
         else:
+            peak = min(float(np.max(scn.traffic_rps, initial=0.0))
+                       / max(mu * svc.concurrency * svc.target_utilization, 1e-12),
+                       svc.max_replicas)
             layout = choose_layout(pool.gpu_model, svc.model_memory_gib, svc.decode_heavy, mu,
                                    svc.slo_ms, pool.mig_profile,
                                    latency_floor_ms=svc.latency_floor_ms,
-                                   service_in_latency=svc.service_in_latency)
+                                   service_in_latency=svc.service_in_latency,
+                                   peak_replicas=peak)
             mu = mu * layout.speed
             per_gpu = float(layout.instances)
+            # The autoscaler's maximum is a capacity ceiling in whole-GPU replicas (what
+            # calibration observes); on slices of speed s the same ceiling is 1/s replicas.
+            # Kept in replicas, a 1g slice at 1/4 speed would cap inference at a quarter
+            # of the capacity the service really had, and the peak would queue.
+            max_replicas = int(min(100000, math.ceil(svc.max_replicas / layout.speed - 1e-9)))
     prewarm = policy in ("tidal", "mig")
-    want = desired_replicas(scn, mu * svc.concurrency, prewarm=prewarm)
+    want = desired_replicas(scn, mu * svc.concurrency, prewarm=prewarm,
+                            max_replicas=max_replicas)
     need_gpus = np.ceil(want / per_gpu - 1e-9)
 
     a_gpus = b_gpus = 0.0
