@@ -487,4 +487,27 @@ __all__ = ["DataSource", "cached_inventory", "cached_series", "cached_signal_rep
            "cached_timelines", "cached_totals", "cached_workloads", "config_file",
            "config_version", "load_upload", "load_workload_map", "UploadOutcome",
            "not_available", "open_store", "optional", "page_setup", "render_sidebar", "require_source",
-           "resolve_source", "show_chart", "source", "upload_target", "view"]
+           "resolve_source", "show_chart", "source", "upload_target", "view",
+           "cached_calibration", "cached_services"]
+
+
+# -- what-if and chargeback share one calibration per (source, range, step, service, SLO) ----
+@st.cache_data(show_spinner="Calibrating the model on the store (first time for this range)...",
+               max_entries=8)
+def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                       step_s: int, map_version: str, service: str | None,
+                       slo_ms: float) -> Any:  # analytics.pool.calibrate.Calibration
+    from analytics.pool.calibrate import calibrate_frames, gpu_model_of
+
+    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    with open_store(path) as store:  # the frames do not carry the GPU model
+        gpu_model = gpu_model_of(store)
+    return calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=service,
+                            step_s=step_s, slo_for=slo_ms, gpu_model=gpu_model)
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def cached_services(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                    step_s: int, map_version: str) -> list[str]:
+    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    return sorted(tl["services"]["service"].drop_nulls().unique().to_list()) if tl else []

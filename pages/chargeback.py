@@ -13,34 +13,14 @@ from analytics.charts.whatif import bills_figure
 from analytics.errors import TidelensError
 from analytics.pool import POLICIES, PRESETS, capacity_plan, compare
 from analytics.pool import form
-from analytics.pool.calibrate import Calibration, calibrate_frames, gpu_model_of
 from analytics.pool.ledger import bills, ledger, summarise_ledger
-from pages._common import (cached_timelines, config_version, open_store, page_setup, show_chart,
-                           source)
+from pages._common import (cached_calibration, cached_services, config_version, page_setup,
+                           show_chart, source)
 
 STORE = "store"
 PRESET_DAYS = 7
 FALLBACK = "morning-ramp"
 PERIODS_H = {"day": 24.0, "week": 168.0}
-
-
-@st.cache_data(show_spinner="Calibrating the model on the store (first time for this range)...",
-               max_entries=8)
-def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
-                       step_s: int, map_version: str, service: str | None,
-                       slo_ms: float) -> Calibration:
-    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    with open_store(path) as store:  # the frames do not carry the GPU model
-        gpu_model = gpu_model_of(store)
-    return calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=service,
-                            step_s=step_s, slo_for=slo_ms, gpu_model=gpu_model)
-
-
-@st.cache_data(show_spinner=False, max_entries=4)
-def cached_services(path: str, version: str, start_ms: int | None, end_ms: int | None,
-                    step_s: int, map_version: str) -> list[str]:
-    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    return sorted(tl["services"]["service"].drop_nulls().unique().to_list()) if tl else []
 
 
 v = page_setup()

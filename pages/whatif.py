@@ -17,10 +17,10 @@ from analytics.pool import (POLICIES, POLICY_HELP, PRESETS, PoolParams, ServiceP
                             burst_bands, compare, field_specs, frontier, headroom_by_hour,
                             scenario_from_toml, scenario_to_toml)
 from analytics.pool import form
-from analytics.pool.calibrate import Calibration, calibrate_frames, gpu_model_of
+from analytics.pool.calibrate import Calibration
 from analytics.pool.ledger import policy_table, typical_day
-from pages._common import (cached_timelines, config_version, open_store, page_setup, show_chart,
-                           source)
+from pages._common import (cached_calibration, cached_services, config_version, page_setup,
+                           show_chart, source)
 
 STORE = "store"
 FILE = "file"
@@ -29,25 +29,6 @@ MODEL_DAYS = 7
 FALLBACK = "morning-ramp"
 FRONTIER_POINTS = 12
 BAND_SEEDS = 6
-
-
-@st.cache_data(show_spinner="Calibrating the model on the store (first time for this range)...",
-               max_entries=8)
-def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
-                       step_s: int, map_version: str, service: str | None,
-                       slo_ms: float) -> Calibration:
-    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    with open_store(path) as store:  # the frames do not carry the GPU model
-        gpu_model = gpu_model_of(store)
-    return calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=service,
-                            step_s=step_s, slo_for=slo_ms, gpu_model=gpu_model)
-
-
-@st.cache_data(show_spinner=False, max_entries=4)
-def cached_services(path: str, version: str, start_ms: int | None, end_ms: int | None,
-                    step_s: int, map_version: str) -> list[str]:
-    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    return sorted(tl["services"]["service"].drop_nulls().unique().to_list()) if tl else []
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

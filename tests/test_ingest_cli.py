@@ -20,9 +20,11 @@ def test_folder_with_good_and_bad_files(tmp_path, fixtures, capsys):
     (src / "sub" / "broken.prom").write_text('up{job="a"} 1 1000\nup{job="a"} x 2000\n')
     db = tmp_path / "t.duckdb"
     rc = main(["ingest", "--db", str(db), str(src), "--json", "--at", "2026-01-01T00:00:00Z"])
-    out = orjson.loads(capsys.readouterr().out)
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    out = orjson.loads(captured.out)
     assert rc == 1
+    # One line on stderr for the failing file, naming it and its line.
+    assert [ln for ln in captured.err.splitlines() if "broken.prom" in ln][0].count("broken.prom:2:") == 1
     by_name = {s["name"].rsplit("/", 1)[-1]: s for s in out["sources"]}
     assert by_name["scrape.prom"]["status"] == "loaded"
     assert by_name["scrape.prom"]["note"] == "timestamps from --at 2026-01-01T00:00:00Z"

@@ -248,7 +248,7 @@ def step_latency(lam_rps: np.ndarray, servers: np.ndarray, mu_rps: np.ndarray | 
     wr = np.ones(n)
     if stable.any():
         s_idx = np.flatnonzero(stable)
-        cs, ls, ms = c[s_idx], lam[s_idx], mu[s_idx]
+        cs, ms = c[s_idx], mu[s_idx]
         if memo is not None:
             hit = (memo.c[s_idx] == cs) & (memo.mu[s_idx] == ms)
             todo = s_idx[~hit]

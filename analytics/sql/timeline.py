@@ -29,7 +29,7 @@ ORDER BY id
 # a baseline otherwise (the series existed before the data begins).
 # Samples of the steps lie in ($lo_ms, $hi_ms]; $lookback_ms: how far before $lo_ms a
 # previous sample may be found (beyond it the first sample in range is a baseline).
-_INCREASE_CTE = f"""
+_INCREASE_CTE = """
 first AS (
     SELECT x.series_id, min(x.ts_ms) AS first_ms
     FROM samples x WHERE x.series_id IN (SELECT series_id FROM tl_counter_series)
