@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SCREENSHOTS = ROOT / "docs" / "screenshots"
+SCREENSHOTS = ROOT / "tests" / "artifacts" / "screenshots"  # kept out of git; the README shows bench/app.py's shots of the sample
 # Script state the frontend puts on the app root: "notRunning" once a run has finished.
 APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 # "Idle" alone is not "done": the root reads notRunning before the first run starts, and the

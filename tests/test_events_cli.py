@@ -71,9 +71,13 @@ def test_events_table_and_report(sample_db, capsys, tmp_path):
     assert main(["events", "--db", str(db), "--config", str(cfg)]) == 0
     table = capsys.readouterr().out
     assert "batch_contention" in table and "misattributed" in table
-    # recommender's 120 ms SLO sits inside a bucket (its check is interpolated); chat's 1 s is a bound
-    assert "recommender: SLO 120 ms lies inside the (100, 150] ms bucket" in table
-    assert "chat-vllm: SLO" not in table
+    # the sample's SLOs are bucket bounds (chat 1 s, recommender 100 ms): checked exactly, no note
+    assert "recommender: SLO" not in table and "chat-vllm: SLO" not in table
+    # an SLO inside a bucket gets the note (its check is interpolated)
+    inside = tmp_path / "inside.toml"
+    inside.write_text('[slo]\n"chat-vllm" = 1000.0\n"recommender" = 120.0\n')
+    assert main(["events", "--db", str(db), "--config", str(inside)]) == 0
+    assert "recommender: SLO 120 ms lies inside the (100, 150] ms bucket" in capsys.readouterr().out
     ev_id = _events(capsys, "--db", str(db), "--config", str(cfg))[0]["id"]
     out = tmp_path / "pm.html"
     assert main(["report", "--db", str(db), "--config", str(cfg), "--event", ev_id, "--out", str(out)]) == 0

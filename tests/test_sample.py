@@ -312,3 +312,41 @@ def test_timelines_read_the_sample_as_simulated() -> None:
     batch = np.array([kinds[row[row >= 0]].sum() for row in r.full.pool.holders])
     assert np.array_equal(pt.sort("ts")["gpus_batch"].to_numpy(), batch.astype(float))
     assert (pt["gpus_total"] == 64).all()
+
+
+def test_exported_buckets_are_the_requests_the_truth_counts(small) -> None:
+    # Summed over pods, each minute's bucket increments are the draws scaled to the minute's
+    # requests, and the truth's p99 is above a bucket-bound SLO exactly when more than 1% of those
+    # exported requests are above it: the histogram and the truth cannot disagree at a bound.
+    from analytics import signals as sg
+    from analytics.sample.latency import bucket_counts, request_weights, weighted_p99
+
+    r, _ = small
+    ss = build_series(r)
+    df = ss.samples.join(ss.series, on="skey").filter(pl.col("metric") == f"{sg.HTTP_DURATION}_bucket")
+    inc = (df.sort(["skey", "ts_ms"])
+           .with_columns(pl.col("value").diff().fill_null(pl.col("value")).over("skey").alias("inc"),
+                         pl.col("labels").str.json_path_match("$.le").alias("le"))
+           .group_by("ts_ms", "le").agg(pl.col("inc").sum()))
+    bounds = sg.HTTP_DURATION_BUCKETS_S
+    lat = r.full.latency["recommender"]
+    n_req = r.full.requests["recommender"]
+    w = request_weights(n_req, lat.main_s.shape[1])
+    assert np.array_equal(w.sum(axis=1), n_req)
+    per_bucket = bucket_counts(lat.main_s, w, bounds)
+    minute = ((inc["ts_ms"] - r.start_ms) // (r.scenario.scrape_s * 1000)).to_numpy()
+    les = [repr(float(b)) for b in bounds] + ["+Inf"]
+    got = np.zeros_like(per_bucket)
+    for le, m, v in zip(inc["le"].to_list(), minute.tolist(), inc["inc"].to_list()):
+        got[m, les.index(le)] = int(v)
+    served = (r.full.pool.serving["recommender"] >= 0).any(axis=1)
+    assert served.sum() > 1000
+    assert np.array_equal(got[served], np.cumsum(per_bucket, axis=1)[served])
+    p99 = weighted_p99(lat.main_s, w) * 1000.0
+    assert np.allclose(p99, lat.p99_ms, equal_nan=True)
+    for j, bound_s in enumerate(bounds):
+        above = n_req - np.cumsum(per_bucket, axis=1)[:, j]
+        assert np.array_equal((np.nan_to_num(p99) > bound_s * 1000.0)[n_req > 0],
+                              (above > 0.01 * n_req)[n_req > 0])
+    slo = next(s.slo_p99_ms for s in r.scenario.services if s.name == "recommender")
+    assert any(np.isclose(b * 1000.0, slo) for b in bounds)

@@ -9,6 +9,14 @@ TTFT, the whole request for http) is log-normal and slows as slots fill (continu
 shares the GPU). Each minute draws ``K`` latencies (one per small batch of the minute's
 requests) from fixed uniforms, so counterfactual runs see the same randomness.
 
+**The exported requests are the draws, scaled.** A minute with ``N`` requests exports each of its
+``K`` draws ``N // K`` times, and the first ``N % K`` draws once more (:func:`request_weights`: a
+largest-remainder apportionment of ``N`` over equally likely draws, with no further randomness).
+The true p99 is the empirical 0.99-quantile of exactly those ``N`` requests (the smallest value
+with at least ``0.99 * N`` requests at or below it), and the exporter's bucket counts are the
+same requests counted per bucket, so "true p99 > SLO" is "more than 1% of the exported requests
+above the SLO" whenever the SLO is a bucket bound.
+
 This is the simulator's ground truth; the analyses model latency with their own code.
 """
 
@@ -101,7 +109,7 @@ def draw_latency(svc: ServiceConfig, n_req: np.ndarray, serving: np.ndarray, u: 
     if svc.kind == "vllm":
         decode = np.exp(np.log(svc.decode_median_s) + 0.6 * u.z2) * (1.0 + 0.5 * occ)[col]
         e2e = (main + decode).astype(np.float32)
-    p99 = np.quantile(main, 0.99, axis=1) * 1000.0
+    p99 = weighted_p99(main, request_weights(n_req, main.shape[1])) * 1000.0
     p99 = np.where(n_req > 0, p99, np.nan)
     per_rep = np.maximum(serving, 1)
     running = np.minimum(svc.concurrency, lam * svc.hold_s / per_rep)
@@ -110,10 +118,40 @@ def draw_latency(svc: ServiceConfig, n_req: np.ndarray, serving: np.ndarray, u: 
     return LatencyDraws(main_s=main, e2e_s=e2e, p99_ms=p99, rho=rho, running=running, waiting=waiting)
 
 
-def bucket_fractions(draws: np.ndarray, bounds_s: tuple[float, ...]) -> np.ndarray:
-    """Share of each minute's draws per bucket ``le`` bound (last column: above the last bound)."""
+def request_weights(n_req: np.ndarray, k: int) -> np.ndarray:
+    """How many exported requests each of a minute's ``k`` draws stands for, shape ``(T, k)``.
+
+    ``n // k`` each and one more for the first ``n % k`` draws: each row sums to the minute's
+    requests exactly. The draws are exchangeable, so giving the remainder to the first ones
+    biases nothing and needs no extra randomness.
+    """
+    n = np.maximum(np.asarray(n_req, dtype=np.int64), 0)
+    base = (n // k)[:, None]
+    extra = (np.arange(k)[None, :] < (n % k)[:, None]).astype(np.int64)
+    return base + extra
+
+
+def weighted_p99(draws: np.ndarray, weights: np.ndarray, q: float = 0.99) -> np.ndarray:
+    """Per row, the smallest draw with at least ``q * N`` weighted requests at or below it.
+
+    The rank rule of Prometheus' ``histogram_quantile`` (first bucket whose cumulative count
+    reaches ``q * N``), applied to the requests themselves; nan for rows without requests.
+    """
+    order = np.argsort(draws, axis=1, kind="stable")
+    xs = np.take_along_axis(draws, order, axis=1).astype(np.float64)
+    cum = np.cumsum(np.take_along_axis(weights, order, axis=1), axis=1)
+    total = cum[:, -1]
+    rank = q * total.astype(np.float64)
+    idx = np.minimum((cum < rank[:, None]).sum(axis=1), draws.shape[1] - 1)
+    out = xs[np.arange(len(xs)), idx]
+    return np.where(total > 0, out, np.nan)
+
+
+def bucket_counts(draws: np.ndarray, weights: np.ndarray, bounds_s: tuple[float, ...]) -> np.ndarray:
+    """Exported requests per bucket ``le`` bound and minute, ``(T, len(bounds) + 1)`` (last: above all)."""
     nb = len(bounds_s) + 1
     idx = np.searchsorted(np.asarray(bounds_s), draws, side="left")
     rows = np.repeat(np.arange(draws.shape[0]), draws.shape[1])
-    counts = np.bincount(rows * nb + idx.ravel(), minlength=draws.shape[0] * nb).reshape(-1, nb)
-    return counts / draws.shape[1]
+    counts = np.bincount(rows * nb + idx.ravel(), weights=weights.ravel().astype(np.float64),
+                         minlength=draws.shape[0] * nb).reshape(-1, nb)
+    return np.rint(counts).astype(np.int64)

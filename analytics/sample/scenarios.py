@@ -16,7 +16,7 @@ RECOMMENDER = ServiceConfig(
     name="recommender", namespace="recsys", kind="http", team="recsys", peak_rps=1500.0,
     trough_ratio=0.2, weekend_ratio=0.7, concurrency=8, hold_s=0.02, service_median_s=0.012,
     service_sigma=0.5, slowdown=3.0, target_util=0.6, min_replicas=3, max_replicas=12,
-    warmup_min=2, cooldown_min=10, patience_s=2.0, slo_p99_ms=120.0, fb_used_mib=14000)
+    warmup_min=2, cooldown_min=10, patience_s=2.0, slo_p99_ms=100.0, fb_used_mib=14000)
 
 SCENARIOS: dict[str, ScenarioConfig] = {
     "morning": ScenarioConfig(

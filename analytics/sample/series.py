@@ -16,7 +16,7 @@ import polars as pl
 
 from analytics import signals as sg
 from analytics.sample.cluster import GPU_MODEL, Gpu, mig_compute_slices
-from analytics.sample.latency import bucket_fractions
+from analytics.sample.latency import bucket_counts, request_weights
 from analytics.sample.pool import Pod
 
 KSM = {"instance": "10.43.0.10:8080", "job": "kube-state-metrics"}
@@ -104,6 +104,29 @@ def _dcgm(b: _Builder, lab: dict[str, str], t: np.ndarray, util: np.ndarray, fb:
     b.add(sg.DCGM_GR_ENGINE_ACTIVE, lab, t, active)
     b.add(sg.DCGM_FB_USED, lab, t, np.round(fb))
     b.add(sg.DCGM_POWER, lab, t, np.round((72.0 + 610.0 * active) * power_scale, 2))
+
+
+def _split_over_slots(counts: np.ndarray, per_slot: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Deal each minute's bucket counts ``(T, B)`` over its serving slots ``(T, S)`` without replacement.
+
+    Returns ``(T, S, B)`` whose sum over slots is ``counts`` wherever the slots hold all the
+    minute's requests: pods get a random share (multivariate hypergeometric, bucket by bucket),
+    the service total stays exactly what the truth counts.
+    """
+    rem = counts.copy()
+    out = np.zeros((counts.shape[0], per_slot.shape[1], counts.shape[1]), np.int64)
+    for k in range(per_slot.shape[1]):
+        need = np.minimum(per_slot[:, k].astype(np.int64), rem.sum(axis=1))
+        if not need.any():
+            continue
+        left = rem.sum(axis=1)
+        for j in range(counts.shape[1]):
+            left = left - rem[:, j]
+            x = need if j == counts.shape[1] - 1 else rng.hypergeometric(rem[:, j], left, need)
+            out[:, k, j] = x
+            rem[:, j] -= x
+            need = need - x
+    return out
 
 
 def build_series(res, minutes: slice | None = None, gpu_filter: set[int] | None = None) -> SeriesSet:
@@ -202,10 +225,17 @@ def build_series(res, minutes: slice | None = None, gpu_filter: set[int] | None 
         pv = np.where(ts_idx[:, None] < 0, 0.0, (np.arange(serving.shape[1])[None, :] < r[:, None]) / np.maximum(r, 1)[:, None])
         per_slot = split_rng.multinomial(np.where(r > 0, reqs, 0), pv)
         main_bounds = sg.VLLM_TTFT_BUCKETS_S if s.kind == "vllm" else sg.HTTP_DURATION_BUCKETS_S
-        frac_main = bucket_fractions(lat.main_s, main_bounds)
-        mean_main = lat.main_s.mean(axis=1, dtype=np.float64)
-        frac_e2e = bucket_fractions(lat.e2e_s, sg.VLLM_E2E_BUCKETS_S) if lat.e2e_s is not None else None
-        mean_e2e = lat.e2e_s.mean(axis=1, dtype=np.float64) if lat.e2e_s is not None else None
+        # the exported requests are the minute's draws scaled to its request count (the ones the
+        # truth's p99 is computed from, analytics.sample.latency): bucket totals are exact, only
+        # their split over the serving pods is random
+        w = request_weights(reqs, lat.main_s.shape[1])
+        w_sum = np.maximum(w.sum(axis=1), 1)
+        split_main = _split_over_slots(bucket_counts(lat.main_s, w, main_bounds), per_slot, split_rng)
+        mean_main = (lat.main_s * w).sum(axis=1, dtype=np.float64) / w_sum
+        split_e2e = mean_e2e = None
+        if lat.e2e_s is not None:
+            split_e2e = _split_over_slots(bucket_counts(lat.e2e_s, w, sg.VLLM_E2E_BUCKETS_S), per_slot, split_rng)
+            mean_e2e = (lat.e2e_s * w).sum(axis=1, dtype=np.float64) / w_sum
         for p in (p for p in pods if p.service == s.name and (p.ready_min >= 0 or p.scheduled_min == 0)):
             first = max(p.ready_min, 0)
             if first >= p.end_min:
@@ -220,11 +250,12 @@ def build_series(res, minutes: slice | None = None, gpu_filter: set[int] | None 
             else:
                 base = {"service": s.name, "pod": p.name, "namespace": p.namespace,
                         "instance": f"10.42.{p.idx // 250}.{p.idx % 250 + 2}:8080", "job": s.name}
-            hists = [(sg.VLLM_TTFT if s.kind == "vllm" else sg.HTTP_DURATION, main_bounds, frac_main, mean_main)]
-            if frac_e2e is not None:
-                hists.append((sg.VLLM_E2E, sg.VLLM_E2E_BUCKETS_S, frac_e2e, mean_e2e))
-            for fam, bounds, frac, mean in hists:
-                per_bucket = split_rng.multinomial(cnt, frac[t])
+            hists = [(sg.VLLM_TTFT if s.kind == "vllm" else sg.HTTP_DURATION, main_bounds, split_main, mean_main)]
+            if split_e2e is not None:
+                hists.append((sg.VLLM_E2E, sg.VLLM_E2E_BUCKETS_S, split_e2e, mean_e2e))
+            for fam, bounds, split, mean in hists:
+                per_bucket = np.zeros((len(t), len(bounds) + 1), np.int64)
+                per_bucket[rows] = split[t[rows], slots]
                 cum_le = np.cumsum(per_bucket, axis=1)
                 cum_t = np.cumsum(cum_le, axis=0)
                 tt, cols = clip(t, cum_t)[0], clip(t, cum_t)[1]

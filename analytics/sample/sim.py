@@ -23,7 +23,7 @@ _STREAM = {"traffic": 1, "arrivals": 2, "surges": 3, "batch": 4, "names": 5, "de
            "split": 7, "latency": 10}
 
 # Bump when the simulator's output changes: the cached default store is keyed by it.
-SAMPLE_VERSION = "2"
+SAMPLE_VERSION = "3"
 
 
 def _rng(seed: int, stream: str, sub: int = 0) -> np.random.Generator:
