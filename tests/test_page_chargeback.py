@@ -10,29 +10,16 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-APP = Path(__file__).resolve().parent.parent / "app.py"
+from apptest_helpers import isolate, metric as _metric, open_page  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("TIDELENS_UPLOADS_DB", str(tmp_path / "uploads.duckdb"))
-    monkeypatch.setenv("TIDELENS_CONFIG", str(tmp_path / "tidelens.toml"))
+    isolate(monkeypatch, tmp_path)
 
 
 def _page(tmp_path: Path, **params: str) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=120)
-    at.query_params.update({"source": "duckdb", "db": str(tmp_path / "none.duckdb"), **params})
-    at.run()
-    at.switch_page("pages/chargeback.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def _metric(at: AppTest, label: str) -> str:
-    for m in at.metric:
-        if m.label == label:
-            return m.value
-    raise AssertionError(f"no metric {label!r}: {[m.label for m in at.metric]}")
+    return open_page("pages/chargeback.py", tmp_path, **params)
 
 
 def _num(text: str) -> float:
