@@ -52,6 +52,19 @@ FB_USED_SUM = "tidelens:fb_used:sum"  # share-weighted MiB
 GPU_REQUESTED_RUNNING = "tidelens:gpu_requested_running"  # per node, running pods' nvidia_com_gpu
 
 
+
+# Autoscaler, Kueue and pod-info gauges every catalogue keeps under their own names:
+# (metric, labels kept, signal).
+_STATE_FAMILIES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    (s.KSM_HPA_DESIRED, ("namespace", "horizontalpodautoscaler"), "autoscaler"),
+    (s.KSM_HPA_CURRENT, ("namespace", "horizontalpodautoscaler"), "autoscaler"),
+    (s.KSM_DEPLOY_READY, ("namespace", "deployment"), "autoscaler"),
+    (s.KUEUE_PENDING, ("cluster_queue", "status"), "queue"),
+    (s.KUEUE_ADMITTED_ACTIVE, ("cluster_queue",), "queue"),
+    (s.KSM_POD_INFO, ("namespace", "pod", "node", "created_by_kind", "created_by_name",
+                      "priority_class"), "gpu_holders"),
+)
+
 def increase_name(metric: str) -> str:
     """Store name of a counter's per-step increase, summed by service.
 
@@ -226,14 +239,7 @@ def fleet_queries(step_ms: int, scope: Scope | None = None) -> list[PullQuery]:
                              "in_flight"))
 
     # Small families keep their names: the timelines read them as files would give them.
-    for metric, labels, signal in (
-            (s.KSM_HPA_DESIRED, ("namespace", "horizontalpodautoscaler"), "autoscaler"),
-            (s.KSM_HPA_CURRENT, ("namespace", "horizontalpodautoscaler"), "autoscaler"),
-            (s.KSM_DEPLOY_READY, ("namespace", "deployment"), "autoscaler"),
-            (s.KUEUE_PENDING, ("cluster_queue", "status"), "queue"),
-            (s.KUEUE_ADMITTED_ACTIVE, ("cluster_queue",), "queue"),
-            (s.KSM_POD_INFO, ("namespace", "pod", "node", "created_by_kind", "created_by_name",
-                              "priority_class"), "gpu_holders")):
+    for metric, labels, signal in _STATE_FAMILIES:
         out.append(PullQuery(f"keep:{metric}", metric,
                              f"max by ({_by(labels)}) ({last(scope.selector(metric), step_ms)})", signal))
     for metric, labels in ((s.KUEUE_ADMITTED, ("cluster_queue",)),
@@ -302,14 +308,7 @@ def timeline_queries(step_ms: int, scope: Scope | None = None) -> list[PullQuery
         out.append(PullQuery(f"svc:{gauge}", gauge,
                              f"sum by ({svc}) ({with_workload(last(scope.selector(gauge), step_ms))})",
                              "in_flight", service_from_workload=True))
-    for metric, labels, signal in (
-            (s.KSM_HPA_DESIRED, ("namespace", "horizontalpodautoscaler"), "autoscaler"),
-            (s.KSM_HPA_CURRENT, ("namespace", "horizontalpodautoscaler"), "autoscaler"),
-            (s.KSM_DEPLOY_READY, ("namespace", "deployment"), "autoscaler"),
-            (s.KUEUE_PENDING, ("cluster_queue", "status"), "queue"),
-            (s.KUEUE_ADMITTED_ACTIVE, ("cluster_queue",), "queue"),
-            (s.KSM_POD_INFO, ("namespace", "pod", "node", "created_by_kind", "created_by_name",
-                              "priority_class"), "gpu_holders"),
+    for metric, labels, signal in _STATE_FAMILIES + (
             (s.KSM_POD_PHASE, ("namespace", "pod", "phase"), "pod_gpu_requests"),
             (s.KSM_POD_GPU_REQUEST, ("namespace", "pod", "container", "node", "resource", "unit"),
              "pod_gpu_requests"),

@@ -183,13 +183,7 @@ def write_exports(result: SimResult, out_dir: Path, *, formats: tuple[str, ...] 
             p.parent.mkdir(parents=True, exist_ok=True)
             long_frame(ss, day).write_parquet(p, compression="zstd", statistics=False)
             paths.append(p)
-    p = out_dir / "truth.json"
-    p.write_bytes(orjson.dumps(truth(result), option=orjson.OPT_INDENT_2) + b"\n")
-    paths.append(p)
-    p = out_dir / "truth_p99.parquet"
-    truth_p99(result).write_parquet(p, compression="zstd", statistics=False)
-    paths.append(p)
-    return paths
+    return paths + _write_truth(result, out_dir)
 
 
 def load_into(store: Store, result: SimResult, *, series: se.SeriesSet | None = None) -> LoadResult:
@@ -267,10 +261,13 @@ def write_excerpts(result: SimResult, out_dir: Path) -> list[Path]:
     p = out_dir / "excerpt.parquet"
     long_frame(ss).write_parquet(p, compression="zstd", statistics=False)
     paths.append(p)
-    p = out_dir / "truth.json"
-    p.write_bytes(orjson.dumps(truth(result), option=orjson.OPT_INDENT_2) + b"\n")
-    paths.append(p)
-    p = out_dir / "truth_p99.parquet"
-    truth_p99(result).write_parquet(p, compression="zstd", statistics=False)
-    paths.append(p)
-    return paths
+    return paths + _write_truth(result, out_dir)
+
+
+def _write_truth(result: SimResult, out_dir: Path) -> list[Path]:
+    """``truth.json`` and the simulator's own per-minute p99 beside the exports."""
+    truth_json = out_dir / "truth.json"
+    truth_json.write_bytes(orjson.dumps(truth(result), option=orjson.OPT_INDENT_2) + b"\n")
+    p99 = out_dir / "truth_p99.parquet"
+    truth_p99(result).write_parquet(p99, compression="zstd", statistics=False)
+    return [truth_json, p99]
