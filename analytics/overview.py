@@ -256,3 +256,19 @@ def signal_presence(metrics: Iterable[str]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"signal": pl.Utf8, "found": pl.Boolean,
                                       "metrics_found": pl.Utf8, "needed_for": pl.Utf8,
                                       "cost_if_missing": pl.Utf8})
+
+
+def describe_signals(report: pl.DataFrame) -> str:
+    """One line of a signal report: how many signals are present, and which are missing.
+
+    >>> describe_signals(pl.DataFrame({"signal": ["gpu_holders", "kueue", "hpa"],
+    ...                                "found": [True, False, False]}))
+    '1 of 3 signals present; missing: kueue, hpa'
+    >>> describe_signals(pl.DataFrame({"signal": ["gpu_holders"], "found": [True]}))
+    'All 1 signals present'
+    """
+    missing = report.filter(~pl.col("found"))["signal"].to_list()
+    if not missing:
+        return f"All {report.height} signals present"
+    return (f"{report.height - len(missing)} of {report.height} signals present; "
+            f"missing: {', '.join(missing)}")

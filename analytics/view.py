@@ -185,6 +185,24 @@ class ViewSettings:
             return uploads_db_path()
         return None
 
+    def describe(self, first_ms: int | None = None, last_ms: int | None = None) -> str:
+        """One line naming the view (the sidebar shows it above the folded settings).
+
+        >>> ViewSettings(start_ms=0, end_ms=86_400_000, step_s=300).describe()
+        'Jan 1 00:00 → Jan 2 00:00 UTC · step 5 min · SLO 100 ms'
+        >>> ViewSettings(slo_ms={"*": 250.0, "chat": 900.0}).describe(0, 3_600_000)
+        'Jan 1 00:00 → Jan 1 01:00 UTC · step 1 min · SLO 250 ms, chat 900 ms'
+        """
+        start, end = self.clamp_range(first_ms, last_ms)
+        if start is None or end is None:
+            span = "all data"
+        else:
+            span = (f"{local_naive(start, self.tz):%b %-d %H:%M} → "
+                    f"{local_naive(end, self.tz):%b %-d %H:%M} {self.tz}")
+        slos = ", ".join(f"{v:.10g} ms" if k == ALL_SERVICES else f"{k} {v:.10g} ms"
+                         for k, v in sorted(self.slo_ms.items(), key=lambda kv: (kv[0] != ALL_SERVICES, kv[0])))
+        return f"{span} · step {format_step(self.step_s)} · SLO {slos}"
+
     def clamp_range(self, first_ms: int | None, last_ms: int | None) -> tuple[int | None, int | None]:
         """The range to analyse given the data's span: missing ends filled, outside ends clipped.
 

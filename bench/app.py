@@ -82,6 +82,10 @@ def _change_s(browser, url: str) -> list[tuple[str, float]]:
         page.goto(url)
         page.wait_for_selector(".js-plotly-plot", timeout=300_000)
         page.wait_for_selector(APP_IDLE, timeout=300_000)
+        # The settings panel is folded on arrival; open it once, as a user would.
+        page.locator('[data-testid="stSidebar"] [data-testid="stExpander"] summary').first.click()
+        page.wait_for_selector('[data-testid="stSidebar"] [data-testid="stSelectbox"]', timeout=300_000)
+        wait_settled(page, 300_000)
         for label in ("5 min", "15 min", "1 min"):
             page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
             option = page.get_by_role("option", name=label, exact=True)

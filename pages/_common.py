@@ -383,59 +383,109 @@ def view() -> ViewSettings:
 
 
 def render_sidebar() -> ViewSettings:
-    """Draw the sidebar, keep the URL in step with it, and return this run's settings."""
+    """Draw the sidebar, keep the URL in step with it, and return this run's settings.
+
+    The settings sit in a folded panel that runs only when opened: a page's first render
+    then draws one summary line instead of eight widgets (about half a second of a slow
+    browser's time, on every page). The values live in session state either way, so a
+    folded panel keeps them, and the URL holds them for a copied link.
+    """
     ss = st.session_state
     if "v_seeded" not in ss:
         _seed_from_url()
     else:
-        # Streamlit forgets a widget's value when a page that does not draw it runs; every
-        # page draws these, and re-assigning carries the value across the switch.
-        for key in WIDGET_KEYS:
+        # Streamlit forgets a widget's value when a run does not draw it (another page, or
+        # the panel folded); re-assigning carries the value across.
+        for key in (*WIDGET_KEYS, "v_open"):
             if key in ss:
                 ss[key] = ss[key]
     with st.sidebar:
         for problem in ss.get("v_problems", []):
             st.warning(f"Link setting {problem}", icon=":material/link_off:")
-        source = st.radio("Data source", list(SOURCE_KINDS), key="v_source",
-                          format_func=SOURCE_KINDS.__getitem__, help=help_of("source"))
-        db = st.text_input("DuckDB file path", key="v_db", disabled=source != "duckdb",
-                           placeholder="/path/to/tidelens.duckdb", help=help_of("db_path"))
-        steps = list(STEP_CHOICES_S)
-        if ss.get("v_step") not in steps:
-            steps = sorted({*steps, int(ss.get("v_step") or 60)})
-        step_s = st.selectbox("Analysis step", steps, key="v_step", format_func=format_step,
-                              help=help_of("step_s"))
-        zones = _zone_options(ss.get("v_tz", "UTC"))
-        if ss.get("v_tz") not in zones:
-            ss["v_tz"] = "UTC"
-        tz = st.radio("Show times in", zones, key="v_tz", horizontal=True,
-                      format_func=lambda z: "UTC" if z == "UTC" else f"Local ({z})",
-                      help=help_of("tz"))
-        draft = ViewSettings(source=source, db_path=(db or None) if source == "duckdb" else None)
-        src = resolve_source(draft)
-        start_ms, end_ms = _range_slider(src, tz, step_s)
-        slo_all = st.number_input("p99 SLO (ms), every service", min_value=0.1, step=10.0,
-                                  key="v_slo", help=help_of("slo_ms"))
-        slo_text = st.text_input("Per-service SLOs (ms)", key="v_slo_per",
-                                 placeholder="chat-vllm:500, recommender:100")
-        slo = {ALL_SERVICES: float(slo_all)}
-        if slo_text.strip():
-            try:
-                per = parse_slo(slo_text)
-                per.pop(ALL_SERVICES, None)
-                slo.update(per)
-            except ValueError as exc:
-                st.error(f"Per-service SLOs ignored: {exc}")
+        summary = st.empty()
+        panel = st.expander("View settings", icon=":material/tune:", key="v_open",
+                            on_change="rerun")
+        if panel.open:
+            with panel:
+                settings, src = _settings_widgets()
+        else:
+            settings, src = _settings_from_state()
+        span = cached_totals(src.path, src.version) if src.path and not src.problem else {}
+        summary.caption(f"**{src.label}** · "
+                        + settings.describe(span.get("first_ts_ms"), span.get("last_ts_ms")))
         if src.problem:
             st.caption(src.problem)
         elif src.path:
             st.caption(f"Store: `{src.path}`")
-    settings = ViewSettings(source=source, db_path=draft.db_path, start_ms=start_ms,
-                            end_ms=end_ms, step_s=int(step_s), slo_ms=slo, tz=tz)
     ss["view"] = settings
     ss["view_source"] = src
     _sync_url(settings)
     return settings
+
+
+def _slo_settings(slo_all: float, slo_text: str, *, show_error: bool) -> dict[str, float]:
+    slo = {ALL_SERVICES: float(slo_all)}
+    if slo_text.strip():
+        try:
+            per = parse_slo(slo_text)
+            per.pop(ALL_SERVICES, None)
+            slo.update(per)
+        except ValueError as exc:
+            if show_error:
+                st.error(f"Per-service SLOs ignored: {exc}")
+    return slo
+
+
+def _settings_widgets() -> tuple[ViewSettings, DataSource]:
+    """The settings panel, open: every setting as a widget."""
+    ss = st.session_state
+    source = st.radio("Data source", list(SOURCE_KINDS), key="v_source",
+                      format_func=SOURCE_KINDS.__getitem__, help=help_of("source"))
+    db = st.text_input("DuckDB file path", key="v_db", disabled=source != "duckdb",
+                       placeholder="/path/to/tidelens.duckdb", help=help_of("db_path"))
+    steps = list(STEP_CHOICES_S)
+    if ss.get("v_step") not in steps:
+        steps = sorted({*steps, int(ss.get("v_step") or 60)})
+    step_s = st.selectbox("Analysis step", steps, key="v_step", format_func=format_step,
+                          help=help_of("step_s"))
+    zones = _zone_options(ss.get("v_tz", "UTC"))
+    if ss.get("v_tz") not in zones:
+        ss["v_tz"] = "UTC"
+    tz = st.radio("Show times in", zones, key="v_tz", horizontal=True,
+                  format_func=lambda z: "UTC" if z == "UTC" else f"Local ({z})",
+                  help=help_of("tz"))
+    draft = ViewSettings(source=source, db_path=(db or None) if source == "duckdb" else None)
+    src = resolve_source(draft)
+    start_ms, end_ms = _range_slider(src, tz, step_s)
+    slo_all = st.number_input("p99 SLO (ms), every service", min_value=0.1, step=10.0,
+                              key="v_slo", help=help_of("slo_ms"))
+    slo_text = st.text_input("Per-service SLOs (ms)", key="v_slo_per",
+                             placeholder="chat-vllm:500, recommender:100")
+    slo = _slo_settings(slo_all, slo_text, show_error=True)
+    return ViewSettings(source=source, db_path=draft.db_path, start_ms=start_ms, end_ms=end_ms,
+                        step_s=int(step_s), slo_ms=slo, tz=tz), src
+
+
+def _settings_from_state() -> tuple[ViewSettings, DataSource]:
+    """The settings panel, folded: the same settings read from session state, no widgets."""
+    ss = st.session_state
+    source = ss.get("v_source", "sample")
+    db = ss.get("v_db") or None
+    draft = ViewSettings(source=source, db_path=db if source == "duckdb" else None)
+    src = resolve_source(draft)
+    start_ms, end_ms = ss.get("v_range_ms", (None, None))
+    if src.path and not src.problem:
+        totals = cached_totals(src.path, src.version)
+        first, last = totals.get("first_ts_ms"), totals.get("last_ts_ms")
+        if first is not None and last is not None and last > first:
+            start_ms, end_ms = ViewSettings(start_ms=start_ms, end_ms=end_ms).clamp_range(first, last)
+            # The whole span is "follow the data": no range in the URL.
+            start_ms = None if start_ms <= first else start_ms
+            end_ms = None if end_ms >= last else end_ms
+    tz = ss.get("v_tz", "UTC")
+    slo = _slo_settings(ss.get("v_slo", DEFAULT_SLO_MS), ss.get("v_slo_per", ""), show_error=False)
+    return ViewSettings(source=source, db_path=draft.db_path, start_ms=start_ms, end_ms=end_ms,
+                        step_s=int(ss.get("v_step", 60)), slo_ms=slo, tz=tz), src
 
 
 def _sync_url(settings: ViewSettings) -> None:
@@ -457,17 +507,23 @@ def source() -> DataSource:
 
 # -- charts ---------------------------------------------------------------------------------
 def show_chart(fig: go.Figure, data: pl.DataFrame, name: str) -> None:
-    """A chart with the toolbar's PNG export, and its data as CSV and the figure as SVG.
+    """A chart with the toolbar's PNG export, and an Export menu: its data as CSV, the figure as SVG.
 
     ``theme=None`` keeps the Tidelens template (large type, class colours) instead of
-    Streamlit's. The CSV and SVG are made only when their button is clicked.
+    Streamlit's. The menu's buttons are drawn only once it is opened, and the CSV and SVG are
+    made only when their button is clicked: a page's first render pays for neither.
     """
     st.plotly_chart(fig, theme=None, key=f"chart_{name}", config=PLOTLY_CONFIG | {
         "toImageButtonOptions": {"format": "png", "scale": 2, "filename": f"tidelens-{name}"}})
-    with st.container(horizontal=True, key=f"export_{name}"):
+    menu = st.popover("Export", icon=":material/download:", key=f"export_{name}",
+                      on_change="rerun", type="tertiary",
+                      help="This chart's data as CSV, or the chart as an SVG image")
+    if not menu.open:
+        return
+    with menu:
         st.download_button("CSV", data=lambda: data.write_csv(), file_name=f"tidelens-{name}.csv",
                            mime="text/csv", key=f"csv_{name}", on_click="ignore",
-                           icon=":material/download:", help="The data behind this chart")
+                           icon=":material/table:", help="The data behind this chart")
         st.download_button("SVG", data=lambda: figure_image(fig, "svg"),
                            file_name=f"tidelens-{name}.svg", mime="image/svg+xml",
                            key=f"svg_{name}", on_click="ignore", icon=":material/image:",

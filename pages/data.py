@@ -25,6 +25,7 @@ v = page_setup()
 st.title("Data")
 
 ss = st.session_state
+PULL_TAB = "Prometheus / Thanos / Mimir / VictoriaMetrics"
 target = upload_target(v)
 # An environment variable's name, as a shell accepts it: anything else is likely a pasted secret.
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -265,8 +266,10 @@ def _pull_panel() -> None:
     step_ms = int(step_s) * 1000
     if scope is not None:
         queries = (fleet_queries if catalogue == "fleet" else timeline_queries)(step_ms, scope)
-        with st.expander(f"PromQL it will send ({len(queries)} queries)"):
-            st.code(describe(queries), language="text", wrap_lines=True)
+        promql = st.expander(f"PromQL it will send ({len(queries)} queries)", key="pull_promql",
+                             on_change="rerun")
+        if promql.open:
+            promql.code(describe(queries), language="text", wrap_lines=True)
     try:
         start_ms, end_ms = parse_time_ms(start_text), parse_time_ms(end_text)
         if end_ms <= start_ms:
@@ -295,10 +298,6 @@ def _pull_panel() -> None:
                 max_series=int(max_series), incremental=not full, progress=progress))
         ss["pull_running"] = False
         st.rerun()  # the sidebar ran before this pull: let it see the new data span
-    if _interrupted("pull"):
-        ss.pop("pull_outcome", None)
-        st.warning("The pull stopped early (the page was used while it ran): what arrived up to "
-                   "then is in the store; pull again to fetch the rest.", icon=":material/stop_circle:")
     _show_pull_outcome()
 
 
@@ -343,10 +342,6 @@ def _collect_panel() -> None:
         ss["nvml_outcome"] = _run_collect(cfg, collect)
         ss["nvml_running"] = False
         st.rerun()  # the sidebar ran before this collection: let it see the new data span
-    if _interrupted("nvml"):
-        ss.pop("nvml_outcome", None)
-        st.warning("Sampling stopped early (the page was used while it ran): what was read up to "
-                   "then is in the store.", icon=":material/stop_circle:")
     out = ss.get("nvml_outcome")
     if out and out["error"]:
         st.error(out["error"], icon=":material/error:")
@@ -409,46 +404,62 @@ def _interrupted(kind: str) -> bool:
 
 
 # -- add data --------------------------------------------------------------------------------
+# One panel at a time: a tab runs (and draws its form) only when picked. Its fields keep what
+# was typed while another tab is shown (Streamlit forgets an undrawn widget's value otherwise).
+for key in [k for k in ss if str(k).startswith(("pull_", "nvml_", "upload_at"))]:
+    if not str(key).endswith(("_go", "_table")):
+        ss[key] = ss[key]
+# Said above the tabs: the click that stopped a pull may have been on another tab.
+if _interrupted("pull"):
+    ss.pop("pull_outcome", None)
+    st.warning("The pull stopped early (the page was used while it ran): what arrived up to "
+               "then is in the store; pull again to fetch the rest.", icon=":material/stop_circle:")
+if _interrupted("nvml"):
+    ss.pop("nvml_outcome", None)
+    st.warning("Sampling stopped early (the page was used while it ran): what was read up to "
+               "then is in the store.", icon=":material/stop_circle:")
 files_tab, pull_tab, nvml_tab = st.tabs(
-    ["Files", "Prometheus / Thanos / Mimir / VictoriaMetrics", "Local GPUs (NVML)"],
-    key="data_add", on_change="rerun")
-with files_tab:
-    st.caption(f"Prometheus/OpenMetrics text, Prometheus API JSON, CSV or Parquet, optionally "
-               f"gzipped. Files are added to `{target}`; the same file twice is skipped.")
-    at_text = st.text_input("Time of untimestamped scrapes (UTC)", key="upload_at",
-                            placeholder="2026-11-28T09:30Z, only for a single scrape without timestamps")
-    files = st.file_uploader("Files", accept_multiple_files=True, key="upload_files")
-    done: set[str] = ss.setdefault("upload_done", set())
-    new = [f for f in files or [] if f.file_id not in done]
-    if new:
-        try:
-            at_ms = parse_iso_ms(at_text) if at_text.strip() else None
-        except ValueError:
-            at_ms = None
-            st.error(f"Scrape time {at_text!r} is not an ISO-8601 time such as 2026-11-28T09:30Z; "
-                     "loading without it.")
-        bar = st.progress(0.0, text="Loading...")
-        results = ss.setdefault("upload_results", [])
-        for i, f in enumerate(new, start=1):
-            bar.progress((i - 1) / len(new), text=f"Loading {f.name} ({i} of {len(new)})")
-            results[:0] = [asdict(load_upload(target, f.name, f.getvalue(), at_ms))]
-            done.add(f.file_id)
-        bar.progress(1.0, text=f"Done: {len(new)} file(s)")
-        _offer_switch()
-        st.rerun()  # the sidebar ran before these loads: let it see the new data span
+    ["Files", PULL_TAB, "Local GPUs (NVML)"], key="data_add", on_change="rerun")
+if files_tab.open:
+    with files_tab:
+        st.caption(f"Prometheus/OpenMetrics text, Prometheus API JSON, CSV or Parquet, optionally "
+                   f"gzipped. Files are added to `{target}`; the same file twice is skipped.")
+        at_text = st.text_input("Time of untimestamped scrapes (UTC)", key="upload_at",
+                                placeholder="2026-11-28T09:30Z, only for a single scrape without timestamps")
+        files = st.file_uploader("Files", accept_multiple_files=True, key="upload_files")
+        done: set[str] = ss.setdefault("upload_done", set())
+        new = [f for f in files or [] if f.file_id not in done]
+        if new:
+            try:
+                at_ms = parse_iso_ms(at_text) if at_text.strip() else None
+            except ValueError:
+                at_ms = None
+                st.error(f"Scrape time {at_text!r} is not an ISO-8601 time such as 2026-11-28T09:30Z; "
+                         "loading without it.")
+            bar = st.progress(0.0, text="Loading...")
+            results = ss.setdefault("upload_results", [])
+            for i, f in enumerate(new, start=1):
+                bar.progress((i - 1) / len(new), text=f"Loading {f.name} ({i} of {len(new)})")
+                results[:0] = [asdict(load_upload(target, f.name, f.getvalue(), at_ms))]
+                done.add(f.file_id)
+            bar.progress(1.0, text=f"Done: {len(new)} file(s)")
+            _offer_switch()
+            st.rerun()  # the sidebar ran before these loads: let it see the new data span
 
-    results = ss.get("upload_results", [])
-    if results:
-        table = pl.DataFrame(results)
-        st.dataframe(table, hide_index=True, width="stretch", key="upload_table",
-                     column_config={"status": st.column_config.TextColumn("status", width="small")})
-        for r in results:
-            if r["status"] == "failed":
-                st.error(r["message"], icon=":material/error:")
-with pull_tab:
-    _pull_panel()
-with nvml_tab:
-    _collect_panel()
+        results = ss.get("upload_results", [])
+        if results:
+            table = pl.DataFrame(results)
+            st.dataframe(table, hide_index=True, width="stretch", key="upload_table",
+                         column_config={"status": st.column_config.TextColumn("status", width="small")})
+            for r in results:
+                if r["status"] == "failed":
+                    st.error(r["message"], icon=":material/error:")
+if pull_tab.open:
+    with pull_tab:
+        _pull_panel()
+if nvml_tab.open:
+    with nvml_tab:
+        _collect_panel()
 if ss.get("upload_offer_switch") and v.source == "sample":
     st.button("Analyse the added data", key="use_uploads", icon=":material/swap_horiz:",
               help=f"Switch the data source from the bundled sample to `{target}`",
@@ -477,8 +488,9 @@ else:
         metric = st.selectbox("Metric", metrics["metric"].to_list(), key="inv_metric")
         series = cached_series(src.path, src.version, metric)
         st.dataframe(label_inventory(series), hide_index=True, width="stretch", key="labels_table")
-    with st.expander(f"Series of {metric}"):
-        st.dataframe(series, hide_index=True, width="stretch")
+    every = st.expander(f"Series of {metric}", key="inv_series", on_change="rerun")
+    if every.open:
+        every.dataframe(series, hide_index=True, width="stretch")
 
 # -- workload map ---------------------------------------------------------------------------
 st.subheader("Workload map")

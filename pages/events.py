@@ -106,28 +106,38 @@ with p2.container(border=True):
     st.markdown("**What happened**")
     st.text(happened)
 
-show_chart(event_figure(analysis.event_window(ev), analysis.holdings_window(ev), ev, tz=v.tz),
-           event_figure_data(analysis.event_window(ev)), f"event-{ev.id}")
-st.plotly_chart(attribution_figure(ev), key="ev_bar")
-
-e = ev.evidence
-st.markdown("**Who held the pool's GPUs at the start, and since when**")
-st.dataframe(pl.DataFrame(e.get("holders_at_start") or [], schema={
-    "cls": pl.Utf8, "team": pl.Utf8, "workload": pl.Utf8, "gpus": pl.Float64, "held_since": pl.Utf8,
-    "hours_held": pl.Float64}), hide_index=True, width="stretch")
-facts = {k_: e.get(k_) for k_ in (
-    "free_gpus_when_asked", "asked_at", "desired_replicas_at_start", "ready_replicas_at_start",
-    "desired_replicas_at_peak", "ready_replicas_at_peak", "replicas_without_batch_at_peak", "warmup_min",
-    "traffic_rps_at_peak", "traffic_norm_rps_at_peak", "traffic_above_band_share", "p99_observed_ms_at_peak",
-    "p99_load_explained_ms_at_peak")}
-facts.update({f"counterfactual: {k_}": v_ for k_, v_ in (e.get("counterfactual_p99_ms_at_peak") or {}).items()})
-st.markdown("**Evidence**")
-st.dataframe(pl.DataFrame({"fact": list(facts), "value": [str(x) for x in facts.values()]}),
-             hide_index=True, width="stretch")
-reg = e.get("regression") or {}
-if reg.get("coef"):
-    st.markdown(f"**Regression** — {reg['model']}, {reg['n']} steps, {reg['errors']}")
-    st.dataframe(pl.DataFrame([{"term": t, **c} for t, c in reg["coef"].items()]), hide_index=True)
-with st.expander("Method and thresholds"):
-    for para in method_text(analysis.cfg, analysis):
-        st.markdown(f"- {para}")
+# One view at a time: a tab runs (and draws) only when it is picked.
+timeline_tab, evidence_tab, method_tab = st.tabs(
+    ["Timeline and attribution", "Evidence", "Method and thresholds"], key="ev_view",
+    on_change="rerun")
+if timeline_tab.open:
+    with timeline_tab:
+        show_chart(event_figure(analysis.event_window(ev), analysis.holdings_window(ev), ev, tz=v.tz),
+                   event_figure_data(analysis.event_window(ev)), f"event-{ev.id}")
+        st.plotly_chart(attribution_figure(ev), key="ev_bar")
+if evidence_tab.open:
+    with evidence_tab:
+        e = ev.evidence
+        st.markdown("**Who held the pool's GPUs at the start, and since when**")
+        st.dataframe(pl.DataFrame(e.get("holders_at_start") or [], schema={
+            "cls": pl.Utf8, "team": pl.Utf8, "workload": pl.Utf8, "gpus": pl.Float64,
+            "held_since": pl.Utf8, "hours_held": pl.Float64}), hide_index=True, width="stretch")
+        facts = {k_: e.get(k_) for k_ in (
+            "free_gpus_when_asked", "asked_at", "desired_replicas_at_start", "ready_replicas_at_start",
+            "desired_replicas_at_peak", "ready_replicas_at_peak", "replicas_without_batch_at_peak",
+            "warmup_min", "traffic_rps_at_peak", "traffic_norm_rps_at_peak", "traffic_above_band_share",
+            "p99_observed_ms_at_peak", "p99_load_explained_ms_at_peak")}
+        facts.update({f"counterfactual: {k_}": v_
+                      for k_, v_ in (e.get("counterfactual_p99_ms_at_peak") or {}).items()})
+        st.markdown("**Evidence**")
+        st.dataframe(pl.DataFrame({"fact": list(facts), "value": [str(x) for x in facts.values()]}),
+                     hide_index=True, width="stretch")
+        reg = e.get("regression") or {}
+        if reg.get("coef"):
+            st.markdown(f"**Regression** — {reg['model']}, {reg['n']} steps, {reg['errors']}")
+            st.dataframe(pl.DataFrame([{"term": t, **c} for t, c in reg["coef"].items()]),
+                         hide_index=True)
+if method_tab.open:
+    with method_tab:
+        for para in method_text(analysis.cfg, analysis):
+            st.markdown(f"- {para}")

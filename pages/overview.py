@@ -6,8 +6,8 @@ import streamlit as st
 
 from analytics.charts.overview import pool_story_figure, share_figure
 from analytics.errors import TidelensError
-from analytics.overview import (class_long, pool_story_data, slo_violations, summarise,
-                                thin_for_display)
+from analytics.overview import (class_long, describe_signals, pool_story_data, slo_violations,
+                                summarise, thin_for_display)
 from analytics.view import format_step
 from pages._common import (cached_signal_report, cached_timelines, config_version, not_available,
                            require_source, page_setup, show_chart)
@@ -62,6 +62,9 @@ if timelines is not None:
         show_chart(share_figure(s.class_share, s.team_share),
                    s.class_share.rename({"cls": "class"}), "gpu-hour-shares")
 
-st.subheader("Signals in this store")
 report = cached_signal_report(src.path, src.version)
-st.dataframe(report, hide_index=True, width="stretch")
+# The table is reference, not the story: folded, and drawn only when opened.
+signals = st.expander(f"Signals in this store: {describe_signals(report)}",
+                      icon=":material/sensors:", key="ov_signals", on_change="rerun")
+if signals.open:
+    signals.dataframe(report, hide_index=True, width="stretch")

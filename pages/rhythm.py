@@ -99,27 +99,40 @@ for note in s.notes:
         st.caption(note)
 
 dec = chosen.decomposition
-show_chart(decomposition_figure(dec, tz=v.tz, label=chosen.signal.label),
-           dec.coarse.with_columns(*dec.coarse_band()),
-           "rhythm-decomposition")
+views = ["Decomposition"]
 if s.batch is not None or chosen.signal.kind == "traffic":
-    prof = pl.DataFrame({"hour": list(range(24)), "traffic": s.profile,
-                         "batch": s.batch.profile if s.batch is not None else [None] * 24})
-    show_chart(profiles_figure(s), prof, "rhythm-profiles")
+    views.append("Daily profile")
 if data.traffic_how is not None:
-    how = data.traffic_how.rename({"mean": "traffic"})
-    if data.batch_how is not None:
-        how = how.join(data.batch_how.rename({"mean": "batch_gpus"}), on=["weekday", "hour"], how="full",
-                       coalesce=True)
-    show_chart(hour_of_week_figure(data.traffic_how, data.batch_how, tz=v.tz), how.sort("weekday", "hour"),
-               "rhythm-hour-of-week")
-
-st.subheader("Why p99 is judged against its SLO, not its own rhythm")
-if data.p99 is not None and data.p99.decomposition is not None:
-    p99 = data.p99.decomposition
-    service = data.p99.signal.entity
-    show_chart(self_norm_figure(p99, v.slo_for(service), tz=v.tz), p99.frame, "rhythm-p99-self-norm")
-else:
-    st.caption("A tail that recurs every morning becomes part of p99's own daily component, so a "
-               "seasonal baseline calls it normal. This chart needs a service's p99 over more "
-               "than two days.")
+    views.append("Hour of week")
+views.append("p99 against its own rhythm")
+# One view at a time: a tab runs (and its chart is drawn) only when it is picked.
+tabs = dict(zip(views, st.tabs(views, key="rhythm_view", on_change="rerun")))
+if tabs["Decomposition"].open:
+    with tabs["Decomposition"]:
+        show_chart(decomposition_figure(dec, tz=v.tz, label=chosen.signal.label),
+                   dec.coarse.with_columns(*dec.coarse_band()), "rhythm-decomposition")
+if "Daily profile" in tabs and tabs["Daily profile"].open:
+    with tabs["Daily profile"]:
+        prof = pl.DataFrame({"hour": list(range(24)), "traffic": s.profile,
+                             "batch": s.batch.profile if s.batch is not None else [None] * 24})
+        show_chart(profiles_figure(s), prof, "rhythm-profiles")
+if "Hour of week" in tabs and tabs["Hour of week"].open:
+    with tabs["Hour of week"]:
+        how = data.traffic_how.rename({"mean": "traffic"})
+        if data.batch_how is not None:
+            how = how.join(data.batch_how.rename({"mean": "batch_gpus"}), on=["weekday", "hour"],
+                           how="full", coalesce=True)
+        show_chart(hour_of_week_figure(data.traffic_how, data.batch_how, tz=v.tz),
+                   how.sort("weekday", "hour"), "rhythm-hour-of-week")
+if tabs["p99 against its own rhythm"].open:
+    with tabs["p99 against its own rhythm"]:
+        st.subheader("Why p99 is judged against its SLO, not its own rhythm")
+        if data.p99 is not None and data.p99.decomposition is not None:
+            p99 = data.p99.decomposition
+            service = data.p99.signal.entity
+            show_chart(self_norm_figure(p99, v.slo_for(service), tz=v.tz), p99.frame,
+                       "rhythm-p99-self-norm")
+        else:
+            st.caption("A tail that recurs every morning becomes part of p99's own daily component, "
+                       "so a seasonal baseline calls it normal. This chart needs a service's p99 "
+                       "over more than two days.")

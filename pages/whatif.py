@@ -115,35 +115,42 @@ if not policies:
 values = form.editable(base)
 url = ss.get("w_url", {})
 changes: dict[str, object] = {}
+# Streamlit forgets an undrawn widget's value: carry every parameter across folded groups.
+for key in [k for k in ss if isinstance(k, str) and k.startswith("w_f.")]:
+    ss[key] = ss[key]
 with st.sidebar:
     st.subheader("Scenario parameters")
     for group, cls in (("service", ServiceParams), ("pool", PoolParams)):
-        with st.expander(f"{group.title()} ({len(field_specs(cls))})", expanded=group == "pool"):
-            for spec in field_specs(cls):
-                key = f"{group}.{spec['name']}"
-                wkey = f"w_f.{key}"
-                default = values[key]
-                if wkey not in ss:
-                    try:
-                        ss[wkey] = form.parse_value(url.get(key, default), default, key)
-                    except TidelensError:
-                        ss[wkey] = default
-                label = f"{spec['name']} ({spec['unit']})" if spec.get("unit") else spec["name"]
-                help_ = spec.get("help", "") + (f" · from {base.provenance.get(key)}"
-                                                if key in base.provenance else "")
-                if isinstance(default, bool):
-                    changes[key] = st.checkbox(label, key=wkey, help=help_)
-                elif isinstance(default, (int, float)):
-                    num = int if isinstance(default, int) else float
-                    changes[key] = st.number_input(
-                        label, min_value=num(spec.get("min", 0)),
-                        max_value=num(spec["max"]) if "max" in spec else None,
-                        step=num(spec.get("step", 1)), key=wkey, help=help_)
-                elif spec.get("choices"):
-                    changes[key] = st.selectbox(label, list(spec["choices"]), key=wkey,
-                                                help=help_)
-                else:
-                    changes[key] = st.text_input(label, key=wkey, help=help_)
+        # Folded groups run no widgets (a page with every parameter drawn opens a second slower).
+        panel = st.expander(f"{group.title()} ({len(field_specs(cls))})", key=f"w_grp_{group}",
+                            on_change="rerun")
+        for spec in field_specs(cls):
+            key = f"{group}.{spec['name']}"
+            wkey = f"w_f.{key}"
+            default = values[key]
+            if wkey not in ss:
+                try:
+                    ss[wkey] = form.parse_value(url.get(key, default), default, key)
+                except TidelensError:
+                    ss[wkey] = default
+            if not panel.open:
+                changes[key] = ss[wkey]
+                continue
+            label = f"{spec['name']} ({spec['unit']})" if spec.get("unit") else spec["name"]
+            help_ = spec.get("help", "") + (f" · from {base.provenance.get(key)}"
+                                            if key in base.provenance else "")
+            if isinstance(default, bool):
+                changes[key] = panel.checkbox(label, key=wkey, help=help_)
+            elif isinstance(default, (int, float)):
+                num = int if isinstance(default, int) else float
+                changes[key] = panel.number_input(
+                    label, min_value=num(spec.get("min", 0)),
+                    max_value=num(spec["max"]) if "max" in spec else None,
+                    step=num(spec.get("step", 1)), key=wkey, help=help_)
+            elif spec.get("choices"):
+                changes[key] = panel.selectbox(label, list(spec["choices"]), key=wkey, help=help_)
+            else:
+                changes[key] = panel.text_input(label, key=wkey, help=help_)
 
 try:
     scn = form.apply(base, changes)
@@ -182,12 +189,14 @@ if cal is not None:
                 help="99th percentile of step p99s weighted by requests")
     k[3].metric("Period p99, model", f"{bt['model_p99_ms']:,.0f} ms",
                 delta=f"{bt['p99_error']:+.0%}", delta_color="off", border=True)
-    with st.expander("Backtest over time, and where each parameter came from"):
-        if st.toggle("Draw the backtest over time", key="w_bt_chart"):
+    detail = st.expander("Backtest over time, and where each parameter came from",
+                         key="w_bt_detail", on_change="rerun")
+    if detail.open:
+        with detail:
             show_chart(backtest_figure(bt["frame"], base.service.slo_ms, v.tz), bt["frame"],
                        "whatif-backtest")
-        st.dataframe([{"parameter": p, "source": s} for p, s in sorted(scn.provenance.items())],
-                     hide_index=True, width="stretch")
+            st.dataframe([{"parameter": p, "source": s} for p, s in sorted(scn.provenance.items())],
+                         hide_index=True, width="stretch")
 
 results = compare(scn, tuple(policies))
 table = policy_table(results)
@@ -233,23 +242,26 @@ if st.toggle("Sweep: the utilization/compliance frontier, burst headroom by hour
     bands = burst_bands(scn, focus, seeds=BAND_SEEDS)
     show_chart(bands_figure(bands, scn.service.slo_ms, v.tz), bands, "whatif-bands")
 
-st.subheader("Save, load, export")
-c = st.columns(3)
-c[0].download_button("Scenario (TOML)", data=scenario_to_toml(scn),
-                     file_name=f"tidelens-{scn.name.replace(':', '-')}.toml",
-                     mime="application/toml", icon=":material/save:", on_click="ignore")
-c[1].download_button("Results (JSON)", on_click="ignore", icon=":material/download:",
-                     data=orjson.dumps({name: {**r.summary, "externality": r.externality}
-                                        for name, r in results.items()},
-                                       option=orjson.OPT_INDENT_2, default=str),
-                     file_name="tidelens-whatif.json", mime="application/json")
-up = c[2].file_uploader("Load a scenario (TOML)", type=["toml"], key="w_upload")
-if up is not None and ss.get("w_upload_seen") != up.file_id:
-    ss["w_upload_seen"] = up.file_id
-    try:
-        ss["w_file"] = scenario_from_toml(up.getvalue().decode("utf-8"))
-    except (TidelensError, UnicodeDecodeError) as exc:
-        st.error(f"{up.name}: {exc}", icon=":material/error:")
-    else:
-        ss["w_next_src"] = FILE
-        st.rerun()
+# Folded, and run only when opened: saving and loading are occasional.
+files = st.expander("Save, load, export", icon=":material/save:", key="w_files", on_change="rerun")
+if files.open:
+    with files:
+        c = st.columns(3)
+        c[0].download_button("Scenario (TOML)", data=scenario_to_toml(scn),
+                             file_name=f"tidelens-{scn.name.replace(':', '-')}.toml",
+                             mime="application/toml", icon=":material/save:", on_click="ignore")
+        c[1].download_button("Results (JSON)", on_click="ignore", icon=":material/download:",
+                             data=orjson.dumps({name: {**r.summary, "externality": r.externality}
+                                                for name, r in results.items()},
+                                               option=orjson.OPT_INDENT_2, default=str),
+                             file_name="tidelens-whatif.json", mime="application/json")
+        up = c[2].file_uploader("Load a scenario (TOML)", type=["toml"], key="w_upload")
+        if up is not None and ss.get("w_upload_seen") != up.file_id:
+            ss["w_upload_seen"] = up.file_id
+            try:
+                ss["w_file"] = scenario_from_toml(up.getvalue().decode("utf-8"))
+            except (TidelensError, UnicodeDecodeError) as exc:
+                st.error(f"{up.name}: {exc}", icon=":material/error:")
+            else:
+                ss["w_next_src"] = FILE
+                st.rerun()

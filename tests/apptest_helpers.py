@@ -32,3 +32,14 @@ def metric(at: AppTest, label: str) -> str:
         if m.label == label:
             return m.value
     raise AssertionError(f"no metric {label!r}: {[m.label for m in at.metric]}")
+
+
+def open_settings(at: AppTest) -> AppTest:
+    """Open the sidebar's "View settings" panel (it runs its widgets only when open)."""
+    at.session_state["v_open"] = True
+    return at.run()
+
+
+def sidebar_summary(at: AppTest) -> str:
+    """The one line above the settings panel that names the view."""
+    return at.sidebar.caption[0].value

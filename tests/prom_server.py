@@ -70,6 +70,37 @@ def backfill(promtool: str, om_path: Path, data_dir: Path) -> None:
         raise RuntimeError(f"promtool backfill failed: {proc.stderr[-2000:]}")
 
 
+def backfill_windows(promtool: str, om_paths: Iterable[Path], data_dir: Path, *, jobs: int = 2,
+                     timeout_s: float = 600) -> None:
+    """Backfill several OpenMetrics files into one data dir, ``jobs`` promtool processes at a time.
+
+    Debian's promtool 2.42 has no ``--max-block-duration`` and re-reads its whole input once per
+    2-hour block, so a multi-day file costs (days x 12) passes. Files that each hold one
+    2-hour window aligned to multiples of 7200 s since the epoch make one block apiece, which
+    keeps the backfill linear in the data. Each file must be a whole OpenMetrics document.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    pending = list(om_paths)
+    running: list[tuple[Path, subprocess.Popen]] = []
+    try:
+        while pending or running:
+            while pending and len(running) < max(1, jobs):
+                path = pending.pop(0)
+                proc = subprocess.Popen([promtool, "tsdb", "create-blocks-from", "openmetrics", str(path),
+                                         str(data_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        text=True)
+                running.append((path, proc))
+            path, proc = running.pop(0)
+            _, err = proc.communicate(timeout=timeout_s)
+            if proc.returncode != 0:
+                raise RuntimeError(f"promtool backfill of {path} failed: {err[-2000:]}")
+    finally:
+        for _, proc in running:  # an error above: don't leave promtool running
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from analytics.ingest import ingest_bytes  # noqa: E402
 from analytics.signals import VLLM_TTFT_BUCKETS_S  # noqa: E402
 from analytics.store import Store  # noqa: E402
+from apptest_helpers import open_settings, sidebar_summary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
@@ -93,10 +94,13 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TIDELENS_CONFIG", str(tmp_path / "tidelens.toml"))
 
 
-def _app(**params: str) -> AppTest:
+def _app(*, settings_open: bool = True, **params: str) -> AppTest:
+    """The app opened from a link with ``params``; its sidebar settings panel opened (as a
+    click on "View settings" does) unless ``settings_open`` is false."""
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.query_params.update(params)
-    return at.run()
+    at.run()
+    return open_settings(at) if settings_open else at
 
 
 def _table_with(at: AppTest, *columns: str):
@@ -137,9 +141,18 @@ def test_every_page_runs(db_file: Path) -> None:
 def test_overview_tells_the_story(db_file: Path) -> None:
     at = _app(source="duckdb", db=str(db_file), slo="100")
     _no_exception(at)
+    # The signal report is folded to one line (counts, what is missing) and not drawn...
+    line = at.expander[0].label
+    assert line.startswith("Signals in this store: ") and "missing: " in line
+    assert "gpu_holders" not in line.split("missing: ")[1]
+    assert not at.dataframe
+    # ...until opened.
+    at.session_state["ov_signals"] = True
+    at.run()
     signals = at.dataframe[-1].value
     present = dict(zip(signals["signal"], signals["found"]))
     assert present["gpu_holders"] and present["request_latency"]
+    assert sorted(signals.loc[~signals["found"], "signal"]) == sorted(line.split("missing: ")[1].split(", "))
     try:
         import analytics.timeline as tl
         has_timeline = hasattr(tl, "pool_timeline")
@@ -159,8 +172,13 @@ def test_overview_tells_the_story(db_file: Path) -> None:
 
 def test_link_settings_open_the_same_view(db_file: Path) -> None:
     at = _app(source="duckdb", db=str(db_file), step="300", tz="Europe/Berlin",
-              slo="250,chat-vllm:500", start="2025-11-28T08:10Z")
+              slo="250,chat-vllm:500", start="2025-11-28T08:10Z", settings_open=False)
     _no_exception(at)
+    # Folded, the panel draws no widget; one line says what the view is.
+    assert not at.sidebar.selectbox and not at.sidebar.slider
+    assert sidebar_summary(at).endswith("Nov 28 09:10 → Nov 28 09:59 Europe/Berlin · step 5 min"
+                                        " · SLO 250 ms, chat-vllm 500 ms")
+    open_settings(at)
     assert at.radio(key="v_source").value == "duckdb"
     assert at.text_input(key="v_db").value == str(db_file)
     assert at.selectbox(key="v_step").value == 300
@@ -253,7 +271,7 @@ def test_local_time_is_the_browser_zone(db_file: Path) -> None:
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.query_params.update(source="duckdb", db=str(db_file))
     at.context["timezone"] = "America/New_York"
-    at.run()
+    open_settings(at.run())
     tz = at.radio(key="v_tz")
     assert tz.options == ["UTC", "Local (America/New_York)"]
     tz.set_value("America/New_York").run()
@@ -262,3 +280,20 @@ def test_local_time_is_the_browser_zone(db_file: Path) -> None:
     assert "times in America/New_York" in at.caption[0].value
     lo, _ = at.slider(key="v_range").value
     assert (lo.hour, lo.minute) == (3, 0)  # 08:00 UTC is 03:00 in New York (EST)
+
+
+def test_folded_settings_keep_their_values(db_file: Path) -> None:
+    at = _app(source="duckdb", db=str(db_file))
+    at.selectbox(key="v_step").set_value(300).run()
+    at.number_input(key="v_slo").set_value(150.0).run()
+    at.session_state["v_open"] = False  # fold the panel, as a click on its header does
+    at.run()
+    _no_exception(at)
+    assert not at.sidebar.selectbox
+    assert "step 5 min · SLO 150 ms" in sidebar_summary(at)
+    assert at.query_params["step"] == "300" and at.query_params["slo"] == "150"
+    at.switch_page("pages/rhythm.py").run()
+    _no_exception(at)
+    assert "step 5 min · SLO 150 ms" in sidebar_summary(at)
+    open_settings(at)
+    assert at.selectbox(key="v_step").value == 300 and at.number_input(key="v_slo").value == 150.0

@@ -155,7 +155,9 @@ def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
                 if name == "overview":
                     page.wait_for_selector(".js-plotly-plot", timeout=60_000)
                     assert page.locator('[data-testid="stMetric"]').count() >= 5
-                    # A chart's data comes down as CSV, made on the server when clicked.
+                    # A chart's data comes down as CSV from its Export menu, made on the
+                    # server when clicked.
+                    page.locator(".st-key-export_pool-story button").first.click()
                     with page.expect_download(timeout=60_000) as dl:
                         page.locator(".st-key-csv_pool-story button").first.click()
                     csv = Path(dl.value.path()).read_text()
@@ -172,6 +174,15 @@ def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
             page.wait_for_url("**/data**", timeout=60_000)
             wait_settled(page)
             page.wait_for_function("() => location.search.includes('source=duckdb')", timeout=60_000)
+            # The folded settings panel opens on a click; a step picked there reaches the URL.
+            page.locator('[data-testid="stSidebar"] [data-testid="stExpander"] summary').first.click()
+            page.wait_for_selector('[data-testid="stSidebar"] [data-testid="stSelectbox"]', timeout=60_000)
+            wait_settled(page)  # a click during the panel's run would land on a redrawn widget
+            page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
+            page.get_by_role("option", name="5 min", exact=True).click()
+            page.wait_for_function("() => new URL(location.href).searchParams.get('step') === '300'",
+                                   timeout=60_000)
+            wait_settled(page)
         finally:
             browser.close()
     assert (SCREENSHOTS / "overview.png").stat().st_size > 10_000

@@ -36,11 +36,20 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return uploads
 
 
-def _data_page() -> AppTest:
+TABS = {"files": "Files", "pull": "Prometheus / Thanos / Mimir / VictoriaMetrics",
+        "nvml": "Local GPUs (NVML)"}
+
+
+def _data_page(tab: str = "pull") -> AppTest:
+    """The Data page with one of its "add data" tabs picked (only the picked one runs), and the
+    pull form's PromQL panel opened."""
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.query_params.update(source="uploads")
     at.run()
-    at.switch_page("pages/data.py").run()
+    at.switch_page("pages/data.py")
+    at.session_state["data_add"] = TABS[tab]
+    at.session_state["pull_promql"] = True
+    at.run()
     _no_exception(at)
     return at
 
@@ -210,7 +219,7 @@ def test_a_secret_typed_as_a_variable_name_is_refused(tmp_path: Path) -> None:
 def test_nvml_without_a_driver_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = fake_pynvml(init_error=pynvml.NVMLError_LibraryNotFound)
     monkeypatch.setattr(nvml, "_nvml_module", lambda: fake)
-    at = _data_page()
+    at = _data_page("nvml")
     infos = [i.value for i in at.info]
     assert any("no NVIDIA driver here" in i for i in infos), infos
     with pytest.raises(KeyError):
@@ -219,7 +228,7 @@ def test_nvml_without_a_driver_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_nvml_on_this_machine_never_shows_a_traceback() -> None:
     ok, message = nvml.available()
-    at = _data_page()
+    at = _data_page("nvml")
     if ok:
         assert any(message in x.value for x in at.success)
     else:
@@ -229,7 +238,7 @@ def test_nvml_on_this_machine_never_shows_a_traceback() -> None:
 def test_nvml_collects_into_the_store(monkeypatch: pytest.MonkeyPatch, _isolated: Path) -> None:
     fake = fake_pynvml(gpus=2)
     monkeypatch.setattr(nvml, "_nvml_module", lambda: fake)
-    at = _data_page()
+    at = _data_page("nvml")
     assert any("2 GPU(s), driver 575.57.08" in x.value for x in at.success)
     at.text_input(key="nvml_interval").set_value("100ms")
     at.text_input(key="nvml_duration").set_value("300ms").run()
@@ -257,3 +266,20 @@ def test_an_interrupted_pull_or_collection_says_what_was_kept(monkeypatch: pytes
     assert len(stopped) == 2 and any("pull again" in w for w in stopped)
     at.run()  # said once
     assert not any("stopped early" in w.value for w in at.warning)
+
+
+def test_only_the_picked_tab_runs_and_typed_fields_survive_a_switch() -> None:
+    at = _data_page("files")
+    assert at.file_uploader(key="upload_files")
+    with pytest.raises(KeyError):
+        at.text_input(key="pull_url")
+    at.session_state["data_add"] = TABS["pull"]
+    at.run()
+    at.text_input(key="pull_url").set_value("http://prometheus.internal:9090").run()
+    with pytest.raises(KeyError):
+        at.file_uploader(key="upload_files")
+    for tab in ("nvml", "pull"):
+        at.session_state["data_add"] = TABS[tab]
+        at.run()
+        _no_exception(at)
+    assert at.text_input(key="pull_url").value == "http://prometheus.internal:9090"

@@ -60,6 +60,20 @@ def test_page_lists_events_and_explains_one(morning_db) -> None:
     md = " ".join(m.value for m in at.markdown)
     assert "What happened" in md and "What the dashboard said" in md
     assert any(b.proto.label.startswith("Postmortem report") for b in at.get("download_button"))
+    # Evidence and method are drawn only when their tab is picked.
+    assert [t.label for t in at.tabs] == ["Timeline and attribution", "Evidence", "Method and thresholds"]
+    assert len(at.dataframe) == 1  # the events table only
+    at.session_state["ev_view"] = "Evidence"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.get("plotly_chart")
+    evidence = {df.value.columns[0]: df.value for df in at.dataframe[1:]}
+    assert {"cls", "fact"} <= set(evidence)
+    facts = dict(zip(evidence["fact"]["fact"], evidence["fact"]["value"]))
+    assert "free_gpus_when_asked" in facts and "p99_observed_ms_at_peak" in facts
+    at.session_state["ev_view"] = "Method and thresholds"
+    at.run()
+    assert any("Shapley" in m.value or "SLO" in m.value for m in at.markdown)
 
 
 def test_choosing_another_event_and_changing_min_duration(morning_db) -> None:

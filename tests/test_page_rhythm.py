@@ -71,7 +71,17 @@ def test_page_launches_and_shows_the_rhythm(synthetic_db: Path) -> None:
     start, end = _metric(at, "Tidal window").split("-")
     assert int(start) > int(end)  # the window crosses midnight
     assert at.selectbox(key="rhythm_signal").value == "metric:request_rate"
-    assert len(at.get("plotly_chart")) >= 3  # decomposition, profiles, hour of week
+    # One view at a time, each drawn only when its tab is picked.
+    tabs = [t.label for t in at.tabs]
+    assert tabs[:3] == ["Decomposition", "Daily profile", "Hour of week"]
+    drawn = [[c.proto.id for c in at.get("plotly_chart")]]
+    for tab in tabs[1:]:
+        at.session_state["rhythm_view"] = tab
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        drawn.append([c.proto.id for c in at.get("plotly_chart")])
+    assert [len(d) for d in drawn[:3]] == [1, 1, 1]
+    assert len({d[0] for d in drawn[:3]}) == 3  # a different chart in each view
 
 
 def test_tidal_share_slider_changes_the_window(synthetic_db: Path) -> None:

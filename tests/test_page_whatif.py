@@ -43,6 +43,8 @@ def test_launches_with_the_morning_story(tmp_path: Path) -> None:
 def test_slider_and_policy_choice_change_the_numbers(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp")
     before = _num(_metric(at, "Shared pool: violation minutes"))
+    at.session_state["w_grp_pool"] = True
+    at.run()
     at.number_input(key="w_f.pool.gpus").set_value(80).run()
     assert not at.exception
     after = _num(_metric(at, "Shared pool: violation minutes"))
@@ -55,11 +57,20 @@ def test_slider_and_policy_choice_change_the_numbers(tmp_path: Path) -> None:
 
 def test_a_copied_link_reopens_the_scenario(tmp_path: Path) -> None:
     first = _page(tmp_path, w_src="morning-ramp")
+    with pytest.raises(KeyError):  # the service group is folded: its widgets are not drawn
+        first.number_input(key="w_f.service.warmup_min")
+    first.session_state["w_grp_service"] = True
+    first.run()
     first.number_input(key="w_f.service.warmup_min").set_value(20.0).run()
     first.multiselect(key="w_pol").set_value(["shared", "polite"]).run()
     link = dict(first.query_params.items())
     assert link["w_service.warmup_min"] == "20"
     again = _page(tmp_path, **link)
+    # Folded, the group still applies the link's value; opened, its widget shows it.
+    assert (again.dataframe[0].value["violation_minutes"].tolist()
+            == first.dataframe[0].value["violation_minutes"].tolist())
+    again.session_state["w_grp_service"] = True
+    again.run()
     assert again.number_input(key="w_f.service.warmup_min").value == 20.0
     assert list(again.dataframe[0].value["policy"]) == ["shared", "polite"]
     assert (again.dataframe[0].value["violation_minutes"].tolist()
@@ -90,3 +101,33 @@ def test_sweeps_draw_frontier_headroom_and_bands(tmp_path: Path) -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert len(at.get("plotly_chart")) == charts + 3
     assert at.query_params["w_sweeps"] == "1"
+
+
+def test_a_folded_group_keeps_a_changed_value(tmp_path: Path) -> None:
+    at = _page(tmp_path, w_src="morning-ramp")
+    at.session_state["w_grp_pool"] = True
+    at.run()
+    at.number_input(key="w_f.pool.gpus").set_value(80).run()
+    changed = _num(_metric(at, "Shared pool: violation minutes"))
+    at.session_state["w_grp_pool"] = False
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _num(_metric(at, "Shared pool: violation minutes")) == changed
+    assert at.query_params["w_pool.gpus"] == "80"
+
+
+def test_a_saved_scenario_loads_back(tmp_path: Path) -> None:
+    from analytics.pool import scenario_to_toml
+
+    at = _page(tmp_path, w_src="morning-ramp")
+    assert not at.get("file_uploader")  # "Save, load, export" is folded
+    at.session_state["w_files"] = True
+    at.run()
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "Scenario (TOML)" in labels and "Results (JSON)" in labels
+    scn = form.apply(PRESETS["morning-ramp"](1), {"pool.gpus": "77"})
+    at.file_uploader(key="w_upload").set_value(("mine.toml", scenario_to_toml(scn).encode(),
+                                                 "application/toml")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.radio(key="w_src").value == "file"
+    assert any("77 GPUs" in c.value for c in at.caption)
