@@ -2,16 +2,18 @@
 
 Run by hand (Debian's ``prometheus``/``promtool`` on PATH)::
 
-    .venv/bin/python bench/scale.py --gpus 1000 --days 7        # the issue's size (slow: tens of minutes)
+    .venv/bin/python bench/scale.py --gpus 1000 --days 7 --workdir /work/scale-run   # the issue's size
     .venv/bin/python bench/scale.py --gpus 64 --days 1          # a quick look
 
 Writes the fleet (8 GPUs per node, holders changing every few hours, 4 device metrics per GPU,
 a vLLM service with 22 TTFT buckets on 8 pods, the HPA) as OpenMetrics at a 1-minute scrape,
-backfills it with ``promtool``, starts Prometheus, then:
+one file per 2-hour window (one promtool pass and one block each), backfills them with
+``promtool`` two at a time, starts Prometheus, then:
 
 - pulls it through the aggregated (timeline) path: series and bytes transferred, pull time,
   store size; and through the compact fleet catalogue (``tidelens:*`` counts);
-- loads the same raw export from the file (the peer, in the same run): load time, store size;
+- loads the same raw export from its files (the peer, in the same run; the files one after
+  another, the load time is the sum): load time, store size;
 - times the Overview's data path (pool timeline, holdings, service timeline, KPIs) on both
   stores, and prints ratios pull/file.
 """
@@ -21,15 +23,18 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import resource
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+os.environ.setdefault("POLARS_MAX_THREADS", "2")  # before polars loads: the machine is shared
 
 import numpy as np  # noqa: E402
 
@@ -42,60 +47,80 @@ from analytics.live.queries import fleet_queries  # noqa: E402
 from analytics.store import Store  # noqa: E402
 from analytics.timeline import TimelineConfig, holdings, pool_timeline, service_timeline  # noqa: E402
 
-T0_S = 1_767_571_200  # 2026-01-05T00:00:00Z
+T0_S = 1_767_571_200  # 2026-01-05T00:00:00Z, a multiple of WINDOW_S
+WINDOW_S = 7200  # promtool's block length: one file per aligned window makes one block
+DCGM_METRICS = ((s.DCGM_GPU_UTIL, 100.0), (s.DCGM_GR_ENGINE_ACTIVE, 1.0),
+                (s.DCGM_FB_USED, 80000.0), (s.DCGM_POWER, 700.0))
 
 
-def write_fleet(path: Path, gpus: int, days: int, scrape_s: int, seed: int = 7) -> int:
-    """Write the fleet's raw export; returns the number of samples."""
+def write_fleet(folder: Path, gpus: int, days: int, scrape_s: int, seed: int = 7) -> tuple[list[Path], int]:
+    """Write the fleet's raw export as one OpenMetrics file per 2-hour window.
+
+    Returns the files (sorted by time) and the number of samples. Each file is a whole
+    OpenMetrics document (metric families contiguous, ``# EOF``) covering one window aligned
+    to a multiple of :data:`WINDOW_S` since the epoch, so promtool makes exactly one block of
+    it in one pass. The values are those the single-file writer produced (same draws, same order).
+    """
+    if WINDOW_S % scrape_s or (T0_S % WINDOW_S):
+        raise ValueError(f"--scrape-s must divide {WINDOW_S}")
     rng = np.random.default_rng(seed)
     n = days * 86400 // scrape_s
     ts = T0_S + np.arange(n) * scrape_s
     ts_txt = [f"{t:.3f}" for t in ts]
+    block = 4 * 3600 // scrape_s  # holders change every 4 hours (two windows)
+    per_window = WINDOW_S // scrape_s
+    vals = np.empty((len(DCGM_METRICS), gpus, n))
+    for m, (_, scale) in enumerate(DCGM_METRICS):
+        for g in range(gpus):
+            vals[m, g] = np.round(rng.random(n) * scale, 3)
+    pods = [f"chat-vllm-6d9c7b5f4-{_suffix(p)}" for p in range(8)]
+    rates = rng.poisson(20, size=(len(pods), n)).cumsum(axis=1)
+    bounds = s.VLLM_TTFT_BUCKETS_S
+    fracs = [1 - math.exp(-b / 0.08) for b in bounds] + [1.0]
+    les = [*map(str, bounds), "+Inf"]
+    buckets = [[np.floor(rates[p] * frac).astype(np.int64) for p in range(len(pods))] for frac in fracs]
+    bases = []
+    for g in range(gpus):
+        node, minor = divmod(g, 8)
+        bases.append(f'gpu="{minor}",UUID="GPU-{g:05d}",device="nvidia{minor}",'
+                     f'modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-node-{node:03d}",'
+                     f'instance="10.1.{node // 250}.{node % 250}:9400",job="dcgm"')
+    folder.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
     samples = 0
-    block = 4 * 3600 // scrape_s  # holders change every 4 hours
-    with path.open("w") as fh:
-        for metric, scale in ((s.DCGM_GPU_UTIL, 100.0), (s.DCGM_GR_ENGINE_ACTIVE, 1.0),
-                              (s.DCGM_FB_USED, 80000.0), (s.DCGM_POWER, 700.0)):
-            for g in range(gpus):
-                node, minor = divmod(g, 8)
-                base = (f'gpu="{minor}",UUID="GPU-{g:05d}",device="nvidia{minor}",'
-                        f'modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-node-{node:03d}",'
-                        f'instance="10.1.{node // 250}.{node % 250}:9400",job="dcgm"')
-                vals = np.round(rng.random(n) * scale, 3)
-                for b0 in range(0, n, block):
-                    kind = (g * 7 + b0 // block) % 5
+    for w, i0 in enumerate(range(0, n, per_window)):
+        i1 = min(n, i0 + per_window)
+        tts = ts_txt[i0:i1]
+        b = i0 // block
+        path = folder / f"fleet-{(T0_S + i0 * scrape_s) // WINDOW_S:08d}.om"
+        with path.open("w") as fh:
+            for m, (metric, _) in enumerate(DCGM_METRICS):
+                for g in range(gpus):
+                    kind = (g * 7 + b) % 5
                     if kind == 0:
-                        labels = base
+                        labels = bases[g]
                     elif kind in (1, 2):
-                        labels = (base + f',pod="train-run{g % 50}-{b0 // block}",namespace="ml-training",'
+                        labels = (bases[g] + f',pod="train-run{g % 50}-{b}",namespace="ml-training",'
                                   'container="trainer"')
                     else:
-                        labels = (base + f',pod="chat-vllm-6d9c7b5f4-{_suffix(g)}",namespace="inference",'
+                        labels = (bases[g] + f',pod="chat-vllm-6d9c7b5f4-{_suffix(g)}",namespace="inference",'
                                   'container="vllm"')
                     head = f"{metric}{{{labels}}} "
-                    fh.writelines(f"{head}{vals[i]} {ts_txt[i]}\n" for i in range(b0, min(n, b0 + block)))
-                    samples += min(n, b0 + block) - b0
-        pods = [f"chat-vllm-6d9c7b5f4-{_suffix(p)}" for p in range(8)]
-        rates = rng.poisson(20, size=(len(pods), n)).cumsum(axis=1)
-        bounds = s.VLLM_TTFT_BUCKETS_S
-        fracs = np.array([1 - math.exp(-b / 0.08) for b in bounds])
-        for le_i, le in enumerate([*map(str, bounds), "+Inf"]):
-            frac = fracs[le_i] if le_i < len(bounds) else 1.0
+                    fh.writelines([f"{head}{v} {t}\n" for v, t in zip(vals[m, g, i0:i1].tolist(), tts)])
+            for le_i, le in enumerate(les):
+                for p, pod in enumerate(pods):
+                    head = (f'{s.VLLM_TTFT}_bucket{{le="{le}",pod="{pod}",namespace="inference",'
+                            f'model_name="llama",job="vllm"}} ')
+                    fh.writelines([f"{head}{v} {t}\n" for v, t in zip(buckets[le_i][p][i0:i1].tolist(), tts)])
             for p, pod in enumerate(pods):
-                head = (f'{s.VLLM_TTFT}_bucket{{le="{le}",pod="{pod}",namespace="inference",'
-                        f'model_name="llama",job="vllm"}} ')
-                vals = np.floor(rates[p] * frac)
-                fh.writelines(f"{head}{vals[i]:.0f} {ts_txt[i]}\n" for i in range(n))
-                samples += n
-        for p, pod in enumerate(pods):
-            head = f'{s.VLLM_TTFT}_count{{pod="{pod}",namespace="inference",model_name="llama",job="vllm"}} '
-            fh.writelines(f"{head}{rates[p][i]} {ts_txt[i]}\n" for i in range(n))
-            samples += n
-        head = f'{s.KSM_HPA_DESIRED}{{namespace="inference",horizontalpodautoscaler="chat-vllm"}} '
-        fh.writelines(f"{head}8 {ts_txt[i]}\n" for i in range(n))
-        samples += n
-        fh.write("# EOF\n")
-    return samples
+                head = f'{s.VLLM_TTFT}_count{{pod="{pod}",namespace="inference",model_name="llama",job="vllm"}} '
+                fh.writelines([f"{head}{v} {t}\n" for v, t in zip(rates[p][i0:i1].tolist(), tts)])
+            head = f'{s.KSM_HPA_DESIRED}{{namespace="inference",horizontalpodautoscaler="chat-vllm"}} '
+            fh.writelines([f"{head}8 {t}\n" for t in tts])
+            fh.write("# EOF\n")
+        samples += (i1 - i0) * (len(DCGM_METRICS) * gpus + (len(les) + 1) * len(pods) + 1)
+        paths.append(path)
+    return paths, samples
 
 
 def _suffix(i: int) -> str:
@@ -116,12 +141,51 @@ def overview_s(store: Store) -> float:
     return time.perf_counter() - t0
 
 
+def _say(text: str) -> None:
+    """One line of the report, flushed so a partial run (nohup ... > log) still tells something."""
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"[{time.strftime('%H:%M:%S')} load {load}] {text}", flush=True)
+
+
+def _peak_rss_mb(pid: int) -> float:
+    """Peak resident memory of a running process (Linux ``VmHWM``), in MB; 0 if unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _remove_db(path: Path) -> None:
+    """Remove a DuckDB file and its WAL (a stale WAL from an interrupted run would be replayed)."""
+    path.unlink(missing_ok=True)
+    path.with_name(path.name + ".wal").unlink(missing_ok=True)
+
+
+def _progress(label: str, every: int) -> Callable[[int, int, str], None]:
+    t0 = time.perf_counter()
+
+    def report(done: int, total: int, message: str) -> None:
+        if done == total or done % every == 0:
+            _say(f"  {label} {done}/{total} requests, {time.perf_counter() - t0:.0f} s: {message}")
+    return report
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, default=1000)
     ap.add_argument("--days", type=int, default=7)
     ap.add_argument("--scrape-s", type=int, default=60)
-    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--jobs", type=int, default=2, help="promtool processes at a time")
+    ap.add_argument("--max-points", type=int, default=1440,
+                    help="points per series per range request (a day at 1 min; the server allows 11,000, "
+                         "but a week of per-GPU series in one response takes Prometheus past 10 GB)")
+    ap.add_argument("--prom-memlimit", default="4GiB", help="GOMEMLIMIT for Prometheus (Go's soft heap limit)")
+    ap.add_argument("--workdir", default=None, help="kept afterwards when given (default: a temp dir, removed)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="reuse the workdir's fleet files and backfilled data from an earlier run")
     args = ap.parse_args()
     bins = prom_server.require_binaries()
     if bins is None:
@@ -130,62 +194,93 @@ def main() -> int:
     prom, tool = bins
     work = Path(args.workdir or tempfile.mkdtemp(prefix="tidelens-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    om = work / "fleet.om"
+    om_dir = work / "fleet"
+    n_windows = args.days * 86400 // WINDOW_S
+    reuse = args.reuse and len(list(om_dir.glob("*.om"))) == n_windows and (work / "data").is_dir()
+    if reuse:
+        om_paths = sorted(om_dir.glob("*.om"))
+        n_samples = args.days * 86400 // args.scrape_s * (len(DCGM_METRICS) * args.gpus
+                                                          + (len(s.VLLM_TTFT_BUCKETS_S) + 2) * 8 + 1)
+        _say(f"fleet and backfill reused from {work}")
+    else:
+        shutil.rmtree(om_dir, ignore_errors=True)
+        t = time.perf_counter()
+        om_paths, n_samples = write_fleet(om_dir, args.gpus, args.days, args.scrape_s)
+        _say(f"fleet written: {time.perf_counter() - t:.1f} s")
+    raw_bytes = sum(f.stat().st_size for f in om_paths)
+    _say(f"fleet: {args.gpus} GPUs x {args.days} d at {args.scrape_s} s: {n_samples:,} samples, "
+         f"{raw_bytes / 1e6:,.0f} MB OpenMetrics in {len(om_paths)} 2-hour files")
+    if not reuse:
+        t = time.perf_counter()
+        shutil.rmtree(work / "data", ignore_errors=True)
+        prom_server.backfill_windows(tool, om_paths, work / "data", jobs=args.jobs)
+        _say(f"promtool backfill: {time.perf_counter() - t:.1f} s")
+    n_blocks = sum(1 for d in (work / "data").iterdir() if (d / "meta.json").exists())
+    _say(f"TSDB: {n_blocks} blocks, "
+         f"{sum(f.stat().st_size for f in (work / 'data').rglob('*') if f.is_file()) / 1e6:,.0f} MB")
+    os.environ["GOMEMLIMIT"] = args.prom_memlimit  # inherited by Prometheus (Go >= 1.19)
+    # Compaction off (as under a Thanos sidecar) so the server doesn't merge 2 h blocks on the
+    # shared cores during the pull; a long-running server would query fewer, larger blocks.
     t = time.perf_counter()
-    n_samples = write_fleet(om, args.gpus, args.days, args.scrape_s)
-    print(f"fleet: {args.gpus} GPUs x {args.days} d at {args.scrape_s} s: {n_samples:,} samples, "
-          f"{om.stat().st_size / 1e6:,.0f} MB OpenMetrics ({time.perf_counter() - t:.1f} s to write)")
-    t = time.perf_counter()
-    shutil.rmtree(work / "data", ignore_errors=True)
-    prom_server.backfill(tool, om, work / "data")
-    print(f"promtool backfill: {time.perf_counter() - t:.1f} s")
-    server = prom_server.start(prom, work / "data", scrape_s=args.scrape_s, attempts=3000)
+    server = prom_server.start(prom, work / "data", scrape_s=args.scrape_s, attempts=3000,
+                               extra_args=("--storage.tsdb.min-block-duration=2h",
+                                           "--storage.tsdb.max-block-duration=2h"))
+    _say(f"prometheus ready: {time.perf_counter() - t:.1f} s")
+    end_ms = (T0_S + args.days * 86400 - args.scrape_s) * 1000
+    pulled_db = work / "pulled.duckdb"
+    _remove_db(pulled_db)
+    client_cfg = ClientConfig(timeout_s=600, max_points=args.max_points)
     try:
-        end_ms = (T0_S + args.days * 86400 - args.scrape_s) * 1000
-        pulled_db = work / "pulled.duckdb"
-        pulled_db.unlink(missing_ok=True)
-        with Store(pulled_db) as st, PromClient(server.url, config=ClientConfig(timeout_s=300)) as c:
+        with Store(pulled_db) as st, PromClient(server.url, config=client_cfg) as c:
             t = time.perf_counter()
-            rep = pull(st, c, T0_S * 1000, end_ms, step_ms=60_000, max_series=1_000_000)
+            rep = pull(st, c, T0_S * 1000, end_ms, step_ms=60_000, max_series=1_000_000,
+                       progress=_progress("timeline pull", 5))
             pull_s = time.perf_counter() - t
             tot = st.totals()
+            _say(f"pull (timeline catalogue): {pull_s:.1f} s, {rep.requests} requests, "
+                 f"{rep.bytes_received / 1e6:,.1f} MB received, {rep.series_returned:,} series-chunks, "
+                 f"store {tot['series']:,} series / {tot['samples']:,} samples")
             ov_pull = overview_s(st)
-        print(f"pull (timeline catalogue): {pull_s:.1f} s, {rep.requests} requests, "
-              f"{rep.bytes_received / 1e6:,.1f} MB received, {rep.series_returned:,} series-chunks, "
-              f"store {tot['series']:,} series / {tot['samples']:,} samples / "
-              f"{pulled_db.stat().st_size / 1e6:,.1f} MB; Overview data {ov_pull:.2f} s")
-        with Store(":memory:") as st, PromClient(server.url, config=ClientConfig(timeout_s=300)) as c:
+        pulled_mb = pulled_db.stat().st_size / 1e6
+        _say(f"pulled store {pulled_mb:,.1f} MB; Overview data {ov_pull:.2f} s")
+        with Store(":memory:") as st, PromClient(server.url, config=client_cfg) as c:
             t = time.perf_counter()
             frep = pull(st, c, T0_S * 1000, end_ms, step_ms=60_000, max_series=1_000_000,
-                        queries=fleet_queries(60_000))
+                        queries=fleet_queries(60_000), progress=_progress("fleet pull", 5))
             fleet_s = time.perf_counter() - t
             ftot_fleet = st.totals()
-        print(f"pull (fleet catalogue, tidelens:* counts): {fleet_s:.1f} s, {frep.requests} requests, "
-              f"{frep.bytes_received / 1e6:,.1f} MB received, store {ftot_fleet['series']:,} series / "
-              f"{ftot_fleet['samples']:,} samples")
-        file_db = work / "files.duckdb"
-        file_db.unlink(missing_ok=True)
-        with Store(file_db) as st:
-            t = time.perf_counter()
-            ingest_path(st, om)
-            load_s = time.perf_counter() - t
-            ftot = st.totals()
-            ov_file = overview_s(st)
-        print(f"files (peer): load {load_s:.1f} s, store {ftot['series']:,} series / "
-              f"{ftot['samples']:,} samples / {file_db.stat().st_size / 1e6:,.1f} MB; "
-              f"Overview data {ov_file:.2f} s")
-        print(f"ratios pull/file: time {pull_s / load_s:.2f}, store bytes "
-              f"{pulled_db.stat().st_size / file_db.stat().st_size:.2f}, series "
-              f"{tot['series'] / ftot['series']:.2f}, samples {tot['samples'] / ftot['samples']:.2f}, "
-              f"transferred/raw-file bytes {rep.bytes_received / om.stat().st_size:.2f}, "
-              f"Overview {ov_pull / ov_file:.2f}")
+        _say(f"pull (fleet catalogue, tidelens:* counts): {fleet_s:.1f} s, {frep.requests} requests, "
+             f"{frep.bytes_received / 1e6:,.1f} MB received, store {ftot_fleet['series']:,} series / "
+             f"{ftot_fleet['samples']:,} samples")
+        _say(f"prometheus peak RSS {_peak_rss_mb(server.process.pid):,.0f} MB")
     finally:
         server.stop()
-        if not args.workdir:
-            shutil.rmtree(work, ignore_errors=True)
+    # The peer: the same raw export loaded from its files, one after another (the load is the sum).
+    file_db = work / "files.duckdb"
+    _remove_db(file_db)
+    with Store(file_db) as st:
+        t = time.perf_counter()
+        results = ingest_path(st, om_dir)
+        load_s = time.perf_counter() - t
+        failed = [r for r in results if r.status != "loaded"]
+        if failed:
+            raise RuntimeError(f"file load: {len(failed)} of {len(results)} files not loaded: {failed[0]}")
+        ftot = st.totals()
+        _say(f"files (peer): load {load_s:.1f} s ({len(results)} files), store {ftot['series']:,} series / "
+             f"{ftot['samples']:,} samples")
+        ov_file = overview_s(st)
+    file_mb = file_db.stat().st_size / 1e6
+    _say(f"file store {file_mb:,.1f} MB; Overview data {ov_file:.2f} s")
+    _say(f"ratios pull/file: time {pull_s / load_s:.2f}, store bytes {pulled_mb / file_mb:.2f}, series "
+         f"{tot['series'] / ftot['series']:.2f}, samples {tot['samples'] / ftot['samples']:.2f}, "
+         f"transferred/raw-file bytes {rep.bytes_received / raw_bytes:.3f}, Overview {ov_pull / ov_file:.2f}")
+    own_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    children_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    _say(f"this process peak RSS {own_mb:,.0f} MB, children (promtool, prometheus) peak {children_mb:,.0f} MB")
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("POLARS_MAX_THREADS", "2")
     raise SystemExit(main())

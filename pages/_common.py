@@ -13,6 +13,7 @@ and Streamlit runs every browser session in a thread of the same process.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -22,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import duckdb
 import plotly.graph_objects as go
@@ -40,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIG_ENV = "TIDELENS_CONFIG"
 URL_KEYS = ("source", "db", "start", "end", "step", "slo", "tz")
 _STORE_LOCK = threading.RLock()
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 # -- optional library parts -----------------------------------------------------------------
@@ -224,6 +226,40 @@ def library_version(*modules: str) -> str:
         files = sorted(origin.parent.glob("*.py")) if origin.name == "__init__.py" else [origin]
         parts.extend(f"{f.name}:{f.stat().st_mtime_ns}" for f in files)
     return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+
+
+def persisted(spinner: str, *code: str, max_entries: int = 8) -> Callable[[F], F]:
+    """Cache a page's heavy analytics call in memory and on disk, keyed by its arguments and
+    by the code of the library parts ``code`` names.
+
+    In memory the result is one object shared by every session and rerun (``st.cache_data``
+    alone would unpickle it on each rerun); on disk it outlives a restarted server, so a
+    colleague opening the link tomorrow does not wait for the decomposition again. A change to
+    the named library code, or to the store file (its version is an argument), misses.
+    """
+    def wrap(fn: F) -> F:
+        def compute(code_version: str, *args: Any) -> Any:
+            return fn(*args)
+
+        def load(code_version: str, *args: Any) -> Any:
+            return on_disk(code_version, *args)
+
+        # Streamlit keys a cache by the function's module, qualified name and source: give each
+        # wrapped function's two caches names of their own.
+        for inner, kind in ((compute, "disk"), (load, "memory")):
+            inner.__module__ = fn.__module__
+            inner.__qualname__ = f"{fn.__qualname__}[{kind}]"
+        on_disk = st.cache_data(show_spinner=spinner, max_entries=max_entries,
+                                persist="disk")(compute)
+        in_memory = st.cache_resource(show_spinner=False, max_entries=max_entries)(load)
+
+        @functools.wraps(fn)
+        def call(*args: Any) -> Any:
+            return in_memory(library_version(*code), *args)
+
+        return call  # type: ignore[return-value]
+
+    return wrap
 
 
 TIMELINE_CODE = ("analytics.timeline", "analytics.counters", "analytics.workloads",
@@ -542,14 +578,14 @@ def require_source() -> DataSource | None:
 __all__ = ["DataSource", "cached_inventory", "cached_series", "cached_signal_report",
            "cached_timelines", "cached_totals", "cached_workloads", "config_file",
            "config_version", "load_upload", "load_workload_map", "UploadOutcome",
-           "not_available", "open_store", "optional", "page_setup", "render_sidebar", "require_source",
+           "not_available", "open_store", "optional", "page_setup", "persisted", "render_sidebar", "require_source",
            "resolve_source", "show_chart", "source", "upload_target", "view",
            "cached_calibration", "cached_services"]
 
 
 # -- what-if and chargeback share one calibration per (source, range, step, service, SLO) ----
-@st.cache_data(show_spinner="Calibrating the model on the store (first time for this range)...",
-               max_entries=8)
+@persisted("Calibrating the model on the store (first time for this range)...",
+           *TIMELINE_CODE, "analytics.pool")
 def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
                        step_s: int, map_version: str, service: str | None,
                        slo_ms: float) -> Any:  # analytics.pool.calibrate.Calibration

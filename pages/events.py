@@ -10,14 +10,15 @@ from analytics.errors import TidelensError
 from analytics.events import EventsAnalysis, EventsConfig, analyse, load_incidents
 from analytics.events.report import dashboard_vs_found, method_text, report_html
 from analytics.view import format_step
-from pages._common import cached_timelines, config_version, not_available, require_source, show_chart, view
+from pages._common import (TIMELINE_CODE, cached_timelines, config_version, not_available, persisted,
+                           require_source, show_chart, view)
 
 _HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in EventsConfig.__dataclass_fields__}
 _BADGE = {"batch_contention": "red", "traffic_surge": "blue", "scaling_lag": "orange", "mixed": "violet",
           "unexplained": "gray"}
 
 
-@st.cache_data(show_spinner="Finding and attributing tail events...", max_entries=8)
+@persisted("Finding and attributing tail events...", *TIMELINE_CODE, "analytics.events")
 def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | None, step_s: int,
                   map_version: str, slo_items: tuple[tuple[str, float], ...], min_duration_min: float,
                   merge_gap_min: float, incidents_name: str | None, incidents_csv: bytes | None) -> EventsAnalysis | None:

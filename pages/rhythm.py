@@ -11,13 +11,13 @@ from analytics.diurnal import RhythmConfig, config_help
 from analytics.diurnal.report import RhythmPageData, rhythm_page_data
 from analytics.errors import TidelensError
 from analytics.view import format_step
-from pages._common import open_store, require_source, show_chart, view
+from pages._common import open_store, persisted, require_source, show_chart, view
 
 RESOLUTIONS_S = (300, 600, 900, 1800, 3600)
 HELP = config_help()
 
 
-@st.cache_data(show_spinner="Decomposing the rhythm...", max_entries=32)
+@persisted("Decomposing the rhythm...", "analytics.diurnal", "analytics.timeline", max_entries=32)
 def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, start_ms: int | None,
                   end_ms: int | None, resolution_s: int, tidal_share: float, band_high_q: float,
                   tz: str) -> RhythmPageData:

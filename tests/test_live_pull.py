@@ -5,6 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from analytics.store import Store
+
 import live_data as d
 from analytics import signals as s
 from analytics.live import queries as lq
@@ -115,6 +117,24 @@ def test_long_ranges_split_and_repulls_fetch_only_what_is_new(prometheus, store)
     got = _by_labels(pulled_samples(store, lq.GPU_HOLDERS), d.HOLDER)
     t = d.END_MS
     assert {k: v[t] for k, v in got.items() if t in v} == pytest.approx(d.expected_holders(samples, t))
+
+
+def test_many_series_ask_for_shorter_ranges(prometheus, store):
+    url, samples = prometheus
+    qs = [q for q in fleet_queries(d.STEP_MS) if q.key == "gpu_holders"]
+    with _client(url) as client:
+        whole = pull(store, client, d.T0_MS, d.END_MS, step_ms=d.STEP_MS, queries=qs,
+                     incremental=False)
+    assert len(whole.results) == 1  # under the default budget: one request for the range
+    steps = (d.END_MS - d.T0_MS) // d.STEP_MS + 1
+    with Store(":memory:") as small, _client(url, max_samples=1) as client:
+        split = pull(small, client, d.T0_MS, d.END_MS, step_ms=d.STEP_MS, queries=qs)
+        # A budget smaller than the series count asks for one step at a time, same samples.
+        assert split.requests == steps + 1  # the guard, then one request per step
+        assert all(r.first_ts_ms == r.last_ts_ms for r in split.results)
+        got = _by_labels(pulled_samples(small, lq.GPU_HOLDERS), d.HOLDER)
+    want = _by_labels(pulled_samples(store, lq.GPU_HOLDERS), d.HOLDER)
+    assert got == want
 
 
 def test_same_chunks_again_change_nothing(prometheus, store):

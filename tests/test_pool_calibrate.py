@@ -178,12 +178,23 @@ def test_whatif_page_on_the_store_shows_the_backtest(sim_db, monkeypatch, tmp_pa
     assert float(shown["Violation minutes, observed"].value.replace(",", "")) > 60
     error = shown["Violation minutes, model"].delta
     assert abs(float(error.rstrip("%"))) <= 15, error
-    table = at.dataframe[1].value
+    def policies():
+        return next(df.value for df in at.dataframe if "policy" in df.value.columns)
+
+    table = policies()
     assert len(table) == 7 and table["violation_minutes"].max() > 0
+    # Opened, the backtest detail draws the replay over time and where each parameter came from.
+    at.session_state["w_bt_detail"] = True
+    at.run()
+    assert "chart_whatif-backtest" in " ".join(c.proto.id for c in at.get("plotly_chart"))
+    sources = next(df.value for df in at.dataframe if "parameter" in df.value.columns)
+    assert (sources["source"] != "user").all() and len(sources) > 5
     # A slider move re-runs the model only (calibration is cached) and changes the answer.
     before = table.set_index("policy")["violation_minutes"]["shared"]
+    at.session_state["w_grp_pool"] = True
+    at.run()
     at.number_input(key="w_f.pool.gpus").set_value(61).run()
-    after = at.dataframe[1].value.set_index("policy")["violation_minutes"]["shared"]
+    after = policies().set_index("policy")["violation_minutes"]["shared"]
     assert after < before
     assert at.query_params["w_pool.gpus"] == "61" and at.query_params["w_src"] == "store"
 

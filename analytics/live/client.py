@@ -28,6 +28,9 @@ from analytics.errors import ConfigError, TidelensError
 
 # Prometheus refuses a range query whose result would exceed 11,000 points per series.
 MAX_POINTS_PER_SERIES = 11_000
+# One week of a 1,000-GPU fleet's holders in one request took Prometheus past 10 GB; a day-long
+# chunk of the same stayed at 2 GB. Chunks are sized from the series count the guard saw.
+MAX_SAMPLES_PER_REQUEST = 2_000_000
 # Statuses worth retrying: the server or a proxy is overloaded or restarting.
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
@@ -178,6 +181,9 @@ class ClientConfig:
         "help": "first retry wait in seconds; doubles each retry, with jitter"})
     max_points: int = field(default=MAX_POINTS_PER_SERIES, metadata={
         "help": "points per series per range request (the server's limit is 11,000)"})
+    max_samples: int = field(default=MAX_SAMPLES_PER_REQUEST, metadata={
+        "help": "samples per range request (series x points): a query over many series asks "
+                "for shorter ranges, so one answer never holds the server's memory hostage"})
 
 
 @dataclass

@@ -21,7 +21,8 @@ import orjson
 import polars as pl
 
 from analytics.errors import IngestError
-from analytics.live.client import PromClient, PullError, Response, SeriesGuardError, split_range
+from analytics.live.client import (ClientConfig, PromClient, PullError, Response, SeriesGuardError,
+                                   split_range)
 from analytics.live.queries import PullQuery, Scope, raw_query, timeline_queries
 from analytics.sql import live as q
 from analytics.signals import canonical_metric
@@ -260,20 +261,23 @@ def pull(store: Store, client: PromClient, start_ms: int, end_ms: int, *, step_m
     scope_key = scope_text(scope)
     report = PullReport(server=server, queries=queries)
     ensure_state(store)
-    plan: list[tuple[PullQuery, list[tuple[int, int]]]] = []
+    plan: list[tuple[PullQuery, list[tuple[int, int]], list[tuple[int, int]]]] = []
     for pq in queries:
         done = pulled_range(store, server, pq.key, step_ms, scope_key) if incremental else None
-        chunks = [c for a, b in missing_ranges(start_ms, end_ms, step_ms, done)
-                  for c in split_range(a, b, step_ms, client.config.max_points)]
+        missing = missing_ranges(start_ms, end_ms, step_ms, done)
+        chunks = [c for a, b in missing for c in split_range(a, b, step_ms, client.config.max_points)]
         if chunks:
-            plan.append((pq, chunks))
+            plan.append((pq, missing, chunks))
         else:
             report.up_to_date.append(pq.key)
-    total = sum(1 + len(chunks) for _, chunks in plan)
+    total = sum(1 + len(chunks) for _, _, chunks in plan)
     done_n = 0
     base_requests, base_bytes = client.requests_made, client.bytes_received
-    for pq, chunks in plan:
-        n = _guard(client, pq.promql, chunks[-1][1], max_series, f"query {pq.metric}")
+    for pq, missing, planned in plan:
+        n = _guard(client, pq.promql, planned[-1][1], max_series, f"query {pq.metric}")
+        chunks = [c for a, b in missing
+                  for c in split_range(a, b, step_ms, points_per_request(n, client.config))]
+        total += len(chunks) - len(planned)
         done_n += 1
         if progress:
             progress(done_n, total, f"{pq.metric}: {n} series")
@@ -297,6 +301,16 @@ def pull(store: Store, client: PromClient, start_ms: int, end_ms: int, *, step_m
     report.requests = client.requests_made - base_requests
     report.bytes_received = client.bytes_received - base_bytes
     return report
+
+
+def points_per_request(series: int, config: ClientConfig) -> int:
+    """Points per series in one range request: the server's limit, shortened so that
+    ``series x points`` stays within ``config.max_samples``.
+
+    >>> points_per_request(100, ClientConfig()), points_per_request(10_000, ClientConfig())
+    (11000, 200)
+    """
+    return max(1, min(config.max_points, config.max_samples // max(series, 1)))
 
 
 def pull_raw(store: Store, client: PromClient, selector: str, start_ms: int, end_ms: int, *,

@@ -1,0 +1,65 @@
+"""The pages' cache of heavy analytics calls: one shared object in memory, kept on disk over a
+server restart, and missed when the library code it names changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+import streamlit as st  # noqa: E402
+from streamlit.runtime.caching import cache_data_api  # noqa: E402
+from streamlit.runtime.caching.storage.local_disk_cache_storage import (  # noqa: E402
+    LocalDiskCacheStorageManager)
+
+import pages._common as common  # noqa: E402
+
+
+def _restart() -> None:
+    """What a restarted server loses: every in-memory cache (the disk files stay)."""
+    st.cache_resource.clear()
+    cache_data_api._data_caches._function_caches.clear()
+
+
+@pytest.fixture
+def heavy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("HOME", str(tmp_path))  # Streamlit's disk cache lives in ~/.streamlit
+    # Outside `streamlit run` there is no runtime, and Streamlit would keep st.cache_data in
+    # memory only; a server's runtime uses the local disk storage, as here.
+    monkeypatch.setattr(cache_data_api._data_caches, "get_storage_manager",
+                        LocalDiskCacheStorageManager)
+    calls: list[int] = []
+
+    @common.persisted("Working...", "analytics.view")
+    def heavy_call(n: int) -> dict[str, int]:
+        calls.append(n)
+        return {"n": n}
+
+    yield heavy_call, calls, tmp_path
+    _restart()
+
+
+def test_one_shared_object_per_arguments(heavy) -> None:
+    call, calls, _ = heavy
+    first = call(1)
+    assert call(1) is first  # no copy per rerun
+    assert call(2) == {"n": 2} and calls == [1, 2]
+
+
+def test_a_restarted_server_reads_it_from_disk(heavy) -> None:
+    call, calls, home = heavy
+    first = call(3)
+    assert list((home / ".streamlit" / "cache").glob("*.memo"))
+    _restart()
+    again = call(3)
+    assert again == first and again is not first
+    assert calls == [3]
+
+
+def test_changed_library_code_misses(heavy, monkeypatch: pytest.MonkeyPatch) -> None:
+    call, calls, _ = heavy
+    call(4)
+    monkeypatch.setattr(common, "library_version", lambda *modules: "edited")
+    call(4)
+    assert calls == [4, 4]
