@@ -45,7 +45,8 @@ from analytics.live.client import ClientConfig, PromClient  # noqa: E402
 from analytics.live.pull import pull  # noqa: E402
 from analytics.live.queries import fleet_queries  # noqa: E402
 from analytics.store import Store  # noqa: E402
-from analytics.timeline import TimelineConfig, holdings, pool_timeline, service_timeline  # noqa: E402
+from analytics.overview import summarise  # noqa: E402
+from analytics.timeline import TimelineConfig, timelines  # noqa: E402
 
 T0_S = 1_767_571_200  # 2026-01-05T00:00:00Z, a multiple of WINDOW_S
 WINDOW_S = 7200  # promtool's block length: one file per aligned window makes one block
@@ -133,11 +134,12 @@ def _suffix(i: int) -> str:
 
 
 def overview_s(store: Store) -> float:
+    """The Overview page's data path, as the app runs it: one shared device pass for the three
+    timelines, then the KPIs."""
     t0 = time.perf_counter()
     cfg = TimelineConfig(step_s=60)
-    pool_timeline(store, cfg)
-    holdings(store, cfg)
-    service_timeline(store, cfg)
+    tl = timelines(store, cfg)
+    summarise(tl.pool, tl.holdings, tl.services, lambda _service: 500.0, cfg.step_s)
     return time.perf_counter() - t0
 
 
