@@ -393,6 +393,25 @@ def page_setup() -> ViewSettings:
     return view()
 
 
+def _through_app_navigation() -> None:
+    """Rerun through ``app.py`` when Streamlit ran a page file directly.
+
+    A server that finds a ``pages/`` folder starts in Streamlit's folder-based multipage mode
+    until ``app.py`` has called ``st.navigation`` once. A link to a page opened before that
+    (the first deep link after a restart) runs the page file alone, and the sidebar then lists
+    every file of the folder, helpers included, for every later session too. Streamlit leaves
+    that mode the same way ``st.navigation`` does: by clearing this flag.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        # Only on a session's first run, which has no click to lose. (AppTest resets the flag
+        # before every run; its later runs keep running the page file directly, as before.)
+        if "v_seeded" not in st.session_state:
+            st.rerun()
+
+
 def _run_token() -> object | None:
     """An object unique to the current script run (Streamlit replaces its cursor table each run)."""
     from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
@@ -404,14 +423,15 @@ def _run_token() -> object | None:
 def view() -> ViewSettings:
     """The settings of this run; the first call in a run draws the sidebar.
 
-    Pages draw the sidebar (through this) rather than ``app.py``: Streamlit runs a file of
-    ``pages/`` directly, without the entry point, while it still takes the folder for a v1
-    ``pages/`` app (the first deep link after a restart; every ``AppTest`` rerun).
+    Pages draw the sidebar (through this) rather than ``app.py``: Streamlit may run a file of
+    ``pages/`` directly, without the entry point (the first deep link after a restart; every
+    ``AppTest`` rerun); such a run goes round once more through ``app.py``'s navigation.
     """
     ss = st.session_state
     token = _run_token()
     if token is None:  # bare mode (no Streamlit run): nothing to draw
         return ss.get("view", ViewSettings())
+    _through_app_navigation()
     if ss.get("_view_token") is not token:
         render_sidebar()
         ss["_view_token"] = token

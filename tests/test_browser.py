@@ -40,6 +40,7 @@ def wait_settled(page, timeout_ms: int = 60_000) -> None:
     """Wait until the script run has finished and every element is drawn (no skeletons left)."""
     page.wait_for_function(SETTLED_JS, timeout=timeout_ms, polling=100)
 
+NAV_TITLES = ["Overview", "Rhythm", "Tail events", "What-if", "Chargeback", "Data"]
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 
@@ -150,8 +151,13 @@ def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
         try:
             # Tall enough for a whole page: Streamlit scrolls inside the app, so full_page cannot.
             page = browser.new_page(viewport={"width": 1600, "height": 1800})
-            for path, name in pages:
+            for i, (path, name) in enumerate(pages):
                 open_page(page, f"{base}/{path}?{query}")
+                if i == 0:
+                    # A deep link is the server's first request: the navigation is still the
+                    # app's, not Streamlit's listing of every file in pages/.
+                    nav = page.locator('[data-testid="stSidebarNav"] a').all_inner_texts()
+                    assert [t.strip().splitlines()[-1] for t in nav] == NAV_TITLES, nav  # after the icon
                 if name == "overview":
                     page.wait_for_selector(".js-plotly-plot", timeout=60_000)
                     assert page.locator('[data-testid="stMetric"]').count() >= 5
