@@ -9,6 +9,7 @@ path read this one representation, so every format carries the same series and v
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 import orjson
@@ -49,30 +50,42 @@ def family_type(family: str) -> str:
 
 
 class _Builder:
+    """Collects series as they are added; :meth:`take` hands over what it holds so far.
+
+    ``skey`` counts on across takes, so the pieces of one run concatenate to the whole.
+    """
+
     def __init__(self) -> None:
         self.meta: list[tuple[str, str]] = []
         self.t: list[np.ndarray] = []
         self.v: list[np.ndarray] = []
         self.k: list[np.ndarray] = []
+        self.skey_base = 0
+        self.pending = 0  # samples held
 
     def add(self, metric: str, labels: dict[str, str], t: np.ndarray, v: np.ndarray) -> None:
         if len(t) == 0:
             return
-        skey = len(self.meta)
+        skey = self.skey_base + len(self.meta)
         self.meta.append((metric, orjson.dumps(dict(sorted(labels.items()))).decode()))
         self.t.append(np.asarray(t, dtype=np.int64))
         self.v.append(np.asarray(v, dtype=np.float64))
         self.k.append(np.full(len(t), skey, dtype=np.int64))
+        self.pending += len(t)
 
-    def build(self, start_ms: int, step_ms: int) -> SeriesSet:
+    def take(self, start_ms: int, step_ms: int) -> SeriesSet:
+        """The series and samples added since the last take (all of them on the first)."""
         series = pl.DataFrame({
-            "skey": np.arange(len(self.meta), dtype=np.int64),
+            "skey": np.arange(self.skey_base, self.skey_base + len(self.meta), dtype=np.int64),
             "metric": [m for m, _ in self.meta],
             "family": [family_of(m) for m, _ in self.meta],
             "labels": [lab for _, lab in self.meta]})
         samples = pl.DataFrame({
             "skey": np.concatenate(self.k), "ts_ms": start_ms + np.concatenate(self.t) * step_ms,
             "value": np.concatenate(self.v)})
+        self.skey_base += len(self.meta)
+        self.meta, self.t, self.v, self.k = [], [], [], []
+        self.pending = 0
         return SeriesSet(series=series, samples=samples)
 
 
@@ -139,6 +152,23 @@ def build_series(res, minutes: slice | None = None, gpu_filter: set[int] | None 
     gpu_filter:
         Only the dcgm-exporter series of these GPU pool indices (excerpts).
     """
+    return next(iter_series(res, minutes, gpu_filter))
+
+
+def iter_series(res, minutes: slice | None = None, gpu_filter: set[int] | None = None, *,
+                chunk_samples: int | None = None) -> Iterator[SeriesSet]:
+    """:func:`build_series` in pieces of about ``chunk_samples`` samples, for runs too large to hold.
+
+    Each piece holds whole series (a series is never split), ``skey`` counting on across pieces,
+    so concatenating the pieces gives exactly :func:`build_series`' result; the random draws do
+    not depend on the piece size. Without ``chunk_samples``: one piece, the whole run.
+    """
+    b = _Builder()
+    step_ms = res.scenario.scrape_s * 1000
+
+    def full() -> bool:
+        return chunk_samples is not None and b.pending > 0 and b.pending >= chunk_samples
+
     sc = res.scenario
     n = res.n_min
     win = minutes or slice(0, n)
@@ -147,7 +177,6 @@ def build_series(res, minutes: slice | None = None, gpu_filter: set[int] | None 
     pool = res.full.pool
     pods = pool.pods
     svc_by = {s.name: s for s in sc.services}
-    b = _Builder()
 
     def clip(t: np.ndarray, *vals: np.ndarray) -> tuple[np.ndarray, ...]:
         m = (t >= lo) & (t < hi)
@@ -157,6 +186,8 @@ def build_series(res, minutes: slice | None = None, gpu_filter: set[int] | None 
     noise = rng.standard_normal((len(res.topology.gpus), n)).astype(np.float32)
     rho = {s: np.nan_to_num(d.rho) for s, d in res.full.latency.items()}
     for g in res.topology.gpus:
+        if full():
+            yield b.take(res.start_ms, step_ms)
         if g.role != "general" or (gpu_filter is not None and g.index not in gpu_filter):
             continue
         for a, e, holder in _runs(pool.holders[:, g.index]):
@@ -185,6 +216,8 @@ def build_series(res, minutes: slice | None = None, gpu_filter: set[int] | None 
     # --- dcgm-exporter: MIG instances and the time-sliced GPU ------------------------------
     dev = res.dev_pods
     for g in res.topology.gpus:
+        if full():
+            yield b.take(res.start_ms, step_ms)
         if g.role == "general" or (gpu_filter is not None and g.index not in gpu_filter):
             continue
         t_all = np.arange(lo, hi)
@@ -237,6 +270,8 @@ def build_series(res, minutes: slice | None = None, gpu_filter: set[int] | None 
             split_e2e = _split_over_slots(bucket_counts(lat.e2e_s, w, sg.VLLM_E2E_BUCKETS_S), per_slot, split_rng)
             mean_e2e = (lat.e2e_s * w).sum(axis=1, dtype=np.float64) / w_sum
         for p in (p for p in pods if p.service == s.name and (p.ready_min >= 0 or p.scheduled_min == 0)):
+            if full():
+                yield b.take(res.start_ms, step_ms)
             first = max(p.ready_min, 0)
             if first >= p.end_min:
                 continue
@@ -276,6 +311,8 @@ def build_series(res, minutes: slice | None = None, gpu_filter: set[int] | None 
 
     # --- kube-state-metrics -------------------------------------------------------------------
     for node in res.topology.nodes:
+        if full():
+            yield b.take(res.start_ms, step_ms)
         node_gpus = [g for g in res.topology.gpus if g.node == node]
         whole = sum(1 for g in node_gpus if g.role == "general")
         t_all = np.arange(lo, hi)
@@ -291,6 +328,8 @@ def build_series(res, minutes: slice | None = None, gpu_filter: set[int] | None 
                   t_all, np.full(len(t_all), float(count)))
     node_of = {g.index: g.node for g in res.topology.gpus}
     for p in list(pods) + list(dev):
+        if full():
+            yield b.take(res.start_ms, step_ms)
         pend = np.arange(p.created_min, p.scheduled_min if p.scheduled_min >= 0 else p.end_min)
         run = np.arange(p.scheduled_min, p.end_min) if p.scheduled_min >= 0 else np.arange(0)
         base = {**KSM, "namespace": p.namespace, "pod": p.name}
@@ -321,4 +360,5 @@ def build_series(res, minutes: slice | None = None, gpu_filter: set[int] | None 
     b.add(sg.KUEUE_ADMITTED_ACTIVE, q, t_all, pool.kueue_active[lo:hi].astype(np.float64))
     b.add(sg.KUEUE_ADMITTED, q, t_all, pool.kueue_admitted_total[lo:hi].astype(np.float64))
     b.add(sg.KUEUE_EVICTED, {**q, "reason": "Preempted"}, t_all, np.zeros(len(t_all)))
-    return b.build(res.start_ms, sc.scrape_s * 1000)
+    if b.pending or chunk_samples is None:
+        yield b.take(res.start_ms, step_ms)

@@ -3,3 +3,12 @@
 # Samples of a simulated run are unique per (series, ts) and never blank by construction, so
 # they skip the staging merge and go straight in (already sorted by series and time).
 SAMPLES_INSERT_DIRECT = "INSERT INTO samples SELECT series_id, ts_ms, value FROM sample_fast_in"
+
+# The chunked fast path (runs too large to hold at once): the pieces, spilled to Parquet, go in
+# with one sort, so the store's rows lie in the same (series, ts) order as the one-piece path.
+SAMPLES_INSERT_SORTED_PARQUET = """
+INSERT INTO samples
+SELECT series_id, ts_ms, value FROM read_parquet($files) ORDER BY series_id, ts_ms
+"""
+MEMORY_LIMIT_GET = "SELECT current_setting('memory_limit')"
+MEMORY_LIMIT_SET = "SET memory_limit = $limit"

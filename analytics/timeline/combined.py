@@ -68,9 +68,9 @@ def timelines(store: Store, cfg: TimelineConfig = TimelineConfig(), wmap: Worklo
         if passed is None:
             pool, hold = empty_pool(), empty_holdings()
         else:
-            pods, hold = passed
+            pods, hold, stats = passed
             pool = pool_frame(store, params, pods, hold, wmap, with_teams=with_teams,
-                              autoscaler=autoscaler_by_pool(store, params, wmap, svc))
+                              autoscaler=autoscaler_by_pool(store, params, wmap, svc), stats=stats)
         return Timelines(pool, hold, services.result())
 
 

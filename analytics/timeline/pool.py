@@ -61,11 +61,13 @@ def mig_resource(profile: str | None) -> str:
     return "nvidia_com_mig_" + re.sub(r"[.\-+]", "_", profile)
 
 
-def _prepare(store: Store, wmap: WorkloadMap, classified: pl.DataFrame | None = None) -> pl.DataFrame | None:
+def _prepare(store: Store, wmap: WorkloadMap,
+             classified: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
     """Resolve device series to instances and holders; register ``tl_*`` temp tables.
 
     ``classified``: :func:`analytics.workloads.classify_pods` output when the caller has it.
-    Returns the holder table (for callers needing names) or ``None`` without device series.
+    Returns ``(pods, dev_series, inst)``: the holder table (for callers needing names) and what
+    ``tl_dev_series`` and ``tl_inst`` hold; ``None`` without device series.
     """
     dev = store.query(q.DEVICE_SERIES, {"metrics": list(DEVICE_KIND)})
     if dev.height == 0:
@@ -108,11 +110,12 @@ def _prepare(store: Store, wmap: WorkloadMap, classified: pl.DataFrame | None = 
     # a pod label without a namespace still names a holder; one without a pod label never does
     dev = dev.with_columns(pl.when(pl.col("pod").is_null()).then(None).otherwise(pl.col("holder_id"))
                            .alias("holder_id"))
-    register_temp(store, "tl_dev_series", dev.select("series_id", "inst_id", "holder_id", "kind"))
+    dev_series = dev.select("series_id", "inst_id", "holder_id", "kind")
+    register_temp(store, "tl_dev_series", dev_series)
     register_temp(store, "tl_inst", inst.select("inst_id", "gpu_id", "hostname", "pool", "frac", "resource"))
     register_temp(store, "tl_gpu", gpus.select("gpu_id", "pool", "leftover"))
     register_temp(store, "tl_holder", pods.select("holder_id", "namespace", "pod", "workload", "cls", "team", "pool"))
-    return pods
+    return pods, dev_series, inst
 
 
 def _ts(col: str = "ts_end_ms") -> pl.Expr:
@@ -120,40 +123,114 @@ def _ts(col: str = "ts_end_ms") -> pl.Expr:
 
 
 def _run_device_steps(store: Store, params: dict[str, int]) -> None:
+    _run_instance_steps(store, params)
+    _run_timesliced(store)
+    _run_ksm_free(store, params)
+
+
+def _run_instance_steps(store: Store, params: dict[str, int]) -> None:
+    """``tl_dev_step``, ``tl_dev_inst`` and ``tl_dev_hold`` over the steps of ``params``."""
     store.con.execute(q.DEVICE_STEPS, params).fetchall()
     store.con.execute(q.DEVICE_INST_STEPS, {"step_ms": params["step_ms"]}).fetchall()
     store.con.execute(q.DEVICE_HOLDERS, {"step_ms": params["step_ms"]}).fetchall()
+
+
+def _run_timesliced(store: Store) -> None:
     store.con.execute(q.TIMESLICED_RESOURCE, {"shared": SHARED_RESOURCE, "whole": sg.KSM_GPU_RESOURCE,
                                               "alloc_metric": sg.KSM_NODE_GPU_ALLOCATABLE}).fetchall()
+
+
+def _run_ksm_free(store: Store, params: dict[str, int]) -> None:
     store.con.execute(q.KSM_FREE, {**params, "alloc_metric": sg.KSM_NODE_GPU_ALLOCATABLE,
                                    "req_metric": sg.KSM_POD_GPU_REQUEST,
                                    "phase_metric": sg.KSM_POD_PHASE}).fetchall()
+
+
+# Instance-steps per window of the device pass. Its per-(instance, holder, step) temp tables grow
+# with GPUs x steps: 90 days x 512 GPUs at 1-minute steps is ~67M of them, 17.8 GB of peak memory
+# and minutes of hash aggregation in one go. Windows of ~4M (17 there) measured best: 94 CPU-s and
+# 3.1 GB peak for that store's timelines, against 98 CPU-s / 4.8 GB at 8M and 112 / 2.0 at 1M.
+# The default sample (21 days x 64 GPUs, ~2M) stays one window.
+WINDOW_INST_STEPS = 4_000_000
+
+
+def _windows(params: dict[str, int], n_inst: int) -> list[dict[str, int]]:
+    """The range of ``params`` cut at step boundaries into windows of about
+    :data:`WINDOW_INST_STEPS` instance-steps (one window when it is smaller)."""
+    step_ms, lo_ms, hi_ms = params["step_ms"], params["lo_ms"], params["hi_ms"]
+    n_steps = max(1, (hi_ms - lo_ms) // step_ms)
+    per = max(1, WINDOW_INST_STEPS // max(n_inst, 1))
+    if per >= n_steps:
+        return [params]
+    return [{"step_ms": step_ms, "lo_ms": lo_ms + k * step_ms, "hi_ms": min(hi_ms, lo_ms + (k + per) * step_ms)}
+            for k in range(0, n_steps, per)]
+
+
+def _timeslice_candidates(store: Store, inst: pl.DataFrame) -> pl.DataFrame:
+    """Instances :data:`~analytics.sql.timeline.TIMESLICED_RESOURCE` may re-resource: whole GPUs
+    on nodes advertising the shared resource (what its other two conditions ask)."""
+    alloc = store.query(q.SERIES_OF_METRICS, {"metrics": [sg.KSM_NODE_GPU_ALLOCATABLE]})
+    hosts = (alloc.filter(pl.col("labels").str.json_path_match("$.resource") == SHARED_RESOURCE)
+             ["hostname"].drop_nulls().unique().to_list())
+    return inst.filter((pl.col("resource") == sg.KSM_GPU_RESOURCE) & pl.col("hostname").is_in(hosts))
+
+
+def _windowed_device_pass(store: Store, params: dict[str, int], dev_series: pl.DataFrame,
+                          inst: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Raw :data:`~analytics.sql.timeline.HOLDINGS` and ``POOL_DEVICE_STATS`` rows over the
+    range, the device pass run window by window.
+
+    Every statement of the pass groups by step (windows are cut at step boundaries, so each
+    step lies in one window), except the time-slicing decision, which looks at the whole range:
+    it is taken first, on its candidate instances alone over the whole range (an instance's
+    holders do not depend on the other instances), so each window counts idle capacity in the
+    resource the one-go pass would. The rows are the one-go pass's; a sum of GPU fractions may
+    differ in its last bit (DuckDB adds them in another order).
+    """
+    cand = _timeslice_candidates(store, inst)
+    if cand.height:
+        register_temp(store, "tl_dev_series", dev_series.join(cand.select("inst_id"), on="inst_id", how="semi"))
+        _run_instance_steps(store, params)
+        _run_timesliced(store)
+        register_temp(store, "tl_dev_series", dev_series)
+    held, stats = [], []
+    for w in _windows(params, inst.height):
+        _run_instance_steps(store, w)
+        _run_ksm_free(store, w)
+        held.append(store.query(q.HOLDINGS))
+        stats.append(store.query(q.POOL_DEVICE_STATS))
+    return pl.concat(held, how="vertical_relaxed"), pl.concat(stats, how="vertical_relaxed")
 
 
 _HOLDINGS_SCHEMA = {"ts": pl.Datetime("ms", "UTC"), "pool": pl.Utf8, "cls": pl.Utf8, "team": pl.Utf8,
                     "workload": pl.Utf8, "gpus": pl.Float64}
 
 
-def _holdings_frame(store: Store) -> pl.DataFrame:
-    out = store.query(q.HOLDINGS)
+def _holdings_frame(out: pl.DataFrame) -> pl.DataFrame:
     return out.select(_ts(), pl.col("pool"), pl.col("cls"), pl.col("team"), pl.col("workload"),
                       pl.col("gpus").cast(pl.Float64)).sort("ts", "pool", "cls", "team", "workload", nulls_last=True)
 
 
 def device_pass(store: Store, params: dict[str, int], wmap: WorkloadMap,
-                classified: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+                classified: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
     """The one pass over the device samples both :func:`holdings` and :func:`pool_timeline` read.
 
-    Returns ``(pods, hold)``: the classified holders and the holdings frame (what
-    :func:`holdings` returns), or ``None`` without device series. Leaves the ``tl_dev_*``
-    temp tables for :func:`pool_frame`. ``classified``: :func:`analytics.workloads.classify_pods`
-    output when the caller has it.
+    Returns ``(pods, hold, stats)``: the classified holders, the holdings frame (what
+    :func:`holdings` returns) and the per-pool activity and memory :func:`pool_frame` needs,
+    or ``None`` without device series. Long ranges of many GPUs run in windows of steps (see
+    :data:`WINDOW_INST_STEPS`), with the same rows. ``classified``:
+    :func:`analytics.workloads.classify_pods` output when the caller has it.
     """
-    pods = _prepare(store, wmap, classified)
-    if pods is None:
+    prepared = _prepare(store, wmap, classified)
+    if prepared is None:
         return None
-    _run_device_steps(store, params)
-    return pods, _holdings_frame(store)
+    pods, dev_series, inst = prepared
+    if len(_windows(params, inst.height)) == 1:
+        _run_device_steps(store, params)
+        held, stats = store.query(q.HOLDINGS), store.query(q.POOL_DEVICE_STATS)
+    else:
+        held, stats = _windowed_device_pass(store, params, dev_series, inst)
+    return pods, _holdings_frame(held), stats
 
 
 def holdings(store: Store, cfg: TimelineConfig = TimelineConfig(), wmap: WorkloadMap | None = None) -> pl.DataFrame:
@@ -213,8 +290,8 @@ def pool_timeline(store: Store, cfg: TimelineConfig = TimelineConfig(),
     passed = device_pass(store, _params(rng), wmap) if rng is not None else None
     if passed is None:
         return empty_pool()
-    pods, hold = passed
-    return pool_frame(store, _params(rng), pods, hold, wmap, with_teams=with_teams)
+    pods, hold, stats = passed
+    return pool_frame(store, _params(rng), pods, hold, wmap, with_teams=with_teams, stats=stats)
 
 
 def empty_pool() -> pl.DataFrame:
@@ -223,11 +300,13 @@ def empty_pool() -> pl.DataFrame:
 
 
 def pool_frame(store: Store, params: dict[str, int], pods: pl.DataFrame, hold: pl.DataFrame, wmap: WorkloadMap,
-               *, with_teams: bool = False, autoscaler: pl.DataFrame | None = None) -> pl.DataFrame:
-    """The pool timeline from a :func:`device_pass` (whose temp tables must still be current).
+               *, with_teams: bool = False, autoscaler: pl.DataFrame | None = None,
+               stats: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The pool timeline from a :func:`device_pass`.
 
-    ``autoscaler``: :func:`analytics.timeline.service.autoscaler_by_pool` output, when the
-    caller already has it.
+    ``stats``: the pass's per-pool activity and memory (without it, read from the pass's temp
+    tables, which must then still be current). ``autoscaler``:
+    :func:`analytics.timeline.service.autoscaler_by_pool` output, when the caller already has it.
     """
     wide = (hold.group_by("ts", "pool", "cls").agg(pl.col("gpus").sum())
             .pivot(on="cls", index=["ts", "pool"], values="gpus"))
@@ -236,8 +315,8 @@ def pool_frame(store: Store, params: dict[str, int], pods: pl.DataFrame, hold: p
             wide = wide.with_columns(pl.lit(0.0).alias(c))
     wide = wide.select("ts", "pool", *(pl.col(c).fill_null(0.0).alias(f"gpus_{c}") for c in CLASS_COLUMNS))
     wide = wide.with_columns(pl.sum_horizontal(*(f"gpus_{c}" for c in CLASS_COLUMNS)).alias("gpus_total"))
-    stats = store.query(q.POOL_DEVICE_STATS).select(_ts(), "pool", pl.col("activity_pct").cast(pl.Float64),
-                                                    pl.col("mem_used_gib").cast(pl.Float64))
+    stats = (store.query(q.POOL_DEVICE_STATS) if stats is None else stats).select(
+        _ts(), "pool", pl.col("activity_pct").cast(pl.Float64), pl.col("mem_used_gib").cast(pl.Float64))
     out = wide.join(stats, on=["ts", "pool"], how="left")
     out = out.join(_pending(store, params, pods, wmap), on=["ts", "pool"], how="left")
     has_phase = store.con.execute(q.HAS_METRIC, {"metric": sg.KSM_POD_PHASE}).fetchall()[0][0] > 0
