@@ -230,15 +230,22 @@ def load_into(store: Store, result: SimResult, *, series: se.SeriesSet | None = 
             con.execute(q.SAMPLES_INSERT_DIRECT)
         finally:
             con.unregister("sample_fast_in")
-        store._row(sq.SOURCE_INSERT, {
-            "name": name, "format": "sample", "hash": hash_, "series": n_series, "samples": n_samples,
-            "first_ts_ms": first, "last_ts_ms": last, "status": "loaded", "error": None,
-            "duplicates": 0, "blanks": 0, "note": note})
+        loaded = _record_source(store, name, hash_, note, int(n_series), int(n_samples), first, last)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return LoadResult(name=name, format="sample", status="loaded", series=int(n_series), samples=int(n_samples),
+    return loaded
+
+
+def _record_source(store: Store, name: str, hash_: str, note: str, n_series: int, n_samples: int,
+                   first: int | None, last: int | None) -> LoadResult:
+    """The run's row in ``sources`` (inside the caller's transaction), and its load result."""
+    store._row(sq.SOURCE_INSERT, {
+        "name": name, "format": "sample", "hash": hash_, "series": n_series, "samples": n_samples,
+        "first_ts_ms": first, "last_ts_ms": last, "status": "loaded", "error": None,
+        "duplicates": 0, "blanks": 0, "note": note})
+    return LoadResult(name=name, format="sample", status="loaded", series=n_series, samples=n_samples,
                       first_ts_ms=first, last_ts_ms=last, note=note)
 
 
@@ -291,16 +298,12 @@ def _load_chunked(store: Store, result: SimResult, chunk_samples: int, sort_memo
                     con.execute(q.SAMPLES_INSERT_SORTED_PARQUET, {"files": files})
                 finally:
                     con.execute(q.MEMORY_LIMIT_SET, {"limit": old_limit})
-            store._row(sq.SOURCE_INSERT, {
-                "name": name, "format": "sample", "hash": hash_, "series": n_series, "samples": n_samples,
-                "first_ts_ms": first, "last_ts_ms": last, "status": "loaded", "error": None,
-                "duplicates": 0, "blanks": 0, "note": note})
+            loaded = _record_source(store, name, hash_, note, n_series, n_samples, first, last)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
-    return LoadResult(name=name, format="sample", status="loaded", series=n_series, samples=n_samples,
-                      first_ts_ms=first, last_ts_ms=last, note=note)
+    return loaded
 
 
 # The excerpt of the default sample bundled in data/sample: a weekday morning (the fine-tune
