@@ -48,6 +48,9 @@ PLOTLY_CONFIG: dict[str, object] = {
 CHROMIUM = "/usr/bin/chromium"
 
 
+TITLED_TOP_MARGIN_PX = 105  # a title's line, then one row of legend
+
+
 def _register_template() -> None:
     base = pio.templates["plotly_white"]
     template = go.layout.Template(base)
@@ -73,7 +76,11 @@ def apply_theme(fig: go.Figure, *, title: str | None = None, height: int | None 
     """Give a figure the Tidelens template (and optionally a title and height)."""
     fig.update_layout(template=TEMPLATE_NAME)
     if title is not None:
-        fig.update_layout(title_text=title)
+        # The title above the legend (which sits just above the plot): neither covers the other.
+        fig.update_layout(title=dict(text=title, y=1, yref="container", yanchor="top",
+                                     pad=dict(t=10)))
+        if fig.layout.margin.t is None:
+            fig.update_layout(margin=dict(t=TITLED_TOP_MARGIN_PX))
     if height is not None:
         fig.update_layout(height=height)
     return fig

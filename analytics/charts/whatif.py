@@ -22,8 +22,10 @@ def typical_day_figure(day: pl.DataFrame, slo_ms: float) -> go.Figure:
         part = day.filter(pl.col("policy") == pol)
         fig.add_trace(go.Scatter(x=part["hour"], y=part["p99_ms"], name=pol, mode="lines",
                                  line=dict(color=_color(i), width=2)))
-    fig.add_hline(y=slo_ms, line=dict(color=SLO_COLOR, dash="dash"),
-                  annotation_text=f"SLO {slo_ms:g} ms")
+    # A trace, not add_hline's annotation: that lands at 10^y on a log axis and stretches the
+    # axis to 1e98 in a static (SVG/PNG) export.
+    fig.add_trace(go.Scatter(x=[0, 24], y=[slo_ms, slo_ms], name=f"SLO {slo_ms:g} ms", mode="lines",
+                             line=dict(color=SLO_COLOR, dash="dash"), hoverinfo="skip"))
     fig.update_yaxes(type="log", title="p99 (ms, median over days)")
     fig.update_xaxes(title="hour of day (UTC)", range=[0, 24], dtick=3)
     return apply_theme(fig, title="A typical day under each policy", height=460)
