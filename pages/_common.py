@@ -17,6 +17,7 @@ import functools
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import os
 import threading
 from contextlib import contextmanager
@@ -238,8 +239,14 @@ def persisted(spinner: str, *code: str, max_entries: int = 8) -> Callable[[F], F
     the named library code, or to the store file (its version is an argument), misses.
     """
     def wrap(fn: F) -> F:
+        # The decorated function's own source is part of the key: Streamlit keys both caches
+        # by the generic wrappers below, whose source never changes.
+        own_version = hashlib.sha1(inspect.getsource(fn).encode()).hexdigest()[:12]
+
         def compute(code_version: str, *args: Any) -> Any:
-            return fn(*args)
+            value = fn(*args)
+            _prune_disk_cache(on_disk, max_entries - 1)  # room for the file about to be written
+            return value
 
         def load(code_version: str, *args: Any) -> Any:
             return on_disk(code_version, *args)
@@ -255,11 +262,28 @@ def persisted(spinner: str, *code: str, max_entries: int = 8) -> Callable[[F], F
 
         @functools.wraps(fn)
         def call(*args: Any) -> Any:
-            return in_memory(library_version(*code), *args)
+            return in_memory(f"{library_version(*code)}-{own_version}", *args)
 
         return call  # type: ignore[return-value]
 
     return wrap
+
+
+def _prune_disk_cache(cached: Any, keep: int) -> None:
+    """Keep the ``keep`` newest disk files of one cached function.
+
+    Streamlit's ``max_entries`` bounds the memory layer only; every store version, code version
+    and slider position would otherwise leave a file in ``~/.streamlit/cache`` for good.
+    """
+    from streamlit.file_util import get_streamlit_file_path
+
+    key = getattr(cached, "_function_key", None)  # Streamlit's name for the function's files
+    if not key:
+        return
+    files = sorted(Path(get_streamlit_file_path("cache")).glob(f"{key}-*.memo"),
+                   key=lambda f: f.stat().st_mtime, reverse=True)
+    for old in files[max(keep, 0):]:
+        old.unlink(missing_ok=True)
 
 
 TIMELINE_CODE = ("analytics.timeline", "analytics.counters", "analytics.workloads",
@@ -295,6 +319,7 @@ def _timelines(path: str, version: str, start_ms: int | None, end_ms: int | None
     if found is None:
         return None
     config_cls, pool_timeline, holdings, service_timeline = found
+    _prune_disk_cache(_timelines, 15)  # room for the file about to be written
     wmap = load_workload_map()
     cfg = config_cls(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
     with open_store(path) as store:
@@ -384,6 +409,17 @@ def _range_slider(src: DataSource, tz: str, step_s: int) -> tuple[int | None, in
     return a_out, b_out
 
 
+# What-if and Chargeback scenarios (policies, parameters, prices) survive a visit to another
+# page. Their uploaders cannot be assigned, and need not be.
+PAGE_STATE_PREFIXES = ("w_", "cb_")
+NOT_ASSIGNABLE = frozenset({"w_upload"})
+
+
+def _page_keys(ss: Any) -> list[str]:
+    return [k for k in ss if isinstance(k, str) and k.startswith(PAGE_STATE_PREFIXES)
+            and k not in NOT_ASSIGNABLE]
+
+
 WIDGET_KEYS = ("v_source", "v_db", "v_step", "v_tz", "v_range", "v_slo", "v_slo_per")
 
 
@@ -452,7 +488,7 @@ def render_sidebar() -> ViewSettings:
     else:
         # Streamlit forgets a widget's value when a run does not draw it (another page, or
         # the panel folded); re-assigning carries the value across.
-        for key in (*WIDGET_KEYS, "v_open"):
+        for key in (*WIDGET_KEYS, "v_open", *_page_keys(ss)):
             if key in ss:
                 ss[key] = ss[key]
     with st.sidebar:
@@ -605,7 +641,7 @@ __all__ = ["DataSource", "cached_inventory", "cached_series", "cached_signal_rep
 
 # -- what-if and chargeback share one calibration per (source, range, step, service, SLO) ----
 @persisted("Calibrating the model on the store (first time for this range)...",
-           *TIMELINE_CODE, "analytics.pool")
+           *TIMELINE_CODE, "analytics.pool", "analytics.sql")
 def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
                        step_s: int, map_version: str, service: str | None,
                        slo_ms: float) -> Any:  # analytics.pool.calibrate.Calibration

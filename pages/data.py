@@ -196,6 +196,13 @@ def _run_pull(what: str, make_client: Callable[[], Any],
     return outcome
 
 
+def _seeded(key: str, default: Any) -> str:
+    """``key``, its value set to ``default`` the first time: the fields' values live in session
+    state only (carried across tab switches), so the widgets take no ``value=`` of their own."""
+    ss.setdefault(key, default)
+    return key
+
+
 def _pull_panel() -> None:
     live = optional("analytics.live", "PromClient", "ClientConfig", "Scope", "describe",
                     "timeline_queries", "fleet_queries", "pull")
@@ -225,16 +232,18 @@ def _pull_panel() -> None:
                         help="The query API's base: Prometheus http://host:9090, Thanos Query, "
                              "Mimir https://host/prometheus, VictoriaMetrics http://host:8428").strip()
     a, b, c = st.columns(3)
-    start_text = a.text_input("From (UTC)", value="now-1d", key="pull_from",
+    start_text = a.text_input("From (UTC)", key=_seeded("pull_from", "now-1d"),
                               help="ISO-8601 (2026-11-28T09:30Z), epoch seconds, or now-2h")
-    end_text = b.text_input("To (UTC)", value="now", key="pull_to", help="same forms as From")
+    end_text = b.text_input("To (UTC)", key=_seeded("pull_to", "now"), help="same forms as From")
     steps = sorted({*STEP_CHOICES_S, v.step_s})
-    step_s = c.selectbox("Step", steps, index=steps.index(v.step_s), key="pull_step",
+    if ss.get("pull_step") not in steps:
+        ss.pop("pull_step", None)
+    step_s = c.selectbox("Step", steps, key=_seeded("pull_step", v.step_s),
                          format_func=format_step,
                          help="Each stored point is the step ending at it; pull at the analysis "
                               "step (or finer) you will use.")
     a, b, c = st.columns([2, 1, 1])
-    scope_text = a.text_input("Scope", value="pool", key="pull_scope",
+    scope_text = a.text_input("Scope", key=_seeded("pull_scope", "pool"),
                               help="pool (everything), or label=value[,label=~regex] added to "
                                    "every selector, e.g. namespace=inference")
     catalogue = b.selectbox("Queries", ["timeline", "fleet"], key="pull_catalogue",
@@ -243,17 +252,17 @@ def _pull_panel() -> None:
                             help="timelines' inputs: device series per step, services summed "
                                  "(what every page reads); fleet counts: GPU counts per holder "
                                  "for very large fleets")
-    max_series = c.number_input("Max series per query", min_value=1, value=DEFAULT_MAX_SERIES,
-                                step=1000, key="pull_max_series",
+    max_series = c.number_input("Max series per query", min_value=1, step=1000,
+                                key=_seeded("pull_max_series", DEFAULT_MAX_SERIES),
                                 help="A query returning more series stops the pull with a message")
     with st.expander("Connection, authentication and TLS"):
         auth, auth_problem = _auth_form()
         a, b = st.columns(2)
-        timeout_s = a.number_input("Timeout (s)", min_value=1.0, value=ClientConfig.timeout_s,
-                                   step=10.0, key="pull_timeout",
+        timeout_s = a.number_input("Timeout (s)", min_value=1.0, step=10.0,
+                                   key=_seeded("pull_timeout", ClientConfig.timeout_s),
                                    help=_help(ClientConfig, "timeout_s"))
-        retries = b.number_input("Retries", min_value=0, max_value=10, value=ClientConfig.retries,
-                                 key="pull_retries", help=_help(ClientConfig, "retries"))
+        retries = b.number_input("Retries", min_value=0, max_value=10,
+                                 key=_seeded("pull_retries", ClientConfig.retries), help=_help(ClientConfig, "retries"))
     full = st.checkbox("Fetch again what was pulled before", key="pull_full",
                        help="Ignore the record of ranges already pulled (unchanged data is "
                             "still skipped)")
@@ -317,9 +326,9 @@ def _collect_panel() -> None:
     st.caption(f"Samples this machine's GPUs under dcgm-exporter's names into `{target}`. The page "
                "waits while sampling; for hours, run `tidelens collect` in a terminal instead.")
     a, b = st.columns(2)
-    interval_text = a.text_input("Every", value="1s", key="nvml_interval",
+    interval_text = a.text_input("Every", key=_seeded("nvml_interval", "1s"),
                                  help=_help(CollectConfig, "interval_ms") + " (e.g. 500ms, 1s, 10s)")
-    duration_text = b.text_input("For", value="1m", key="nvml_duration",
+    duration_text = b.text_input("For", key=_seeded("nvml_duration", "1m"),
                                  help=_help(CollectConfig, "duration_ms") + " (e.g. 30s, 5m; at most 1h)")
     problems = []
     try:

@@ -18,7 +18,7 @@ _BADGE = {"batch_contention": "red", "traffic_surge": "blue", "scaling_lag": "or
           "unexplained": "gray"}
 
 
-@persisted("Finding and attributing tail events...", *TIMELINE_CODE, "analytics.events")
+@persisted("Finding and attributing tail events...", *TIMELINE_CODE, "analytics.events", "analytics.sql")
 def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | None, step_s: int,
                   map_version: str, slo_items: tuple[tuple[str, float], ...], min_duration_min: float,
                   merge_gap_min: float, incidents_name: str | None, incidents_csv: bytes | None) -> EventsAnalysis | None:

@@ -17,7 +17,8 @@ RESOLUTIONS_S = (300, 600, 900, 1800, 3600)
 HELP = config_help()
 
 
-@persisted("Decomposing the rhythm...", "analytics.diurnal", "analytics.timeline", max_entries=32)
+@persisted("Decomposing the rhythm...", "analytics.diurnal", "analytics.timeline", "analytics.sql",
+           "analytics.store", max_entries=32)
 def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, start_ms: int | None,
                   end_ms: int | None, resolution_s: int, tidal_share: float, band_high_q: float,
                   tz: str) -> RhythmPageData:

@@ -63,3 +63,22 @@ def test_changed_library_code_misses(heavy, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(common, "library_version", lambda *modules: "edited")
     call(4)
     assert calls == [4, 4]
+
+
+def test_disk_files_are_bounded_per_function(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(cache_data_api._data_caches, "get_storage_manager",
+                        LocalDiskCacheStorageManager)
+
+    @common.persisted("Working...", "analytics.view", max_entries=3)
+    def small(n: int) -> int:
+        return n
+
+    try:
+        for n in range(8):
+            assert small(n) == n
+        files = list((tmp_path / ".streamlit" / "cache").glob("*.memo"))
+        assert 1 <= len(files) <= 3, files
+        assert small(7) == 7  # the newest still answers
+    finally:
+        _restart()

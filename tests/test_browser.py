@@ -151,13 +151,17 @@ def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
         try:
             # Tall enough for a whole page: Streamlit scrolls inside the app, so full_page cannot.
             page = browser.new_page(viewport={"width": 1600, "height": 1800})
-            for i, (path, name) in enumerate(pages):
+            # The server's first request is a deep link to a page other than the default: it
+            # opens that page, with the link's settings, under the app's own navigation (not
+            # Streamlit's listing of every file in pages/).
+            open_page(page, f"{base}/data?{query}")
+            assert page.locator('[data-testid="stMainBlockContainer"] h1').first.inner_text() == "Data"
+            assert "source=duckdb" in page.url
+            assert "DuckDB file" in page.locator('[data-testid="stSidebar"]').inner_text()
+            nav = page.locator('[data-testid="stSidebarNav"] a').all_inner_texts()
+            assert [t.strip().splitlines()[-1] for t in nav] == NAV_TITLES, nav  # after the icon
+            for path, name in pages:
                 open_page(page, f"{base}/{path}?{query}")
-                if i == 0:
-                    # A deep link is the server's first request: the navigation is still the
-                    # app's, not Streamlit's listing of every file in pages/.
-                    nav = page.locator('[data-testid="stSidebarNav"] a').all_inner_texts()
-                    assert [t.strip().splitlines()[-1] for t in nav] == NAV_TITLES, nav  # after the icon
                 if name == "overview":
                     page.wait_for_selector(".js-plotly-plot", timeout=60_000)
                     assert page.locator('[data-testid="stMetric"]').count() >= 5

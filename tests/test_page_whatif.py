@@ -131,3 +131,18 @@ def test_a_saved_scenario_loads_back(tmp_path: Path) -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert at.radio(key="w_src").value == "file"
     assert any("77 GPUs" in c.value for c in at.caption)
+
+
+def test_the_scenario_survives_a_visit_to_another_page(tmp_path: Path) -> None:
+    at = _page(tmp_path, w_src="morning-ramp", w_pol="shared,tidal")
+    at.session_state["w_grp_pool"] = True
+    at.run()
+    at.number_input(key="w_f.pool.gpus").set_value(80).run()
+    before = at.dataframe[0].value
+    at.switch_page("pages/overview.py").run()
+    at.switch_page("pages/whatif.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.radio(key="w_src").value == "morning-ramp"
+    assert at.multiselect(key="w_pol").value == ["shared", "tidal"]
+    assert at.number_input(key="w_f.pool.gpus").value == 80
+    assert at.dataframe[0].value.equals(before)

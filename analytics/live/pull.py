@@ -304,13 +304,19 @@ def pull(store: Store, client: PromClient, start_ms: int, end_ms: int, *, step_m
 
 
 def points_per_request(series: int, config: ClientConfig) -> int:
-    """Points per series in one range request: the server's limit, shortened so that
-    ``series x points`` stays within ``config.max_samples``.
+    """Points per series in one range request: the server's limit, or, when ``series x points``
+    would pass ``config.max_samples``, the largest power of two that stays within it.
 
-    >>> points_per_request(100, ClientConfig()), points_per_request(10_000, ClientConfig())
-    (11000, 200)
+    Powers of two keep the chunk grid (and so the chunks' content hashes) the same when the
+    series count moves a little between two pulls.
+
+    >>> [points_per_request(n, ClientConfig()) for n in (100, 1_000, 1_100, 10_000, 10**8)]
+    [11000, 1024, 1024, 128, 1]
     """
-    return max(1, min(config.max_points, config.max_samples // max(series, 1)))
+    budget = config.max_samples // max(series, 1)
+    if budget >= config.max_points:
+        return config.max_points
+    return 1 << max(0, budget.bit_length() - 1)
 
 
 def pull_raw(store: Store, client: PromClient, selector: str, start_ms: int, end_ms: int, *,
