@@ -409,15 +409,16 @@ def _range_slider(src: DataSource, tz: str, step_s: int) -> tuple[int | None, in
     return a_out, b_out
 
 
-# What-if and Chargeback scenarios (policies, parameters, prices) survive a visit to another
-# page. Their uploaders cannot be assigned, and need not be.
+# What-if and Chargeback scenarios (policies, parameters, prices), and the tab or panel a page
+# had open, survive a visit to another page. Uploaders cannot be assigned, and need not be.
 PAGE_STATE_PREFIXES = ("w_", "cb_")
+PAGE_VIEW_KEYS = ("rhythm_view", "ev_view", "data_add", "ov_signals", "inv_series", "pull_promql")
 NOT_ASSIGNABLE = frozenset({"w_upload"})
 
 
 def _page_keys(ss: Any) -> list[str]:
-    return [k for k in ss if isinstance(k, str) and k.startswith(PAGE_STATE_PREFIXES)
-            and k not in NOT_ASSIGNABLE]
+    return [k for k in ss if isinstance(k, str) and k not in NOT_ASSIGNABLE
+            and (k.startswith(PAGE_STATE_PREFIXES) or k in PAGE_VIEW_KEYS)]
 
 
 WIDGET_KEYS = ("v_source", "v_db", "v_step", "v_tz", "v_range", "v_slo", "v_slo_per")

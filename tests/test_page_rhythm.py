@@ -101,3 +101,14 @@ def test_servegen_page_says_its_date_and_zone_are_assumed(tmp_path: Path) -> Non
     assert any("assumed" in i.value and "Asia/Shanghai" in i.value for i in at.info)
     # 14 days: the weekly period is dropped, and the page says so.
     assert any("daily period only" in c.value for c in at.caption)
+
+
+def test_the_picked_view_survives_a_visit_to_another_page(synthetic_db: Path) -> None:
+    at = _rhythm_page(synthetic_db)
+    at.session_state["rhythm_view"] = "Hour of week"
+    at.run()
+    at.switch_page("pages/overview.py").run()
+    at.switch_page("pages/rhythm.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["rhythm_view"] == "Hour of week"
+    assert any("hour-of-week" in c.proto.id for c in at.get("plotly_chart"))
