@@ -409,15 +409,18 @@ def _range_slider(src: DataSource, tz: str, step_s: int) -> tuple[int | None, in
     return a_out, b_out
 
 
-# What-if and Chargeback scenarios (policies, parameters, prices), and the tab or panel a page
-# had open, survive a visit to another page. Uploaders cannot be assigned, and need not be.
-PAGE_STATE_PREFIXES = ("w_", "cb_")
-PAGE_VIEW_KEYS = ("rhythm_view", "ev_view", "data_add", "ov_signals", "inv_series", "pull_promql")
+# What-if and Chargeback scenarios (policies, parameters, prices), the Data page's pull and
+# NVML forms, and the tab or panel a page had open survive a visit to another page, a folded
+# panel and a switched tab. Buttons, uploaders and tables cannot be assigned, and need not be.
+PAGE_STATE_PREFIXES = ("w_", "cb_", "pull_", "nvml_")
+PAGE_VIEW_KEYS = ("rhythm_view", "ev_view", "data_add", "ov_signals", "inv_series", "upload_at")
 NOT_ASSIGNABLE = frozenset({"w_upload"})
+NOT_ASSIGNABLE_SUFFIXES = ("_go", "_table")
 
 
 def _page_keys(ss: Any) -> list[str]:
     return [k for k in ss if isinstance(k, str) and k not in NOT_ASSIGNABLE
+            and not k.endswith(NOT_ASSIGNABLE_SUFFIXES)
             and (k.startswith(PAGE_STATE_PREFIXES) or k in PAGE_VIEW_KEYS)]
 
 

@@ -414,10 +414,7 @@ def _interrupted(kind: str) -> bool:
 
 # -- add data --------------------------------------------------------------------------------
 # One panel at a time: a tab runs (and draws its form) only when picked. Its fields keep what
-# was typed while another tab is shown (Streamlit forgets an undrawn widget's value otherwise).
-for key in [k for k in ss if str(k).startswith(("pull_", "nvml_", "upload_at"))]:
-    if not str(key).endswith(("_go", "_table")):
-        ss[key] = ss[key]
+# was typed while another tab is shown: page_setup carries them (pages/_common.PAGE_STATE_PREFIXES).
 # Said above the tabs: the click that stopped a pull may have been on another tab.
 if _interrupted("pull"):
     ss.pop("pull_outcome", None)

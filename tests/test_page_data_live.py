@@ -283,3 +283,13 @@ def test_only_the_picked_tab_runs_and_typed_fields_survive_a_switch() -> None:
         at.run()
         _no_exception(at)
     assert at.text_input(key="pull_url").value == "http://prometheus.internal:9090"
+
+
+def test_typed_fields_survive_a_visit_to_another_page() -> None:
+    at = _data_page("pull")
+    at.text_input(key="pull_url").set_value("http://prometheus.internal:9090").run()
+    at.switch_page("pages/overview.py").run()
+    at.switch_page("pages/data.py").run()
+    _no_exception(at)
+    assert at.session_state["data_add"] == TABS["pull"]  # the tab it had open
+    assert at.text_input(key="pull_url").value == "http://prometheus.internal:9090"
