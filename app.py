@@ -30,3 +30,8 @@ pages = [st.Page(str(ROOT / path), title=title, icon=icon, url_path=url, default
          for i, (path, title, icon, url) in enumerate(PAGES) if (ROOT / path).exists()]
 page = st.navigation(pages, position="sidebar", expanded=True)
 page.run()
+
+# The page has drawn: compute in the background what the other pages and steps will ask for.
+from pages._analyses import prefetch_after_run  # noqa: E402 - after the page, on purpose
+
+prefetch_after_run()

@@ -6,9 +6,10 @@ Not a page: ``app.py`` does not register it. A page starts with ``v = page_setup
 calls the ``cached_*`` functions for data and :func:`show_chart` for charts, so a page reads
 as widgets -> one analytics call -> a chart.
 
-Stores are opened read-only for reading and closed at once, under one process-wide lock:
-DuckDB refuses a second connection to the same file with a different mode in one process,
-and Streamlit runs every browser session in a thread of the same process.
+Stores are opened read-only for reading and closed at once. Streamlit runs every browser
+session (and the prefetch, ``pages/_analyses.py``) in a thread of the same process, and DuckDB
+refuses a read-write connection to a file that the process also has open read-only: readers
+share one process-wide lock, a writer (an upload) holds it alone.
 """
 
 from __future__ import annotations
@@ -41,7 +42,53 @@ from analytics.view import (ALL_SERVICES, DEFAULT_SLO_MS, SOURCE_KINDS, STEP_CHO
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG_ENV = "TIDELENS_CONFIG"
 URL_KEYS = ("source", "db", "start", "end", "step", "slo", "tz")
-_STORE_LOCK = threading.RLock()
+
+
+class StoreLock:
+    """Any number of readers at once, or one writer (who may nest reads and writes).
+
+    Readers go first: a writer waits until no reader holds the lock, so a read nested in a
+    read never deadlocks behind a waiting writer.
+    """
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._readers = 0
+        self._writer: int | None = None
+        self._depth = 0
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cv:
+            self._cv.wait_for(lambda: self._writer in (None, me))
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._readers -= 1
+                self._cv.notify_all()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cv:
+            self._cv.wait_for(lambda: self._writer == me
+                              or (self._writer is None and self._readers == 0))
+            self._writer = me
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._writer = None
+                self._cv.notify_all()
+
+
+_STORE_LOCK = StoreLock()
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -125,7 +172,7 @@ def upload_target(v: ViewSettings) -> Path:
 
 @contextmanager
 def open_store(path: str | Path, *, read_only: bool = True) -> Iterator[Store]:
-    with _STORE_LOCK:
+    with _STORE_LOCK.reading() if read_only else _STORE_LOCK.writing():
         store = Store(path, read_only=read_only)
         try:
             yield store
@@ -639,27 +686,4 @@ __all__ = ["DataSource", "cached_inventory", "cached_series", "cached_signal_rep
            "cached_timelines", "cached_totals", "cached_workloads", "config_file",
            "config_version", "load_upload", "load_workload_map", "UploadOutcome",
            "not_available", "open_store", "optional", "page_setup", "persisted", "render_sidebar", "require_source",
-           "resolve_source", "show_chart", "source", "upload_target", "view",
-           "cached_calibration", "cached_services"]
-
-
-# -- what-if and chargeback share one calibration per (source, range, step, service, SLO) ----
-@persisted("Calibrating the model on the store (first time for this range)...",
-           *TIMELINE_CODE, "analytics.pool", "analytics.sql")
-def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
-                       step_s: int, map_version: str, service: str | None,
-                       slo_ms: float) -> Any:  # analytics.pool.calibrate.Calibration
-    from analytics.pool.calibrate import calibrate_frames, gpu_model_of
-
-    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    with open_store(path) as store:  # the frames do not carry the GPU model
-        gpu_model = gpu_model_of(store)
-    return calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=service,
-                            step_s=step_s, slo_for=slo_ms, gpu_model=gpu_model)
-
-
-@st.cache_data(show_spinner=False, max_entries=4)
-def cached_services(path: str, version: str, start_ms: int | None, end_ms: int | None,
-                    step_s: int, map_version: str) -> list[str]:
-    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    return sorted(tl["services"]["service"].drop_nulls().unique().to_list()) if tl else []
+           "resolve_source", "show_chart", "source", "upload_target", "view"]

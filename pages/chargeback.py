@@ -14,8 +14,8 @@ from analytics.errors import TidelensError
 from analytics.pool import POLICIES, PRESETS, capacity_plan, compare
 from analytics.pool import form
 from analytics.pool.ledger import bills, ledger, summarise_ledger
-from pages._common import (cached_calibration, cached_services, config_version, page_setup,
-                           show_chart, source)
+from pages._analyses import cached_calibration, cached_services
+from pages._common import config_version, page_setup, show_chart, source
 
 STORE = "store"
 PRESET_DAYS = 7

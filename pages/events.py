@@ -7,31 +7,15 @@ import streamlit as st
 
 from analytics.charts.events import attribution_figure, event_figure, event_figure_data
 from analytics.errors import TidelensError
-from analytics.events import EventsAnalysis, EventsConfig, analyse, load_incidents
+from analytics.events import EventsConfig
 from analytics.events.report import dashboard_vs_found, method_text, report_html
 from analytics.view import format_step
-from pages._common import (TIMELINE_CODE, cached_timelines, config_version, not_available, persisted,
-                           require_source, show_chart, view)
+from pages._analyses import EVENTS_MERGE_GAP_MIN, EVENTS_MIN_DURATION_MIN, cached_events
+from pages._common import config_version, not_available, require_source, show_chart, view
 
 _HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in EventsConfig.__dataclass_fields__}
 _BADGE = {"batch_contention": "red", "traffic_surge": "blue", "scaling_lag": "orange", "mixed": "violet",
           "unexplained": "gray"}
-
-
-@persisted("Finding and attributing tail events...", *TIMELINE_CODE, "analytics.events", "analytics.sql")
-def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | None, step_s: int,
-                  map_version: str, slo_items: tuple[tuple[str, float], ...], min_duration_min: float,
-                  merge_gap_min: float, incidents_name: str | None, incidents_csv: bytes | None) -> EventsAnalysis | None:
-    timelines = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    if timelines is None:
-        return None
-    slo = dict(slo_items)
-    services = timelines["services"]["service"].unique().to_list()
-    cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms, min_duration_min=min_duration_min,
-                       merge_gap_min=merge_gap_min)
-    incidents = load_incidents(incidents_name or "upload.csv", incidents_csv) if incidents_csv else None
-    return analyse(timelines["services"], timelines["pool"], timelines["holdings"], cfg=cfg,
-                   slos_ms={s: slo.get(s, slo.get("*")) for s in services}, incidents=incidents)
 
 
 st.title("Tail events")
@@ -43,9 +27,11 @@ st.caption(f"{src.label} · step {format_step(v.step_s)} · times in {v.tz} · p
            f"never against its own daily profile")
 
 c1, c2, c3 = st.columns([1, 1, 2])
-min_dur = c1.number_input("Minimum duration (min)", min_value=1.0, max_value=240.0, value=5.0, step=1.0,
+min_dur = c1.number_input("Minimum duration (min)", min_value=1.0, max_value=240.0,
+                          value=EVENTS_MIN_DURATION_MIN, step=1.0,
                           help=_HELP["min_duration_min"], key="ev_min_dur")
-gap = c2.number_input("Merge gap (min)", min_value=0.0, max_value=240.0, value=10.0, step=1.0,
+gap = c2.number_input("Merge gap (min)", min_value=0.0, max_value=240.0, value=EVENTS_MERGE_GAP_MIN,
+                      step=1.0,
                       help=_HELP["merge_gap_min"], key="ev_gap")
 upload = c3.file_uploader("Incident records (CSV: start, end, service, recorded_cause)", type=["csv"],
                           key="ev_incidents", help="Past postmortems' causes, shown beside the cause found")

@@ -8,25 +8,12 @@ import streamlit as st
 from analytics.charts.rhythm import (decomposition_figure, hour_of_week_figure, profiles_figure,
                                      self_norm_figure)
 from analytics.diurnal import RhythmConfig, config_help
-from analytics.diurnal.report import RhythmPageData, rhythm_page_data
 from analytics.errors import TidelensError
 from analytics.view import format_step
-from pages._common import open_store, persisted, require_source, show_chart, view
+from pages._analyses import RHYTHM_RESOLUTION_S, RHYTHM_RESOLUTIONS_S, cached_rhythm
+from pages._common import require_source, show_chart, view
 
-RESOLUTIONS_S = (300, 600, 900, 1800, 3600)
 HELP = config_help()
-
-
-@persisted("Decomposing the rhythm...", "analytics.diurnal", "analytics.timeline", "analytics.sql",
-           "analytics.store", max_entries=32)
-def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, start_ms: int | None,
-                  end_ms: int | None, resolution_s: int, tidal_share: float, band_high_q: float,
-                  tz: str) -> RhythmPageData:
-    cfg = RhythmConfig(resolution_s=resolution_s, tidal_share=tidal_share,
-                       band_low_q=round(1 - band_high_q, 4), band_high_q=band_high_q, timezone=tz)
-    with open_store(path) as store:
-        return rhythm_page_data(store, cfg, signal=signal, step_s=step_s, start_ms=start_ms,
-                                end_ms=end_ms)
 
 
 def _hour(h: int | None) -> str:
@@ -41,7 +28,8 @@ if src is None:
 st.caption(f"{src.label} · step {format_step(v.step_s)} · hours in {v.tz}")
 
 c = st.columns([3, 1, 1, 1])
-resolution_s = c[1].selectbox("Decomposition step", RESOLUTIONS_S, index=1, format_func=format_step,
+resolution_s = c[1].selectbox("Decomposition step", RHYTHM_RESOLUTIONS_S,
+                              index=RHYTHM_RESOLUTIONS_S.index(RHYTHM_RESOLUTION_S), format_func=format_step,
                               key="rhythm_resolution", help=HELP["resolution_s"])
 tidal_share = c[2].slider("Tidal share of peak", 0.1, 0.9, RhythmConfig.tidal_share, 0.05,
                           key="rhythm_tidal", help=HELP["tidal_share"])

@@ -19,8 +19,8 @@ from analytics.pool import (POLICIES, POLICY_HELP, PRESETS, PoolParams, ServiceP
 from analytics.pool import form
 from analytics.pool.calibrate import Calibration
 from analytics.pool.ledger import policy_table, typical_day
-from pages._common import (cached_calibration, cached_services, config_version, page_setup,
-                           show_chart, source)
+from pages._analyses import cached_calibration, cached_services
+from pages._common import config_version, page_setup, show_chart, source
 
 STORE = "store"
 FILE = "file"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,11 @@ import pytest
 from analytics.store import Store
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+# The app's background prefetch (pages/_analyses.py) stays off in AppTests, which would
+# otherwise leave a thread computing after each test; tests/test_app_prefetch.py and the
+# browser test's real server turn it on.
+os.environ.setdefault("TIDELENS_PREFETCH", "0")
 
 
 @pytest.fixture

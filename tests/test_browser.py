@@ -83,7 +83,7 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 60.0) -> N
 
 
 def start_app(env_extra: dict[str, str], port: int) -> subprocess.Popen:
-    env = {**os.environ, **env_extra, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "TIDELENS_PREFETCH": "1", **env_extra, "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true",
            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]

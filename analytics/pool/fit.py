@@ -137,6 +137,31 @@ def weighted_p99(p99_ms: np.ndarray, weights: np.ndarray) -> float:
     return float(v[min(int(np.searchsorted(cum, 0.99)), v.size - 1)])
 
 
+def _thin(lam: np.ndarray, rep: np.ndarray, obs: np.ndarray, slo_ms: float
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """About ``MAX_FIT_POINTS`` steps for the grid (at most 1.5 times that), and their weights.
+
+    Every step that breaks the SLO is kept while there are at most ``MAX_FIT_POINTS`` of them
+    (they decide the fit), and a stride of the rest. Past that (an SLO set below the usual
+    p99 puts nearly every step above it, and the grid took 30 s on the sample), those steps
+    are strided too. Weights are the strides, so the loss's counts stay the whole period's.
+
+    >>> lam = np.arange(40_000.0); obs = np.where(lam % 4 == 0, 50.0, 500.0)
+    >>> _, _, kept, w = _thin(lam, lam, obs, 100.0)
+    >>> kept.size <= MAX_FIT_POINTS + 2, round(float(w[kept > 100].sum())), round(float(w.sum()))
+    (True, 30000, 40000)
+    """
+    over = obs > slo_ms
+    half = MAX_FIT_POINTS // 2
+    parts, weights = [], []
+    for side, keep_up_to in ((np.flatnonzero(over), MAX_FIT_POINTS), (np.flatnonzero(~over), half)):
+        kept = side if side.size <= keep_up_to else side[::max(1, side.size // half)]
+        parts.append(kept)
+        weights.append(np.full(kept.size, side.size / max(kept.size, 1)))
+    keep = np.concatenate(parts)
+    return lam[keep], rep[keep], obs[keep], np.concatenate(weights)
+
+
 def fit_service(rps: np.ndarray, ready: np.ndarray, p99_ms: np.ndarray, slo_ms: float, *,
                 step_s: int = 60, timeouts_s: tuple[float, ...] = ()) -> ServiceFit | None:
     """Fit the service's slots, speed, variability and floor; ``None`` without usable steps.
@@ -164,16 +189,7 @@ def fit_service(rps: np.ndarray, ready: np.ndarray, p99_ms: np.ndarray, slo_ms: 
     lam, rep, obs = rps[ok], ready[ok], p99_ms[ok]
     weight = np.ones(lam.size)
     if lam.size > MAX_FIT_POINTS:
-        # Keep every step that breaks the SLO and a stride of the rest, weighted by the
-        # stride so counts stay those of the whole period.
-        over = obs > slo_ms
-        rest = np.flatnonzero(~over)
-        stride = max(1, rest.size // (MAX_FIT_POINTS // 2))
-        kept = rest[::stride]
-        keep = np.concatenate([np.flatnonzero(over), kept])
-        weight = np.concatenate([np.ones(int(over.sum())),
-                                 np.full(kept.size, rest.size / max(kept.size, 1))])
-        lam, rep, obs = lam[keep], rep[keep], obs[keep]
+        lam, rep, obs, weight = _thin(lam, rep, obs, slo_ms)
     loss_of = _loss_terms(weight, obs, slo_ms)
     per_rep = lam / rep
     hi_load = float(np.quantile(per_rep, 0.999))

@@ -1,0 +1,119 @@
+"""The background prefetch: once a page has drawn, the heavy calls of the other pages (rhythm,
+tail events, calibration) and the timelines at the other steps are computed in the
+background, so a click on another page, or a step change, only reads caches."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+import streamlit as st  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+import analytics.timeline as timeline_mod  # noqa: E402
+import pages._analyses as analyses  # noqa: E402
+from analytics.sample.export import load_into  # noqa: E402
+from analytics.sample.sim import simulate  # noqa: E402
+from analytics.store import Store  # noqa: E402
+from analytics.view import STEP_CHOICES_S  # noqa: E402
+from apptest_helpers import open_settings  # noqa: E402
+
+# The package exports a function named like this module: reach the module itself.
+calibrate_mod = importlib.import_module("analytics.pool.calibrate")
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "app.py"
+PAGES = ("pages/rhythm.py", "pages/events.py", "pages/whatif.py", "pages/chargeback.py")
+
+
+@pytest.fixture(scope="module")
+def pool_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    res = simulate("morning", days=3, gpus=16, seed=7)
+    db = tmp_path_factory.mktemp("prefetch") / "morning.duckdb"
+    with Store(db) as s:
+        load_into(s, res)
+    return db
+
+
+@pytest.fixture
+def heavy_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Every heavy analytics call made, as (what, step, thread name); a prefetcher of our own."""
+    monkeypatch.setenv("TIDELENS_UPLOADS_DB", str(tmp_path / "uploads.duckdb"))
+    monkeypatch.setenv("TIDELENS_CONFIG", str(tmp_path / "tidelens.toml"))
+    monkeypatch.setenv(analyses.PREFETCH_ENV, "1")
+    prefetcher = analyses.Prefetcher(delay_s=0.0)
+    monkeypatch.setattr(analyses, "PREFETCH", prefetcher)
+    calls: list[tuple[str, int | None, str]] = []
+
+    def counted(module, name: str, step_of) -> None:
+        real = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            calls.append((name, step_of(args, kwargs), threading.current_thread().name))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    counted(timeline_mod, "timelines", lambda a, k: a[1].step_s)
+    counted(analyses, "rhythm_page_data", lambda a, k: k["step_s"])
+    counted(analyses, "analyse", lambda a, k: k["cfg"].step_s)
+    counted(calibrate_mod, "calibrate_frames", lambda a, k: k["step_s"])
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield calls, prefetcher
+    prefetcher.wait_idle(300)  # no thread outlives the test
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def _no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def test_other_pages_and_steps_are_ready_before_the_click(pool_db: Path, heavy_calls) -> None:
+    calls, prefetcher = heavy_calls
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params.update({"source": "duckdb", "db": str(pool_db)})
+    at.run()
+    _no_exception(at)
+    assert at.title[0].value == "Overview"
+    # The Overview computed its own timelines in the script's thread...
+    assert [(n, s) for n, s, thread in calls if thread != analyses.THREAD_NAME] == [("timelines", 60)]
+    assert prefetcher.wait_idle(300), "the prefetch did not finish"
+    assert prefetcher.failures == []
+    # ...and the prefetch everything the other pages and steps need, once each.
+    fetched = sorted((name, step) for name, step, thread in calls if thread == analyses.THREAD_NAME)
+    assert fetched == sorted([("analyse", 60), ("calibrate_frames", 60), ("rhythm_page_data", 60),
+                              *(("timelines", s) for s in STEP_CHOICES_S if s != 60)])
+
+    made_by_pages = len([c for c in calls if c[2] != analyses.THREAD_NAME])
+    for page in PAGES:
+        at.switch_page(page).run()
+        _no_exception(at)
+    at.switch_page("pages/overview.py").run()
+    open_settings(at)
+    at.sidebar.selectbox(key="v_step").set_value(300).run()
+    _no_exception(at)
+    assert "step 5 min" in at.caption[0].value
+    # Four pages and a step change later, no page has computed anything itself.
+    assert len([c for c in calls if c[2] != analyses.THREAD_NAME]) == made_by_pages
+
+
+def test_off_switch_and_large_ranges(pool_db: Path, heavy_calls, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls, prefetcher = heavy_calls
+    monkeypatch.setenv(analyses.PREFETCH_ENV, "0")
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params.update({"source": "duckdb", "db": str(pool_db)})
+    at.run()
+    assert prefetcher.wait_idle(5) and all(c[2] != analyses.THREAD_NAME for c in calls)
+
+    # A range past the budget still gets the other pages' calls, but no other steps.
+    monkeypatch.setattr(analyses, "PREFETCH_MAX_SAMPLES", 1000)
+    jobs = analyses.prefetch_jobs(at.session_state["view"], at.session_state["view_source"], {})
+    assert [j.key[0] for j in jobs] == ["timelines", "rhythm", "events", "calibration"]
+    monkeypatch.setattr(analyses, "PREFETCH_MAX_SAMPLES", 10**12)
+    jobs = analyses.prefetch_jobs(at.session_state["view"], at.session_state["view_source"], {})
+    assert sorted(j.key[5] for j in jobs if j.key[0] == "timelines") == sorted(STEP_CHOICES_S)
