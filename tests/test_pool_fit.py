@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analytics.pool.fit import (fit_service, patience_candidates, replica_cap,
+from analytics.pool.fit import (MAX_FIT_POINTS, fit_service, patience_candidates, replica_cap,
                                 stable_p99_ms, weighted_p99)
 from analytics.pool.queueing import step_latency
 
@@ -89,3 +89,15 @@ def test_patience_candidates_start_at_the_plateau_median() -> None:
     cands = patience_candidates(p99, 120.0)
     assert cands[0] == 2.5 and max(cands) >= 4.0 and len(set(cands)) == len(cands)
     assert patience_candidates(np.full(10, 50.0), 120.0) == ()
+
+
+def test_an_slo_below_the_usual_p99_keeps_the_grid_bounded() -> None:
+    # Six days, every step above a 100 ms SLO: the grid sees a bounded stride of them, weighted
+    # back to the whole period, and still finds the service's capacity.
+    rps, ready, p99 = (np.tile(a, 3) for a in _observed(seed=9))
+
+    fit = fit_service(rps, ready, p99, 100.0)
+    assert fit is not None
+    assert rps.size > 2 * MAX_FIT_POINTS and fit.steps_used <= MAX_FIT_POINTS + 2
+    assert fit.service_rate_per_slot_rps * fit.concurrency == pytest.approx(
+        TRUTH["conc"] * TRUTH["mu"], rel=0.3)
