@@ -20,18 +20,26 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable
+import importlib
+from typing import TYPE_CHECKING, Any, Callable
 
 import streamlit as st
 
-from analytics.diurnal import RhythmConfig
-from analytics.diurnal.report import RhythmPageData, rhythm_page_data
-from analytics.events import EventsAnalysis, EventsConfig, analyse, load_incidents
 from analytics.view import STEP_CHOICES_S, ViewSettings
 from pages._common import (TIMELINE_CODE, DataSource, cached_timelines, cached_totals,
-                           config_version, open_store, persisted)
+                           config_version, load_workload_map, open_store, persisted)
+
+if TYPE_CHECKING:
+    from analytics.diurnal.report import RhythmPageData
+    from analytics.events import EventsAnalysis
 
 _LOG = logging.getLogger(__name__)
+# What the analysis pages import beyond the Overview's (statsmodels and scipy behind the
+# rhythm: about a second on this machine). Imported in the prefetch, not in the first run's
+# script, whose end the browser waits for.
+PAGE_MODULES = ("analytics.diurnal", "analytics.diurnal.report", "analytics.events",
+                "analytics.events.report", "analytics.pool", "analytics.charts.rhythm",
+                "analytics.charts.events", "analytics.charts.whatif")
 
 # Widget defaults, shared by the pages and the prefetch.
 RHYTHM_RESOLUTIONS_S = (300, 600, 900, 1800, 3600)
@@ -48,16 +56,22 @@ THREAD_NAME = "tidelens-prefetch"
 
 
 # -- the heavy calls ------------------------------------------------------------------------
-@persisted("Decomposing the rhythm...", "analytics.diurnal", "analytics.timeline", "analytics.sql",
-           "analytics.store", max_entries=32)
+@persisted("Decomposing the rhythm...", *TIMELINE_CODE, "analytics.diurnal", "analytics.sql",
+           max_entries=32)
 def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, start_ms: int | None,
-                  end_ms: int | None, resolution_s: int, tidal_share: float, band_high_q: float,
-                  tz: str) -> RhythmPageData:
+                  end_ms: int | None, map_version: str, resolution_s: int, tidal_share: float,
+                  band_high_q: float, tz: str) -> RhythmPageData:
+    from analytics.diurnal import RhythmConfig
+    from analytics.diurnal.report import rhythm_page_data
+
     cfg = RhythmConfig(resolution_s=resolution_s, tidal_share=tidal_share,
                        band_low_q=round(1 - band_high_q, 4), band_high_q=band_high_q, timezone=tz)
+    # The timelines every page shares (and their workload map): the rhythm reads the same
+    # holdings and traffic as the Overview, and does not build them a second time.
+    timelines = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
     with open_store(path) as store:
         return rhythm_page_data(store, cfg, signal=signal, step_s=step_s, start_ms=start_ms,
-                                end_ms=end_ms)
+                                end_ms=end_ms, wmap=load_workload_map(), timelines=timelines)
 
 
 @persisted("Finding and attributing tail events...", *TIMELINE_CODE, "analytics.events", "analytics.sql")
@@ -65,6 +79,8 @@ def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | N
                   map_version: str, slo_items: tuple[tuple[str, float], ...], min_duration_min: float,
                   merge_gap_min: float, incidents_name: str | None,
                   incidents_csv: bytes | None) -> EventsAnalysis | None:
+    from analytics.events import EventsConfig, analyse, load_incidents
+
     timelines = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
     if timelines is None:
         return None
@@ -118,8 +134,7 @@ def prefetch_jobs(v: ViewSettings, src: DataSource, state: Any) -> list[Job]:
     assert path is not None
     base = (path, version, v.start_ms, v.end_ms)
     resolution = int(state.get("rhythm_resolution", RHYTHM_RESOLUTION_S))
-    tidal = float(state.get("rhythm_tidal", RhythmConfig.tidal_share))
-    band = float(state.get("rhythm_band", RhythmConfig.band_high_q))
+    tidal, band = state.get("rhythm_tidal"), state.get("rhythm_band")  # None: the defaults
     signal = state.get("rhythm_signal")
     min_dur = float(state.get("ev_min_dur", EVENTS_MIN_DURATION_MIN))
     gap = float(state.get("ev_gap", EVENTS_MERGE_GAP_MIN))
@@ -133,23 +148,38 @@ def prefetch_jobs(v: ViewSettings, src: DataSource, state: Any) -> list[Job]:
             cached_calibration(path, version, v.start_ms, v.end_ms, v.step_s, mv, name,
                                v.slo_for(name))
 
+    def rhythm() -> None:
+        from analytics.diurnal import RhythmConfig
+
+        cached_rhythm(path, version, signal, v.step_s, v.start_ms, v.end_ms, mv, resolution,
+                      float(RhythmConfig.tidal_share if tidal is None else tidal),
+                      float(RhythmConfig.band_high_q if band is None else band), v.tz)
+
+    def at_step(s: int) -> Job:
+        return Job(("timelines", *base, s, mv),
+                   lambda: cached_timelines(path, version, v.start_ms, v.end_ms, s, mv))
+
     jobs = [
-        Job(("timelines", *base, v.step_s, mv),
-            lambda: cached_timelines(path, version, v.start_ms, v.end_ms, v.step_s, mv)),
-        Job(("rhythm", *base, signal, v.step_s, resolution, tidal, band, v.tz),
-            lambda: cached_rhythm(path, version, signal, v.step_s, v.start_ms, v.end_ms,
-                                  resolution, tidal, band, v.tz)),
+        Job(("imports",), import_page_modules),
+        at_step(v.step_s),
+        Job(("rhythm", *base, signal, v.step_s, mv, resolution, tidal, band, v.tz), rhythm),
         Job(("events", *base, v.step_s, mv, slo_items, min_dur, gap),
             lambda: cached_events(path, version, v.start_ms, v.end_ms, v.step_s, mv, slo_items,
                                   min_dur, gap, None, None)),
         Job(("calibration", *base, v.step_s, mv, svc, slo_items), calibrate),
     ]
-    others = [s for s in STEP_CHOICES_S if s != v.step_s]
-    if others and _samples_in_range(src, v) <= PREFETCH_MAX_SAMPLES:
-        jobs += [Job(("timelines", *base, s, mv),
-                     lambda s=s: cached_timelines(path, version, v.start_ms, v.end_ms, s, mv))
-                 for s in others]
+    if _samples_in_range(src, v) <= PREFETCH_MAX_SAMPLES:
+        # The next coarser step (the likeliest change) before the calibration, the rest after.
+        others = [s for s in STEP_CHOICES_S if s != v.step_s]
+        coarser = [s for s in others if s > v.step_s][:1]
+        jobs[4:4] = [at_step(s) for s in coarser]
+        jobs += [at_step(s) for s in others if s not in coarser]
     return jobs
+
+
+def import_page_modules() -> None:
+    for name in PAGE_MODULES:
+        importlib.import_module(name)
 
 
 def _samples_in_range(src: DataSource, v: ViewSettings) -> float:

@@ -11,7 +11,7 @@ from analytics.diurnal import RhythmConfig, config_help
 from analytics.errors import TidelensError
 from analytics.view import format_step
 from pages._analyses import RHYTHM_RESOLUTION_S, RHYTHM_RESOLUTIONS_S, cached_rhythm
-from pages._common import require_source, show_chart, view
+from pages._common import config_version, require_source, show_chart, view
 
 HELP = config_help()
 
@@ -38,7 +38,8 @@ band_high_q = c[3].slider("Norm band upper quantile", 0.80, 0.995, RhythmConfig.
 wanted = st.session_state.get("rhythm_signal")
 try:
     data = cached_rhythm(src.path, src.version, wanted, v.step_s, v.start_ms, v.end_ms,
-                         int(resolution_s), float(tidal_share), float(band_high_q), v.tz)
+                         config_version(), int(resolution_s), float(tidal_share),
+                         float(band_high_q), v.tz)
 except TidelensError as exc:
     st.warning(str(exc), icon=":material/warning:")
     st.stop()

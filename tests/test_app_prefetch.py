@@ -58,8 +58,9 @@ def heavy_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
         monkeypatch.setattr(module, name, wrapper)
 
     counted(timeline_mod, "timelines", lambda a, k: a[1].step_s)
-    counted(analyses, "rhythm_page_data", lambda a, k: k["step_s"])
-    counted(analyses, "analyse", lambda a, k: k["cfg"].step_s)
+    counted(importlib.import_module("analytics.diurnal.report"), "rhythm_page_data",
+            lambda a, k: k["step_s"])
+    counted(importlib.import_module("analytics.events"), "analyse", lambda a, k: k["cfg"].step_s)
     counted(calibrate_mod, "calibrate_frames", lambda a, k: k["step_s"])
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -113,7 +114,12 @@ def test_off_switch_and_large_ranges(pool_db: Path, heavy_calls, monkeypatch: py
     # A range past the budget still gets the other pages' calls, but no other steps.
     monkeypatch.setattr(analyses, "PREFETCH_MAX_SAMPLES", 1000)
     jobs = analyses.prefetch_jobs(at.session_state["view"], at.session_state["view_source"], {})
-    assert [j.key[0] for j in jobs] == ["timelines", "rhythm", "events", "calibration"]
+    assert [j.key[0] for j in jobs] == ["imports", "timelines", "rhythm", "events", "calibration"]
     monkeypatch.setattr(analyses, "PREFETCH_MAX_SAMPLES", 10**12)
     jobs = analyses.prefetch_jobs(at.session_state["view"], at.session_state["view_source"], {})
     assert sorted(j.key[5] for j in jobs if j.key[0] == "timelines") == sorted(STEP_CHOICES_S)
+    # The page on screen first, then the other pages, with the next coarser step before the
+    # slowest of them (the calibration).
+    assert [(j.key[0], j.key[5] if j.key[0] == "timelines" else None) for j in jobs][:6] == [
+        ("imports", None), ("timelines", 60), ("rhythm", None), ("events", None), ("timelines", 300),
+        ("calibration", None)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
 
 import polars as pl
 
@@ -79,10 +80,18 @@ class RhythmPageData:
 
 
 def rhythm_page_data(store: Store, cfg: RhythmConfig, *, signal: str | None = None, step_s: int = 60,
-                     start_ms: int | None = None, end_ms: int | None = None) -> RhythmPageData:
+                     start_ms: int | None = None, end_ms: int | None = None, wmap: Any = None,
+                     timelines: Mapping[str, pl.DataFrame] | None = None) -> RhythmPageData:
     """The chosen signal's rhythm (default: the first traffic signal), hour-of-week frames of its
-    traffic and of batch holdings in its pool, and its service's p99 rhythm where there is one."""
-    source = SignalSource(store, step_s=step_s, start_ms=start_ms, end_ms=end_ms)
+    traffic and of batch holdings in its pool, and its service's p99 rhythm where there is one.
+
+    ``wmap``: the workload map that classes batch and inference (``None``: defaults).
+    ``timelines``: this step's and range's service and pool timelines, made with ``wmap``,
+    when the caller has them (the app's shared ones): the store is then read only for the
+    request-rate metrics outside any service.
+    """
+    source = SignalSource(store, step_s=step_s, start_ms=start_ms, end_ms=end_ms, wmap=wmap,
+                          timelines=timelines)
     signals = source.signals()
     if not signals:
         return RhythmPageData(signals=[], chosen=None, assumption_notes=list(source.problems))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import polars as pl
 
@@ -65,10 +65,15 @@ class SignalSource:
         Timeline step in seconds.
     wmap:
         Workload map for the timelines (``None``: defaults).
+    timelines:
+        The service and pool timelines of this step and range when the caller has them
+        (``{"services": ..., "pool": ...}``, as :func:`analytics.timeline.timelines` gives
+        them): they are used instead of reading the store again.
     """
 
     def __init__(self, store: Store, *, step_s: int = 60, wmap: Any = None,
-                 start_ms: int | None = None, end_ms: int | None = None) -> None:
+                 start_ms: int | None = None, end_ms: int | None = None,
+                 timelines: Mapping[str, pl.DataFrame] | None = None) -> None:
         self.store = store
         self.step_s = step_s
         self.wmap = wmap
@@ -76,8 +81,8 @@ class SignalSource:
         self.end_ms = end_ms
         self.problems: list[str] = []
         self._signals: list[RhythmSignal] | None = None
-        self._service: pl.DataFrame | None = None
-        self._pool: pl.DataFrame | None = None
+        self._service: pl.DataFrame | None = (timelines or {}).get("services")
+        self._pool: pl.DataFrame | None = (timelines or {}).get("pool")
 
     def _timeline(self, which: str) -> pl.DataFrame:
         cached = self._service if which == "service_timeline" else self._pool
