@@ -49,7 +49,7 @@ PEER_APP = ('import plotly.graph_objects as go\nimport streamlit as st\nst.title
             'st.plotly_chart(go.Figure(go.Scatter(y=[1, 3, 2])), theme=None)\n')
 TARGET_RENDER_S = 2.0
 TARGET_CHANGE_S = 1.0
-READ_S = 5.0  # seconds a user spends on a page before the next click
+READ_S = 5.0  # default seconds a user spends on a page before the next click (--read-s)
 
 
 def _serve(script: Path, env: dict[str, str]) -> tuple[str, object]:
@@ -186,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", help="DuckDB store to open (default: the sample, else a generated hour)")
     ap.add_argument("--repeat", type=int, default=3, help="warm renders per page (median shown)")
+    ap.add_argument("--read-s", type=float, default=READ_S,
+                    help="seconds on a page before the next click or setting (the prefetch's head start)")
     ap.add_argument("--screenshots", action="store_true",
                     help="save each page (warm) to docs/screenshots/sample-<page>.png")
     args = ap.parse_args(argv)
@@ -252,13 +254,13 @@ def main(argv: list[str] | None = None) -> int:
                     _open(tab, url)
                 else:
                     clicks[name] = _click_s(tab, path, titles[name], chart=name == "overview")
-                tab.wait_for_timeout(READ_S * 1000)
+                tab.wait_for_timeout(args.read_s * 1000)
             clicks[pages[0][1]] = _click_s(tab, pages[0][0], titles[pages[0][1]], chart=True)
             tab.close()
             print("first = the first open ever (empty caches); restart = the first open after the "
                   "server restarted (disk caches kept); new tab = a fresh browser profile "
                   "(median); revisit = a browser that has opened the app before (median); "
-                  f"click = from the sidebar, {READ_S:g} s after the page before")
+                  f"click = from the sidebar, {args.read_s:g} s after the page before")
             print(f"{'page':<12} {'first s':>7} {'restart':>7} {'new tab':>7} {'x peer':>7} "
                   f"{'revisit':>7} {'x peer':>7} {'click':>7} {'target':>7}")
             print(f"{'(peer)':<12} {'':>7} {'':>7} {peer:7.2f} {1.0:7.2f} {peer_revisit:7.2f} "
@@ -289,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             from analytics.view import iso_utc
 
             totals = _totals(app_url, query)
-            for i, read_s in enumerate((0.0, READ_S)):
+            for i, read_s in enumerate((0.0, args.read_s)):
                 start = iso_utc(totals["last_ts_ms"] - (7 + i) * 86_400_000)
                 fresh = urllib.parse.urlencode({**query, "start": start})
                 print(f"settings change on Overview, a range never opened, {read_s:g} s after it drew:")

@@ -13,19 +13,41 @@ writers (:mod:`.export`), and the counterfactual truth of every tail event (:mod
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from pathlib import Path
+from typing import Any
 
-from analytics.sample.export import FORMATS, load_into, truth, truth_p99, write_exports
 from analytics.sample.scenarios import SCENARIOS
-from analytics.sample.sim import SAMPLE_VERSION, SimResult, simulate
-from analytics.store import Store
+from analytics.sample.version import SAMPLE_VERSION
 
 __all__ = ["SCENARIOS", "FORMATS", "SAMPLE_VERSION", "SimResult", "simulate", "write_exports", "load_into",
            "truth", "truth_p99", "ensure_default_store", "DEFAULT_CACHE_DIR"]
 
 DEFAULT_CACHE_DIR = Path(__file__).resolve().parents[2] / "data" / "cache"
+
+# The simulator and its writers import scipy (about 0.7 s): loaded on first use, so that
+# finding the bundled sample's file (the app's first run) does not pay for them.
+_LAZY = {"FORMATS": "export", "load_into": "export", "truth": "export", "truth_p99": "export",
+         "write_exports": "export", "SimResult": "sim", "simulate": "sim"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    _load_lazy()
+    return globals()[name]
+
+
+def _load_lazy() -> None:
+    g = globals()
+    for name, module in _LAZY.items():
+        # ``truth`` is also a submodule, which the import system binds here first: the
+        # package's ``truth`` is the writer's function. A name set already (a test's
+        # stand-in) is kept.
+        if name not in g or isinstance(g[name], type(os)):
+            g[name] = getattr(importlib.import_module(f"analytics.sample.{module}"), name)
 
 
 def ensure_default_store(path: Path | None = None) -> Path:
@@ -40,10 +62,13 @@ def ensure_default_store(path: Path | None = None) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{int(time.time() * 1000)}.tmp")
+    from analytics.store import Store
+
+    _load_lazy()
     try:
-        result = simulate("morning", days=21, gpus=64, seed=7)
+        result = globals()["simulate"]("morning", days=21, gpus=64, seed=7)
         with Store(tmp) as st:
-            load_into(st, result)
+            globals()["load_into"](st, result)
             st.con.execute("CHECKPOINT")
         os.replace(tmp, target)
         if path is None:  # caches of older simulator versions are stale: drop them

@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 
 from analytics.errors import ConfigError
-from analytics.sample import truth as tr
+import analytics.sample.truth as tr
 from analytics.sample.batch import plan_jobs
 from analytics.sample.cluster import ScenarioConfig, Topology, build_topology
 from analytics.sample.latency import LatencyDraws, Uniforms, draw_latency
 from analytics.sample.pool import Pod, PoolRun, plan_dev_pods, run_pool
 from analytics.sample.scenarios import SCENARIOS
+from analytics.sample.version import SAMPLE_VERSION  # noqa: F401 - re-exported
 from analytics.sample.traffic import (MIN_PER_DAY, Surge, ar1_noise, arrivals, plan_surges, rhythm,
                                       surge_multiplier)
 
@@ -22,8 +23,6 @@ from analytics.sample.traffic import (MIN_PER_DAY, Surge, ar1_noise, arrivals, p
 _STREAM = {"traffic": 1, "arrivals": 2, "surges": 3, "batch": 4, "names": 5, "dev": 6,
            "split": 7, "latency": 10}
 
-# Bump when the simulator's output changes: the cached default store is keyed by it.
-SAMPLE_VERSION = "3"
 
 
 def _rng(seed: int, stream: str, sub: int = 0) -> np.random.Generator:
