@@ -159,6 +159,7 @@ def prefetch_jobs(v: ViewSettings, src: DataSource, state: Any) -> list[Job]:
         return Job(("timelines", *base, s, mv),
                    lambda: cached_timelines(path, version, v.start_ms, v.end_ms, s, mv))
 
+    calibration = Job(("calibration", *base, v.step_s, mv, svc, slo_items), calibrate)
     jobs = [
         Job(("imports",), import_page_modules),
         at_step(v.step_s),
@@ -166,13 +167,19 @@ def prefetch_jobs(v: ViewSettings, src: DataSource, state: Any) -> list[Job]:
         Job(("events", *base, v.step_s, mv, slo_items, min_dur, gap),
             lambda: cached_events(path, version, v.start_ms, v.end_ms, v.step_s, mv, slo_items,
                                   min_dur, gap, None, None)),
-        Job(("calibration", *base, v.step_s, mv, svc, slo_items), calibrate),
+        calibration,
     ]
+    zoomed = v.start_ms is not None or v.end_ms is not None
+    if zoomed and (cached_totals(path, version).get("samples") or 0) <= PREFETCH_MAX_SAMPLES:
+        # The whole span at this step: every later zoom is then cut from it at once.
+        jobs.insert(2, Job(("timelines", path, version, None, None, v.step_s, mv),
+                           lambda: cached_timelines(path, version, None, None, v.step_s, mv)))
     if _samples_in_range(src, v) <= PREFETCH_MAX_SAMPLES:
         # The next coarser step (the likeliest change) before the calibration, the rest after.
         others = [s for s in STEP_CHOICES_S if s != v.step_s]
         coarser = [s for s in others if s > v.step_s][:1]
-        jobs[4:4] = [at_step(s) for s in coarser]
+        at = jobs.index(calibration)
+        jobs[at:at] = [at_step(s) for s in coarser]
         jobs += [at_step(s) for s in others if s not in coarser]
     return jobs
 

@@ -21,6 +21,7 @@ import importlib.util
 import inspect
 import os
 import threading
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -341,11 +342,38 @@ def cached_timelines(path: str, version: str, start_ms: int | None, end_ms: int 
                      step_s: int, map_version: str) -> dict[str, pl.DataFrame] | None:
     """Pool timeline, holdings and service timeline for one (source, range, step, map).
 
-    Cached in memory and on disk: three weeks of a 64-GPU pool take tens of seconds to
-    reduce, and a restarted server (or a colleague's session) should not pay that again.
+    Cached in memory and on disk: three weeks of a 64-GPU pool take seconds to reduce, and a
+    restarted server (or a colleague's session) should not pay that again. A part of the
+    data's span (a zoom) is cut from the whole span's timelines when this server has them
+    (``analytics.timeline.slice_timelines``: equal to building it), in milliseconds.
     """
-    return _timelines_shared(path, version, start_ms, end_ms, step_s, map_version,
-                             library_version(*TIMELINE_CODE))
+    code = library_version(*TIMELINE_CODE)
+    whole_key = (path, version, step_s, map_version, code)
+    if start_ms is None and end_ms is None:
+        found = _timelines_shared(path, version, None, None, step_s, map_version, code)
+        with _WHOLE_LOCK:
+            _WHOLE_SPANS[whole_key] = None
+            while len(_WHOLE_SPANS) > 8:  # as many as _timelines_shared keeps
+                _WHOLE_SPANS.popitem(last=False)
+        return found
+    if whole_key in _WHOLE_SPANS:
+        return _cut_timelines(path, version, start_ms, end_ms, step_s, map_version, code)
+    return _timelines_shared(path, version, start_ms, end_ms, step_s, map_version, code)
+
+
+# Whole-span timelines this server has built or read (their keys): a zoom is cut from them.
+_WHOLE_SPANS: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+_WHOLE_LOCK = threading.Lock()
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _cut_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                   step_s: int, map_version: str, code_version: str) -> dict[str, pl.DataFrame] | None:
+    whole = _timelines_shared(path, version, None, None, step_s, map_version, code_version)
+    found = optional("analytics.timeline", "slice_timelines")
+    if whole is None or found is None:
+        return _timelines_shared(path, version, start_ms, end_ms, step_s, map_version, code_version)
+    return found[0](whole, step_s, start_ms, end_ms)
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)

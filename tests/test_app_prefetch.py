@@ -123,3 +123,34 @@ def test_off_switch_and_large_ranges(pool_db: Path, heavy_calls, monkeypatch: py
     assert [(j.key[0], j.key[5] if j.key[0] == "timelines" else None) for j in jobs][:6] == [
         ("imports", None), ("timelines", 60), ("rhythm", None), ("events", None), ("timelines", 300),
         ("calibration", None)]
+
+
+def test_a_zoom_is_cut_from_the_whole_span(pool_db: Path, heavy_calls, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls, _ = heavy_calls
+    monkeypatch.setenv(analyses.PREFETCH_ENV, "0")
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params.update({"source": "duckdb", "db": str(pool_db)})
+    at.run()
+    assert [c[:2] for c in calls] == [("timelines", 60)]
+    open_settings(at)
+    lo, hi = at.sidebar.slider(key="v_range").value
+    zoom = (lo + (hi - lo) / 3, lo + (hi - lo) / 2)
+    at.sidebar.slider(key="v_range").set_value(zoom).run()
+    _no_exception(at)
+    assert at.query_params.get("start") and at.query_params.get("end")
+    assert [c[:2] for c in calls] == [("timelines", 60)], "the zoom read the store again"
+    zoomed_kpis = {m.label: m.value for m in at.metric}
+
+    # The same zoom opened from a link on a server that has never built the whole span.
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    common = importlib.import_module("pages._common")
+    common._WHOLE_SPANS.clear()
+    link = AppTest.from_file(str(APP), default_timeout=120)
+    link.query_params.update({"source": "duckdb", "db": str(pool_db),
+                              "start": at.query_params["start"], "end": at.query_params["end"]})
+    link.run()
+    _no_exception(link)
+    assert len(calls) == 2  # built for the zoom this time
+    assert {m.label: m.value for m in link.metric} == zoomed_kpis
+    assert "Mean allocation" in zoomed_kpis

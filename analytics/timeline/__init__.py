@@ -6,6 +6,8 @@
   increases summed across pods), running/waiting requests, serving/desired/ready replicas.
 - :func:`timelines`: all three from one pass over the device samples (what the app and the
   events analysis should call).
+- :func:`slice_timelines`: a sub-range's timelines cut from a covering range's, equal to
+  building them, without reading the store again.
 - :func:`signal_report`: which recognised signals a store has, and what each missing one costs.
 
 Counter and histogram semantics live in :mod:`analytics.counters`; the workload map in
@@ -18,6 +20,8 @@ from analytics.timeline.config import TimelineConfig, parse_step_s
 from analytics.timeline.pool import holdings, pool_timeline
 from analytics.timeline.service import service_timeline
 from analytics.timeline.signals import signal_report
+from analytics.timeline.slicing import slice_timelines
 
 __all__ = ["TimelineConfig", "parse_step_s", "increase", "rate", "histogram_quantile", "histogram_quantiles",
-           "holdings", "pool_timeline", "service_timeline", "signal_report", "Timelines", "timelines"]
+           "holdings", "pool_timeline", "service_timeline", "signal_report", "Timelines", "timelines",
+           "slice_timelines"]

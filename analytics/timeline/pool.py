@@ -122,12 +122,6 @@ def _ts(col: str = "ts_end_ms") -> pl.Expr:
     return pl.col(col).cast(pl.Datetime("ms")).dt.replace_time_zone("UTC").alias("ts")
 
 
-def _run_device_steps(store: Store, params: dict[str, int]) -> None:
-    _run_instance_steps(store, params)
-    _run_timesliced(store)
-    _run_ksm_free(store, params)
-
-
 def _run_instance_steps(store: Store, params: dict[str, int]) -> None:
     """``tl_dev_step``, ``tl_dev_inst`` and ``tl_dev_hold`` over the steps of ``params``."""
     store.con.execute(q.DEVICE_STEPS, params).fetchall()
@@ -175,24 +169,39 @@ def _timeslice_candidates(store: Store, inst: pl.DataFrame) -> pl.DataFrame:
     return inst.filter((pl.col("resource") == sg.KSM_GPU_RESOURCE) & pl.col("hostname").is_in(hosts))
 
 
-def _windowed_device_pass(store: Store, params: dict[str, int], dev_series: pl.DataFrame,
-                          inst: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _decide_timesliced(store: Store, params: dict[str, int], dev_series: pl.DataFrame,
+                       inst: pl.DataFrame) -> None:
+    """Re-resource the time-sliced GPUs in ``tl_inst``, deciding over the store's whole span.
+
+    The one decision of the device pass that is not a step's own: a whole GPU on a node that
+    advertises the shared resource is time-sliced if two pods ever held it at one scrape. It
+    is taken on the candidate instances alone (an instance's holders do not depend on the
+    others), over every sample the store has, so a GPU is counted the same way whatever range
+    is viewed, and a part of a range's timelines is that range's cut to it
+    (:mod:`analytics.timeline.slicing`).
+    """
+    cand = _timeslice_candidates(store, inst)
+    if cand.height == 0:
+        return
+    span = step_range(store, TimelineConfig(step_s=params["step_ms"] // 1000))
+    whole = _params(span) if span is not None else params
+    register_temp(store, "tl_dev_series", dev_series.join(cand.select("inst_id"), on="inst_id", how="semi"))
+    _run_instance_steps(store, whole)
+    _run_timesliced(store)
+    register_temp(store, "tl_dev_series", dev_series)
+
+
+def _windowed_device_pass(store: Store, params: dict[str, int], inst: pl.DataFrame
+                          ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Raw :data:`~analytics.sql.timeline.HOLDINGS` and ``POOL_DEVICE_STATS`` rows over the
     range, the device pass run window by window.
 
     Every statement of the pass groups by step (windows are cut at step boundaries, so each
-    step lies in one window), except the time-slicing decision, which looks at the whole range:
-    it is taken first, on its candidate instances alone over the whole range (an instance's
-    holders do not depend on the other instances), so each window counts idle capacity in the
-    resource the one-go pass would. The rows are the one-go pass's; a sum of GPU fractions may
-    differ in its last bit (DuckDB adds them in another order).
+    step lies in one window); the time-slicing decision, the one that does not, is taken
+    before (:func:`_decide_timesliced`), so each window counts idle capacity in the resource
+    the one-go pass would. The rows are the one-go pass's; a sum of GPU fractions may differ
+    in its last bit (DuckDB adds them in another order).
     """
-    cand = _timeslice_candidates(store, inst)
-    if cand.height:
-        register_temp(store, "tl_dev_series", dev_series.join(cand.select("inst_id"), on="inst_id", how="semi"))
-        _run_instance_steps(store, params)
-        _run_timesliced(store)
-        register_temp(store, "tl_dev_series", dev_series)
     held, stats = [], []
     for w in _windows(params, inst.height):
         _run_instance_steps(store, w)
@@ -225,11 +234,8 @@ def device_pass(store: Store, params: dict[str, int], wmap: WorkloadMap,
     if prepared is None:
         return None
     pods, dev_series, inst = prepared
-    if len(_windows(params, inst.height)) == 1:
-        _run_device_steps(store, params)
-        held, stats = store.query(q.HOLDINGS), store.query(q.POOL_DEVICE_STATS)
-    else:
-        held, stats = _windowed_device_pass(store, params, dev_series, inst)
+    _decide_timesliced(store, params, dev_series, inst)
+    held, stats = _windowed_device_pass(store, params, inst)
     return pods, _holdings_frame(held), stats
 
 

@@ -1,0 +1,47 @@
+"""A part of a range's timelines, cut from the whole range's instead of built again.
+
+Every timeline value is a function of its own step: samples in ``(ts - step, ts]``, counter
+increases with their lookback before the step, the step grid aligned to the epoch; the one
+decision that is not a step's own (whether a GPU is time-sliced) is taken over the store's
+whole span. The steps of a sub-range are therefore the whole range's rows with ``ts`` in the
+sub-range's grid: the app cuts a zoom from the range it has instead of reading the store again.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import polars as pl
+
+
+def step_ends(step_s: int, start_ms: int, end_ms: int) -> tuple[int, int]:
+    """The first and last step ends (UTC ms) of ``[start_ms, end_ms]`` at ``step_s``, as
+    :func:`analytics.counters.step_range` places them.
+
+    >>> step_ends(300, 1_000, 600_000)
+    (300000, 600000)
+    """
+    step_ms = int(step_s) * 1000
+    return -(-start_ms // step_ms) * step_ms, -(-end_ms // step_ms) * step_ms
+
+
+def slice_timelines(whole: Mapping[str, pl.DataFrame], step_s: int, start_ms: int | None,
+                    end_ms: int | None) -> dict[str, pl.DataFrame]:
+    """The ``{"pool", "holdings", "services"}`` timelines of ``[start_ms, end_ms]`` (``None``:
+    open on that side) cut from those of a range that covers it, at the same step: equal to
+    building them for the sub-range.
+
+    >>> import datetime as dt
+    >>> ts = [dt.datetime(2026, 1, 1, 0, m, tzinfo=dt.timezone.utc) for m in (1, 2, 3)]
+    >>> whole = {"pool": pl.DataFrame({"ts": ts, "gpus": [1.0, 2.0, 3.0]})}
+    >>> t0 = int(ts[0].timestamp() * 1000)
+    >>> slice_timelines(whole, 60, t0 + 1, None)["pool"]["gpus"].to_list()  # from the 2nd step
+    [2.0, 3.0]
+    """
+    lo = pl.lit(True) if start_ms is None else pl.col("ts") >= _ts(step_ends(step_s, start_ms, start_ms)[0])
+    hi = pl.lit(True) if end_ms is None else pl.col("ts") <= _ts(step_ends(step_s, end_ms, end_ms)[1])
+    return {name: frame.filter(lo & hi) for name, frame in whole.items()}
+
+
+def _ts(ms: int) -> pl.Expr:
+    return pl.lit(ms).cast(pl.Datetime("ms")).dt.replace_time_zone("UTC")
