@@ -74,12 +74,18 @@ def _no_exception(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
-def test_other_pages_and_steps_are_ready_before_the_click(pool_db: Path, heavy_calls) -> None:
-    calls, prefetcher = heavy_calls
+def _opened(db: Path, **params: str) -> AppTest:
+    """The app opened from a link to ``db`` (and ``params``), its first run done."""
     at = AppTest.from_file(str(APP), default_timeout=120)
-    at.query_params.update({"source": "duckdb", "db": str(pool_db)})
+    at.query_params.update({"source": "duckdb", "db": str(db), **params})
     at.run()
     _no_exception(at)
+    return at
+
+
+def test_other_pages_and_steps_are_ready_before_the_click(pool_db: Path, heavy_calls) -> None:
+    calls, prefetcher = heavy_calls
+    at = _opened(pool_db)
     assert at.title[0].value == "Overview"
     # The Overview computed its own timelines in the script's thread...
     assert [(n, s) for n, s, thread in calls if thread != analyses.THREAD_NAME] == [("timelines", 60)]
@@ -106,9 +112,7 @@ def test_other_pages_and_steps_are_ready_before_the_click(pool_db: Path, heavy_c
 def test_off_switch_and_large_ranges(pool_db: Path, heavy_calls, monkeypatch: pytest.MonkeyPatch) -> None:
     calls, prefetcher = heavy_calls
     monkeypatch.setenv(analyses.PREFETCH_ENV, "0")
-    at = AppTest.from_file(str(APP), default_timeout=120)
-    at.query_params.update({"source": "duckdb", "db": str(pool_db)})
-    at.run()
+    at = _opened(pool_db)
     assert prefetcher.wait_idle(5) and all(c[2] != analyses.THREAD_NAME for c in calls)
 
     # A range past the budget still gets the other pages' calls, but no other steps.
@@ -128,9 +132,7 @@ def test_off_switch_and_large_ranges(pool_db: Path, heavy_calls, monkeypatch: py
 def test_a_zoom_is_cut_from_the_whole_span(pool_db: Path, heavy_calls, monkeypatch: pytest.MonkeyPatch) -> None:
     calls, _ = heavy_calls
     monkeypatch.setenv(analyses.PREFETCH_ENV, "0")
-    at = AppTest.from_file(str(APP), default_timeout=120)
-    at.query_params.update({"source": "duckdb", "db": str(pool_db)})
-    at.run()
+    at = _opened(pool_db)
     assert [c[:2] for c in calls] == [("timelines", 60)]
     open_settings(at)
     lo, hi = at.sidebar.slider(key="v_range").value
@@ -146,11 +148,7 @@ def test_a_zoom_is_cut_from_the_whole_span(pool_db: Path, heavy_calls, monkeypat
     st.cache_data.clear()
     common = importlib.import_module("pages._common")
     common._WHOLE_SPANS.clear()
-    link = AppTest.from_file(str(APP), default_timeout=120)
-    link.query_params.update({"source": "duckdb", "db": str(pool_db),
-                              "start": at.query_params["start"], "end": at.query_params["end"]})
-    link.run()
-    _no_exception(link)
+    link = _opened(pool_db, start=at.query_params["start"], end=at.query_params["end"])
     assert len(calls) == 2  # built for the zoom this time
     assert {m.label: m.value for m in link.metric} == zoomed_kpis
     assert "Mean allocation" in zoomed_kpis
