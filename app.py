@@ -1,4 +1,4 @@
-"""Tidelens: the app's entry point. Page setup and navigation; no analysis.
+"""Tidelens: the app's entry point. Page setup, navigation and the background prefetch; no analysis.
 
 Run with ``streamlit run app.py`` (``make run``). Pages are registered in :data:`PAGES`; a page
 appears only when its file exists, so pages added later show up without touching this file.

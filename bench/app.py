@@ -177,6 +177,16 @@ def _change_s(browser, url: str, *, read_s: float) -> list[tuple[str, float]]:
                                timeout=300_000)
         page.wait_for_selector(APP_IDLE, timeout=300_000)
         out.append(("SLO +10 ms", time.perf_counter() - t0))
+        # Drag the range's start one slider step (15 min) to the right, from the keyboard.
+        before = page.evaluate("() => new URL(location.href).searchParams.get('start')")
+        page.locator('[data-testid="stSidebar"] [data-testid="stSlider"] input[type="range"]').first.focus()
+        t0 = time.perf_counter()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("b => new URL(location.href).searchParams.get('start') !== b",
+                               arg=before, timeout=300_000)
+        page.wait_for_selector(APP_IDLE, timeout=300_000)
+        wait_settled(page, 300_000)
+        out.append(("range start +15 min", time.perf_counter() - t0))
     finally:
         page.close()
     return out
@@ -288,15 +298,16 @@ def main(argv: list[str] | None = None) -> int:
                   f"{worst_tab / peer:.2f}x the peer (one small chart: {peer:.2f} s, Streamlit's "
                   f"own floor on this machine)")
             visited.close()
-            # A range never opened before (the last week), so nothing is cached for it: once
-            # changed right after the page has drawn, once after a user's reading time.
+            # A range not opened before (the last week or eight days): once changed right after
+            # the page has drawn, once after a user's reading time.
             from analytics.view import iso_utc
 
             totals = _totals(app_url, query)
             for i, read_s in enumerate((0.0, args.read_s)):
                 start = iso_utc(totals["last_ts_ms"] - (7 + i) * 86_400_000)
                 fresh = urllib.parse.urlencode({**query, "start": start})
-                print(f"settings change on Overview, a range never opened, {read_s:g} s after it drew:")
+                print(f"settings change on Overview, on a range not opened before, {read_s:g} s after "
+                      "it drew (a zoom is cut from the whole span's timelines):")
                 for label, secs in _change_s(browser, f"{app_url}/?{fresh}", read_s=read_s):
                     ok = "ok" if secs < TARGET_CHANGE_S else "SLOW"
                     print(f"  {label:<16} {secs:6.2f} s {ok}")
