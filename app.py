@@ -29,9 +29,11 @@ st.set_page_config(page_title="Tidelens", page_icon=":material/waves:", layout="
 pages = [st.Page(str(ROOT / path), title=title, icon=icon, url_path=url, default=(i == 0))
          for i, (path, title, icon, url) in enumerate(PAGES) if (ROOT / path).exists()]
 page = st.navigation(pages, position="sidebar", expanded=True)
-page.run()
+try:
+    page.run()
+finally:
+    # The page has drawn (or stopped early): compute in the background what the other pages
+    # and steps will ask for.
+    from pages._analyses import prefetch_after_run
 
-# The page has drawn: compute in the background what the other pages and steps will ask for.
-from pages._analyses import prefetch_after_run  # noqa: E402 - after the page, on purpose
-
-prefetch_after_run()
+    prefetch_after_run(page.url_path)

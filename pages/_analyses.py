@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 import importlib
 from typing import TYPE_CHECKING, Any, Callable
@@ -27,7 +27,8 @@ import streamlit as st
 
 from analytics.view import STEP_CHOICES_S, ViewSettings
 from pages._common import (TIMELINE_CODE, DataSource, cached_timelines, cached_totals,
-                           config_version, load_workload_map, open_store, persisted)
+                           config_version, load_workload_map, open_store, persisted,
+                           take_run_view)
 
 if TYPE_CHECKING:
     from analytics.diurnal.report import RhythmPageData
@@ -53,6 +54,11 @@ EVENTS_MERGE_GAP_MIN = 10.0
 PREFETCH_MAX_SAMPLES = 60_000_000
 PREFETCH_ENV = "TIDELENS_PREFETCH"  # "0" turns the prefetch off (the AppTests do)
 THREAD_NAME = "tidelens-prefetch"
+# Linux nice of the prefetch thread (and the DuckDB workers it starts): about a third of a
+# core's share against a page's run. Not lower: a click that asks for the value the prefetch
+# is computing waits for it (Streamlit computes a cached value once), and an unprivileged
+# process cannot raise the priority again.
+NICE = 5
 
 
 # -- the heavy calls ------------------------------------------------------------------------
@@ -124,20 +130,24 @@ class Job:
     call: Callable[[], Any] = field(compare=False)
 
 
-def prefetch_jobs(v: ViewSettings, src: DataSource, state: Any) -> list[Job]:
+def prefetch_jobs(v: ViewSettings, src: DataSource, state: Any, page: str = "") -> list[Job]:
     """What the pages will ask for next, for view ``v``, most likely first.
 
-    ``state`` is the session's state: a page's own settings (the rhythm's resolution, the
-    What-if service, ...) decide its call as they do on the page; defaults otherwise.
+    ``state`` is the session's state and ``page`` the url path of the page just drawn. The
+    Rhythm's and Tail events' own settings count on their own page only: Streamlit drops them
+    once another page has run, and the page opens again with its defaults. The What-if
+    service is carried across pages (``pages/_common``), so it always counts.
     """
     path, version, mv = src.path, src.version, config_version()
     assert path is not None
     base = (path, version, v.start_ms, v.end_ms)
-    resolution = int(state.get("rhythm_resolution", RHYTHM_RESOLUTION_S))
-    tidal, band = state.get("rhythm_tidal"), state.get("rhythm_band")  # None: the defaults
-    signal = state.get("rhythm_signal")
-    min_dur = float(state.get("ev_min_dur", EVENTS_MIN_DURATION_MIN))
-    gap = float(state.get("ev_gap", EVENTS_MERGE_GAP_MIN))
+    own = state if page == "rhythm" else {}
+    resolution = int(own.get("rhythm_resolution", RHYTHM_RESOLUTION_S))
+    tidal, band = own.get("rhythm_tidal"), own.get("rhythm_band")  # None: the defaults
+    signal = own.get("rhythm_signal")
+    own = state if page == "events" else {}
+    min_dur = float(own.get("ev_min_dur", EVENTS_MIN_DURATION_MIN))
+    gap = float(own.get("ev_gap", EVENTS_MERGE_GAP_MIN))
     slo_items = tuple(sorted(v.slo_ms.items()))
     svc = state.get("w_svc")
 
@@ -204,7 +214,7 @@ class Prefetcher:
 
     A newer view replaces the jobs not yet started. Finished keys are remembered (bounded),
     so a rerun of the same view queues nothing. The thread runs at a lower CPU priority
-    (Linux nice 10, inherited by the DuckDB workers it starts), after ``delay_s`` of quiet,
+    (Linux nice :data:`NICE`, inherited by the DuckDB workers it starts), after ``delay_s`` of quiet,
     so the page on screen is drawn first and a user's own run is not slowed. Each new view
     submitted restarts the quiet time.
     """
@@ -218,7 +228,7 @@ class Prefetcher:
         self._busy = False
         self._submitted_at = 0.0
         self._thread: threading.Thread | None = None
-        self.failures: list[tuple[tuple[Any, ...], str]] = []
+        self.failures: deque[tuple[tuple[Any, ...], str]] = deque(maxlen=50)
 
     def submit(self, jobs: list[Job]) -> None:
         with self._cv:
@@ -238,7 +248,7 @@ class Prefetcher:
 
     def _run(self) -> None:
         try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
         except (AttributeError, OSError):
             pass  # not Linux: the same work at normal priority
         while True:
@@ -261,11 +271,11 @@ class Prefetcher:
             try:
                 job.call()
             except Exception as exc:  # noqa: BLE001 - the page will show the same error itself
+                # Not remembered as done: a store busy with a writer now may be free next time.
                 self.failures.append((job.key, f"{type(exc).__name__}: {exc}"))
                 _LOG.info("prefetch of %s failed: %s", job.key[0], exc)
-            else:
-                _LOG.debug("prefetched %s in %.2f s", job.key[0],
-                           time.perf_counter() - t0)
+                continue
+            _LOG.debug("prefetched %s in %.2f s", job.key[0], time.perf_counter() - t0)
             with self._cv:
                 self._done[job.key] = None
                 while len(self._done) > self._remember:
@@ -285,12 +295,13 @@ logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").add
 PREFETCH = Prefetcher()
 
 
-def prefetch_after_run() -> None:
-    """Queue the prefetch for the view this run drew (``app.py`` calls it after the page)."""
-    if os.environ.get(PREFETCH_ENV, "1") == "0":
+def prefetch_after_run(page: str = "") -> None:
+    """Queue the prefetch for the view this run drew (``app.py`` calls it after the page,
+    whose url path is ``page``, also when the page stopped early)."""
+    found = take_run_view()
+    if os.environ.get(PREFETCH_ENV, "1") == "0" or found is None:
         return
-    state = st.session_state
-    v, src = state.get("view"), state.get("view_source")
-    if v is None or src is None or src.problem or not src.path:
+    v, src, state = found
+    if src.problem or not src.path:
         return
-    PREFETCH.submit(prefetch_jobs(v, src, state))
+    PREFETCH.submit(prefetch_jobs(v, src, state, page))

@@ -48,8 +48,11 @@ URL_KEYS = ("source", "db", "start", "end", "step", "slo", "tz")
 class StoreLock:
     """Any number of readers at once, or one writer (who may nest reads and writes).
 
-    Readers go first: a writer waits until no reader holds the lock, so a read nested in a
-    read never deadlocks behind a waiting writer.
+    A waiting writer goes first: new readers wait for it, so a stream of reads (sessions, the
+    prefetch) cannot hold an upload off forever. A thread already reading reads again without
+    waiting (its read would otherwise deadlock behind the writer waiting for it), and may not
+    start to write: DuckDB refuses a read-write connection to a file the process has open
+    read-only.
     """
 
     def __init__(self) -> None:
@@ -57,16 +60,22 @@ class StoreLock:
         self._readers = 0
         self._writer: int | None = None
         self._depth = 0
+        self._writers_waiting = 0
+        self._mine = threading.local()  # this thread's read depth
 
     @contextmanager
     def reading(self) -> Iterator[None]:
         me = threading.get_ident()
+        depth = getattr(self._mine, "depth", 0)
         with self._cv:
-            self._cv.wait_for(lambda: self._writer in (None, me))
+            if depth == 0 and self._writer != me:
+                self._cv.wait_for(lambda: self._writer is None and self._writers_waiting == 0)
             self._readers += 1
+        self._mine.depth = depth + 1
         try:
             yield
         finally:
+            self._mine.depth = depth
             with self._cv:
                 self._readers -= 1
                 self._cv.notify_all()
@@ -74,9 +83,15 @@ class StoreLock:
     @contextmanager
     def writing(self) -> Iterator[None]:
         me = threading.get_ident()
+        if getattr(self._mine, "depth", 0) and self._writer != me:
+            raise RuntimeError("a store read is open in this thread: close it before writing")
         with self._cv:
-            self._cv.wait_for(lambda: self._writer == me
-                              or (self._writer is None and self._readers == 0))
+            self._writers_waiting += 1
+            try:
+                self._cv.wait_for(lambda: self._writer == me
+                                  or (self._writer is None and self._readers == 0))
+            finally:
+                self._writers_waiting -= 1
             self._writer = me
             self._depth += 1
         try:
@@ -351,27 +366,39 @@ def cached_timelines(path: str, version: str, start_ms: int | None, end_ms: int 
     whole_key = (path, version, step_s, map_version, code)
     if start_ms is None and end_ms is None:
         found = _timelines_shared(path, version, None, None, step_s, map_version, code)
-        with _WHOLE_LOCK:
-            _WHOLE_SPANS[whole_key] = None
-            while len(_WHOLE_SPANS) > 8:  # as many as _timelines_shared keeps
-                _WHOLE_SPANS.popitem(last=False)
+        if found is not None:
+            with _WHOLE_LOCK:
+                _WHOLE_SPANS[whole_key] = found
+                _WHOLE_SPANS.move_to_end(whole_key)
+                while len(_WHOLE_SPANS) > 1 and (
+                        len(_WHOLE_SPANS) > WHOLE_SPANS_KEPT
+                        or sum(f.estimated_size() for tl in _WHOLE_SPANS.values()
+                               for f in tl.values()) > WHOLE_SPANS_MAX_BYTES):
+                    _WHOLE_SPANS.popitem(last=False)
         return found
-    if whole_key in _WHOLE_SPANS:
+    with _WHOLE_LOCK:
+        whole = _WHOLE_SPANS.get(whole_key)
+    if whole is not None:
         return _cut_timelines(path, version, start_ms, end_ms, step_s, map_version, code)
     return _timelines_shared(path, version, start_ms, end_ms, step_s, map_version, code)
 
 
-# Whole-span timelines this server has built or read (their keys): a zoom is cut from them.
-_WHOLE_SPANS: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+# The whole-span timelines last used (the frames themselves, so a zoom never rebuilds the
+# whole span that Streamlit's cache may have dropped): a zoom is cut from them. As many as
+# the steps a view offers, within a memory budget (the newest is always kept).
+WHOLE_SPANS_KEPT = 8
+WHOLE_SPANS_MAX_BYTES = 1 << 30
+_WHOLE_SPANS: OrderedDict[tuple[Any, ...], dict[str, pl.DataFrame]] = OrderedDict()
 _WHOLE_LOCK = threading.Lock()
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _cut_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
                    step_s: int, map_version: str, code_version: str) -> dict[str, pl.DataFrame] | None:
-    whole = _timelines_shared(path, version, None, None, step_s, map_version, code_version)
+    with _WHOLE_LOCK:
+        whole = _WHOLE_SPANS.get((path, version, step_s, map_version, code_version))
     found = optional("analytics.timeline", "slice_timelines")
-    if whole is None or found is None:
+    if whole is None or found is None:  # dropped meanwhile: build the zoom itself
         return _timelines_shared(path, version, start_ms, end_ms, step_s, map_version, code_version)
     return found[0](whole, step_s, start_ms, end_ms)
 
@@ -590,8 +617,33 @@ def render_sidebar() -> ViewSettings:
             st.caption(f"Store: `{src.path}`")
     ss["view"] = settings
     ss["view_source"] = src
+    _remember_run_view(settings, src, ss)
     _sync_url(settings)
     return settings
+
+
+# The page settings the background prefetch reads (pages/_analyses.py).
+PREFETCH_STATE_KEYS = ("rhythm_resolution", "rhythm_tidal", "rhythm_band", "rhythm_signal",
+                       "ev_min_dur", "ev_gap", "w_svc")
+_RUN_VIEWS: OrderedDict[int, tuple[ViewSettings, DataSource, dict[str, Any]]] = OrderedDict()
+
+
+def _remember_run_view(settings: ViewSettings, src: DataSource, ss: Any) -> None:
+    with _WHOLE_LOCK:
+        _RUN_VIEWS[threading.get_ident()] = (
+            settings, src, {k: ss[k] for k in PREFETCH_STATE_KEYS if k in ss})
+        while len(_RUN_VIEWS) > 64:  # script threads whose run never asked for it
+            _RUN_VIEWS.popitem(last=False)
+
+
+def take_run_view() -> tuple[ViewSettings, DataSource, dict[str, Any]] | None:
+    """The view, data source and page settings this thread's run drew, once.
+
+    Makes no Streamlit call: it is read after the page has run, also after an ``st.stop()``,
+    when Streamlit raises its stop again at the next call.
+    """
+    with _WHOLE_LOCK:
+        return _RUN_VIEWS.pop(threading.get_ident(), None)
 
 
 def _slo_settings(slo_all: float, slo_text: str, *, show_error: bool) -> dict[str, float]:

@@ -62,6 +62,51 @@ def test_a_writer_nests_reads_and_writes_then_lets_readers_in() -> None:
     assert blocked.is_set()
 
 
+def test_a_waiting_writer_goes_before_new_readers() -> None:
+    lock = StoreLock()
+    events = {k: threading.Event() for k in ("a_in", "a_again", "a_go", "w_in", "b_in")}
+    order: list[str] = []
+
+    def reader_a() -> None:
+        with lock.reading():
+            events["a_in"].set()
+            events["a_go"].wait(30)
+            with lock.reading():  # its own read again, while the writer waits: no deadlock
+                events["a_again"].set()
+
+    def writer() -> None:
+        with lock.writing():
+            order.append("writer")
+            events["w_in"].set()
+
+    def reader_b() -> None:
+        with lock.reading():
+            order.append("reader b")
+            events["b_in"].set()
+
+    a = _in_thread(reader_a)
+    assert events["a_in"].wait(30)
+    w = _in_thread(writer)
+    w.join(0.3)
+    b = _in_thread(reader_b)  # a new session arrives while the upload waits
+    b.join(0.3)
+    assert not events["b_in"].is_set(), "a new reader overtook the waiting writer"
+    events["a_go"].set()
+    for t in (a, w, b):
+        t.join(10)
+    assert events["a_again"].is_set() and order == ["writer", "reader b"]
+
+
+def test_a_write_inside_a_read_is_refused() -> None:
+    lock = StoreLock()
+    with lock.reading():
+        with pytest.raises(RuntimeError, match="close it before writing"):
+            with lock.writing():
+                pass
+    with lock.writing():  # and the lock is still usable
+        pass
+
+
 def test_two_sessions_read_one_file_at_once_then_an_upload_writes(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(common, "_STORE_LOCK", StoreLock())

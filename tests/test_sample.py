@@ -350,3 +350,21 @@ def test_exported_buckets_are_the_requests_the_truth_counts(small) -> None:
                               (above > 0.01 * n_req)[n_req > 0])
     slo = next(s.slo_p99_ms for s in r.scenario.services if s.name == "recommender")
     assert any(np.isclose(b * 1000.0, slo) for b in bounds)
+
+
+def test_the_package_truth_is_the_writer_whatever_was_imported_first() -> None:
+    # `truth` is a submodule and the function the package exports; importing the submodule (or
+    # the writers) before reading the name must not turn the package's `truth` into the module.
+    import subprocess
+    import sys
+
+    code = ("import analytics.sample.truth, analytics.sample.export\n"
+            "from analytics.sample import truth, SCENARIOS\n"
+            "import analytics.sample as s\n"
+            "assert callable(truth) and callable(s.truth), truth\n")
+    subprocess.run([sys.executable, "-c", "import sys\n" + code], check=True, timeout=120)
+    # Finding the sample's file does not load the simulator (scipy): the app's first run.
+    lazy = subprocess.run([sys.executable, "-c", "import sys, analytics.sample\n"
+                           "print('analytics.sample.sim' in sys.modules)"],
+                          check=True, timeout=120, capture_output=True, text=True)
+    assert lazy.stdout.strip() == "False"

@@ -139,7 +139,7 @@ def weighted_p99(p99_ms: np.ndarray, weights: np.ndarray) -> float:
 
 def _thin(lam: np.ndarray, rep: np.ndarray, obs: np.ndarray, slo_ms: float
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """About ``MAX_FIT_POINTS`` steps for the grid (at most 1.5 times that), and their weights.
+    """About ``MAX_FIT_POINTS`` steps for the grid (fewer than twice that), and their weights.
 
     Every step that breaks the SLO is kept while there are at most ``MAX_FIT_POINTS`` of them
     (they decide the fit), and a stride of the rest. Past that (an SLO set below the usual

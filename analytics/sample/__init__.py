@@ -29,8 +29,20 @@ DEFAULT_CACHE_DIR = Path(__file__).resolve().parents[2] / "data" / "cache"
 
 # The simulator and its writers import scipy (about 0.7 s): loaded on first use, so that
 # finding the bundled sample's file (the app's first run) does not pay for them.
-_LAZY = {"FORMATS": "export", "load_into": "export", "truth": "export", "truth_p99": "export",
+_LAZY = {"FORMATS": "export", "load_into": "export", "truth_p99": "export",
          "write_exports": "export", "SimResult": "sim", "simulate": "sim"}
+
+# ``truth`` is both a submodule and the writers' function this package exports. The import
+# system binds a submodule to its package's name when it first loads it: load it now (it is
+# light), so that the function below is what ``analytics.sample.truth`` stays.
+importlib.import_module("analytics.sample.truth")
+
+
+def truth(result: Any) -> dict[str, Any]:
+    """What ``truth.json`` holds: :func:`analytics.sample.export.truth`."""
+    from analytics.sample.export import truth as write_truth
+
+    return write_truth(result)
 
 
 def __getattr__(name: str) -> Any:
@@ -43,10 +55,7 @@ def __getattr__(name: str) -> Any:
 def _load_lazy() -> None:
     g = globals()
     for name, module in _LAZY.items():
-        # ``truth`` is also a submodule, which the import system binds here first: the
-        # package's ``truth`` is the writer's function. A name set already (a test's
-        # stand-in) is kept.
-        if name not in g or isinstance(g[name], type(os)):
+        if name not in g:  # a name set already (a test's stand-in) is kept
             g[name] = getattr(importlib.import_module(f"analytics.sample.{module}"), name)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from analytics.errors import ConfigError
-import analytics.sample.truth as tr
+from analytics.sample.truth import VARIANTS, classify, detect_runs, iso
 from analytics.sample.batch import plan_jobs
 from analytics.sample.cluster import ScenarioConfig, Topology, build_topology
 from analytics.sample.latency import LatencyDraws, Uniforms, draw_latency
@@ -134,20 +134,20 @@ def _events(res: SimResult) -> list[dict[str, Any]]:
     out = []
     for svc in sc.services:
         full = res.p99_variants["full"][svc.name]
-        runs = tr.detect_runs(full, svc.slo_p99_ms, sc.min_event_min, sc.merge_gap_min)
-        variants = {v: res.p99_variants[v][svc.name] for v in tr.VARIANTS}
-        v_runs = {v: tr.detect_runs(p, svc.slo_p99_ms, sc.min_event_min, sc.merge_gap_min)
+        runs = detect_runs(full, svc.slo_p99_ms, sc.min_event_min, sc.merge_gap_min)
+        variants = {v: res.p99_variants[v][svc.name] for v in VARIANTS}
+        v_runs = {v: detect_runs(p, svc.slo_p99_ms, sc.min_event_min, sc.merge_gap_min)
                   for v, p in variants.items()}
         for a, b in runs:
-            cause, info = tr.classify(a, b, svc.slo_p99_ms, full, variants, v_runs)
+            cause, info = classify(a, b, svc.slo_p99_ms, full, variants, v_runs)
             start = int(ts[a])
             minute_of_day = a % MIN_PER_DAY
             ramp = int(sc.ramp_hour_utc * 60)
             weekday = (a // MIN_PER_DAY) % 7 < 5
             on_ramp = weekday and ramp - 30 <= minute_of_day < ramp + 120
             out.append({
-                "id": f"{svc.name}-{tr.iso(start).replace('-', '').replace(':', '')[:13]}Z",
-                "service": svc.name, "start": tr.iso(start), "end": tr.iso(start + (b - a) * step_ms),
+                "id": f"{svc.name}-{iso(start).replace('-', '').replace(':', '')[:13]}Z",
+                "service": svc.name, "start": iso(start), "end": iso(start + (b - a) * step_ms),
                 "start_ms": start, "end_ms": start + (b - a) * step_ms, "minutes": b - a,
                 "peak_p99_ms": round(float(np.nanmax(full[a:b])), 1), "slo_p99_ms": svc.slo_p99_ms,
                 "cause": cause, "misattributable_by_dashboard": bool(cause == "batch_contention" and on_ramp),
