@@ -169,29 +169,32 @@ def prefetch_jobs(v: ViewSettings, src: DataSource, state: Any, page: str = "") 
         return Job(("timelines", *base, s, mv),
                    lambda: cached_timelines(path, version, v.start_ms, v.end_ms, s, mv))
 
-    calibration = Job(("calibration", *base, v.step_s, mv, svc, slo_items), calibrate)
-    jobs = [
+    whole_span: list[Job] = []
+    if ((v.start_ms is not None or v.end_ms is not None)
+            and (cached_totals(path, version).get("samples") or 0) <= PREFETCH_MAX_SAMPLES):
+        # A zoom: the whole span at this step, from which every later zoom is cut at once.
+        whole_span = [Job(("timelines", path, version, None, None, v.step_s, mv),
+                          lambda: cached_timelines(path, version, None, None, v.step_s, mv))]
+    coarser: list[Job] = []
+    rest: list[Job] = []
+    if _samples_in_range(src, v) <= PREFETCH_MAX_SAMPLES:
+        # The next coarser step (the likeliest change) before the calibration, the rest after.
+        others = [s for s in STEP_CHOICES_S if s != v.step_s]
+        following = [s for s in others if s > v.step_s][:1]
+        coarser = [at_step(s) for s in following]
+        rest = [at_step(s) for s in others if s not in following]
+    return [
         Job(("imports",), import_page_modules),
         at_step(v.step_s),
+        *whole_span,
         Job(("rhythm", *base, signal, v.step_s, mv, resolution, tidal, band, v.tz), rhythm),
         Job(("events", *base, v.step_s, mv, slo_items, min_dur, gap),
             lambda: cached_events(path, version, v.start_ms, v.end_ms, v.step_s, mv, slo_items,
                                   min_dur, gap, None, None)),
-        calibration,
+        *coarser,
+        Job(("calibration", *base, v.step_s, mv, svc, slo_items), calibrate),
+        *rest,
     ]
-    zoomed = v.start_ms is not None or v.end_ms is not None
-    if zoomed and (cached_totals(path, version).get("samples") or 0) <= PREFETCH_MAX_SAMPLES:
-        # The whole span at this step: every later zoom is then cut from it at once.
-        jobs.insert(2, Job(("timelines", path, version, None, None, v.step_s, mv),
-                           lambda: cached_timelines(path, version, None, None, v.step_s, mv)))
-    if _samples_in_range(src, v) <= PREFETCH_MAX_SAMPLES:
-        # The next coarser step (the likeliest change) before the calibration, the rest after.
-        others = [s for s in STEP_CHOICES_S if s != v.step_s]
-        coarser = [s for s in others if s > v.step_s][:1]
-        at = jobs.index(calibration)
-        jobs[at:at] = [at_step(s) for s in coarser]
-        jobs += [at_step(s) for s in others if s not in coarser]
-    return jobs
 
 
 def import_page_modules() -> None:

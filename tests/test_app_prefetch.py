@@ -4,6 +4,7 @@ background, so a click on another page, or a step change, only reads caches."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import threading
 from pathlib import Path
@@ -127,6 +128,12 @@ def test_off_switch_and_large_ranges(pool_db: Path, heavy_calls, monkeypatch: py
     assert [(j.key[0], j.key[5] if j.key[0] == "timelines" else None) for j in jobs][:6] == [
         ("imports", None), ("timelines", 60), ("rhythm", None), ("events", None), ("timelines", 300),
         ("calibration", None)]
+    # A zoomed view: the whole span at its step right after it, for the zooms to come.
+    view, src = at.session_state["view"], at.session_state["view_source"]
+    with Store(pool_db, read_only=True) as s:
+        zoom = dataclasses.replace(view, start_ms=s.totals()["first_ts_ms"] + 3_600_000)
+    keys = [j.key for j in analyses.prefetch_jobs(zoom, src, {})]
+    assert keys[2][0] == "timelines" and keys[2][3:6] == (None, None, 60)
 
 
 def test_a_zoom_is_cut_from_the_whole_span(pool_db: Path, heavy_calls, monkeypatch: pytest.MonkeyPatch) -> None:
