@@ -5,22 +5,23 @@ Not a page. A page calls ``cached_rhythm`` / ``cached_events`` / ``cached_calibr
 widgets' values; the widgets' defaults are the constants here, so what the prefetch computes
 is exactly what a page opened with its defaults asks for.
 
-After any page has drawn, ``app.py`` calls :func:`prefetch_after_run`: one low-priority thread
-per server then computes, for the view on screen, what the other pages need (the rhythm,
-the tail events, the calibration) and then the timelines at the other analysis steps. A
-later click finds them cached, or waits for the one computation already under way (Streamlit
-holds one compute lock per cached value), never for a second copy of it.
+After any page has drawn (or stopped early), ``app.py`` calls :func:`prefetch_after_run`: one
+low-priority thread per server then computes, for the view the sidebar drew, what the other
+pages need (the rhythm, the tail events, the calibration), the whole span when the view is a
+zoom (later zooms are cut from it), and the timelines at the other analysis steps. A later
+click finds them cached, or waits for the one computation already under way (Streamlit holds
+one compute lock per cached value), never for a second copy of it.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import threading
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-import importlib
 from typing import TYPE_CHECKING, Any, Callable
 
 import streamlit as st
