@@ -626,10 +626,11 @@ def render_sidebar() -> ViewSettings:
 PREFETCH_STATE_KEYS = ("rhythm_resolution", "rhythm_tidal", "rhythm_band", "rhythm_signal",
                        "ev_min_dur", "ev_gap", "w_svc")
 _RUN_VIEWS: OrderedDict[int, tuple[ViewSettings, DataSource, dict[str, Any]]] = OrderedDict()
+_RUN_VIEWS_LOCK = threading.Lock()
 
 
 def _remember_run_view(settings: ViewSettings, src: DataSource, ss: Any) -> None:
-    with _WHOLE_LOCK:
+    with _RUN_VIEWS_LOCK:
         _RUN_VIEWS[threading.get_ident()] = (
             settings, src, {k: ss[k] for k in PREFETCH_STATE_KEYS if k in ss})
         while len(_RUN_VIEWS) > 64:  # script threads whose run never asked for it
@@ -642,7 +643,7 @@ def take_run_view() -> tuple[ViewSettings, DataSource, dict[str, Any]] | None:
     Makes no Streamlit call: it is read after the page has run, also after an ``st.stop()``,
     when Streamlit raises its stop again at the next call.
     """
-    with _WHOLE_LOCK:
+    with _RUN_VIEWS_LOCK:
         return _RUN_VIEWS.pop(threading.get_ident(), None)
 
 
