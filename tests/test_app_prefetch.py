@@ -192,3 +192,40 @@ def test_a_page_that_stops_early_still_prefetches(pool_db: Path, heavy_calls) ->
     _no_exception(at)
     assert prefetcher.wait_idle(300)
     assert ("rhythm_page_data", 60, analyses.THREAD_NAME) in calls
+
+
+def test_a_page_own_settings_count_on_that_page_only(pool_db: Path, heavy_calls,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(analyses.PREFETCH_ENV, "0")
+    at = _opened(pool_db)
+    view, src = at.session_state["view"], at.session_state["view_source"]
+    left_behind = {"rhythm_tidal": 0.3, "ev_min_dur": 12.0, "w_svc": "chat-vllm"}
+
+    def key(page: str, what: str) -> tuple:
+        return next(j.key for j in analyses.prefetch_jobs(view, src, left_behind, page)
+                    if j.key[0] == what)
+
+    # Streamlit drops a page's widget values once another page has run: elsewhere, defaults.
+    assert key("overview", "rhythm")[-3] is None and key("rhythm", "rhythm")[-3] == 0.3
+    assert key("overview", "events")[-2] == analyses.EVENTS_MIN_DURATION_MIN
+    assert key("events", "events")[-2] == 12.0
+    # The What-if service is carried across pages: it always counts.
+    assert key("overview", "calibration")[-2] == "chat-vllm"
+
+
+def test_a_failed_job_is_tried_again() -> None:
+    prefetcher = analyses.Prefetcher(delay_s=0.0)
+    runs: list[int] = []
+
+    def flaky() -> None:
+        runs.append(1)
+        if len(runs) == 1:
+            raise OSError("Could not set lock on file: a writer holds it")
+
+    job = analyses.Job(("flaky",), flaky)
+    prefetcher.submit([job])
+    assert prefetcher.wait_idle(30) and len(prefetcher.failures) == 1
+    prefetcher.submit([job])  # the next view asks again
+    assert prefetcher.wait_idle(30) and len(runs) == 2
+    prefetcher.submit([job])  # done now: not run a third time
+    assert prefetcher.wait_idle(30) and len(runs) == 2
