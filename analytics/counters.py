@@ -58,9 +58,16 @@ def step_range(store: "Store", cfg: "TimelineConfig") -> tuple[int, int, int] | 
         end = row[1] if end is None else end
     if end < start:
         return None
-    first_end = -(-start // step_ms) * step_ms
-    last_end = -(-end // step_ms) * step_ms
-    return step_ms, first_end - step_ms, last_end
+    return step_ms, step_end(step_ms, start) - step_ms, step_end(step_ms, end)
+
+
+def step_end(step_ms: int, ts_ms: int) -> int:
+    """The end of the step holding ``ts_ms``: steps are ``(end - step, end]``, aligned to the epoch.
+
+    >>> step_end(300_000, 1_000), step_end(300_000, 300_000), step_end(300_000, 300_001)
+    (300000, 300000, 600000)
+    """
+    return -(-ts_ms // step_ms) * step_ms
 
 
 def register_temp(store: "Store", name: str, frame: pl.DataFrame) -> None:

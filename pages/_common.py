@@ -622,17 +622,16 @@ def render_sidebar() -> ViewSettings:
     return settings
 
 
-# The page settings the background prefetch reads (pages/_analyses.py).
-PREFETCH_STATE_KEYS = ("rhythm_resolution", "rhythm_tidal", "rhythm_band", "rhythm_signal",
-                       "ev_min_dur", "ev_gap", "w_svc")
 _RUN_VIEWS: OrderedDict[int, tuple[ViewSettings, DataSource, dict[str, Any]]] = OrderedDict()
 _RUN_VIEWS_LOCK = threading.Lock()
 
 
 def _remember_run_view(settings: ViewSettings, src: DataSource, ss: Any) -> None:
+    # A shallow copy of the session's state: the page settings the prefetch reads
+    # (pages/_analyses.prefetch_jobs) are among them, whichever they are.
+    state = ss.to_dict()
     with _RUN_VIEWS_LOCK:
-        _RUN_VIEWS[threading.get_ident()] = (
-            settings, src, {k: ss[k] for k in PREFETCH_STATE_KEYS if k in ss})
+        _RUN_VIEWS[threading.get_ident()] = (settings, src, state)
         while len(_RUN_VIEWS) > 64:  # script threads whose run never asked for it
             _RUN_VIEWS.popitem(last=False)
 

@@ -13,16 +13,7 @@ from typing import Mapping
 
 import polars as pl
 
-
-def step_ends(step_s: int, start_ms: int, end_ms: int) -> tuple[int, int]:
-    """The first and last step ends (UTC ms) of ``[start_ms, end_ms]`` at ``step_s``, as
-    :func:`analytics.counters.step_range` places them.
-
-    >>> step_ends(300, 1_000, 600_000)
-    (300000, 600000)
-    """
-    step_ms = int(step_s) * 1000
-    return -(-start_ms // step_ms) * step_ms, -(-end_ms // step_ms) * step_ms
+from analytics.counters import step_end
 
 
 def slice_timelines(whole: Mapping[str, pl.DataFrame], step_s: int, start_ms: int | None,
@@ -38,8 +29,10 @@ def slice_timelines(whole: Mapping[str, pl.DataFrame], step_s: int, start_ms: in
     >>> slice_timelines(whole, 60, t0 + 1, None)["pool"]["gpus"].to_list()  # from the 2nd step
     [2.0, 3.0]
     """
-    lo = pl.lit(True) if start_ms is None else pl.col("ts") >= _ts(step_ends(step_s, start_ms, start_ms)[0])
-    hi = pl.lit(True) if end_ms is None else pl.col("ts") <= _ts(step_ends(step_s, end_ms, end_ms)[1])
+    step_ms = int(step_s) * 1000
+    # The sub-range's steps as analytics.counters.step_range places them.
+    lo = pl.lit(True) if start_ms is None else pl.col("ts") >= _ts(step_end(step_ms, start_ms))
+    hi = pl.lit(True) if end_ms is None else pl.col("ts") <= _ts(step_end(step_ms, end_ms))
     return {name: frame.filter(lo & hi) for name, frame in whole.items()}
 
 
