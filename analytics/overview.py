@@ -18,9 +18,11 @@ from typing import Callable, Iterable
 import polars as pl
 
 from analytics.signals import SIGNALS
+from analytics.timeline.pool import CLASS_COLUMNS as POOL_CLASSES
 
-# Workload classes in the order every chart stacks them (bottom to top) and every legend lists them.
-WORKLOAD_CLASSES: tuple[str, ...] = ("inference", "batch", "other", "unknown", "idle")
+# GPU classes in the order every chart stacks them (bottom to top) and every legend lists them:
+# the pool timeline's own list (one definition).
+WORKLOAD_CLASSES: tuple[str, ...] = POOL_CLASSES
 HELD_CLASSES: tuple[str, ...] = ("inference", "batch", "other")
 CLASS_COLUMNS: dict[str, str] = {c: f"gpus_{c}" for c in WORKLOAD_CLASSES}
 
@@ -272,3 +274,25 @@ def describe_signals(report: pl.DataFrame) -> str:
         return f"All {report.height} signals present"
     return (f"{report.height - len(missing)} of {report.height} signals present; "
             f"missing: {', '.join(missing)}")
+
+
+def describe_class_rules(rules: pl.DataFrame) -> str:
+    """One line saying how GPUs without a pod label were counted (:func:`analytics.timeline.class_rules`).
+
+    >>> describe_class_rules(pl.DataFrame({"job": ["dcgm"], "gpus": [48], "kubernetes_mode": [True],
+    ...                                    "ksm_nodes": [0], "rule": ["x"]}))
+    'GPUs without a pod label: dcgm (48 GPUs): idle or unmanaged by activity and memory (no kube-state-metrics)'
+    """
+    parts = []
+    for r in rules.iter_rows(named=True):
+        name = f"{r['job'] or 'exporter'} ({r['gpus']} GPUs)"
+        if r["ksm_nodes"] and r["ksm_nodes"] >= 1 and not r["kubernetes_mode"]:
+            how = "idle or unknown by kube-state-metrics requests where it covers the node, else unknown"
+        elif r["ksm_nodes"]:
+            how = "idle or unknown by kube-state-metrics requests"
+        elif r["kubernetes_mode"]:
+            how = "idle or unmanaged by activity and memory (no kube-state-metrics)"
+        else:
+            how = "unknown (this exporter never labels pods, and no kube-state-metrics)"
+        parts.append(f"{name}: {how}")
+    return "GPUs without a pod label: " + ("; ".join(parts) if parts else "none")

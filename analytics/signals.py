@@ -48,6 +48,10 @@ KSERVE_DURATION = "request_predict_seconds"
 KSM_HPA_DESIRED = "kube_horizontalpodautoscaler_status_desired_replicas"  # label horizontalpodautoscaler
 KSM_HPA_CURRENT = "kube_horizontalpodautoscaler_status_current_replicas"
 KSM_DEPLOY_READY = "kube_deployment_status_replicas_ready"  # label deployment
+KSM_DEPLOY_AVAILABLE = "kube_deployment_status_replicas_available"  # label deployment
+# labels horizontalpodautoscaler, namespace, scaletargetref_kind, scaletargetref_name (value 1)
+KSM_HPA_INFO = "kube_horizontalpodautoscaler_info"
+KEDA_HPA_PREFIX = "keda-hpa-"  # KEDA names the HPA of ScaledObject X "keda-hpa-X"
 KSM_POD_PHASE = "kube_pod_status_phase"  # labels namespace, pod, phase; value 1 for the phase
 KSM_POD_INFO = "kube_pod_info"  # labels namespace, pod, node, created_by_name, priority_class
 KSM_POD_GPU_REQUEST = "kube_pod_container_resource_requests"  # resource="nvidia_com_gpu"
@@ -88,7 +92,7 @@ SIGNALS: tuple[Signal, ...] = (
            "no tail events: nothing to attribute"),
     Signal("request_rate", (VLLM_SUCCESS, HTTP_DURATION, TRITON_SUCCESS),
            "traffic per service", "surges cannot be separated from contention"),
-    Signal("autoscaler", (KSM_HPA_DESIRED, KSM_HPA_CURRENT, KSM_DEPLOY_READY),
+    Signal("autoscaler", (KSM_HPA_DESIRED, KSM_HPA_CURRENT, KSM_DEPLOY_READY, KSM_DEPLOY_AVAILABLE, KSM_HPA_INFO),
            "desired vs ready replicas",
            "capacity the autoscaler wanted is unknown: scaling lag cannot be told apart"),
     Signal("pod_gpu_requests", (KSM_POD_GPU_REQUEST, KSM_NODE_GPU_ALLOCATABLE),

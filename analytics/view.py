@@ -325,7 +325,7 @@ def apply_workload_edits(wmap: Any, edits: list[dict[str, Any]]) -> Any:
     """
     import re
 
-    from analytics.workloads import Rule, WorkloadMap
+    from analytics.workloads import Rule
 
     rules = list(wmap.rules)
     for edit in edits:
@@ -338,8 +338,7 @@ def apply_workload_edits(wmap: Any, edits: list[dict[str, Any]]) -> Any:
         rules = [r for r in rules if r.name != name and not r.name.endswith(": " + name)]
         rules.insert(0, Rule(name=name, match=match, cls=edit.get("cls") or None,
                              team=edit.get("team") or None))
-    return WorkloadMap(rules=rules, default_pool=wmap.default_pool,
-                       use_builtin_rules=wmap.use_builtin_rules)
+    return replace(wmap, rules=rules)
 
 
 def help_of(name: str) -> str:

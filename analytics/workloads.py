@@ -162,6 +162,44 @@ _LATENCY_BY_CLASS = {"inference": "A", "other": "B", "batch": "C"}
 
 
 @dataclass
+class AutoscalerRule:
+    """The user's word on which service an HPA scales, where its name does not say.
+
+    In ``tidelens.toml``::
+
+        [[autoscaler]]
+        hpa = "frontend-autoscaler"     # Python regex, matched against the whole HPA name
+        namespace = "llm"               # optional regex
+        service = "chat-api-vllm"       # the service (its pods' workload) the HPA scales
+    """
+
+    hpa: str = field(metadata={"help": "regex matched against the whole HPA name"})
+    service: str = field(metadata={"help": "the service (its pods' workload, or its service label) the HPA scales"})
+    namespace: str | None = field(default=None, metadata={"help": "regex matched against the HPA's namespace"})
+    name: str = field(default="", metadata={"help": "shown as the rule that made the link"})
+
+    def __post_init__(self) -> None:
+        label = self.name or f"autoscaler {self.hpa!r}"
+        for key in ("hpa", "namespace"):
+            pattern = getattr(self, key)
+            if pattern is None:
+                continue
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ConfigError(f"[[autoscaler]] {label}: {key} = {pattern!r} is not a valid regex: {exc}") from exc
+        if not self.service:
+            raise ConfigError(f"[[autoscaler]] {label}: say which service it scales (service = \"...\")")
+        if not self.name:
+            self.name = f"tidelens.toml: HPA {self.hpa} scales {self.service}"
+
+    def matches(self, hpa: str, namespace: str | None) -> bool:
+        if not re.fullmatch(self.hpa, hpa):
+            return False
+        return self.namespace is None or (namespace is not None and re.fullmatch(self.namespace, namespace) is not None)
+
+
+@dataclass
 class WorkloadMap:
     """The user's rules plus the defaults; what ``tidelens.toml`` holds."""
 
@@ -169,6 +207,14 @@ class WorkloadMap:
     default_pool: str = field(default="default", metadata={"help": "pool of GPUs no rule places"})
     use_builtin_rules: bool = field(default=True, metadata={
         "help": "after the user's rules, apply the built-in name defaults"})
+    autoscalers: list[AutoscalerRule] = field(default_factory=list, metadata={
+        "help": "which service an HPA scales, where no label or name says (first match wins)"})
+    idle_activity_pct: float = field(default=5.0, metadata={
+        "help": "a GPU with no pod label, from an exporter that labels pods elsewhere (Kubernetes mode) and "
+                "no kube-state-metrics to say, is idle at or below this activity (GR_ENGINE_ACTIVE or "
+                "GPU_UTIL, %); above it, someone outside Kubernetes uses it (unmanaged)"})
+    idle_memory_mib: float = field(default=1024.0, metadata={
+        "help": "... and at or below this much GPU memory used (MiB): a context holding memory is a user"})
 
     def all_rules(self) -> list[Rule]:
         return [*self.rules, *(_builtin_rules() if self.use_builtin_rules else
@@ -238,6 +284,7 @@ def pool_of_host(wmap: WorkloadMap, hostname: str | None) -> str:
 
 
 # -- tidelens.toml ------------------------------------------------------------------------------
+_MAP_KEYS = ("default_pool", "use_builtin_rules", "idle_activity_pct", "idle_memory_mib")
 _TOML_SET = {"class": "cls", "team": "team", "pool": "pool", "latency_class": "latency_class",
              "slo_metric": "slo_metric"}
 
@@ -261,9 +308,12 @@ def load_map(path: str | Path | None) -> WorkloadMap:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{p}: not UTF-8 text: {exc}") from exc
     head = doc.get("map", {})
-    unknown = set(head) - {"default_pool", "use_builtin_rules"}
+    unknown = set(head) - set(_MAP_KEYS)
     if unknown:
-        raise ConfigError(f"{p}: [map] has unknown keys {sorted(unknown)}; allowed: default_pool, use_builtin_rules")
+        raise ConfigError(f"{p}: [map] has unknown keys {sorted(unknown)}; allowed: {', '.join(_MAP_KEYS)}")
+    for key in ("idle_activity_pct", "idle_memory_mib"):
+        if key in head and (not isinstance(head[key], (int, float)) or isinstance(head[key], bool) or head[key] < 0):
+            raise ConfigError(f"{p}: [map] {key} = {head[key]!r}: give a number at least 0")
     rules = []
     for i, raw in enumerate(doc.get("rule", []), start=1):
         name = str(raw.get("name") or f"rule {i}")
@@ -277,8 +327,23 @@ def load_map(path: str | Path | None) -> WorkloadMap:
                               **{attr: raw.get(key) for key, attr in _TOML_SET.items()}))
         except ConfigError as exc:
             raise ConfigError(f"{p}: [[rule]] #{i}: {exc}") from exc
+    scalers = []
+    for i, raw in enumerate(doc.get("autoscaler", []), start=1):
+        unknown = set(raw) - {"name", "hpa", "namespace", "service"}
+        if unknown or "hpa" not in raw or "service" not in raw:
+            raise ConfigError(f"{p}: [[autoscaler]] #{i}: needs hpa and service (and optionally namespace, name); "
+                              f"found keys {sorted(raw)}")
+        try:
+            scalers.append(AutoscalerRule(hpa=str(raw["hpa"]), service=str(raw["service"]),
+                                          namespace=str(raw["namespace"]) if "namespace" in raw else None,
+                                          name=str(raw.get("name") or "")))
+        except ConfigError as exc:
+            raise ConfigError(f"{p}: [[autoscaler]] #{i}: {exc}") from exc
+    defaults = WorkloadMap()
     return WorkloadMap(rules=rules, default_pool=str(head.get("default_pool", "default")),
-                       use_builtin_rules=bool(head.get("use_builtin_rules", True)))
+                       use_builtin_rules=bool(head.get("use_builtin_rules", True)), autoscalers=scalers,
+                       idle_activity_pct=float(head.get("idle_activity_pct", defaults.idle_activity_pct)),
+                       idle_memory_mib=float(head.get("idle_memory_mib", defaults.idle_memory_mib)))
 
 
 def map_to_dict(wmap: WorkloadMap) -> dict[str, Any]:
@@ -292,8 +357,11 @@ def map_to_dict(wmap: WorkloadMap) -> dict[str, Any]:
             if getattr(rule, attr) is not None:
                 entry[key] = getattr(rule, attr)
         out_rules.append(entry)
-    return {"map": {"default_pool": wmap.default_pool, "use_builtin_rules": wmap.use_builtin_rules},
-            "rule": out_rules}
+    scalers = [{k: v for k, v in (("name", a.name), ("hpa", a.hpa), ("namespace", a.namespace),
+                                   ("service", a.service)) if v is not None} for a in wmap.autoscalers]
+    return {"map": {"default_pool": wmap.default_pool, "use_builtin_rules": wmap.use_builtin_rules,
+                    "idle_activity_pct": wmap.idle_activity_pct, "idle_memory_mib": wmap.idle_memory_mib},
+            "rule": out_rules, "autoscaler": scalers}
 
 
 def save_map(wmap: WorkloadMap, path: str | Path) -> None:

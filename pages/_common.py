@@ -243,6 +243,17 @@ def cached_workloads(path: str, version: str, map_version: str) -> pl.DataFrame 
         return found[0](store, wmap)
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_links(path: str, version: str, map_version: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Each autoscaler's link to its service and the rule that made it; how each exporter's
+    GPUs without a pod label are classed."""
+    from analytics.timeline import autoscaler_links, class_rules
+
+    wmap = load_workload_map()
+    with open_store(path) as store:
+        return autoscaler_links(store, wmap), class_rules(store)
+
+
 @dataclass
 class UploadOutcome:
     """One uploaded file's result as the Data page lists it."""

@@ -14,10 +14,11 @@ import streamlit as st
 
 from analytics.charts.data import coverage_figure, inventory_figure
 from analytics.errors import ConfigError, TidelensError
+from analytics.events.report import md_escape
 from analytics.overview import label_inventory
 from analytics.view import (STEP_CHOICES_S, apply_workload_edits, format_step, iso_utc,
                             parse_iso_ms)
-from pages._common import (cached_inventory, cached_series, cached_workloads, config_file,
+from pages._common import (cached_inventory, cached_links, cached_series, cached_workloads, config_file,
                            config_version, load_upload, load_workload_map, not_available,
                            open_store, optional, page_setup, show_chart, source, upload_target)
 
@@ -497,6 +498,26 @@ else:
     every = st.expander(f"Series of {metric}", key="inv_series", on_change="rerun")
     if every.open:
         every.dataframe(series, hide_index=True, width="stretch")
+
+# -- autoscalers and unlabelled GPUs -----------------------------------------------------------
+links, gpu_rules = cached_links(src.path, src.version, config_version())
+st.subheader("Autoscalers")
+if links.height == 0:
+    st.info("No HPA or Deployment series (kube-state-metrics) in this store: desired replicas are inferred "
+            "from traffic where uncontended periods allow, and the Tail events evidence says so.",
+            icon=":material/info:")
+else:
+    st.caption("Which service each HPA and Deployment was linked to, and the rule that made the link. "
+               f"Name a link yourself with an `[[autoscaler]]` rule in `{config_file().name}`.")
+    st.dataframe(links, hide_index=True, width="stretch", key="autoscaler_links")
+    for row in links.filter(pl.col("status") != "linked").iter_rows(named=True):
+        st.warning(md_escape(f"{row['kind']} {row['namespace'] or '?'}/{row['name']}: {row['status']}. "
+                             f"{row['note']}"),
+                   icon=":material/link_off:")
+st.subheader("GPUs without a pod label")
+st.caption("How each exporter's GPUs without a pod label are counted: idle, unmanaged (busy outside "
+           "Kubernetes) or unknown.")
+st.dataframe(gpu_rules, hide_index=True, width="stretch", key="gpu_class_rules")
 
 # -- workload map ---------------------------------------------------------------------------
 st.subheader("Workload map")

@@ -110,7 +110,8 @@ if evidence_tab.open:
             "cls": pl.Utf8, "team": pl.Utf8, "workload": pl.Utf8, "gpus": pl.Float64,
             "held_since": pl.Utf8, "hours_held": pl.Float64}), hide_index=True, width="stretch")
         facts = {k_: e.get(k_) for k_ in (
-            "free_gpus_when_asked", "asked_at", "desired_replicas_at_start", "ready_replicas_at_start",
+            "free_gpus_when_asked", "asked_at", "desired_replicas_source", "desired_replicas_at_start",
+            "ready_replicas_at_start",
             "desired_replicas_at_peak", "ready_replicas_at_peak", "replicas_without_batch_at_peak",
             "warmup_min", "traffic_rps_at_peak", "traffic_norm_rps_at_peak", "traffic_above_band_share",
             "p99_observed_ms_at_peak", "p99_load_explained_ms_at_peak")}

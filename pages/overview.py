@@ -6,10 +6,10 @@ import streamlit as st
 
 from analytics.charts.overview import pool_story_figure, share_figure
 from analytics.errors import TidelensError
-from analytics.overview import (class_long, describe_signals, pool_story_data, slo_violations,
-                                summarise, thin_for_display)
+from analytics.overview import (class_long, describe_class_rules, describe_signals, pool_story_data,
+                                slo_violations, summarise, thin_for_display)
 from analytics.view import format_step
-from pages._common import (cached_signal_report, cached_timelines, config_version, not_available,
+from pages._common import (cached_links, cached_signal_report, cached_timelines, config_version, not_available,
                            require_source, page_setup, show_chart)
 
 v = page_setup()
@@ -59,6 +59,7 @@ if timelines is not None:
         if k > 1:
             st.caption(f"Drawn in {format_step(k * v.step_s)} buckets (GPUs averaged, p99 at its "
                        f"maximum); the KPIs and the CSV use every {format_step(v.step_s)} step.")
+        st.caption(describe_class_rules(cached_links(src.path, src.version, config_version())[1]))
         show_chart(share_figure(s.class_share, s.team_share),
                    s.class_share.rename({"cls": "class"}), "gpu-hour-shares")
 

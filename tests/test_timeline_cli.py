@@ -29,8 +29,8 @@ def test_timeline_pool_csv_has_contract_columns(db, tmp_path, capsys):
     out = tmp_path / "pool.csv"
     assert main(["timeline", "--db", str(db), "--kind", "pool", "--step", "1m", "--csv", str(out)]) == 0
     frame = pl.read_csv(out)
-    assert frame.columns[:8] == ["ts", "pool", "gpus_total", "gpus_inference", "gpus_batch", "gpus_other",
-                                 "gpus_unknown", "gpus_idle"]
+    assert frame.columns[:9] == ["ts", "pool", "gpus_total", "gpus_inference", "gpus_batch", "gpus_other",
+                                 "gpus_unmanaged", "gpus_unknown", "gpus_idle"]
     assert frame["ts"][0] == "1970-01-01T00:01:00Z" and frame.height == 4
     assert frame["gpus_total"].to_list() == pytest.approx([4.0] * 4)
 
@@ -47,7 +47,9 @@ def test_timeline_service_csv_and_step(db, tmp_path):
 
 def test_signals_and_classify_print(db, capsys):
     assert main(["signals", "--db", str(db), "--json"]) == 0
-    rows = {r["signal"]: r for r in json.loads(capsys.readouterr().out)}
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["signal"]: r for r in out["signals"]}
+    assert [r["kubernetes_mode"] for r in out["unlabelled_gpus"]] != []
     assert rows["request_latency"]["found"] and not rows["autoscaler"]["found"]
     assert "vllm:time_to_first_token_seconds" in rows["request_latency"]["metrics_found"]
     assert main(["classify", "--db", str(db)]) == 0

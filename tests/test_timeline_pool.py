@@ -1,4 +1,4 @@
-"""Pool timeline on hand-made stores: MIG, time-slicing, unlabelled devices, idle vs unknown."""
+"""Pool timeline on hand-made stores: MIG, time-slicing, unlabelled devices, idle vs unmanaged vs unknown."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from analytics.timeline import TimelineConfig
-from analytics.timeline.pool import holdings, pool_timeline
+from analytics.timeline.pool import CLASS_COLUMNS, class_rules, holdings, pool_timeline
 from analytics.workloads import Rule, WorkloadMap
 
 MIN = 60_000
@@ -73,7 +73,7 @@ def test_classes_add_up_with_mig_time_slicing_and_unlabelled(store):
     b.load(store)
     tl = pool_timeline(store, TimelineConfig(step_s=60))
     assert tl.height == 6 and tl["pool"].unique().to_list() == ["default"]
-    parts = tl.select(pl.sum_horizontal("gpus_inference", "gpus_batch", "gpus_other", "gpus_unknown", "gpus_idle"))
+    parts = tl.select(pl.sum_horizontal(*(f"gpus_{c}" for c in CLASS_COLUMNS)))
     assert parts.to_series().to_list() == pytest.approx(tl["gpus_total"].to_list())
     assert tl["gpus_total"].to_list() == pytest.approx([4.0] * 6)
     first, last = tl.row(0, named=True), tl.row(-1, named=True)
@@ -81,14 +81,69 @@ def test_classes_add_up_with_mig_time_slicing_and_unlabelled(store):
     assert first["gpus_inference"] == pytest.approx(1.0)
     assert first["gpus_batch"] == pytest.approx(1 + 3 / 7)
     assert first["gpus_other"] == pytest.approx(1.0)
-    assert first["gpus_unknown"] == pytest.approx(3 / 7)  # no kube-state-metrics: never idle
+    # no kube-state-metrics, but the exporter labels pods elsewhere (Kubernetes mode): the 2g+1g
+    # instances without a pod label are 30% busy, so somebody outside Kubernetes uses them
+    assert first["gpus_unmanaged"] == pytest.approx(3 / 7)
+    assert first["gpus_unknown"] == pytest.approx(0.0)
     assert first["gpus_idle"] == pytest.approx(1 / 7)     # MIG slices no instance uses
-    # minute 6: the finetune left; its GPU has no pod label: unknown, not idle
+    # minute 6: the finetune left; its GPU has no pod label, 0% active and 1 GiB used: idle
     assert last["gpus_batch"] == pytest.approx(3 / 7)
-    assert last["gpus_unknown"] == pytest.approx(1 + 3 / 7)
+    assert last["gpus_idle"] == pytest.approx(1 + 1 / 7)
+    assert last["gpus_unmanaged"] == pytest.approx(3 / 7)
     assert first["activity_pct"] == pytest.approx((80 + 100 + 30 * 6 / 7 + 10) / (3 + 6 / 7))
     assert first["mem_used_gib"] == pytest.approx((1024 * (3 + 3)) / 1024)
     assert first["pending_pods"] is None
+
+
+def test_unlabelled_gpus_by_exporter_mode_activity_and_memory(store):
+    """Kubernetes mode is the exporter deployment's (its ``job``): one that labels pods on some GPU
+    makes its unlabelled GPUs idle or unmanaged by activity and memory; one that never labels
+    pods leaves its GPUs unknown. The thresholds are the map's."""
+    b = Builder()
+    k8s = {"job": "dcgm-exporter"}
+    mins = range(1, 4)
+    dcgm(b, gpu_labels("n1", 0, "chat-vllm-7d9c8b6f5-x2k4q", "inference", **k8s), mins, util=60, fb_mib=70000)
+    dcgm(b, gpu_labels("n1", 1, **k8s), mins, util=0, fb_mib=0)          # idle
+    dcgm(b, gpu_labels("n1", 2, **k8s), mins, util=3, fb_mib=600)        # idle: under both thresholds
+    dcgm(b, gpu_labels("n1", 3, **k8s), mins, util=90, fb_mib=40000)     # unmanaged: busy
+    dcgm(b, gpu_labels("n1", 4, **k8s), mins, util=0, fb_mib=30000)      # unmanaged: memory held
+    bare = {"job": "gpu-bare-metal"}
+    dcgm(b, gpu_labels("n2", 0, **bare), mins, util=0, fb_mib=0)         # unknown: never labels pods
+    dcgm(b, gpu_labels("n2", 1, **bare), mins, util=90, fb_mib=40000)    # unknown
+    b.load(store)
+    tl = pool_timeline(store, TimelineConfig(step_s=60))
+    assert tl["gpus_total"].to_list() == pytest.approx([7.0] * 3)
+    assert tl["gpus_inference"].to_list() == pytest.approx([1.0] * 3)
+    assert tl["gpus_idle"].to_list() == pytest.approx([2.0] * 3)
+    assert tl["gpus_unmanaged"].to_list() == pytest.approx([2.0] * 3)
+    assert tl["gpus_unknown"].to_list() == pytest.approx([2.0] * 3)
+    # a stricter map: GPU 2 (3% busy) is somebody's
+    strict = pool_timeline(store, TimelineConfig(step_s=60), WorkloadMap(idle_activity_pct=1.0))
+    assert strict["gpus_idle"].to_list() == pytest.approx([1.0] * 3)
+    assert strict["gpus_unmanaged"].to_list() == pytest.approx([3.0] * 3)
+    rules = class_rules(store)
+    assert rules.select("job", "gpus", "kubernetes_mode", "ksm_nodes").rows() == [
+        ("dcgm-exporter", 5, True, 0), ("gpu-bare-metal", 2, False, 0)]
+    assert "activity" in rules["rule"][0] and "unknown" in rules["rule"][1]
+
+
+def test_servicemonitor_without_honor_labels_exporter_pod_is_no_holder(store):
+    """Behind a ServiceMonitor without honorLabels the holder is ``exported_pod`` and ``pod`` is
+    dcgm-exporter's own: an idle GPU carries only the exporter's pod, and holds nothing."""
+    b = Builder()
+    mins = range(1, 3)
+    target = {"pod": "nvidia-dcgm-exporter-x7k2p", "namespace": "gpu-operator", "job": "dcgm"}
+    held = {**gpu_labels("n1", 0), **target, "exported_pod": "nightly-finetune-worker-0",
+            "exported_namespace": "ml-training", "exported_container": "trainer"}
+    dcgm(b, held, mins, util=95, fb_mib=70000)
+    dcgm(b, {**gpu_labels("n1", 1), **target}, mins, util=0, fb_mib=0)
+    b.load(store)
+    tl = pool_timeline(store, TimelineConfig(step_s=60))
+    assert tl["gpus_batch"].to_list() == pytest.approx([1.0, 1.0])
+    assert tl["gpus_idle"].to_list() == pytest.approx([1.0, 1.0])
+    assert tl["gpus_other"].to_list() == pytest.approx([0.0, 0.0])
+    h = holdings(store, TimelineConfig(step_s=60))
+    assert "nvidia-dcgm-exporter" not in set(h["workload"].drop_nulls())
 
 
 def test_holdings_by_team_and_workload_time_sliced_shares(store):
@@ -101,7 +156,7 @@ def test_holdings_by_team_and_workload_time_sliced_shares(store):
     assert dev["gpus"].sum() == pytest.approx(1.0) and dev["team"].to_list() == ["dev"]
     train = at1.filter(pl.col("workload") == "train-llm")
     assert train["gpus"].to_list() == pytest.approx([3 / 7]) and train["cls"].to_list() == ["batch"]
-    assert set(at1["cls"]) == {"inference", "batch", "other", "unknown", "idle"}
+    assert set(at1["cls"]) == {"inference", "batch", "other", "unmanaged", "idle"}
 
 
 def test_kube_state_metrics_make_unrequested_unlabelled_devices_idle(store):
@@ -155,7 +210,7 @@ def test_pools_from_hostname_rules_and_gpu_counted_once_on_holder_change(store):
 def test_empty_store_gives_empty_frame_with_columns(store):
     tl = pool_timeline(store)
     assert tl.height == 0
-    for c in ("ts", "pool", "gpus_total", "gpus_inference", "gpus_batch", "gpus_other", "gpus_unknown", "gpus_idle"):
+    for c in ("ts", "pool", "gpus_total", *(f"gpus_{c}" for c in CLASS_COLUMNS)):
         assert c in tl.columns
 
 

@@ -18,6 +18,7 @@ def _store_with_everything(store) -> None:
     h = "gpu-node-01"
     dcgm(b, gpu_labels(h, 0, "chat-vllm-7d9c8b6f5-x2k4q", "inference"), mins, util=70)
     dcgm(b, gpu_labels(h, 1), mins)
+    dcgm(b, gpu_labels("bare-node", 0, job="bare-metal-exporter"), mins)  # never labels pods: unknown
     b.add("kube_node_status_allocatable", {"node": h, "resource": "nvidia_com_gpu", "unit": "integer"},
           [(m * MIN, 2.0) for m in mins])
     b.add("kube_pod_container_resource_requests", {"namespace": "x", "pod": "train-b-0", "node": h,
@@ -43,7 +44,7 @@ def test_shared_pass_equals_separate_calls(store, cfg, with_teams):
     wmap = WorkloadMap(rules=[Rule("serving", {"hostname": "gpu-node-01"}, pool="serving")])
     both = timelines(store, cfg, wmap, with_teams=with_teams)
     assert both.pool.height > 0 and both.holdings.height > 0 and both.services.height > 0
-    assert set(both.holdings["cls"]) >= {"inference", "batch", "unknown", "idle"}
+    assert set(both.holdings["cls"]) >= {"inference", "batch", "unmanaged", "unknown", "idle"}
     assert both.pool["pending_pods"].max() == 1 and both.pool["desired_replicas"].drop_nulls().len() > 0
     assert_frame_equal(both.pool, pool_timeline(store, cfg, wmap, with_teams=with_teams))
     assert_frame_equal(both.holdings, holdings(store, cfg, wmap))

@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 from analytics.charts.theme import (OKABE_ITO, SLO_COLOR, apply_theme, class_color, display_ts,
                                     zone_label)
 from analytics.events.event import Event
+from analytics.overview import WORKLOAD_CLASSES
 
 CAUSE_COLORS: dict[str, str] = {
     "batch_contention": OKABE_ITO["vermillion"], "traffic_surge": OKABE_ITO["blue"],
@@ -22,7 +23,7 @@ CAUSE_COLORS: dict[str, str] = {
 }
 SHARE_LABELS: dict[str, str] = {"batch_contention": "batch contention", "traffic_surge": "traffic surge",
                                 "unexplained": "unexplained"}
-_CLASS_ORDER = ("inference", "batch", "other", "unknown", "idle")
+_CLASS_ORDER = WORKLOAD_CLASSES
 
 
 def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz: str = "UTC",

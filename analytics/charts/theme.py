@@ -26,6 +26,7 @@ CLASS_COLORS: dict[str, str] = {
     "inference": OKABE_ITO["blue"],
     "batch": OKABE_ITO["vermillion"],
     "other": OKABE_ITO["bluish_green"],
+    "unmanaged": OKABE_ITO["yellow"],
     "unknown": OKABE_ITO["reddish_purple"],
     "idle": "#BBBBBB",
 }

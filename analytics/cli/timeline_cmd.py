@@ -11,7 +11,8 @@ import polars as pl
 from analytics.cli.common import add_db, add_json, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.store import Store
-from analytics.timeline import TimelineConfig, parse_step_s, pool_timeline, service_timeline, signal_report
+from analytics.timeline import (TimelineConfig, autoscaler_links, class_rules, parse_step_s, pool_timeline,
+                                service_timeline, signal_report)
 from analytics.workloads import classify_workloads, load_map
 
 DEFAULT_MAP = Path("tidelens.toml")
@@ -75,20 +76,35 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 def cmd_signals(args: argparse.Namespace) -> int:
     with Store(args.db, read_only=Path(args.db).exists() and args.db != ":memory:") as st:
         frame = signal_report(st)
+        rules = class_rules(st)
     if args.json:
-        print_json(frame.to_dicts())
+        print_json({"signals": frame.to_dicts(), "unlabelled_gpus": rules.to_dicts()})
     else:
         print_table(frame.with_columns(pl.when(pl.col("found")).then(pl.lit("")).otherwise(
             pl.col("cost_if_missing")).alias("cost_if_missing")))
+        _section("GPUs without a pod label, per exporter (job)", rules)
     return 0
+
+
+def _section(title: str, frame: pl.DataFrame) -> None:
+    print(f"\n{title}:")
+    if frame.height:
+        print_table(frame)
+    else:
+        print("  (none in this store)")
 
 
 def cmd_classify(args: argparse.Namespace) -> int:
     wmap = _map(args)
     with Store(args.db, read_only=Path(args.db).exists() and args.db != ":memory:") as st:
         frame = classify_workloads(st, wmap)
+        links = autoscaler_links(st, wmap)
+        rules = class_rules(st)
     if args.json:
-        print_json(frame.to_dicts())
+        print_json({"workloads": frame.to_dicts(), "autoscalers": links.to_dicts(),
+                    "unlabelled_gpus": rules.to_dicts()})
     else:
         print_table(frame)
+        _section("Autoscalers: the service each HPA and Deployment was linked to, and the rule", links)
+        _section("GPUs without a pod label, per exporter (job)", rules)
     return 0

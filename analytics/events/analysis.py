@@ -15,8 +15,8 @@ import numpy as np
 import polars as pl
 
 from analytics.errors import NotEnoughDataError
-from analytics.events.attribute import (attribute_event, capacity_without_batch, estimate_warmup_steps,
-                                        evaluate)
+from analytics.events.attribute import (InferredDemand, attribute_event, capacity_without_batch,
+                                        estimate_warmup_steps, evaluate, infer_desired)
 from analytics.events.config import EventsConfig
 from analytics.events.detect import detect_runs
 from analytics.events.event import Event, event_id, iso_utc
@@ -122,9 +122,6 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
     steps = _service_steps(services, pools)
     with_hpa = (services.filter(pl.col("desired_replicas").is_not_null())["service"].unique().to_list()
                 if "desired_replicas" in services.columns else [])
-    for svc in sorted(set(steps["service"].unique().to_list()) - set(map(str, with_hpa))):
-        notes.append(f"{svc}: no autoscaler desired replicas (kube_horizontalpodautoscaler_status_desired_replicas); "
-                     f"ready replicas stand in, so capacity withheld by batch cannot be measured")
     hold = with_ts_ms(holdings).select(
         "ts_ms", pl.col("pool").cast(pl.Utf8).fill_null("default"), pl.col("cls").cast(pl.Utf8).fill_null("unknown"),
         pl.col("team").cast(pl.Utf8).fill_null("(no team)"), pl.col("workload").cast(pl.Utf8).fill_null("(unlabelled)"),
@@ -150,6 +147,8 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         steps = steps.with_columns(pl.col("rps").clip(pl.col("lower"), pl.col("upper")).alias("t0"))
 
     gpr = _gpus_per_replica(hold, steps)
+    steps, inferred = _infer_missing_desired(steps, set(map(str, with_hpa)), gpr,
+                                             int(round(cfg.default_warmup_min * 60 / cfg.step_s)), notes)
     warm_steps: dict[str, int] = {}
     for (service,), g in steps.group_by(["service"], maintain_order=True):
         if cfg.warmup_min is not None:
@@ -200,7 +199,7 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
                            merge_gap_ms=int(cfg.merge_gap_min * 60_000))
         for start_ms, end_ms in runs:
             events.append(_build_event(g, hold, hold_runs, service, start_ms, end_ms, slo, cfg, models.get(service),
-                                       regressions[service], warm_steps[service], incidents))
+                                       regressions[service], warm_steps[service], incidents, inferred.get(service)))
     events.sort(key=lambda e: (e.start_ms, e.service))
     return EventsAnalysis(events=events, steps=steps, holdings=hold, models=models, regressions=regressions,
                           warmup_min={k: v * cfg.step_s / 60 for k, v in warm_steps.items()},
@@ -237,9 +236,32 @@ def _r(x: Any, nd: int = 3) -> float | None:
     return round(v, nd) if np.isfinite(v) else None
 
 
+def _infer_missing_desired(steps: pl.DataFrame, with_hpa: set[str], gpr: dict[str, float], settle_steps: int,
+                           notes: list[str]) -> tuple[pl.DataFrame, dict[str, InferredDemand]]:
+    """Desired replicas from traffic for the services no autoscaler signal is linked to
+    (:func:`analytics.events.attribute.infer_desired`), with a note per service saying so."""
+    inferred: dict[str, InferredDemand] = {}
+    parts = []
+    for (service,), g in steps.group_by(["service"], maintain_order=True):
+        if service not in with_hpa:
+            got = infer_desired(g["rps"].to_numpy(), g["ready"].to_numpy(), g["gpus_idle"].to_numpy(),
+                                gpr[service], settle_steps)
+            if got is None:
+                notes.append(f"{service}: no autoscaler desired replicas linked "
+                             f"(kube_horizontalpodautoscaler_status_desired_replicas) and too few uncontended steps "
+                             f"to infer them from traffic; ready replicas stand in, so capacity withheld by batch "
+                             f"cannot be measured")
+            else:
+                g = g.with_columns(pl.Series("desired", got[0]))
+                inferred[service] = got[1]
+                notes.append(f"{service}: no autoscaler desired replicas linked; {got[1].describe()}")
+        parts.append(g)
+    return (pl.concat(parts) if parts else steps), inferred
+
+
 def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, service: str, start_ms: int, end_ms: int,
                  slo: float | None, cfg: EventsConfig, model: LatencyModel | None, regression: dict[str, Any],
-                 warm_steps: int, incidents: pl.DataFrame | None) -> Event:
+                 warm_steps: int, incidents: pl.DataFrame | None, inferred: InferredDemand | None = None) -> Event:
     step_ms = cfg.step_s * 1000
     look = int(cfg.asked_lookback_min * 60_000)
     window = g.filter((pl.col("ts_ms") > start_ms - look) & (pl.col("ts_ms") <= end_ms))
@@ -276,6 +298,7 @@ def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, servic
         "free_gpus_at_start": _r(first["gpus_idle"]),
         "free_gpus_when_asked": _r(att.free_gpus_when_asked) if att else None,
         "asked_at": iso_utc(att.asked_at_ms - step_ms) if att and att.asked_at_ms is not None else None,
+        "desired_replicas_source": inferred.describe() if inferred else "autoscaler",
         "desired_replicas_at_start": _r(first["desired"]), "ready_replicas_at_start": _r(first["ready"]),
         "desired_replicas_at_peak": _r(peak["desired"]), "ready_replicas_at_peak": _r(peak["ready"]),
         "replicas_without_batch_at_peak": _r(peak["c0"]),

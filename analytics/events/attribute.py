@@ -64,6 +64,60 @@ def estimate_warmup_steps(desired: np.ndarray, ready: np.ndarray, idle_gpus: np.
     return int(np.median(lags)) if lags else int(default_steps)
 
 
+@dataclass(frozen=True)
+class InferredDemand:
+    """Desired replicas inferred from traffic where no autoscaler signal is linked."""
+
+    rps_per_replica: float
+    min_replicas: float
+    fitted_steps: int
+
+    def describe(self) -> str:
+        return (f"desired replicas inferred from traffic: {self.rps_per_replica:.3g} requests/s per replica "
+                f"(at least {self.min_replicas:g}), fitted on {self.fitted_steps} uncontended steps")
+
+
+def infer_desired(rps: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray, gpus_per_replica: float,
+                  settle_steps: int, quantile: float = 0.95) -> tuple[np.ndarray, InferredDemand] | None:
+    """What an autoscaler would have asked for, from traffic, where the data has no HPA signal.
+
+    An HPA keeps about ``rps / k`` replicas for a target load ``k`` per replica. ``k`` is read off
+    the steps where the autoscaler evidently got what it wanted: free GPUs for another replica,
+    and the ready replicas unchanged for ``settle_steps`` (no replica warming). There the load
+    per replica sits just under ``k`` (the HPA rounds up, and keeps replicas through its
+    scale-down window), so ``k`` is a high ``quantile`` of ``rps / ready`` over those steps above
+    the floor (the fewest ready replicas seen there: the HPA's minimum). The desired replicas are
+    then ``max(floor, ceil(rps / k))``.
+
+    Returns ``None`` when fewer than 30 such steps exist (nothing to learn the relation from).
+
+    >>> rps = np.r_[np.full(60, 10.0), np.full(60, 40.0)]
+    >>> ready = np.r_[np.full(60, 1.0), np.full(60, 4.0)]
+    >>> d, how = infer_desired(rps * 1.5, ready, np.full(120, 8.0), 1.0, 5)
+    >>> float(how.rps_per_replica), float(d[-1])
+    (15.0, 4.0)
+    """
+    rps = np.nan_to_num(np.asarray(rps, float))
+    ready = np.nan_to_num(np.asarray(ready, float))
+    idle = np.nan_to_num(np.asarray(idle_gpus, float))
+    w = max(int(settle_steps), 1)
+    steady = np.zeros(ready.size, bool)
+    if ready.size > w:
+        same = pl.Series(ready).rolling_max(w + 1).to_numpy() == pl.Series(ready).rolling_min(w + 1).to_numpy()
+        steady = np.nan_to_num(same.astype(float)).astype(bool)
+    ok = steady & (idle >= gpus_per_replica - 1e-9) & (ready > 0) & (rps > 0)
+    if ok.sum() < 30:
+        return None
+    floor = float(ready[ok].min())
+    above = ok & (ready > floor)
+    pick = above if above.sum() >= 30 else ok
+    k = float(np.quantile(rps[pick] / ready[pick], quantile))
+    if not k > 0:
+        return None
+    desired = np.maximum(floor, np.ceil(rps / k - 1e-9))
+    return desired, InferredDemand(rps_per_replica=k, min_replicas=floor, fitted_steps=int(pick.sum()))
+
+
 def rolling_max_back(x: np.ndarray, window: int) -> np.ndarray:
     """max(x[t - window .. t]) per t (window 0 = x itself)."""
     if window <= 0:

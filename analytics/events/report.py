@@ -53,7 +53,9 @@ def dashboard_vs_found(ev: Event) -> tuple[str, str]:
         holders = [h for h in e.get("holders_at_start", []) if h["cls"] == "batch"]
         who = ", ".join(f'{h["workload"]} ({h["team"]}, {h["gpus"]:g} GPUs for {h["hours_held"]:.1f} h)'
                         for h in holders) or "batch work"
-        happened = (f"batch held the pool's GPUs: {who}. The autoscaler wanted "
+        wanted = ("The autoscaler wanted" if e.get("desired_replicas_source", "autoscaler") == "autoscaler"
+                  else "Its traffic called for (no autoscaler signal: inferred)")
+        happened = (f"batch held the pool's GPUs: {who}. {wanted} "
                     f"{_num(e.get('desired_replicas_at_peak'), 0)} replicas and had "
                     f"{_num(e.get('ready_replicas_at_peak'), 0)} ready; "
                     f"{_num(e.get('free_gpus_when_asked'), 0)} GPUs were free when it asked. "
@@ -149,6 +151,7 @@ def report_sections(analysis: EventsAnalysis, ev: Event) -> list[Section]:
         ["its norm (expected / upper edge)", f"{_num(e.get('traffic_norm_rps_at_peak'), 2)} / "
                                               f"{_num(e.get('traffic_norm_upper_rps_at_peak'), 2)} req/s"],
         ["steps above the norm band", f"{100 * (e.get('traffic_above_band_share') or 0):.0f}%"],
+        ["desired replicas from", str(e.get("desired_replicas_source") or "autoscaler")],
         ["desired / ready replicas at start", f"{_num(e.get('desired_replicas_at_start'), 0)} / "
                                                f"{_num(e.get('ready_replicas_at_start'), 0)}"],
         ["desired / ready replicas at the peak", f"{_num(e.get('desired_replicas_at_peak'), 0)} / "

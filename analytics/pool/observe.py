@@ -43,7 +43,7 @@ class Observation:
     ready: np.ndarray
     own_gpus: np.ndarray  # GPUs this service's replicas held
     batch_gpus: np.ndarray
-    others_gpus: np.ndarray  # other services, 'other' and 'unknown' classes
+    others_gpus: np.ndarray  # other services, 'other', 'unmanaged' and 'unknown' classes
     idle_gpus: np.ndarray
     pool_gpus: np.ndarray
     runs: list[BatchRun] = field(default_factory=list)
@@ -144,7 +144,7 @@ def observe(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         .sum().alias("own"),
         pl.col("gpus").filter(pl.col("cls") == "batch").sum().alias("batch"),
         pl.col("gpus").filter(((pl.col("cls") == "inference") & (pl.col("workload") != name))
-                              | pl.col("cls").is_in(["other", "unknown"])).sum().alias("others"))
+                              | pl.col("cls").is_in(["other", "unmanaged", "unknown"])).sum().alias("others"))
     per_step = grid.join(per_step, on="ts_ms", how="left").fill_null(0.0)
     ts = s["ts_ms"].to_numpy().astype(np.int64)
     rps = np.nan_to_num(_num(s, "rps"), nan=0.0).clip(min=0.0)

@@ -90,7 +90,9 @@ WHERE x.series_id IN (SELECT series_id FROM tl_counter_series)
 # Device series (dcgm-exporter) with their normalised labels: resolved to instances and holders
 # in Python (series-level, small).
 DEVICE_SERIES = """
-SELECT id AS series_id, metric, gpu, uuid, hostname, model, namespace, pod, mig_profile, mig_id
+SELECT id AS series_id, metric, gpu, uuid, hostname, model, namespace, pod, mig_profile, mig_id,
+       json_extract_string(labels, '$.job') AS job,
+       json_extract_string(labels, '$.exported_pod') IS NOT NULL AS has_exported_pod
 FROM series WHERE list_contains($metrics, metric)
 """
 
@@ -217,21 +219,36 @@ JOIN (SELECT DISTINCT nr_id, node, resource FROM keyed) nr USING (nr_id)
 """
 
 # Holdings per step in shares of a GPU: held (per holder), and unlabelled instances split into
-# idle (up to the node's unrequested count of that resource) and unknown.
+# idle, unmanaged and unknown (DESIGN.md "GPU counting"):
+# - where kube-state-metrics covers the node (tl_ksm_free has the step), up to its unrequested
+#   count of that resource is idle and the rest unknown (requested by a pod dcgm-exporter could
+#   not name): requests win;
+# - else, from an exporter in Kubernetes mode (it labels pods on some GPU: tl_inst.k8s), a device
+#   whose activity and memory say nobody uses it is idle, one they say somebody does is
+#   unmanaged (busy, no pod: used outside Kubernetes); with neither reading, unknown;
+# - from an exporter that never labels pods, unknown.
 HOLDINGS = """
 WITH held AS (
     SELECT h.ts_end_ms, i.pool, h.holder_id, sum(i.frac / h.n_holders) AS gpus
     FROM tl_dev_hold h JOIN tl_inst i USING (inst_id)
     WHERE h.holder_id IS NOT NULL
     GROUP BY ALL
-), unl AS (
-    SELECT h.ts_end_ms, i.pool, i.hostname, i.resource, i.frac, count(*) AS n
+), unl_dev AS (
+    SELECT h.ts_end_ms, i.pool, i.hostname, i.resource, i.frac, i.k8s,
+           (d.activity_pct > $idle_activity_pct OR d.fb_used_mib > $idle_memory_mib) AS busy,
+           (d.activity_pct IS NOT NULL OR d.fb_used_mib IS NOT NULL) AS read
     FROM tl_dev_hold h JOIN tl_inst i USING (inst_id)
+    LEFT JOIN tl_dev_inst d ON d.inst_id = h.inst_id AND d.ts_end_ms = h.ts_end_ms
     WHERE h.holder_id IS NULL
-    GROUP BY ALL
+), unl AS (
+    SELECT ts_end_ms, pool, hostname, resource, frac, count(*) AS n,
+           count(*) FILTER (WHERE k8s AND read AND NOT coalesce(busy, false)) AS n_quiet,
+           count(*) FILTER (WHERE k8s AND coalesce(busy, false)) AS n_busy
+    FROM unl_dev GROUP BY ALL
 ), split AS (
     SELECT u.ts_end_ms, u.pool, u.frac, u.n,
-           least(coalesce(f.free, 0), u.n) AS n_idle
+           CASE WHEN f.free IS NOT NULL THEN least(f.free, u.n) ELSE u.n_quiet END AS n_idle,
+           CASE WHEN f.free IS NOT NULL THEN 0 ELSE u.n_busy END AS n_unmanaged
     FROM unl u LEFT JOIN tl_ksm_free f
       ON f.hostname = u.hostname AND f.resource = u.resource AND f.ts_end_ms = u.ts_end_ms
 ), leftover AS (
@@ -248,8 +265,11 @@ GROUP BY ALL
 UNION ALL
 SELECT ts_end_ms, pool, 'idle', NULL, NULL, sum(n_idle * frac) FROM split GROUP BY ALL HAVING sum(n_idle) > 0
 UNION ALL
-SELECT ts_end_ms, pool, 'unknown', NULL, NULL, sum((n - n_idle) * frac) FROM split GROUP BY ALL
-HAVING sum(n - n_idle) > 0
+SELECT ts_end_ms, pool, 'unmanaged', NULL, NULL, sum(n_unmanaged * frac) FROM split GROUP BY ALL
+HAVING sum(n_unmanaged) > 0
+UNION ALL
+SELECT ts_end_ms, pool, 'unknown', NULL, NULL, sum((n - n_idle - n_unmanaged) * frac) FROM split GROUP BY ALL
+HAVING sum(n - n_idle - n_unmanaged) > 0
 UNION ALL
 SELECT ts_end_ms, pool, 'idle', NULL, NULL, gpus FROM leftover
 """
@@ -289,8 +309,11 @@ SELECT id AS series_id, metric, namespace, pod,
        json_extract_string(labels, '$.quantile') AS quantile,
        coalesce(json_extract_string(labels, '$.exported_service'),
                 json_extract_string(labels, '$.service')) AS service_label,
-       json_extract_string(labels, '$.horizontalpodautoscaler') AS hpa,
+       coalesce(json_extract_string(labels, '$.horizontalpodautoscaler'),
+                json_extract_string(labels, '$.hpa')) AS hpa,
        json_extract_string(labels, '$.deployment') AS deployment,
+       json_extract_string(labels, '$.scaletargetref_kind') AS target_kind,
+       json_extract_string(labels, '$.scaletargetref_name') AS target_name,
        json_extract_string(labels, '$.model_name') AS model_name
 FROM series WHERE list_contains($metrics, metric)
 """

@@ -9,6 +9,8 @@
 - :func:`slice_timelines`: a sub-range's timelines cut from a covering range's, equal to
   building them, without reading the store again.
 - :func:`signal_report`: which recognised signals a store has, and what each missing one costs.
+- :func:`autoscaler_links`: which service each HPA and Deployment was linked to, and by which rule.
+- :func:`class_rules`: how each exporter's GPUs without a pod label are classed.
 
 Counter and histogram semantics live in :mod:`analytics.counters`; the workload map in
 :mod:`analytics.workloads`; SQL in :mod:`analytics.sql.timeline`.
@@ -17,11 +19,11 @@ Counter and histogram semantics live in :mod:`analytics.counters`; the workload 
 from analytics.counters import histogram_quantile, histogram_quantiles, increase, rate
 from analytics.timeline.combined import Timelines, timelines
 from analytics.timeline.config import TimelineConfig, parse_step_s
-from analytics.timeline.pool import holdings, pool_timeline
-from analytics.timeline.service import service_timeline
+from analytics.timeline.pool import class_rules, holdings, pool_timeline
+from analytics.timeline.service import autoscaler_links, service_timeline
 from analytics.timeline.signals import signal_report
 from analytics.timeline.slicing import slice_timelines
 
 __all__ = ["TimelineConfig", "parse_step_s", "increase", "rate", "histogram_quantile", "histogram_quantiles",
            "holdings", "pool_timeline", "service_timeline", "signal_report", "Timelines", "timelines",
-           "slice_timelines"]
+           "slice_timelines", "autoscaler_links", "class_rules"]

@@ -2,10 +2,13 @@
 
 GPU counting (DESIGN.md "Contracts"): a GPU is its UUID; a MIG instance ``(UUID, GPU_I_ID)``
 counts as compute slices / 7 of it (the slices no instance uses are idle); pods sharing a
-device at the same scrape (time-slicing, fractions) split it equally; a device with no pod label
-is ``unknown``, unless kube-state-metrics shows its node has that many unrequested GPUs (or MIG
-slices of that profile), which makes them ``idle``. Per step and pool the classes add up to
-``gpus_total``.
+device at the same scrape (time-slicing, fractions) split it equally. A device with no pod
+label is, where kube-state-metrics covers its node, ``idle`` up to the node's unrequested GPUs
+(or MIG slices of that profile) and ``unknown`` beyond; elsewhere, from an exporter in
+Kubernetes mode (it labels pods on some GPU), ``idle`` when its activity and memory say nobody
+uses it and ``unmanaged`` when they say somebody does; from an exporter that never labels pods,
+``unknown`` (:func:`class_rules` says which rule applied). Per step and pool the classes add
+up to ``gpus_total``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ DEVICE_KIND = {sg.DCGM_GR_ENGINE_ACTIVE: q.KIND_GR_ACTIVE, sg.DCGM_GPU_UTIL: q.K
                sg.DCGM_FB_USED: q.KIND_FB_USED, sg.DCGM_POWER: q.KIND_OTHER}
 # the NVIDIA device plugin's time-sliced resource with renameByDefault (nvidia.com/gpu.shared)
 SHARED_RESOURCE = "nvidia_com_gpu_shared"
-CLASS_COLUMNS = ("inference", "batch", "other", "unknown", "idle")
+# GPU classes, in the order every chart stacks them (bottom to top) and every legend lists them.
+CLASS_COLUMNS = ("inference", "batch", "other", "unmanaged", "unknown", "idle")
 _SLICES = re.compile(r"(\d+)g\.")
 
 
@@ -72,6 +76,7 @@ def _prepare(store: Store, wmap: WorkloadMap,
     dev = store.query(q.DEVICE_SERIES, {"metrics": list(DEVICE_KIND)})
     if dev.height == 0:
         return None
+    dev = exporter_labels(dev)
     dev = dev.with_columns(
         pl.coalesce("uuid", pl.concat_str(pl.col("hostname").fill_null("?"), pl.lit("/"),
                                           pl.col("gpu").fill_null("?"))).alias("gpu_key"),
@@ -79,7 +84,7 @@ def _prepare(store: Store, wmap: WorkloadMap,
         pl.col("metric").replace_strict(DEVICE_KIND, default=q.KIND_OTHER, return_dtype=pl.Int8).alias("kind"))
     inst = (dev.group_by("gpu_key", "mig_key")
             .agg(pl.col("hostname").drop_nulls().first(), pl.col("model").drop_nulls().first(),
-                 pl.col("mig_profile").drop_nulls().first())
+                 pl.col("mig_profile").drop_nulls().first(), pl.col("k8s").any())
             .sort("gpu_key", "mig_key")
             .with_row_index("inst_id")
             .with_columns(pl.col("inst_id").cast(pl.Int64)))
@@ -112,10 +117,65 @@ def _prepare(store: Store, wmap: WorkloadMap,
                            .alias("holder_id"))
     dev_series = dev.select("series_id", "inst_id", "holder_id", "kind")
     register_temp(store, "tl_dev_series", dev_series)
-    register_temp(store, "tl_inst", inst.select("inst_id", "gpu_id", "hostname", "pool", "frac", "resource"))
+    register_temp(store, "tl_inst", inst.select("inst_id", "gpu_id", "hostname", "pool", "frac", "resource", "k8s"))
     register_temp(store, "tl_gpu", gpus.select("gpu_id", "pool", "leftover"))
     register_temp(store, "tl_holder", pods.select("holder_id", "namespace", "pod", "workload", "cls", "team", "pool"))
     return pods, dev_series, inst
+
+
+def exporter_labels(dev: pl.DataFrame) -> pl.DataFrame:
+    """Device series with the holder labels their exporter really wrote, and its Kubernetes mode.
+
+    An exporter deployment is the series' ``job`` label (the whole store where there is none).
+    Behind a ServiceMonitor without ``honorLabels`` the holder moved to ``exported_pod`` and the
+    plain ``pod`` is the exporter's own: where a deployment writes ``exported_pod`` anywhere, a
+    series without it has no holder (an idle GPU there carries only the exporter's pod).
+    ``k8s``: the deployment labels pods on some GPU somewhere in the store, so a GPU of it
+    without a pod label is not allocated to a pod (dcgm-exporter's Kubernetes mode).
+    """
+    job = pl.col("job").fill_null("")
+    dev = dev.with_columns(
+        pl.when(pl.col("has_exported_pod").any().over(job) & ~pl.col("has_exported_pod"))
+        .then(None).otherwise(pl.col("pod")).alias("pod"),
+        pl.when(pl.col("has_exported_pod").any().over(job) & ~pl.col("has_exported_pod"))
+        .then(None).otherwise(pl.col("namespace")).alias("namespace"))
+    return dev.with_columns(pl.col("pod").is_not_null().any().over(job).alias("k8s"))
+
+
+def class_rules(store: Store) -> pl.DataFrame:
+    """How each exporter deployment's GPUs without a pod label are classed (DESIGN.md "GPU counting").
+
+    Returns ``job, gpus, kubernetes_mode, ksm_nodes, rule``: ``ksm_nodes`` counts the nodes
+    kube-state-metrics reports allocatable GPUs for (there, requests decide idle vs unknown);
+    ``rule`` says in words what decides for the rest.
+    """
+    schema = {"job": pl.Utf8, "gpus": pl.Int64, "kubernetes_mode": pl.Boolean, "ksm_nodes": pl.Int64,
+              "rule": pl.Utf8}
+    dev = store.query(q.DEVICE_SERIES, {"metrics": list(DEVICE_KIND)})
+    if dev.height == 0:
+        return pl.DataFrame(schema=schema)
+    dev = exporter_labels(dev).with_columns(
+        pl.coalesce("uuid", pl.concat_str(pl.col("hostname").fill_null("?"), pl.lit("/"),
+                                          pl.col("gpu").fill_null("?"))).alias("gpu_key"))
+    alloc = store.query(q.SERIES_OF_METRICS, {"metrics": [sg.KSM_NODE_GPU_ALLOCATABLE]})
+    ksm_hosts = set(alloc["hostname"].drop_nulls().to_list()) if alloc.height else set()
+    rows = []
+    for (job,), g in dev.group_by(["job"], maintain_order=True):
+        k8s = bool(g["k8s"].any())
+        hosts = set(g["hostname"].drop_nulls().to_list())
+        n_ksm = len(hosts & ksm_hosts)
+        if n_ksm == len(hosts) and hosts:
+            rule = "kube-state-metrics requests: unrequested GPUs idle, requested ones without a pod label unknown"
+        elif k8s:
+            rule = ("Kubernetes mode (pod labels seen on this exporter): a GPU without a pod label is idle when "
+                    "its activity and memory are under the map's thresholds, unmanaged (used outside "
+                    "Kubernetes) when above" + (", kube-state-metrics requests on the nodes it covers" if n_ksm else ""))
+        else:
+            rule = ("this exporter never labels pods: its GPUs are unknown (neither idle nor held)"
+                    + (", but kube-state-metrics requests on the nodes it covers" if n_ksm else ""))
+        rows.append({"job": job, "gpus": g["gpu_key"].n_unique(), "kubernetes_mode": k8s, "ksm_nodes": n_ksm,
+                     "rule": rule})
+    return pl.DataFrame(rows, schema=schema).sort("job", nulls_last=True)
 
 
 def _ts(col: str = "ts_end_ms") -> pl.Expr:
@@ -191,7 +251,7 @@ def _decide_timesliced(store: Store, params: dict[str, int], dev_series: pl.Data
     register_temp(store, "tl_dev_series", dev_series)
 
 
-def _windowed_device_pass(store: Store, params: dict[str, int], inst: pl.DataFrame
+def _windowed_device_pass(store: Store, params: dict[str, int], inst: pl.DataFrame, wmap: WorkloadMap
                           ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Raw :data:`~analytics.sql.timeline.HOLDINGS` and ``POOL_DEVICE_STATS`` rows over the
     range, the device pass run window by window.
@@ -206,7 +266,8 @@ def _windowed_device_pass(store: Store, params: dict[str, int], inst: pl.DataFra
     for w in _windows(params, inst.height):
         _run_instance_steps(store, w)
         _run_ksm_free(store, w)
-        held.append(store.query(q.HOLDINGS))
+        held.append(store.query(q.HOLDINGS, {"idle_activity_pct": wmap.idle_activity_pct,
+                                             "idle_memory_mib": wmap.idle_memory_mib}))
         stats.append(store.query(q.POOL_DEVICE_STATS))
     return pl.concat(held, how="vertical_relaxed"), pl.concat(stats, how="vertical_relaxed")
 
@@ -235,14 +296,15 @@ def device_pass(store: Store, params: dict[str, int], wmap: WorkloadMap,
         return None
     pods, dev_series, inst = prepared
     _decide_timesliced(store, params, dev_series, inst)
-    held, stats = _windowed_device_pass(store, params, inst)
+    held, stats = _windowed_device_pass(store, params, inst, wmap)
     return pods, _holdings_frame(held), stats
 
 
 def holdings(store: Store, cfg: TimelineConfig = TimelineConfig(), wmap: WorkloadMap | None = None) -> pl.DataFrame:
     """Who held the GPUs, per step: long frame ``ts, pool, cls, team, workload, gpus``.
 
-    ``cls`` is ``inference``, ``batch``, ``other``, ``unknown`` (no pod label) or ``idle``;
+    ``cls`` is ``inference``, ``batch``, ``other``, ``unmanaged`` (busy, no pod label),
+    ``unknown`` (no pod label, nothing to say more) or ``idle``;
     ``gpus`` is in shares of a GPU (MIG instances and time-sliced pods as fractions).
     Calling this and :func:`pool_timeline` reads the device samples twice:
     :func:`analytics.timeline.timelines` builds both from one pass.
@@ -286,7 +348,8 @@ def pool_timeline(store: Store, cfg: TimelineConfig = TimelineConfig(),
     -------
     polars.DataFrame
         ``ts`` (end of step, UTC), ``pool``, ``gpus_total``, ``gpus_inference``, ``gpus_batch``,
-        ``gpus_other``, ``gpus_unknown``, ``gpus_idle`` (these five add up to ``gpus_total``),
+        ``gpus_other``, ``gpus_unmanaged``, ``gpus_unknown``, ``gpus_idle`` (these six add up to
+        ``gpus_total``),
         ``activity_pct`` (mean over the pool's GPUs), ``mem_used_gib``, ``pending_pods`` (null
         where kube-state-metrics pod phases are absent), ``desired_replicas`` /
         ``ready_replicas`` (the autoscalers of the pool's services, summed; null where absent).

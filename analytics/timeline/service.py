@@ -8,7 +8,8 @@ other recognised histograms; a service with only a summary (Triton's
 ``nv_inference_request_summary_us``) takes its quantiles from the summary, the highest over
 its pods (pods' quantiles cannot be merged; the max is the conservative reading).
 A series' service is its ``service`` label (``exported_service`` behind a ServiceMonitor),
-else its pod's workload.
+else its pod's workload. HPA and Deployment series are linked to the service they scale by
+:mod:`analytics.timeline.autoscaler` (names rarely agree in real clusters).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from analytics import signals as sg
 from analytics.counters import histogram_quantiles, increase_by_group, register_temp, step_range
 from analytics.sql import timeline as q
 from analytics.store import Store
+from analytics.timeline.autoscaler import Hpa, Link, ServiceTargets, link_deployments, link_hpas, links_frame
 from analytics.timeline.config import TimelineConfig
 from analytics.workloads import WorkloadMap, classify, classify_pods, pool_of_host, workload_of_pod
 
@@ -57,24 +59,32 @@ def _histogram_metrics() -> list[str]:
             *SUMMARY_METRICS, *(f"{m}_count" for m in SUMMARY_METRICS)]
 
 
-def service_series(store: Store, wmap: WorkloadMap,
-                   classified: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Series of every service, and one row per service with its SLO metric and pool.
+def _autoscaler_series_links(s: pl.DataFrame, lat: pl.DataFrame,
+                             wmap: WorkloadMap) -> tuple[list[Link], list[Link]]:
+    """HPA and Deployment links (:mod:`analytics.timeline.autoscaler`) from the series frame."""
+    by_service = lat.group_by("service").agg(pl.col("_workload").drop_nulls().unique(),
+                                              pl.col("namespace").drop_nulls().mode().first())
+    targets = [ServiceTargets(r["service"], r["namespace"], tuple(sorted({r["service"], *r["_workload"]})))
+               for r in by_service.sort("service").iter_rows(named=True)]
+    hpa_rows = s.filter(pl.col("hpa").is_not_null() & pl.col("metric").is_in([sg.KSM_HPA_DESIRED, sg.KSM_HPA_INFO]))
+    info = (hpa_rows.filter(pl.col("metric") == sg.KSM_HPA_INFO).group_by("namespace", "hpa")
+            .agg(pl.col("target_kind").drop_nulls().first(), pl.col("target_name").drop_nulls().first()))
+    known = {(r["namespace"], r["hpa"]): (r["target_kind"], r["target_name"]) for r in info.iter_rows(named=True)}
+    hpas = [Hpa(ns, name, *known.get((ns, name), (None, None)))
+            for ns, name in hpa_rows.select("namespace", "hpa").unique().sort("namespace", "hpa", nulls_last=True).iter_rows()]
+    hpa_links = link_hpas(hpas, targets, wmap.autoscalers)
+    deps = (s.filter(pl.col("deployment").is_not_null()
+                     & pl.col("metric").is_in([sg.KSM_DEPLOY_READY, sg.KSM_DEPLOY_AVAILABLE]))
+            .select("namespace", "deployment").unique().sort("namespace", "deployment", nulls_last=True))
+    return hpa_links, link_deployments(list(deps.iter_rows()), targets, hpa_links)
 
-    ``classified``: :func:`analytics.workloads.classify_pods` output when the caller has it.
 
-    Returns ``(series, services)``: ``series`` has ``series_id, metric, base, service, pod_key,
-    le`` (float), ``quantile``, ``role`` (bucket / count / summary / a gauge name); ``services`` has ``service,
-    service_id, namespace, slo_metric, pool``.
-    """
-    metrics = [*_histogram_metrics(), *GAUGES]
+def _resolve(store: Store, wmap: WorkloadMap) -> tuple[pl.DataFrame, pl.DataFrame, list[Link]] | None:
+    """Every candidate series with its role and service, the latency series, and the autoscaler links."""
+    metrics = [*_histogram_metrics(), *GAUGES, sg.KSM_HPA_INFO, sg.KSM_DEPLOY_AVAILABLE]
     s = store.query(q.SERVICE_SERIES, {"metrics": metrics})
-    empty = (pl.DataFrame(schema={"series_id": pl.Int64, "metric": pl.Utf8, "base": pl.Utf8, "service": pl.Utf8,
-                                  "pod_key": pl.Utf8, "le": pl.Float64, "quantile": pl.Utf8, "role": pl.Utf8}),
-             pl.DataFrame(schema={"service": pl.Utf8, "service_id": pl.Int64, "namespace": pl.Utf8,
-                                  "slo_metric": pl.Utf8, "pool": pl.Utf8}))
     if s.height == 0:
-        return empty
+        return None
     workloads = {p: workload_of_pod(p) for p in s["pod"].drop_nulls().unique().to_list()}
     s = s.with_columns(
         pl.col("pod").replace_strict(workloads, default=None, return_dtype=pl.Utf8).alias("_workload"),
@@ -85,12 +95,64 @@ def service_series(store: Store, wmap: WorkloadMap,
         .when(pl.col("metric").str.ends_with("_count")).then(pl.lit("count"))
         .otherwise(pl.col("metric").replace_strict(GAUGES, default=None)).alias("role"),
         pl.col("metric").str.replace(r"_(bucket|count)$", "").alias("base"))
+    s = s.with_columns(pl.when(pl.col("hpa").is_null() & pl.col("deployment").is_null())
+                       .then(pl.coalesce("service_label", "_workload", "model_name")).alias("service"))
+    lat = s.filter(pl.col("role").is_in(["bucket", "count", "summary"]) & pl.col("service").is_not_null())
+    hpa_links, dep_links = _autoscaler_series_links(s, lat, wmap)
+    hpa_to = {(x.namespace, x.name): x.service for x in hpa_links if x.status == "linked"}
+    dep_to = {(x.namespace, x.name): x.service for x in dep_links if x.status == "linked"}
+    # a Deployment's ready replicas; _available where it reports no _ready
+    has_ready = {(r[0], r[1]) for r in s.filter(pl.col("metric") == sg.KSM_DEPLOY_READY)
+                 .select("namespace", "deployment").iter_rows()}
     s = s.with_columns(
-        pl.when(pl.col("role").is_in(["desired_replicas"])).then(pl.col("hpa"))
-        .when(pl.col("role").is_in(["ready_replicas"])).then(pl.col("deployment"))
-        .otherwise(pl.coalesce("service_label", "_workload", "model_name")).alias("service"))
-    s = s.filter(pl.col("service").is_not_null())
-    lat = s.filter(pl.col("role").is_in(["bucket", "count", "summary"]))
+        pl.when(pl.col("metric") == sg.KSM_HPA_DESIRED)
+        .then(pl.struct("namespace", "hpa").map_elements(lambda r: hpa_to.get((r["namespace"], r["hpa"])),
+                                                         return_dtype=pl.Utf8))
+        .when(pl.col("metric").is_in([sg.KSM_DEPLOY_READY, sg.KSM_DEPLOY_AVAILABLE]))
+        .then(pl.struct("namespace", "deployment").map_elements(
+            lambda r: dep_to.get((r["namespace"], r["deployment"])), return_dtype=pl.Utf8))
+        .otherwise(pl.col("service")).alias("service"),
+        pl.when((pl.col("metric") == sg.KSM_DEPLOY_AVAILABLE)
+                & ~pl.struct("namespace", "deployment").map_elements(
+                    lambda r: (r["namespace"], r["deployment"]) in has_ready, return_dtype=pl.Boolean))
+        .then(pl.lit("ready_replicas")).otherwise(pl.col("role")).alias("role"))
+    s = s.filter(pl.col("service").is_not_null() & pl.col("role").is_not_null())
+    return s, lat, [*hpa_links, *dep_links]
+
+
+def autoscaler_links(store: Store, wmap: WorkloadMap | None = None) -> pl.DataFrame:
+    """Each HPA and Deployment of the store, the service it was linked to and the rule that did it.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``kind`` (hpa / deployment), ``namespace``, ``name``, ``service`` (null unless linked),
+        ``target`` (the HPA's scale target where ``_info`` names it), ``rule``, ``status``
+        (linked / ambiguous / unlinked), ``note`` (why, and what to do).
+    """
+    resolved = _resolve(store, wmap or WorkloadMap())
+    return links_frame(resolved[2] if resolved else [])
+
+
+def service_series(store: Store, wmap: WorkloadMap,
+                   classified: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Series of every service, and one row per service with its SLO metric and pool.
+
+    ``classified``: :func:`analytics.workloads.classify_pods` output when the caller has it.
+    Autoscaler series are linked to their service by :mod:`analytics.timeline.autoscaler`.
+
+    Returns ``(series, services)``: ``series`` has ``series_id, metric, base, service, pod_key,
+    le`` (float), ``quantile``, ``role`` (bucket / count / summary / a gauge name); ``services`` has ``service,
+    service_id, namespace, slo_metric, pool``.
+    """
+    empty = (pl.DataFrame(schema={"series_id": pl.Int64, "metric": pl.Utf8, "base": pl.Utf8, "service": pl.Utf8,
+                                  "pod_key": pl.Utf8, "le": pl.Float64, "quantile": pl.Utf8, "role": pl.Utf8}),
+             pl.DataFrame(schema={"service": pl.Utf8, "service_id": pl.Int64, "namespace": pl.Utf8,
+                                  "slo_metric": pl.Utf8, "pool": pl.Utf8}))
+    resolved = _resolve(store, wmap)
+    if resolved is None:
+        return empty
+    s, lat, _ = resolved
     if lat.height == 0:
         return empty
     names = sorted(lat["service"].unique().to_list())
