@@ -297,3 +297,25 @@ def test_folded_settings_keep_their_values(db_file: Path) -> None:
     assert "step 5 min · SLO 150 ms" in sidebar_summary(at)
     open_settings(at)
     assert at.selectbox(key="v_step").value == 300 and at.number_input(key="v_slo").value == 150.0
+
+
+def test_data_page_shows_autoscaler_links_and_unlabelled_gpu_rules(tmp_path: Path) -> None:
+    from analytics.ingest import ingest_path
+
+    fixtures = Path(__file__).parent / "fixtures" / "independent"
+    db = tmp_path / "links.duckdb"
+    with Store(db) as store:
+        for name in ("keda.prom", "ambiguous.prom", "idle_unlabelled.prom"):
+            assert [r.status for r in ingest_path(store, fixtures / name)] == ["loaded"]
+    at = _app(source="duckdb", db=str(db))
+    at.switch_page("pages/data.py").run()
+    _no_exception(at)
+    links = _table_with(at, "kind", "name", "service", "rule", "status")
+    hpa = links[links["kind"] == "hpa"].set_index("name")
+    assert hpa.loc["keda-hpa-chat-api-vllm", "service"] == "chat-api-vllm"
+    assert hpa.loc["keda-hpa-chat-api-vllm", "rule"] == "KEDA ScaledObject, same name"
+    assert list(hpa.loc[["chat", "chat-api"], "status"]) == ["ambiguous", "ambiguous"]
+    warnings = [w.value for w in at.warning]
+    assert any("chat" in w and "ambiguous" in w and "tidelens.toml" in w for w in warnings), warnings
+    rules = _table_with(at, "job", "gpus", "kubernetes_mode", "rule")
+    assert bool(rules.set_index("job").loc["gpu-metrics", "kubernetes_mode"])

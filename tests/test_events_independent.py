@@ -24,7 +24,7 @@ from analytics.ingest import ingest_path
 from analytics.store import Store
 from analytics.timeline import TimelineConfig, autoscaler_links, pool_timeline, service_timeline
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("independent")]
 FIXTURES = Path(__file__).parent / "fixtures" / "independent"
 CASES = ("hpa-renamed", "hpa-info", "idle-unlabelled", "both")
 

@@ -44,7 +44,7 @@ from analytics.sample.export import load_into, truth, truth_p99
 from analytics.sample.sim import simulate
 from analytics.store import Store
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("events_truth")]
 
 SCENARIOS = ("morning", "partitioned", "mixed", "real-traffic")
 SEEDS = (1, 2)

@@ -1,4 +1,7 @@
-"""``tidelens sample``: simulate a scenario and write its exports, load it, or write the excerpts."""
+"""``tidelens sample``: simulate a scenario and write its exports, load it, or write the excerpts.
+
+``--variant NAME`` (repeatable) exports the same story the way another real cluster would
+(:mod:`analytics.sample.variants`); ``--variant list`` says what each imitates."""
 
 from __future__ import annotations
 
@@ -12,8 +15,10 @@ from analytics.errors import ConfigError
 
 def register(sub: argparse._SubParsersAction) -> None:
     from analytics.sample import FORMATS, SCENARIOS
+    from analytics.sample.variants import VARIANTS
 
-    p = sub.add_parser("sample", help="simulate a GPU pool and write what it would export (plus truth.json)")
+    p = sub.add_parser("sample", help="simulate a GPU pool and write what it would export (plus truth.json)",
+                       epilog=_variant_table(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=None, help="folder to write the exports and truth.json into")
     p.add_argument("--scenario", default="morning", choices=sorted(SCENARIOS), help="the story to simulate")
     p.add_argument("--days", type=int, default=21, help="days to simulate (21+ shows a weekly rhythm)")
@@ -24,15 +29,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", default=None, help="also load the run into this DuckDB store")
     p.add_argument("--excerpts", type=Path, default=None,
                    help="write the small bundled excerpts of the default sample into this folder (e.g. data/sample)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME",
+                   help=f"export the run as another real cluster would (repeatable; 'list' describes them): "
+                        f"{', '.join(VARIANTS)}")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.set_defaults(func=cmd_sample)
+
+
+def _variant_table() -> str:
+    """``--help``'s epilog: every variant with the real-cluster fact it imitates."""
+    from analytics.sample.variants import VARIANTS
+
+    width = max(len(n) for n in VARIANTS)
+    rows = "\n".join(f"  {v.name:<{width}}  {v.help}" for v in VARIANTS.values())
+    return f"variants (--variant NAME, repeatable):\n{rows}"
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
     from analytics.sample import FORMATS, load_into, simulate, write_exports
     from analytics.sample.export import write_excerpts
+    from analytics.sample.variants import describe, parse_variants
     from analytics.store import Store
 
+    if "list" in args.variant:
+        if args.json:
+            print_json(describe())
+        else:
+            print(_variant_table())
+        return 0
+    variants = parse_variants(args.variant)  # before any work: a bad name costs nothing
+    if args.excerpts is not None and variants:
+        raise ConfigError("--excerpts writes the bundled excerpts of the default sample: drop --variant, "
+                          "or use --out DIR for a variant's exports")
     if args.out is None and args.db is None and args.excerpts is None:
         raise ConfigError("tidelens sample: give --out DIR, --db PATH or --excerpts DIR")
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
@@ -43,9 +71,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if args.excerpts is not None:
         result = simulate("morning", days=21, gpus=64, seed=7)
     else:
-        result = simulate(args.scenario, days=args.days, gpus=args.gpus, seed=args.seed)
+        result = simulate(args.scenario, days=args.days, gpus=args.gpus, seed=args.seed, variants=variants)
     summary: dict = {"scenario": result.scenario.name, "days": result.days, "gpus": result.gpus,
-                     "seed": result.seed, "events": len(result.events),
+                     "seed": result.seed, "variants": list(result.variants), "events": len(result.events),
                      "simulate_s": round(time.perf_counter() - t0, 2)}
     written = []
     if args.excerpts is not None:
@@ -60,7 +88,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
     else:
-        print(f"{summary['scenario']}: {summary['days']} days, {summary['gpus']} GPUs, seed {summary['seed']}, "
+        tag = f" ({', '.join(result.variants)})" if result.variants else ""
+        print(f"{summary['scenario']}{tag}: {summary['days']} days, {summary['gpus']} GPUs, seed {summary['seed']}, "
               f"{summary['events']} tail events, {len(written)} files, {summary['total_s']} s")
         for p in written:
             print(f"  {p}")

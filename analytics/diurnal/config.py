@@ -36,6 +36,11 @@ class RhythmConfig:
         "help": "fit a weekly period too (needs more than 14 days of data; otherwise daily only)"})
     robust: bool = field(default=False, metadata={
         "help": "robust LOESS (down-weights outliers such as surges; about 8x slower)"})
+    norm_surge_sd: float | None = field(default=5.0, metadata={
+        "help": "the norm band (what a surge is judged against) is fitted without the steps that run more "
+                "than this many robust standard deviations above the typical day (the median of the same "
+                "time on days of the same kind, weekday or weekend, scaled to the day's level), so surges "
+                "do not teach the norm; None = fit every step"})
     level_shift_share: float = field(default=0.2, metadata={
         "help": "a jump between the day before and the day after larger than this share of the "
                 "series' level, lasting, is a level shift and goes into the trend"})

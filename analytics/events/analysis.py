@@ -122,6 +122,13 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
     steps = _service_steps(services, pools)
     with_hpa = (services.filter(pl.col("desired_replicas").is_not_null())["service"].unique().to_list()
                 if "desired_replicas" in services.columns else [])
+    if "gpus_unknown" in pools.columns and pools.height:
+        unknown = (with_ts_ms(pools).group_by(pl.col("pool").cast(pl.Utf8).fill_null("default"))
+                   .agg(pl.col("gpus_unknown").max()).filter(pl.col("gpus_unknown") >= 1))
+        for pool, n in unknown.sort("pool").iter_rows():
+            notes.append(f"pool {pool}: up to {n:.1f} GPUs are unknown (no pod label, and neither kube-state-metrics "
+                         f"nor the exporter's Kubernetes mode says they are free): free GPUs are a lower bound "
+                         f"there, so a tail with too few free GPUs may be scaling lag rather than contention")
     hold = with_ts_ms(holdings).select(
         "ts_ms", pl.col("pool").cast(pl.Utf8).fill_null("default"), pl.col("cls").cast(pl.Utf8).fill_null("unknown"),
         pl.col("team").cast(pl.Utf8).fill_null("(no team)"), pl.col("workload").cast(pl.Utf8).fill_null("(unlabelled)"),

@@ -6,6 +6,10 @@ Mechanics, not painted curves: traffic with a daily and weekly rhythm and surges
 each service's queue (:mod:`.latency`), the series a real cluster exports (:mod:`.series`), their
 writers (:mod:`.export`), and the counterfactual truth of every tail event (:mod:`.truth`).
 
+The default run exports one "ideal" cluster; ``simulate(..., variants=(...))`` exports the same
+story as other real clusters do (HPA naming, missing exporters, relabelled scrapes, 15 s scrapes,
+tensor-parallel replicas, a UTC+8 day...): :mod:`.variants`, ``docs/variants.md``.
+
 >>> from analytics.sample import SCENARIOS
 >>> sorted(SCENARIOS)
 ['mixed', 'morning', 'partitioned', 'real-traffic']
@@ -23,14 +27,15 @@ from analytics.sample.scenarios import SCENARIOS
 from analytics.sample.version import SAMPLE_VERSION
 
 __all__ = ["SCENARIOS", "FORMATS", "SAMPLE_VERSION", "SimResult", "simulate", "write_exports", "load_into",
-           "truth", "truth_p99", "ensure_default_store", "DEFAULT_CACHE_DIR"]
+           "truth", "truth_p99", "ensure_default_store", "DEFAULT_CACHE_DIR", "VARIANTS", "parse_variants"]
 
 DEFAULT_CACHE_DIR = Path(__file__).resolve().parents[2] / "data" / "cache"
 
 # The simulator and its writers import scipy (about 0.7 s): loaded on first use, so that
 # finding the bundled sample's file (the app's first run) does not pay for them.
 _LAZY = {"FORMATS": "export", "load_into": "export", "truth_p99": "export",
-         "write_exports": "export", "SimResult": "sim", "simulate": "sim"}
+         "write_exports": "export", "SimResult": "sim", "simulate": "sim",
+         "VARIANTS": "variants", "parse_variants": "variants"}
 
 # ``truth`` is both a submodule and the writers' function this package exports. The import
 # system binds a submodule to its package's name when it first loads it: load it now (it is

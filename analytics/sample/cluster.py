@@ -38,6 +38,8 @@ class ServiceConfig:
     service_sigma: float = field(default=0.55, metadata=_help("log-normal sigma of that latency"))
     slowdown: float = field(default=6.0, metadata=_help("latency inflation at full slot occupancy: x (1 + slowdown * occupancy^4); prefill shares the GPU with decode"))
     decode_median_s: float = field(default=5.0, metadata=_help("LLM only: median decode time after the first token, seconds"))
+    decode_sigma: float = field(default=0.6, metadata=_help("LLM only: log-normal sigma of the decode time (narrow when completions are capped short)"))
+    decode_slowdown: float = field(default=0.0, metadata=_help("LLM only: extra decode inflation at full slot occupancy: x (1 + 0.5 * occupancy + decode_slowdown * occupancy^4); a full batch slows every token"))
     target_util: float = field(default=0.6, metadata=_help("HPA target: share of a replica's slot capacity the autoscaler aims for"))
     min_replicas: int = field(default=2, metadata=_help("HPA minimum replicas"))
     max_replicas: int = field(default=16, metadata=_help("HPA maximum replicas"))
@@ -48,6 +50,8 @@ class ServiceConfig:
     fb_used_mib: int = field(default=72000, metadata=_help("GPU memory a serving replica holds, MiB"))
     team: str = field(default="", metadata=_help("owning team (default: the namespace)"))
     model_name: str = field(default="", metadata=_help("LLM only: the model_name label"))
+    slo_latency: str = field(default="main", metadata=_help("which latency the SLO (and the truth's p99) is on: 'main' (TTFT for LLMs, the request for http) or 'e2e' (LLM end-to-end)"))
+    gpus_per_replica: int = field(default=1, metadata=_help("GPUs one replica binds at once, all on one node (tensor parallelism)"))
 
     @property
     def capacity_rps(self) -> float:
@@ -96,7 +100,7 @@ class ScenarioConfig:
     inference_reserved_gpus: int = field(default=0, metadata=_help("GPUs reserved for inference that batch never touches (0 = one shared pool)"))
     ramp_hour_utc: float = field(default=9.0, metadata=_help("hour the weekday morning ramp starts, UTC (it reaches the peak ~30 min later)"))
     traffic: str = field(default="synthetic", metadata=_help("'synthetic' daily/weekly rhythm or 'servegen' (the bundled production trace)"))
-    start_iso: str = field(default="2026-10-05T00:00:00Z", metadata=_help("first sample, ISO UTC (a Monday)"))
+    start_iso: str = field(default="2026-10-05T00:00:00Z", metadata=_help("first sample, ISO with its zone offset: the cluster's local midnight on a Monday (the scenario's '_utc' hours are hours of that zone's day, UTC when the offset is Z)"))
     scrape_s: int = field(default=60, metadata=_help("scrape interval, seconds"))
     min_event_min: int = field(default=5, metadata=_help("truth: shortest tail event, minutes"))
     merge_gap_min: int = field(default=10, metadata=_help("truth: SLO breaches closer than this merge into one event, minutes"))

@@ -20,10 +20,13 @@ import numpy as np
 import orjson
 import polars as pl
 
+from analytics import signals as sg
 from analytics.sample import series as se
+from analytics.sample.cluster import ServiceConfig
 from analytics.sample.sim import SAMPLE_VERSION, SimResult
 from analytics.sample.traffic import MIN_PER_DAY
 from analytics.sample.truth import iso
+from analytics.sample.variants import export_scrape_s, zone_name
 from analytics.sql import sample as q
 from analytics.sql import store as sq
 from analytics.store import LoadResult, Store
@@ -37,8 +40,7 @@ def truth(result: SimResult) -> dict[str, Any]:
     sc = result.scenario
     step = sc.scrape_s * 1000
     ts0 = result.start_ms
-    slos = {s.name: {"metric": "vllm:time_to_first_token_seconds" if s.kind == "vllm"
-                     else "http_server_request_duration_seconds", "p99_ms": s.slo_p99_ms} for s in sc.services}
+    slos = {s.name: {"metric": _slo_metric(s), "p99_ms": s.slo_p99_ms} for s in sc.services}
     jobs = [{"id": j["id"], "workload": j["workload"], "namespace": j["namespace"], "team": j["team"],
              "gpus": j["gpus"], "submitted": iso(ts0 + j["submit_min"] * step),
              "start": iso(ts0 + j["start_min"] * step), "end": iso(ts0 + j["end_min"] * step)}
@@ -46,12 +48,26 @@ def truth(result: SimResult) -> dict[str, Any]:
     surges = [{"service": s.service, "start": iso(ts0 + s.start_min * step), "end": iso(ts0 + s.end_min * step),
                "factor": s.factor} for s in result.surges]
     events = [{k: v for k, v in e.items() if k not in ("start_ms", "end_ms")} for e in result.events]
-    return {"scenario": sc.name, "description": sc.description, "seed": result.seed, "days": result.days,
-            "gpus": result.gpus, "start": iso(ts0), "end": iso(ts0 + result.n_min * step), "scrape_s": sc.scrape_s,
-            "version": SAMPLE_VERSION, "slos": slos,
-            "event_rule": {"min_minutes": sc.min_event_min, "merge_gap_minutes": sc.merge_gap_min,
-                           "timestamps": "start = ts of the first step over the SLO (inclusive), end = ts after the last (exclusive)"},
-            "batch_jobs": jobs, "surges": surges, "events": events}
+    out = {"scenario": sc.name, "description": sc.description, "seed": result.seed, "days": result.days,
+           "gpus": result.gpus, "start": iso(ts0), "end": iso(ts0 + result.n_min * step), "scrape_s": sc.scrape_s,
+           "version": SAMPLE_VERSION, "slos": slos,
+           "event_rule": {"min_minutes": sc.min_event_min, "merge_gap_minutes": sc.merge_gap_min,
+                          "timestamps": "start = ts of the first step over the SLO (inclusive), end = ts after the last (exclusive)"},
+           "batch_jobs": jobs, "surges": surges, "events": events}
+    if result.variants:
+        # only a variant's truth says so: the default's truth.json stays byte for byte what it
+        # was (the bundled excerpts ship it); readers take a missing key as [] / UTC / 60
+        out["variants"] = list(result.variants)
+        out["tz"] = zone_name(sc)
+        out["export_scrape_s"] = export_scrape_s(result.variants)
+    return out
+
+
+def _slo_metric(s: ServiceConfig) -> str:
+    """The histogram family the service's SLO (and the truth's p99) is on."""
+    if s.kind == "vllm":
+        return sg.VLLM_E2E if s.slo_latency == "e2e" else sg.VLLM_TTFT
+    return sg.HTTP_DURATION
 
 
 def truth_p99(result: SimResult) -> pl.DataFrame:
@@ -119,7 +135,9 @@ def query_range_json(ss: se.SeriesSet, samples: pl.DataFrame | None = None) -> b
     samples = ss.samples if samples is None else samples
     ts_s = (pl.col("ts_ms") // 1000).cast(pl.Utf8)
     exact = (pl.col("ts_ms") % 1000) == 0
-    ts_str = pl.when(exact).then(ts_s).otherwise((pl.col("ts_ms") / 1000.0).cast(pl.Utf8))
+    # sub-second scrapes (a scrape-interval variant) as Prometheus writes them: 1791158399.123
+    frac_ms = (pl.col("ts_ms") % 1000).cast(pl.Utf8).str.zfill(3).str.strip_chars_end("0")
+    ts_str = pl.when(exact).then(ts_s).otherwise(ts_s + "." + frac_ms)
     pairs = (samples.sort(["skey", "ts_ms"])
              .with_columns(("[" + ts_str + ',"' + _value_str(pl.col("value")) + '"]').alias("p"))
              .group_by("skey", maintain_order=True).agg(pl.col("p").str.join(",")))
@@ -159,9 +177,12 @@ def write_exports(result: SimResult, out_dir: Path, *, formats: tuple[str, ...] 
     ss = series or se.build_series(result)
     paths: list[Path] = []
     day_ms = 86_400_000
+    step_ms = result.scenario.scrape_s * 1000
     for d, date in _days(result):
         lo = result.start_ms + d * day_ms
-        day = ss.samples.filter((pl.col("ts_ms") >= lo) & (pl.col("ts_ms") < lo + day_ms))
+        # a day's file holds its steps (t - step, t], t = lo .. lo + day - step: the sub-minute
+        # scrapes of a variant stay in their minute's file (60 s scrapes: [lo, lo + day))
+        day = ss.samples.filter((pl.col("ts_ms") > lo - step_ms) & (pl.col("ts_ms") <= lo + day_ms - step_ms))
         if "prom-text" in formats:
             p = out_dir / "prom-text" / f"scrape-{date}.prom.gz"
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -253,7 +274,11 @@ def _source_identity(result: SimResult) -> tuple[str, str, str]:
     """Name, content hash and note of the source a run loads as."""
     key = f"{SAMPLE_VERSION}/{result.scenario.name}/{result.days}/{result.gpus}/{result.seed}"
     name = f"sample:{result.scenario.name}:{result.days}d:{result.gpus}gpus:seed{result.seed}"
-    return name, hashlib.sha256(key.encode()).hexdigest(), f"simulated {result.scenario.name}, version {SAMPLE_VERSION}"
+    note = f"simulated {result.scenario.name}, version {SAMPLE_VERSION}"
+    if result.variants:  # another export of the same seed is another source (the default keeps its hash)
+        tag = "+".join(result.variants)
+        key, name, note = f"{key}/{tag}", f"{name}:{tag}", f"{note}, variants {tag}"
+    return name, hashlib.sha256(key.encode()).hexdigest(), note
 
 
 def _load_chunked(store: Store, result: SimResult, chunk_samples: int, sort_memory_limit: str) -> LoadResult:

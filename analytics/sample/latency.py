@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from analytics.errors import ConfigError
 from analytics.sample.cluster import ServiceConfig
 
 DRAWS_PER_MIN = 200
@@ -38,7 +39,7 @@ class LatencyDraws:
 
     main_s: np.ndarray  # (T, K) TTFT (vllm) or request duration (http), seconds
     e2e_s: np.ndarray | None  # (T, K) vllm end-to-end latency, seconds
-    p99_ms: np.ndarray  # (T,) the minute's true p99 of main_s, ms (nan without requests)
+    p99_ms: np.ndarray  # (T,) the minute's true p99 of the SLO's latency (main_s or e2e_s), ms (nan without requests)
     rho: np.ndarray  # (T,) offered load per slot capacity
     running: np.ndarray  # (T,) requests in service per serving replica
     waiting: np.ndarray  # (T,) requests waiting per serving replica
@@ -107,9 +108,16 @@ def draw_latency(svc: ServiceConfig, n_req: np.ndarray, serving: np.ndarray, u: 
     main = main.astype(np.float32)
     e2e = None
     if svc.kind == "vllm":
-        decode = np.exp(np.log(svc.decode_median_s) + 0.6 * u.z2) * (1.0 + 0.5 * occ)[col]
+        decode_slow = 1.0 + 0.5 * occ
+        if svc.decode_slowdown:  # (the default's arithmetic untouched: its output stays bit for bit)
+            decode_slow = decode_slow + svc.decode_slowdown * occ ** 4
+        decode = np.exp(np.log(svc.decode_median_s) + svc.decode_sigma * u.z2) * decode_slow[col]
         e2e = (main + decode).astype(np.float32)
-    p99 = weighted_p99(main, request_weights(n_req, main.shape[1])) * 1000.0
+    if svc.slo_latency not in ("main", "e2e") or (svc.slo_latency == "e2e" and e2e is None):
+        raise ConfigError(f"service {svc.name}: slo_latency {svc.slo_latency!r}; use 'main', or 'e2e' for a vllm service")
+    # the truth's p99 is on the latency the SLO is on (what an SLO check of this service reads)
+    slo_draws = e2e if svc.slo_latency == "e2e" else main
+    p99 = weighted_p99(slo_draws, request_weights(n_req, main.shape[1])) * 1000.0
     p99 = np.where(n_req > 0, p99, np.nan)
     per_rep = np.maximum(serving, 1)
     running = np.minimum(svc.concurrency, lam * svc.hold_s / per_rep)

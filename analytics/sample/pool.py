@@ -17,7 +17,7 @@ from analytics.sample.batch import BatchJob
 from analytics.sample.cluster import ScenarioConfig, Topology
 
 RS_HASH = {"chat-vllm": "7d9f8c6b5d", "recommender": "5c8b7f9d44"}
-_POD_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+POD_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
 
 @dataclass
@@ -35,7 +35,8 @@ class Pod:
     priority_class: str
     created_min: int
     end_min: int
-    gpu: int = -1  # pool index of the GPU it holds (-1 while pending)
+    gpu: int = -1  # pool index of the (first) GPU it holds (-1 while pending)
+    more_gpus: tuple[int, ...] = ()  # tensor-parallel replicas: the other GPUs it holds, same node
     scheduled_min: int = -1
     ready_min: int = -1  # inference: serves from ready_min + 1 (endpoints update)
     service: str | None = None
@@ -43,6 +44,11 @@ class Pod:
     resource: str = "nvidia_com_gpu"
     mig: tuple[str, int] | None = None  # (profile, GPU instance id) for MIG pods
     hide_pod_labels: bool = False  # dcgm-exporter could not map this device to its pod
+
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        """Pool indices of every GPU it holds (empty while pending)."""
+        return (self.gpu,) + self.more_gpus if self.gpu >= 0 else ()
 
 
 @dataclass
@@ -62,7 +68,7 @@ class PoolRun:
 
 
 def _suffix(rng: np.random.Generator) -> str:
-    return "".join(_POD_CHARS[i] for i in rng.integers(0, len(_POD_CHARS), 5))
+    return "".join(POD_CHARS[i] for i in rng.integers(0, len(POD_CHARS), 5))
 
 
 def run_pool(scenario: ScenarioConfig, topo: Topology, n_min: int, arrivals: dict[str, np.ndarray],
@@ -94,23 +100,45 @@ def run_pool(scenario: ScenarioConfig, topo: Topology, n_min: int, arrivals: dic
     admitted = 0
     records: list[dict] = []
 
+    node_of = [g.node for g in topo.gpus]
+    svc_by = {s.name: s for s in svcs}
+
     def take(pool: list[int]) -> int:
         return pool.pop(0)
 
+    def take_group(pool: list[int], k: int) -> list[int] | None:
+        """The lowest ``k`` free GPUs of the first node with ``k`` free in ``pool`` (None: none has)."""
+        by_node: dict[str, list[int]] = {}
+        for g in pool:
+            same = by_node.setdefault(node_of[g], [])
+            same.append(g)
+            if len(same) == k:
+                for x in same:
+                    pool.remove(x)
+                return same
+        return None
+
+    def grab(k: int) -> list[int] | None:
+        """GPUs for an inference replica needing ``k`` of one node: reserved ones first."""
+        if k == 1:  # any free GPU
+            pool = free_res if free_res else free_shr
+            return [take(pool)] if pool else None
+        return take_group(free_res, k) or take_group(free_shr, k)
+
     def release(p: Pod, t: int) -> None:
         p.end_min = t
-        if p.gpu >= 0:
-            holder[p.gpu] = -1
-            bisect.insort(free_res if p.gpu in reserved else free_shr, p.gpu)
+        for g in p.gpus:
+            holder[g] = -1
+            bisect.insort(free_res if g in reserved else free_shr, g)
 
     def new_pod(**kw) -> Pod:
         p = Pod(idx=len(pods), **kw)
         pods.append(p)
         return p
 
-    def bind(p: Pod, g: int, t: int) -> None:
-        p.gpu, p.scheduled_min = g, t
-        holder[g] = p.idx
+    def bind(p: Pod, gs: list[int], t: int) -> None:
+        p.gpu, p.more_gpus, p.scheduled_min = gs[0], tuple(gs[1:]), t
+        holder[gs] = p.idx
 
     for t in range(n_min):
         # 1. batch jobs that finished
@@ -136,10 +164,13 @@ def run_pool(scenario: ScenarioConfig, topo: Topology, n_min: int, arrivals: dic
                                 namespace=s.namespace, container=s.name, klass="inference",
                                 created_by_kind="ReplicaSet", created_by_name=f"{s.name}-{RS_HASH.get(s.name, 'abc')}",
                                 priority_class="inference-high", created_min=0, end_min=n_min, service=s.name)
-                    g = take(free_res) if free_res else take(free_shr)
-                    bind(p, g, 0)
-                    p.ready_min = -1
                     act.append(p.idx)
+                    gs = grab(s.gpus_per_replica)
+                    if gs is None:  # a pool too small for the minimum: it waits like any replica
+                        pending_inf.append(p.idx)
+                        continue
+                    bind(p, gs, 0)
+                    p.ready_min = -1
                 continue
             if want < len(act):
                 def order(i: int) -> tuple[int, int]:
@@ -164,11 +195,11 @@ def run_pool(scenario: ScenarioConfig, topo: Topology, n_min: int, arrivals: dic
         if pending_inf:
             still_p = []
             for i in pending_inf:
-                pool = free_res if free_res else free_shr
-                if pool:
-                    p = pods[i]
-                    bind(p, take(pool), t)
-                    svc = next(s for s in svcs if s.name == p.service)
+                p = pods[i]
+                svc = svc_by[p.service]
+                gs = grab(svc.gpus_per_replica)  # a multi-GPU replica binds all at once, or waits
+                if gs is not None:
+                    bind(p, gs, t)
                     p.ready_min = t + svc.warmup_min
                 else:
                     still_p.append(i)
@@ -191,7 +222,7 @@ def run_pool(scenario: ScenarioConfig, topo: Topology, n_min: int, arrivals: dic
                                     klass="batch", created_by_kind="Job", created_by_name=j.job,
                                     priority_class=j.priority_class, created_min=t,
                                     end_min=n_min, job_id=j.job_id)
-                        bind(p, take(free_shr), t)
+                        bind(p, [take(free_shr)], t)
                         idxs.append(p.idx)
                     end = min(t + j.duration_min, n_min)
                     rec = {"id": j.job_id, "workload": j.job, "namespace": j.namespace, "team": j.team,

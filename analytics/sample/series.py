@@ -35,6 +35,11 @@ class SeriesSet:
     samples: pl.DataFrame  # skey, ts_ms, value
 
 
+def labels_json(labels: dict[str, str]) -> str:
+    """A series' labels as stored in :attr:`SeriesSet.series`: JSON with sorted keys."""
+    return orjson.dumps(dict(sorted(labels.items()))).decode()
+
+
 def family_of(metric: str) -> str:
     """The metric family a series belongs to (``x_bucket`` -> ``x`` for known histograms)."""
     for suffix in ("_bucket", "_sum", "_count"):
@@ -67,7 +72,7 @@ class _Builder:
         if len(t) == 0:
             return
         skey = self.skey_base + len(self.meta)
-        self.meta.append((metric, orjson.dumps(dict(sorted(labels.items()))).decode()))
+        self.meta.append((metric, labels_json(labels)))
         self.t.append(np.asarray(t, dtype=np.int64))
         self.v.append(np.asarray(v, dtype=np.float64))
         self.k.append(np.full(len(t), skey, dtype=np.int64))
@@ -162,7 +167,37 @@ def iter_series(res, minutes: slice | None = None, gpu_filter: set[int] | None =
     Each piece holds whole series (a series is never split), ``skey`` counting on across pieces,
     so concatenating the pieces gives exactly :func:`build_series`' result; the random draws do
     not depend on the piece size. Without ``chunk_samples``: one piece, the whole run.
+
+    The export variants of ``res.variants`` (:mod:`analytics.sample.variants`) rewrite each piece
+    as it is built; their ``skey`` then count on densely across the rewritten pieces.
     """
+    from analytics.sample.variants import DEFAULT_SCRAPE_S, export_scrape_s, export_transform
+
+    names = tuple(getattr(res, "variants", ()))
+    transform = export_transform(names)
+    if transform is None:
+        yield from _iter_raw(res, minutes, gpu_filter, chunk_samples=chunk_samples)
+        return
+    if chunk_samples is not None:  # pieces of about chunk_samples samples once rescraped
+        chunk_samples = max(1, chunk_samples * export_scrape_s(names) // DEFAULT_SCRAPE_S)
+    next_skey = 0
+    for piece in _iter_raw(res, minutes, gpu_filter, chunk_samples=chunk_samples):
+        piece = transform(piece, res)
+        # dense keys in the pieces' order (a variant may drop series or add some at the end)
+        mapping = piece.series.select("skey").sort("skey").with_columns(
+            pl.int_range(next_skey, next_skey + pl.len(), dtype=pl.Int64).alias("new"))
+        next_skey += mapping.height
+        if not mapping.height and chunk_samples is not None:
+            continue  # every series of the piece dropped
+        series = (piece.series.join(mapping, on="skey").sort("new")
+                  .select(pl.col("new").alias("skey"), "metric", "family", "labels"))
+        samples = piece.samples.join(mapping, on="skey").select(pl.col("new").alias("skey"), "ts_ms", "value")
+        yield SeriesSet(series=series, samples=samples)
+
+
+def _iter_raw(res, minutes: slice | None, gpu_filter: set[int] | None, *,
+              chunk_samples: int | None) -> Iterator[SeriesSet]:
+    """The default cluster's series of ``res``, as :func:`iter_series` documents (no variants)."""
     b = _Builder()
     step_ms = res.scenario.scrape_s * 1000
 
@@ -344,7 +379,7 @@ def iter_series(res, minutes: slice | None = None, gpu_filter: set[int] | None =
                                 "created_by_name": p.created_by_name, "priority_class": p.priority_class},
               tr_, np.ones(len(tr_)))
         b.add(sg.KSM_POD_GPU_REQUEST, {**base, "container": p.container, "node": node, "resource": p.resource,
-                                       "unit": "integer"}, tr_, np.ones(len(tr_)))
+                                       "unit": "integer"}, tr_, np.full(len(tr_), float(len(p.gpus))))
     for s in sc.services:
         t_all = np.arange(lo, hi)
         hpa = {**KSM, "horizontalpodautoscaler": s.name, "namespace": s.namespace}

@@ -1,4 +1,8 @@
-"""``simulate()``: one seeded run of a scenario plus its counterfactual re-runs, and its truth."""
+"""``simulate()``: one seeded run of a scenario plus its counterfactual re-runs, and its truth.
+
+A run may be of an export variant (:mod:`analytics.sample.variants`): the cluster-shape ones
+adjust the scenario here, before simulating; the export ones only change what
+:mod:`analytics.sample.series` writes, and are recorded on the result for it."""
 
 from __future__ import annotations
 
@@ -11,10 +15,11 @@ import numpy as np
 from analytics.errors import ConfigError
 from analytics.sample.truth import VARIANTS, classify, detect_runs, iso
 from analytics.sample.batch import plan_jobs
-from analytics.sample.cluster import ScenarioConfig, Topology, build_topology
+from analytics.sample.cluster import GPUS_PER_NODE, ScenarioConfig, Topology, build_topology
 from analytics.sample.latency import LatencyDraws, Uniforms, draw_latency
 from analytics.sample.pool import Pod, PoolRun, plan_dev_pods, run_pool
 from analytics.sample.scenarios import SCENARIOS
+from analytics.sample.variants import configure_scenario, parse_variants
 from analytics.sample.version import SAMPLE_VERSION  # noqa: F401 - re-exported
 from analytics.sample.traffic import (MIN_PER_DAY, Surge, ar1_noise, arrivals, plan_surges, rhythm,
                                       surge_multiplier)
@@ -51,9 +56,10 @@ class SimResult:
     topology: Topology
     full: Variant
     surges: list[Surge]
-    p99_variants: dict[str, dict[str, np.ndarray]]  # variant -> service -> per-minute p99 ms
+    p99_variants: dict[str, dict[str, np.ndarray]]  # counterfactual run (full, no_batch...) -> service -> per-minute p99 ms
     events: list[dict[str, Any]] = field(default_factory=list)
     dev_pods: list[Pod] = field(default_factory=list)
+    variants: tuple[str, ...] = ()  # export variants, canonical order (analytics.sample.variants)
 
     @property
     def n_min(self) -> int:
@@ -92,23 +98,36 @@ def _run_variant(sc: ScenarioConfig, topo: Topology, days: int, seed: int, *, ba
     return Variant(pool=pool, rate_rps=rate, requests=req, latency=lat), surges
 
 
-def simulate(scenario: str = "morning", *, days: int = 21, gpus: int = 64, seed: int = 7) -> SimResult:
+def simulate(scenario: str = "morning", *, days: int = 21, gpus: int = 64, seed: int = 7,
+             variants: tuple[str, ...] = ()) -> SimResult:
     """Simulate ``scenario`` over ``days`` on ``gpus`` GPUs; deterministic for a seed.
 
     Runs the scenario and three counterfactuals (without batch, without surges, without either)
     on the same random draws, and decides each tail event's cause from them (see
     :mod:`analytics.sample.truth`).
 
+    Parameters
+    ----------
+    variants:
+        Export variants (:data:`analytics.sample.variants.VARIANTS`), in any order; the result
+        records them in canonical order. ``()`` is the default cluster.
+
     Raises
     ------
     ConfigError
-        Unknown scenario, fewer than 1 day, or a GPU count the topology cannot hold.
+        Unknown scenario or variant, contradictory variants, fewer than 1 day, or a GPU count
+        the topology cannot hold.
     """
     if scenario not in SCENARIOS:
         raise ConfigError(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
     if days < 1:
         raise ConfigError(f"--days {days}: simulate at least 1 day (21 or more to show a weekly rhythm)")
-    sc = SCENARIOS[scenario]
+    names = parse_variants(variants)
+    sc = configure_scenario(SCENARIOS[scenario], names)
+    for svc in sc.services:
+        if not 1 <= svc.gpus_per_replica <= GPUS_PER_NODE:  # a replica's GPUs share one node
+            raise ConfigError(f"service {svc.name}: gpus_per_replica {svc.gpus_per_replica}; "
+                              f"use 1 to {GPUS_PER_NODE} (the GPUs of one node)")
     topo = build_topology(gpus)
     # the latency randomness is the same in every run (common random numbers): draw it once
     uniforms = {svc.name: Uniforms.draw(_rng(seed, "latency", i), days * MIN_PER_DAY)
@@ -121,7 +140,7 @@ def simulate(scenario: str = "morning", *, days: int = 21, gpus: int = 64, seed:
         p99[name] = {k: d.p99_ms for k, d in v.latency.items()}
     start_ms = int(datetime.fromisoformat(sc.start_iso.replace("Z", "+00:00")).timestamp() * 1000)
     res = SimResult(scenario=sc, days=days, gpus=gpus, seed=seed, start_ms=start_ms, topology=topo,
-                    full=full, surges=surges, p99_variants=p99)
+                    full=full, surges=surges, p99_variants=p99, variants=names)
     res.events = _events(res)
     res.dev_pods = plan_dev_pods(topo, res.n_min, _rng(seed, "dev"), len(full.pool.pods))
     return res
