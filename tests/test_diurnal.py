@@ -195,3 +195,28 @@ def test_log_scale_band_is_multiplicative_and_positive() -> None:
     lower, upper = dec.coarse_band()
     assert (upper > dec.coarse["expected"]).all() and (lower < dec.coarse["expected"]).all()
     assert any("log scale" in n for n in dec.notes)
+
+
+def test_norm_band_does_not_learn_surges_on_two_mornings_of_a_week() -> None:
+    """A week (1-min steps, Monday start) whose Monday and Tuesday mornings run 2x: the norm at
+    those mornings stays the typical morning's, and the surges lie above the band. Without
+    leaving them out of the fit (``norm_surge_sd=None``) MSTL's daily component, which follows
+    its neighbouring days, calls Monday's 2x morning normal."""
+    import numpy as np
+
+    t = np.arange(7 * 1440)
+    minute = t % 1440
+    ramp = (minute >= 8 * 60) & (minute < 13 * 60)
+    clean = 10 + 30 * np.sin(np.pi * (minute - 8 * 60) / 300) * ramp + 5 * np.sin(2 * np.pi * minute / 1440)
+    rng = np.random.default_rng(3)
+    rps = clean * (1 + 0.03 * rng.standard_normal(t.size))
+    surged = (minute >= 9 * 60) & (minute < 11 * 60) & (t < 2 * 1440)
+    rps[surged] *= 2.0
+    f = pl.DataFrame({"ts": pl.Series((t + 1) * 60_000 + 1_791_158_400_000).cast(pl.Datetime("ms", "UTC")),
+                      "rps": rps})
+    band = norm_band(f, "rps")
+    mon = np.flatnonzero(surged & (t < 1440))
+    assert np.median(band["expected"].to_numpy()[mon] / clean[mon]) == pytest.approx(1.0, abs=0.1)
+    assert (band["upper"].to_numpy()[mon] < rps[mon]).mean() > 0.95
+    plain = norm_band(f, "rps", RhythmConfig(norm_surge_sd=None))
+    assert np.median(plain["expected"].to_numpy()[mon] / clean[mon]) > 1.5
