@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 
+from analytics.events.report import report_markdown
 from analytics.events.robustness import MATRIX, TARGETS, Case, run_case
 
 pytestmark = pytest.mark.slow
@@ -37,8 +38,15 @@ def test_case_meets_the_targets(case: Case, capsys):
         assert s.mis_true >= 1 and s.naive_misattribution_f1 == 0.0
     else:
         assert "batch_contention" not in r.causes
+    sources = {e.evidence["desired_replicas_source"] for e in r.analysis.events}
     if "no-autoscaler" in case.variants:
-        # no HPA signal: desired replicas come from traffic, and the analysis says so
+        # no HPA signal: desired replicas come from traffic, and the analysis, every event's
+        # evidence and its postmortem say so, with the fitted requests/s per replica
         assert any("inferred from traffic" in n for n in r.notes), r.notes
+        assert sources and all("inferred from traffic" in x and "requests/s per replica" in x for x in sources)
+        ev = next(e for e in r.analysis.events if e.cause == "batch_contention")
+        md = report_markdown(r.analysis, ev, image_name="x.png")
+        assert "inferred from traffic" in md and "Its traffic called for" in md
     else:
         assert not any("inferred from traffic" in n for n in r.notes), r.notes
+        assert sources == {"autoscaler"}

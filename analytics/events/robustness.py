@@ -71,6 +71,7 @@ class CaseResult:
     seconds: float
     notes: list[str] = field(default_factory=list)
     causes: dict[str, int] = field(default_factory=dict)
+    analysis: Any = None  # the EventsAnalysis, for tests that look at evidence and reports
 
     def meets(self) -> dict[str, bool]:
         s = self.score
@@ -111,7 +112,7 @@ def run_case(case: Case, *, days: int = 4, gpus: int = 64, seed: int = 1) -> Cas
     for e in analysis.events:
         causes[e.cause] = causes.get(e.cause, 0) + 1
     return CaseResult(case=case, seed=seed, days=days, score=sc, seconds=time.perf_counter() - t0,
-                      notes=list(analysis.notes), causes=causes)
+                      notes=list(analysis.notes), causes=causes, analysis=analysis)
 
 
 def format_table(results: Sequence[CaseResult]) -> str:
