@@ -37,7 +37,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analytics.diurnal import RhythmConfig, decompose  # noqa: E402
+from analytics.rhythm import RhythmConfig, decompose  # noqa: E402
 
 T0_MS = 1_700_438_400_000  # a Monday 00:00 UTC
 

@@ -25,8 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analytics.pool import POLICIES, PRESETS, compare, frontier, simulate  # noqa: E402
-from analytics.pool.policies import capacity  # noqa: E402
+from analytics.whatif import POLICIES, PRESETS, compare, frontier, simulate  # noqa: E402
+from analytics.whatif.policies import capacity  # noqa: E402
 
 
 def timed(fn, repeat: int) -> float:
@@ -85,7 +85,7 @@ def des_seconds(scn, policy: str, minutes: int, max_requests: int) -> tuple[floa
 
 def calibration_seconds(days: int):
     """CPU seconds of ``calibrate_frames`` on a simulated ``morning`` store of ``days`` days."""
-    from analytics.pool.calibrate import calibrate_frames
+    from analytics.whatif.calibrate import calibrate_frames
     from analytics.sample import load_into
     from analytics.sample import simulate as simulate_sample
     from analytics.store import Store

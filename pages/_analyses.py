@@ -32,15 +32,15 @@ from pages._common import (TIMELINE_CODE, DataSource, cached_timelines, cached_t
                            take_run_view)
 
 if TYPE_CHECKING:
-    from analytics.diurnal.report import RhythmPageData
+    from analytics.rhythm.report import RhythmPageData
     from analytics.events import EventsAnalysis
 
 _LOG = logging.getLogger(__name__)
 # What the analysis pages import beyond the Overview's (statsmodels and scipy behind the
 # rhythm: about a second on this machine). Imported in the prefetch, not in the first run's
 # script, whose end the browser waits for.
-PAGE_MODULES = ("analytics.diurnal", "analytics.diurnal.report", "analytics.events",
-                "analytics.events.report", "analytics.pool", "analytics.charts.rhythm",
+PAGE_MODULES = ("analytics.rhythm", "analytics.rhythm.report", "analytics.events",
+                "analytics.events.report", "analytics.whatif", "analytics.charts.rhythm",
                 "analytics.charts.events", "analytics.charts.whatif")
 
 # Widget defaults, shared by the pages and the prefetch.
@@ -63,13 +63,13 @@ NICE = 5
 
 
 # -- the heavy calls ------------------------------------------------------------------------
-@persisted("Decomposing the rhythm...", *TIMELINE_CODE, "analytics.diurnal", "analytics.sql",
+@persisted("Decomposing the rhythm...", *TIMELINE_CODE, "analytics.rhythm", "analytics.sql",
            max_entries=32)
 def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, start_ms: int | None,
                   end_ms: int | None, map_version: str, resolution_s: int, tidal_share: float,
                   band_high_q: float, tz: str) -> RhythmPageData:
-    from analytics.diurnal import RhythmConfig
-    from analytics.diurnal.report import rhythm_page_data
+    from analytics.rhythm import RhythmConfig
+    from analytics.rhythm.report import rhythm_page_data
 
     cfg = RhythmConfig(resolution_s=resolution_s, tidal_share=tidal_share,
                        band_low_q=round(1 - band_high_q, 4), band_high_q=band_high_q, timezone=tz)
@@ -102,11 +102,11 @@ def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | N
 
 # What-if and Chargeback share one calibration per (source, range, step, service, SLO).
 @persisted("Calibrating the model on the store (first time for this range)...",
-           *TIMELINE_CODE, "analytics.pool", "analytics.sql")
+           *TIMELINE_CODE, "analytics.whatif", "analytics.sql")
 def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
                        step_s: int, map_version: str, service: str | None,
-                       slo_ms: float) -> Any:  # analytics.pool.calibrate.Calibration
-    from analytics.pool.calibrate import calibrate_frames, gpu_model_of
+                       slo_ms: float) -> Any:  # analytics.whatif.calibrate.Calibration
+    from analytics.whatif.calibrate import calibrate_frames, gpu_model_of
 
     tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
     with open_store(path) as store:  # the frames do not carry the GPU model
@@ -160,7 +160,7 @@ def prefetch_jobs(v: ViewSettings, src: DataSource, state: Any, page: str = "") 
                                v.slo_for(name))
 
     def rhythm() -> None:
-        from analytics.diurnal import RhythmConfig
+        from analytics.rhythm import RhythmConfig
 
         cached_rhythm(path, version, signal, v.step_s, v.start_ms, v.end_ms, mv, resolution,
                       float(RhythmConfig.tidal_share if tidal is None else tidal),

@@ -11,9 +11,9 @@ import streamlit as st
 
 from analytics.charts.whatif import bills_figure
 from analytics.errors import TidelensError
-from analytics.pool import POLICIES, PRESETS, capacity_plan, compare
-from analytics.pool import form
-from analytics.pool.ledger import bills, ledger, summarise_ledger
+from analytics.whatif import POLICIES, PRESETS, capacity_plan, compare
+from analytics.whatif import form
+from analytics.whatif.ledger import bills, ledger, summarise_ledger
 from pages._analyses import cached_calibration, cached_services
 from pages._common import config_version, page_setup, show_chart, source
 

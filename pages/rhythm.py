@@ -7,7 +7,7 @@ import streamlit as st
 
 from analytics.charts.rhythm import (decomposition_figure, hour_of_week_figure, profiles_figure,
                                      self_norm_figure)
-from analytics.diurnal import RhythmConfig, config_help
+from analytics.rhythm import RhythmConfig, config_help
 from analytics.errors import TidelensError
 from analytics.view import format_step
 from pages._analyses import RHYTHM_RESOLUTION_S, RHYTHM_RESOLUTIONS_S, cached_rhythm

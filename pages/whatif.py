@@ -13,12 +13,12 @@ import streamlit as st
 from analytics.charts.whatif import (backtest_figure, bands_figure, frontier_figure,
                                      headroom_figure, typical_day_figure)
 from analytics.errors import TidelensError
-from analytics.pool import (POLICIES, POLICY_HELP, PRESETS, PoolParams, ServiceParams,
+from analytics.whatif import (POLICIES, POLICY_HELP, PRESETS, PoolParams, ServiceParams,
                             burst_bands, compare, field_specs, frontier, headroom_by_hour,
                             scenario_from_toml, scenario_to_toml)
-from analytics.pool import form
-from analytics.pool.calibrate import Calibration
-from analytics.pool.ledger import policy_table, typical_day
+from analytics.whatif import form
+from analytics.whatif.calibrate import Calibration
+from analytics.whatif.ledger import policy_table, typical_day
 from pages._analyses import cached_calibration, cached_services
 from pages._common import config_version, page_setup, show_chart, source
 

@@ -24,7 +24,7 @@ from analytics.view import STEP_CHOICES_S  # noqa: E402
 from apptest_helpers import open_settings  # noqa: E402
 
 # The package exports a function named like this module: reach the module itself.
-calibrate_mod = importlib.import_module("analytics.pool.calibrate")
+calibrate_mod = importlib.import_module("analytics.whatif.calibrate")
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
 PAGES = ("pages/rhythm.py", "pages/events.py", "pages/whatif.py", "pages/chargeback.py")
@@ -59,7 +59,7 @@ def heavy_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
         monkeypatch.setattr(module, name, wrapper)
 
     counted(timeline_mod, "timelines", lambda a, k: a[1].step_s)
-    counted(importlib.import_module("analytics.diurnal.report"), "rhythm_page_data",
+    counted(importlib.import_module("analytics.rhythm.report"), "rhythm_page_data",
             lambda a, k: k["step_s"])
     counted(importlib.import_module("analytics.events"), "analyse", lambda a, k: k["cfg"].step_s)
     counted(calibrate_mod, "calibrate_frames", lambda a, k: k["step_s"])

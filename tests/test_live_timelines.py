@@ -49,7 +49,7 @@ def _same(a: pl.DataFrame, b: pl.DataFrame, keys: list[str]) -> None:
             assert a[col].to_list() == b[col].to_list(), col
 
 
-def test_pool_timeline_from_a_pull_equals_the_files(stores):
+def test_whatif_timeline_from_a_pull_equals_the_files(stores):
     files, pulled = stores
     want, got = pool_timeline(files, CFG), pool_timeline(pulled, CFG)
     _same(want, got, ["ts", "pool"])

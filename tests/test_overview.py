@@ -108,7 +108,7 @@ def test_signal_presence_counts_histogram_parts() -> None:
     assert "scaling lag" in row["cost_if_missing"]
 
 
-def test_pool_story_data_keeps_both_kinds_of_rows() -> None:
+def test_whatif_story_data_keeps_both_kinds_of_rows() -> None:
     from analytics.overview import pool_story_data
 
     classes = class_long(_pool())
@@ -127,7 +127,7 @@ def test_label_inventory_counts_series_and_values() -> None:
     assert inv.rows() == [("gpu", 3, 3, "0, 1, 2"), ("pod", 2, 1, "a")]
 
 
-def test_pool_story_figure_uses_class_colours_and_one_time_axis() -> None:
+def test_whatif_story_figure_uses_class_colours_and_one_time_axis() -> None:
     from analytics.charts.overview import pool_story_figure
     from analytics.charts.theme import CLASS_COLORS
 

@@ -54,8 +54,8 @@ def test_what_if_edits_in_the_link_apply(tmp_path: Path) -> None:
 
 
 def test_ledger_and_bills_add_up() -> None:
-    from analytics.pool import PRESETS, compare
-    from analytics.pool.ledger import bills, ledger
+    from analytics.whatif import PRESETS, compare
+    from analytics.whatif.ledger import bills, ledger
 
     scn = PRESETS["morning-ramp"](3)
     res = compare(scn, ("shared", "partitioned"))

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from analytics.diurnal.servegen import read_servegen_rate  # noqa: E402
+from analytics.rhythm.servegen import read_servegen_rate  # noqa: E402
 from analytics.store import Sink, Store, content_hash  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

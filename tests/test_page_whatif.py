@@ -1,6 +1,6 @@
 """The What-if page in Streamlit's AppTest: it launches on a preset, a parameter and the policy
 choice change the numbers shown, and the URL carries the scenario so a copied link reopens it.
-(The store-calibrated start is covered by tests/test_pool_calibrate.py.)"""
+(The store-calibrated start is covered by tests/test_whatif_calibrate.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from analytics.pool import PRESETS, form  # noqa: E402
+from analytics.whatif import PRESETS, form  # noqa: E402
 
 from apptest_helpers import isolate, metric as _metric, open_page  # noqa: E402
 
@@ -117,7 +117,7 @@ def test_a_folded_group_keeps_a_changed_value(tmp_path: Path) -> None:
 
 
 def test_a_saved_scenario_loads_back(tmp_path: Path) -> None:
-    from analytics.pool import scenario_to_toml
+    from analytics.whatif import scenario_to_toml
 
     at = _page(tmp_path, w_src="morning-ramp")
     assert not at.get("file_uploader")  # "Save, load, export" is folded

@@ -65,7 +65,7 @@ def expected_holdings(result) -> pl.DataFrame:
     return pl.DataFrame({"ts_ms": result.ts_ms(), **{f"gpus_{c}": v for c, v in cols.items()}})
 
 
-def test_pool_timeline_recovers_holdings_exactly(run):
+def test_whatif_timeline_recovers_holdings_exactly(run):
     result, st = run
     tl = pool_timeline(st, TimelineConfig(step_s=60))
     assert tl["pool"].unique().to_list() == ["default"]

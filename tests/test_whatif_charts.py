@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from analytics.charts.whatif import typical_day_figure
-from analytics.pool import PRESETS, compare
-from analytics.pool.ledger import typical_day
+from analytics.whatif import PRESETS, compare
+from analytics.whatif.ledger import typical_day
 
 CHROMIUM = Path("/usr/bin/chromium")
 

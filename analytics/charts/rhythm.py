@@ -9,8 +9,8 @@ import polars as pl
 from plotly.subplots import make_subplots
 
 from analytics.charts.theme import SLO_COLOR, apply_theme, class_color, display_ts, zone_label
-from analytics.diurnal.decompose import Decomposition
-from analytics.diurnal.summary import WEEKDAY_NAMES, RhythmSummary
+from analytics.rhythm.decompose import Decomposition
+from analytics.rhythm.summary import WEEKDAY_NAMES, RhythmSummary
 
 TRAFFIC_COLOR = class_color("inference")
 BATCH_COLOR = class_color("batch")

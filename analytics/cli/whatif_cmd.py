@@ -11,9 +11,9 @@ import polars as pl
 from analytics.cli.common import add_json, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.events.slo import slos_from_config
-from analytics.pool import (POLICIES, PRESETS, SUMMARY_KEYS, PoolScenario, calibrate, compare,
+from analytics.whatif import (POLICIES, PRESETS, SUMMARY_KEYS, PoolScenario, calibrate, compare,
                             scenario_from_toml)
-from analytics.pool.calibrate import calibrate_store
+from analytics.whatif.calibrate import calibrate_store
 from analytics.store import Store
 
 

@@ -1,6 +1,6 @@
 """Normal traffic T0 per service: the norm band's expected value, lower and upper bounds.
 
-Uses :func:`analytics.diurnal.norm_band` (MSTL, residual-quantile band) when the range holds
+Uses :func:`analytics.rhythm.norm_band` (MSTL, residual-quantile band) when the range holds
 enough days for it; otherwise a plain stand-in: the median of the same minute of day over every day of the range, with a band of
 three robust standard deviations (MAD x 1.4826), at least 10% of the expected value. A ramp
 that happens every day is the norm; a surge is traffic above the band.
@@ -21,7 +21,7 @@ def traffic_norm(frame: pl.DataFrame, *, step_s: int) -> pl.DataFrame:
     pl.DataFrame
         ``ts_ms, expected, lower, upper`` on the frame's steps.
     """
-    band = _diurnal_band(frame, step_s=step_s)
+    band = _rhythm_band(frame, step_s=step_s)
     if band is not None:
         return band
     return standin_norm(frame)
@@ -40,9 +40,9 @@ def standin_norm(frame: pl.DataFrame) -> pl.DataFrame:
                       (pl.col("expected") + pl.col("half")).alias("upper")).sort("ts_ms")
 
 
-def _diurnal_band(frame: pl.DataFrame, *, step_s: int) -> pl.DataFrame | None:
+def _rhythm_band(frame: pl.DataFrame, *, step_s: int) -> pl.DataFrame | None:
     try:
-        from analytics.diurnal import norm_band  # MSTL; optional so events work without it
+        from analytics.rhythm import norm_band  # MSTL; optional so events work without it
     except ImportError:
         return None
     from analytics.errors import NotEnoughDataError

@@ -1,0 +1,113 @@
+"""The rhythm of a store's signals, as the CLI prints it and the page shows it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+import polars as pl
+
+from analytics.rhythm.config import RhythmConfig
+from analytics.rhythm.decompose import Decomposition, decompose
+from analytics.rhythm.servegen import ASSUMPTION_NOTE
+from analytics.rhythm.signals import RhythmSignal, SignalSource
+from analytics.rhythm.summary import RhythmSummary, hour_of_week, summarise
+from analytics.errors import NotEnoughDataError
+from analytics.store import Store
+
+
+@dataclass
+class SignalRhythm:
+    """One signal's decomposition and summary (or why there is none)."""
+
+    signal: RhythmSignal
+    decomposition: Decomposition | None
+    summary: RhythmSummary | None
+    error: str | None = None
+
+    def as_dict(self) -> dict:
+        if self.summary is None:
+            return {"signal": self.signal.name, "kind": self.signal.kind, "error": self.error}
+        return {"kind": self.signal.kind, **self.summary.as_dict(), "signal": self.signal.name}
+
+
+def analyse_signal(source: SignalSource, signal: RhythmSignal | str, cfg: RhythmConfig) -> SignalRhythm:
+    """Decompose and summarise one signal; too little data becomes ``error``, not an exception."""
+    sig = source.find(signal) if isinstance(signal, str) else signal
+    frame = source.frame(sig)
+    if sig.kind == "latency":
+        cfg = replace(cfg, log_scale=True)  # tails are multiplicative
+    try:
+        dec = decompose(frame, "value", cfg)
+    except NotEnoughDataError as exc:
+        return SignalRhythm(sig, None, None, error=str(exc).replace("value:", f"{sig.name}:", 1))
+    dec.value_col = sig.name
+    notes = [ASSUMPTION_NOTE] if source.is_servegen() and sig.kind == "traffic" else []
+    notes += source.problems
+    batch = source.batch_for(sig) if sig.kind == "traffic" else None
+    summary = summarise(dec, cfg, batch=batch, signal=sig.name, extra_notes=notes)
+    return SignalRhythm(sig, dec, summary)
+
+
+def rhythm_report(store: Store, cfg: RhythmConfig | None = None, *, signals: list[str] | None = None,
+                  step_s: int = 60) -> list[SignalRhythm]:
+    """The rhythm of the named signals, or of every traffic and batch signal of the store."""
+    cfg = cfg or RhythmConfig()
+    source = SignalSource(store, step_s=step_s)
+    if signals:
+        chosen = [source.find(name) for name in signals]
+    else:
+        chosen = [s for s in source.signals() if s.kind in ("traffic", "batch")]
+    if not chosen:
+        problems = "; ".join(source.problems)
+        raise NotEnoughDataError((
+            f"{store.path}: no request-rate or batch signal found; load a service's metrics, a "
+            f"pool's dcgm-exporter data, or a CSV of a request-rate metric (e.g. 'request_rate')")
+            + (f" ({problems})" if problems else ""))
+    return [analyse_signal(source, s, cfg) for s in chosen]
+
+
+@dataclass
+class RhythmPageData:
+    """Everything the Rhythm page draws, from one call."""
+
+    signals: list[RhythmSignal]
+    chosen: SignalRhythm | None
+    traffic_how: pl.DataFrame | None = None
+    batch_how: pl.DataFrame | None = None
+    p99: SignalRhythm | None = None
+    assumption_notes: list[str] = field(default_factory=list)
+
+
+def rhythm_page_data(store: Store, cfg: RhythmConfig, *, signal: str | None = None, step_s: int = 60,
+                     start_ms: int | None = None, end_ms: int | None = None, wmap: Any = None,
+                     timelines: Mapping[str, pl.DataFrame] | None = None) -> RhythmPageData:
+    """The chosen signal's rhythm (default: the first traffic signal), hour-of-week frames of its
+    traffic and of batch holdings in its pool, and its service's p99 rhythm where there is one.
+
+    ``wmap``: the workload map that classes batch and inference (``None``: defaults).
+    ``timelines``: this step's and range's service and pool timelines, made with ``wmap``,
+    when the caller has them (the app's shared ones): the store is then read only for the
+    request-rate metrics outside any service.
+    """
+    source = SignalSource(store, step_s=step_s, start_ms=start_ms, end_ms=end_ms, wmap=wmap,
+                          timelines=timelines)
+    signals = source.signals()
+    if not signals:
+        return RhythmPageData(signals=[], chosen=None, assumption_notes=list(source.problems))
+    sig = next((s for s in signals if s.name == signal), signals[0])  # a stale choice falls back
+    chosen = analyse_signal(source, sig, cfg)
+    traffic_sig = sig if sig.kind == "traffic" else next((s for s in signals if s.kind == "traffic"), None)
+    data = RhythmPageData(signals=signals, chosen=chosen,
+                          assumption_notes=([ASSUMPTION_NOTE] if source.is_servegen() else [])
+                          + source.problems)
+    if traffic_sig is not None:
+        data.traffic_how = hour_of_week(source.frame(traffic_sig), "value", cfg.timezone)
+        batch = source.batch_for(traffic_sig)
+        if batch is not None and batch.height:
+            data.batch_how = hour_of_week(batch, "gpus_batch", cfg.timezone)
+        p99_name = f"p99_ms:{traffic_sig.entity}"
+        p99_sig = next((s for s in signals if s.name == p99_name), None)
+        if p99_sig is not None:
+            data.p99 = analyse_signal(source, p99_sig, cfg)
+    return data

@@ -1,0 +1,435 @@
+"""Scenarios from the store, and the backtest that checks the model against what happened.
+
+``calibrate`` reads the pool and service timelines and sets each parameter the data shows,
+recording where it came from in ``PoolScenario.provenance`` (``store: ...``; ``default`` for
+what the store cannot tell). ``backtest`` replays the observed period under the observed
+policy, day by day with the batch instances that really ran, and compares violation minutes
+and p99 with the store's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from analytics.errors import NotEnoughDataError
+from analytics.whatif.fit import (ServiceFit, autoscaler_rps_per_replica, fit_service,
+                                patience_candidates, replica_cap, warmup_steps,
+                                weighted_p99)
+from analytics.whatif.observe import Observation, observe
+from analytics.whatif.outputs import simulate
+from analytics.whatif.params import (BatchJob, BatchParams, PoolParams, PoolScenario,
+                                   ServiceParams)
+from analytics.sql.whatif import GPU_MODELS
+
+RECURRING_MIN_DAYS = 2  # a batch workload seen on this many days is a daily job
+
+
+def mig_model_for(model_name: str) -> str | None:
+    """The MIG table key (``analytics.whatif.mig.MIG_PROFILES``) of a dcgm-exporter
+    ``modelName`` such as ``NVIDIA H100 80GB HBM3``; None for a GPU without a table."""
+    name = model_name.upper()
+    if "H200" in name:
+        return "H200-141GB"
+    if "H100" in name or "H800" in name:
+        return "H100-80GB"
+    if "A100" in name or "A800" in name:
+        return "A100-40GB" if "40GB" in name.replace(" ", "") else "A100-80GB"
+    return None
+
+
+def gpu_model_of(store: Any) -> tuple[str, str] | None:
+    """The pool's GPU model as a MIG table key, and its provenance, from the store.
+
+    The model most GPUs report (``series.model``, dcgm-exporter's ``modelName``); None when
+    the store names no model or none with a MIG table.
+    """
+    rows = store.query(GPU_MODELS)
+    if rows.height == 0:
+        return None
+    total = int(rows["gpus"].sum())
+    for model, gpus in rows.select("model", "gpus").iter_rows():
+        key = mig_model_for(str(model))
+        if key is not None:
+            return key, f"store: modelName '{model}' on {gpus} of {total} GPUs"
+    return None
+
+
+@dataclass
+class Calibration:
+    """A calibrated scenario, its backtest, and the observation both came from."""
+
+    scenario: PoolScenario
+    backtest: dict[str, Any]
+    observation: Observation
+    fit: ServiceFit | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _hours(obs: Observation, idx: int) -> float:
+    return float(((obs.ts_ms[idx] // 1000 - obs.step_s) % 86400) / 3600.0)
+
+
+def _circular_median_hour(hours: list[float]) -> float:
+    """Median hour of day, cut where the hours are sparsest (02:00 and 23:00 are close)."""
+    h = np.sort(np.asarray(hours) % 24.0)
+    gaps = np.diff(np.concatenate([h, [h[0] + 24.0]]))
+    cut = h[(int(np.argmax(gaps)) + 1) % h.size]
+    return float((np.median((h - cut) % 24.0) + cut) % 24.0)
+
+
+def batch_jobs(obs: Observation) -> tuple[tuple[BatchJob, ...], dict[str, str]]:
+    """Daily jobs from the observed runs: recurring workloads, plus one ad-hoc job per team."""
+    steps_day = 86400 // obs.step_s
+    days = max(obs.steps / steps_day, 1.0)
+    by_workload: dict[str, list] = {}
+    for r in obs.runs:
+        by_workload.setdefault(r.workload, []).append(r)
+    jobs: list[BatchJob] = []
+    prov: dict[str, str] = {}
+    adhoc: dict[str, list] = {}
+    for name, runs in sorted(by_workload.items()):
+        run_days = {r.start // steps_day for r in runs}
+        if len(run_days) < RECURRING_MIN_DAYS:
+            adhoc.setdefault(runs[0].team, []).extend(runs)
+            continue
+        dur_h = float(np.median([(r.end - r.start) * obs.step_s / 3600.0 for r in runs]))
+        jobs.append(BatchJob(name=name, team=runs[0].team,
+                             gpus=int(round(float(np.median([r.gpus for r in runs])))),
+                             start_hour=round(_circular_median_hour(
+                                 [_hours(obs, r.start) for r in runs]) * 4) / 4,
+                             duration_h=round(min(dur_h, 23.75) * 4) / 4 or 0.25, daily=True))
+        prov[f"batch.{name}"] = (f"store: {len(runs)} runs on {len(run_days)} of {days:.0f} days "
+                                 "(median GPUs, start hour, duration)")
+    for team, runs in sorted(adhoc.items()):
+        gpu_h_day = sum(r.gpus * (r.end - r.start) * obs.step_s / 3600.0 for r in runs) / days
+        gpus = int(max(1, round(float(np.median([r.gpus for r in runs])))))
+        dur = min(23.75, max(0.25, round(gpu_h_day / gpus * 4) / 4))
+        name = f"ad-hoc-{team}"
+        jobs.append(BatchJob(name=name, team=team, gpus=gpus,
+                             start_hour=round(_circular_median_hour(
+                                 [_hours(obs, r.start) for r in runs]) * 4) / 4,
+                             duration_h=dur, daily=True))
+        prov[f"batch.{name}"] = (f"store: {len(runs)} one-off runs of team {team}, "
+                                 f"{gpu_h_day:.0f} GPU-h a day, folded into one daily job")
+    return tuple(jobs), prov
+
+
+def others_when_it_matters(obs: Observation, sel: np.ndarray) -> float:
+    """GPUs other services and unmodelled work hold when it matters, among steps ``sel``:
+    while batch holds GPUs and this service is short of replicas (contention), else at
+    this service's busy hours."""
+    short = sel & (obs.desired > obs.ready) & (obs.batch_gpus > 0)
+    busy = short if short.sum() >= 10 else sel & (obs.rps >= np.quantile(obs.rps[sel], 0.75))
+    return float(np.median(obs.others_gpus[busy])) if busy.any() else 0.0
+
+
+def scenario_from(obs: Observation, *, slo_ms: float | None = None,
+                  gpu_model: tuple[str, str] | None = None
+                  ) -> tuple[PoolScenario, ServiceFit | None]:
+    """The calibrated scenario of an observation (see ``calibrate``); ``gpu_model`` is a
+    MIG table key and its provenance (``gpu_model_of``), else the default model."""
+    prov: dict[str, str] = {}
+    svc = ServiceParams()
+    step_min = obs.step_min
+    prov["traffic_rps"] = (f"store: {obs.service} request rate, {obs.steps} steps of "
+                           f"{obs.step_s} s")
+    slo = float(slo_ms) if slo_ms else svc.slo_ms
+    prov["service.slo_ms"] = "user (view setting)" if slo_ms else "default"
+    held = obs.ready > 0
+    gpr = float(np.median(obs.own_gpus[held] / obs.ready[held])) if held.any() else 1.0
+    gpr_i = int(min(16, max(1, round(gpr))))
+    prov["service.gpus_per_replica"] = (f"store: GPUs held / ready replicas, median {gpr:.2f}"
+                                        if held.any() else "default")
+    patience = patience_candidates(obs.p99_ms, slo)
+    fit = fit_service(obs.rps, obs.ready, obs.p99_ms, slo, step_s=obs.step_s,
+                      timeouts_s=patience or (svc.timeout_s,))
+    kw: dict[str, Any] = {"team": obs.service, "slo_ms": slo, "gpus_per_replica": gpr_i}
+    prov["service.team"] = "store: the service's name (its violations are its own)"
+    if fit is not None:
+        kw.update(service_rate_per_slot_rps=float(f"{fit.service_rate_per_slot_rps:.4g}"),
+                  concurrency=fit.concurrency, service_cv=fit.service_cv,
+                  latency_floor_ms=min(60000.0, round(fit.latency_floor_ms, 1)),
+                  busy_slowdown=fit.busy_slowdown,
+                  service_in_latency=fit.service_in_latency)
+        why = (f"store: fit of p99 vs load per replica on {fit.steps_used} steps; agrees on "
+               f"{fit.slo_agreement:.1%} of steps about the SLO, |log error| "
+               f"{fit.log_p99_mae:.2f}")
+        for k in ("service_rate_per_slot_rps", "concurrency", "service_cv", "latency_floor_ms",
+                  "busy_slowdown", "service_in_latency"):
+            prov[f"service.{k}"] = why
+    else:
+        for k in ("service_rate_per_slot_rps", "concurrency", "service_cv", "latency_floor_ms",
+                  "busy_slowdown", "service_in_latency"):
+            prov[f"service.{k}"] = "default (no steps with traffic, replicas and p99)"
+    replica_rps = kw.get("service_rate_per_slot_rps", svc.service_rate_per_slot_rps) * \
+        kw.get("concurrency", svc.concurrency)
+    per_rep = autoscaler_rps_per_replica(obs.rps, obs.desired)
+    if per_rep is not None:
+        kw["target_utilization"] = float(min(1.0, max(0.05, round(per_rep / replica_rps, 3))))
+        prov["service.target_utilization"] = (f"store: desired replicas vs traffic, "
+                                              f"{per_rep:.3g} req/s per desired replica")
+    else:
+        prov["service.target_utilization"] = "default (no desired-replica data)"
+    if obs.desired.size and np.nanmax(obs.desired) > 0:
+        kw["min_replicas"] = int(max(0, np.nanmin(obs.desired)))
+        prov["service.min_replicas"] = "store: fewest desired replicas"
+    cap = replica_cap(obs.rps, obs.desired, per_rep)
+    if cap is not None and cap >= kw.get("min_replicas", svc.min_replicas):
+        kw["max_replicas"] = cap
+        prov["service.max_replicas"] = ("store: most desired replicas, kept while traffic "
+                                        "asked for more")
+    else:
+        prov["service.max_replicas"] = "default (the autoscaler never met a maximum)"
+    w = warmup_steps(obs.desired, obs.ready, obs.idle_gpus, gpr)
+    if w is not None:
+        kw["warmup_min"] = float(min(60.0, w * step_min))
+        prov["service.warmup_min"] = ("store: median lag from a scale-up free GPUs could place "
+                                      "to the replicas being ready")
+    else:
+        prov["service.warmup_min"] = "default (no scale-up with free GPUs seen)"
+    if patience:
+        kw["timeout_s"] = fit.timeout_s if fit is not None and fit.timeout_s else patience[0]
+        prov["service.timeout_s"] = ("store: p99 plateau of the steps above half the highest "
+                                     "step p99 (where waits stop at the clients' patience), "
+                                     "the quantile of it the replay agrees with best")
+    else:
+        prov["service.timeout_s"] = "default"
+    for k in ("cooldown_min", "model_memory_gib", "decode_heavy"):
+        prov[f"service.{k}"] = "default"
+    service = replace(svc, **kw)
+
+    total = float(np.median(obs.pool_gpus[obs.pool_gpus > 0])) if (obs.pool_gpus > 0).any() \
+        else float(np.max(obs.own_gpus + obs.batch_gpus + obs.others_gpus))
+    # What the others hold when it matters: while batch holds GPUs and this service is short
+    # of replicas (contention), else at this service's busy hours.
+    others = others_when_it_matters(obs, np.ones(obs.steps, dtype=bool))
+    if total > 0:
+        # A GPU partly held by others (a MIG slice, a time-sliced share) is not one to give.
+        pool_gpus = int(max(1, math.floor(total - others + 1e-9)))
+        prov["pool.gpus"] = (f"store: {total:.0f} GPUs in pool '{obs.pool}' less {others:.1f} "
+                             "held by other services and unmodelled work while this service "
+                             "was short of replicas (else at its busy hours)")
+    else:
+        most = float(np.nanmax(np.maximum(obs.desired, obs.ready))) if obs.steps else 1.0
+        pool_gpus = int(max(1, math.ceil(most * gpr_i)))
+        prov["pool.gpus"] = ("store: no GPU holdings in the store; the most replicas desired "
+                             "times GPUs per replica")
+    jobs, jprov = batch_jobs(obs)
+    prov.update(jprov)
+    prov["batch.jobs"] = f"store: {len(obs.runs)} batch runs in the period" if obs.runs \
+        else "store: no batch holdings in the period"
+    pool = PoolParams(gpus=pool_gpus)
+    for k in ("gpu_model", "price_reserved_per_gpu_h", "split_a", "tidal_start_hour",
+              "violation_price_per_min"):
+        prov[f"pool.{k}"] = "default"
+    if gpu_model is not None:
+        pool = replace(pool, gpu_model=gpu_model[0])
+        prov["pool.gpu_model"] = gpu_model[1]
+    scn = PoolScenario(traffic_rps=obs.rps.copy(), start_ts_ms=int(obs.ts_ms[0]),
+                       step_s=obs.step_s, service=service, batch=BatchParams(jobs=jobs),
+                       pool=pool, name=f"store:{obs.service}",
+                       description=f"{obs.service} in pool '{obs.pool}', calibrated from the "
+                                   f"store ({obs.steps} steps)", provenance=prov)
+    scn.validate()
+    return scn, fit
+
+
+def replay(obs: Observation, scenario: PoolScenario, policy: str = "shared") -> pl.DataFrame:
+    """The observed period replayed day by day with the batch runs that really happened.
+
+    Each day is one scenario: that day's traffic, the calibrated service, the pool less what
+    the other services and unmodelled work held that day (when the pool size came from the
+    store), and every batch run that held GPUs that day as a one-off job (its GPUs, start,
+    and length within the day). Columns: ``ts_ms``, ``traffic_rps``, ``p99_ms`` (model),
+    ``observed_p99_ms``,
+    ``ready_replicas`` (model), ``observed_ready``, ``batch_gpus`` (model),
+    ``observed_batch_gpus``, ``violation`` (model).
+    """
+    steps_day = 86400 // obs.step_s
+    parts: list[dict[str, np.ndarray]] = []
+    for a in range(0, obs.steps, steps_day):
+        b = min(obs.steps, a + steps_day)
+        if b - a < 2:
+            break
+        jobs = []
+        for k, r in enumerate(obs.runs):
+            s, e = max(r.start, a), min(r.end, b)
+            if e <= s:
+                continue
+            hour = ((obs.ts_ms[a] // 1000 - obs.step_s + (s - a) * obs.step_s) % 86400) / 3600
+            jobs.append(BatchJob(name=f"{r.workload}#{k}", team=r.team, gpus=r.gpus,
+                                 start_hour=float(hour),
+                                 duration_h=(e - s) * obs.step_s / 3600.0, daily=False))
+        # Each day's pool: what the other services and unmodelled work left that day.
+        sel = np.zeros(obs.steps, dtype=bool)
+        sel[a:b] = True
+        total = float(np.median(obs.pool_gpus[a:b])) if (obs.pool_gpus[a:b] > 0).all() \
+            else None
+        pool = scenario.pool
+        if total is not None and scenario.provenance.get("pool.gpus", "").startswith("store:"):
+            gpus = int(max(1, math.floor(total - others_when_it_matters(obs, sel) + 1e-9)))
+            pool = replace(pool, gpus=gpus)
+        day = replace(scenario, traffic_rps=obs.rps[a:b], start_ts_ms=int(obs.ts_ms[a]),
+                      batch=BatchParams(jobs=tuple(jobs)), pool=pool)
+        res = simulate(day, policy)
+        parts.append({k: res.series[k] for k in ("ts_ms", "traffic_rps", "p99_ms",
+                                                  "ready_replicas", "batch_gpus", "violation")})
+    if not parts:
+        raise NotEnoughDataError("the backtest needs at least two steps")
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    n = cols["ts_ms"].shape[0]
+    cols["observed_p99_ms"] = obs.p99_ms[:n]
+    cols["observed_ready"] = obs.ready[:n]
+    cols["observed_batch_gpus"] = obs.batch_gpus[:n]
+    return pl.DataFrame(cols)
+
+
+def backtest_from(obs: Observation, scenario: PoolScenario, *, observed_policy: str = "shared"
+                  ) -> dict[str, Any]:
+    """Compare the replay (``replay``) with the store: violation minutes and p99.
+
+    Returns ``observed_violation_minutes``, ``model_violation_minutes``,
+    ``violation_minutes_error`` (relative, model vs observed; absolute minutes over the
+    period's length when nothing was observed), ``observed_p99_ms`` / ``model_p99_ms`` (the
+    99th percentile of step p99s weighted by requests), ``p99_error`` (relative),
+    ``median_step_p99_ratio`` (median of model / observed per step), ``agreement`` (share of
+    steps both call the same way against the SLO), ``policy`` and ``frame`` (``replay``).
+    """
+    frame = replay(obs, scenario, observed_policy)
+    slo = scenario.service.slo_ms
+    step_min = obs.step_min
+    obs_p99 = frame["observed_p99_ms"].to_numpy()
+    mod_p99 = frame["p99_ms"].to_numpy()
+    busy = frame["traffic_rps"].to_numpy() > 0
+    obs_v = busy & np.nan_to_num(obs_p99, nan=0.0).__gt__(slo)
+    mod_v = frame["violation"].to_numpy().astype(bool)
+    ov, mv = float(obs_v.sum() * step_min), float(mod_v.sum() * step_min)
+    err = (mv - ov) / ov if ov > 0 else mv / max(frame.height * step_min, 1.0)
+    weights = frame["traffic_rps"].to_numpy() * obs.step_s
+    op, mp = weighted_p99(obs_p99, weights), weighted_p99(mod_p99, weights)
+    both = busy & np.isfinite(obs_p99) & (obs_p99 > 0)
+    ratio = float(np.median(mod_p99[both] / obs_p99[both])) if both.any() else float("nan")
+    return {
+        "policy": observed_policy,
+        "steps": int(frame.height),
+        "observed_violation_minutes": ov,
+        "model_violation_minutes": mv,
+        "violation_minutes_error": float(err),
+        "observed_p99_ms": op,
+        "model_p99_ms": mp,
+        "p99_error": float((mp - op) / op) if op and math.isfinite(op) else float("nan"),
+        "median_step_p99_ratio": ratio,
+        "agreement": float(np.mean(obs_v[busy] == mod_v[busy])) if busy.any() else 1.0,
+        "frame": frame,
+    }
+
+
+def calibrate_frames(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame, *,
+                     service: str | None = None, step_s: int = 60,
+                     slo_for: dict[str, float] | float | None = None,
+                     observed_policy: str = "shared",
+                     gpu_model: tuple[str, str] | None = None) -> Calibration:
+    """``calibrate`` plus ``backtest`` on timeline frames already built (the app's cache).
+
+    The frames do not carry the GPU model: pass ``gpu_model_of(store)`` as ``gpu_model``
+    (else the default model, recorded as such)."""
+    obs = observe(services, pools, holdings, service=service, step_s=step_s, slo_for=slo_for)
+    slo = None
+    if isinstance(slo_for, dict):
+        slo = slo_for.get(obs.service, slo_for.get("*"))
+    elif slo_for is not None:
+        slo = float(slo_for)
+    scn, fit = scenario_from(obs, slo_ms=slo, gpu_model=gpu_model)
+    bt = backtest_from(obs, scn, observed_policy=observed_policy)
+    scn.provenance["backtest"] = (
+        f"replay under '{observed_policy}': {bt['model_violation_minutes']:.0f} violation "
+        f"minutes vs {bt['observed_violation_minutes']:.0f} observed "
+        f"({bt['violation_minutes_error']:+.0%}); period p99 {bt['model_p99_ms']:.0f} ms vs "
+        f"{bt['observed_p99_ms']:.0f} ms ({bt['p99_error']:+.0%})")
+    return Calibration(scn, bt, obs, fit)
+
+
+def _timelines(store: Any, start_ms: int | None, end_ms: int | None, step_s: int,
+               wmap: Any = None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    from analytics.timeline import TimelineConfig, timelines
+
+    # One shared device pass for all three frames.
+    t = timelines(store, TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms), wmap)
+    return t.services, t.pool, t.holdings
+
+
+def calibrate(store: Any, *, pool: str | None = None, service: str | None = None,
+              start_ms: int | None = None, end_ms: int | None = None,
+              step_s: int = 60, slo_ms: float | dict[str, float] | None = None,
+              wmap: Any = None) -> PoolScenario:
+    """Build a ``PoolScenario`` from the store's timelines.
+
+    Taken from the store (each recorded in ``PoolScenario.provenance``, parameter -> source):
+    ``traffic_rps`` (the service's request rate over the period); the service rate per slot,
+    concurrency, service-time cv, latency floor, busy slowdown, whether the service is in
+    the measured latency, and the timeout (``fit.fit_service``: the p99 curve against load
+    per ready replica, then a replay of the steps in order for capacity and patience);
+    ``target_utilization`` and ``min_replicas`` (desired replicas against traffic);
+    ``max_replicas`` (when the autoscaler held its most replicas while traffic asked for
+    more); ``warmup_min`` (lag from a scale-up free GPUs could place to ready);
+    ``gpus_per_replica``; ``pool.gpus`` (the pool less what other services and unmodelled
+    work hold at this service's busy hours); ``pool.gpu_model`` (the ``modelName`` most
+    GPUs report, as a MIG table key: ``gpu_model_of``); the batch jobs (recurring
+    workloads as daily
+    jobs with their median GPUs, start hour and duration; one-off runs folded into one daily
+    job per team). Everything else keeps its default and says so.
+
+    Parameters
+    ----------
+    store:
+        An open ``Store``.
+    pool:
+        Unused (the service's own pool is taken); kept for the CLI's signature.
+    service:
+        Inference service to model; default the one most often above its SLO.
+    slo_ms:
+        p99 SLO, for all services or per service (``"*"``: the rest).
+
+    Raises
+    ------
+    NotEnoughDataError
+        The range has no service with enough steps of traffic.
+    """
+    services, pools, hold = _timelines(store, start_ms, end_ms, step_s, wmap)
+    obs = observe(services, pools, hold, service=service, step_s=step_s, slo_for=slo_ms)
+    slo = slo_ms.get(obs.service, slo_ms.get("*")) if isinstance(slo_ms, dict) else slo_ms
+    return scenario_from(obs, slo_ms=slo, gpu_model=gpu_model_of(store))[0]
+
+
+def calibrate_store(store: Any, *, service: str | None = None, start_ms: int | None = None,
+                    end_ms: int | None = None, step_s: int = 60,
+                    slo_ms: float | dict[str, float] | None = None, wmap: Any = None,
+                    observed_policy: str = "shared") -> Calibration:
+    """``calibrate`` and ``backtest`` in one pass over the timelines."""
+    services, pools, hold = _timelines(store, start_ms, end_ms, step_s, wmap)
+    return calibrate_frames(services, pools, hold, service=service, step_s=step_s,
+                            slo_for=slo_ms, observed_policy=observed_policy,
+                            gpu_model=gpu_model_of(store))
+
+
+def backtest(store: Any, scenario: PoolScenario, *, observed_policy: str = "shared",
+             service: str | None = None, wmap: Any = None) -> dict[str, Any]:
+    """Replay the observed period under the observed policy and compare with the store.
+
+    The period and step are the scenario's; the service is ``service`` or the one named in
+    the scenario (``store:<service>``). See ``backtest_from`` for the keys.
+    """
+    name = service or (scenario.name.split(":", 1)[1] if scenario.name.startswith("store:")
+                       else None)
+    step_ms = scenario.step_s * 1000
+    start = int(scenario.start_ts_ms) - step_ms
+    end = int(scenario.ts_ms()[-1])
+    services, pools, hold = _timelines(store, start, end, scenario.step_s, wmap)
+    obs = observe(services, pools, hold, service=name, step_s=scenario.step_s,
+                  slo_for=scenario.service.slo_ms)
+    return backtest_from(obs, scenario, observed_policy=observed_policy)

@@ -1,0 +1,108 @@
+"""A scenario's editable parameters as flat ``group.field`` keys: what the What-if page's
+controls and its URL carry, so a copied link reopens the same what-if.
+
+Only parameters that differ from the base scenario (a preset or the calibration) travel in
+the URL; applying them to the same base rebuilds the scenario exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Any
+
+from analytics.errors import ConfigError
+from analytics.whatif.params import PoolParams, PoolScenario, ServiceParams
+
+GROUPS: dict[str, type] = {"service": ServiceParams, "pool": PoolParams}
+
+
+def editable(scn: PoolScenario) -> dict[str, Any]:
+    """``{"service.slo_ms": 100.0, "pool.gpus": 64, ...}`` for every scalar parameter."""
+    out: dict[str, Any] = {}
+    for group, obj in (("service", scn.service), ("pool", scn.pool)):
+        for f in fields(obj):
+            out[f"{group}.{f.name}"] = getattr(obj, f.name)
+    return out
+
+
+def parse_value(value: Any, default: Any, key: str) -> Any:
+    """``value`` (a URL string, a widget value) as the type of ``default``.
+
+    Raises ``ConfigError`` when it cannot be read as that type.
+    """
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{key}={value!r}: write true or false")
+    if isinstance(default, int):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}={value!r}: write a whole number") from None
+    if isinstance(default, float):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}={value!r}: write a number") from None
+    return str(value)
+
+
+def apply(scn: PoolScenario, changes: dict[str, Any]) -> PoolScenario:
+    """``scn`` with ``group.field`` values replaced (strings parsed by the field's type).
+
+    Unknown keys raise ``ConfigError``; the result is validated. Provenance of each changed
+    parameter becomes ``user``.
+    """
+    base = editable(scn)
+    by_group: dict[str, dict[str, Any]] = {"service": {}, "pool": {}}
+    prov = dict(scn.provenance)
+    for key, value in changes.items():
+        if key not in base:
+            raise ConfigError(f"unknown scenario parameter {key!r}; known: service.* and pool.* "
+                              "fields of the model")
+        v = parse_value(value, base[key], key)
+        if v != base[key]:
+            group, name = key.split(".", 1)
+            by_group[group][name] = v
+            prov[key] = "user"
+    if not any(by_group.values()):
+        return scn
+    out = replace(scn, service=replace(scn.service, **by_group["service"]),
+                  pool=replace(scn.pool, **by_group["pool"]), provenance=prov)
+    out.validate()
+    return out
+
+
+def changed(scn: PoolScenario, base: PoolScenario) -> dict[str, str]:
+    """Parameters of ``scn`` that differ from ``base``, as URL-ready strings."""
+    a, b = editable(scn), editable(base)
+    return {k: (str(v).lower() if isinstance(v, bool) else f"{v:g}" if isinstance(v, float)
+                else str(v)) for k, v in a.items() if v != b[k]}
+
+
+def from_query(params: dict[str, str], prefix: str = "w_") -> dict[str, str]:
+    """The ``group.field`` entries of a query-parameter dict (``w_pool.gpus=48``)."""
+    out = {}
+    for k, v in params.items():
+        if k.startswith(prefix) and "." in k:
+            key = k[len(prefix):]
+            if key.split(".", 1)[0] in GROUPS:
+                out[key] = v
+    return out
+
+
+def last_days(scn: PoolScenario, days: int) -> PoolScenario:
+    """The scenario's last ``days`` days (all of it when shorter): what the page models, so
+    a slider move replays a week rather than the whole calibrated period."""
+    n = int(days * 86400 // scn.step_s)
+    if days <= 0 or n >= scn.steps:
+        return scn
+    start = int(scn.ts_ms()[scn.steps - n])
+    prov = {**scn.provenance,
+            "traffic_rps": scn.provenance.get("traffic_rps", "") + f" (last {days} days)"}
+    return replace(scn, traffic_rps=scn.traffic_rps[-n:], start_ts_ms=start, provenance=prov)

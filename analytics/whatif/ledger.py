@@ -1,0 +1,144 @@
+"""Tables the What-if and Chargeback pages show: policies side by side, the typical day, the
+externality ledger by team and period, and what each team would pay under each policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from analytics.whatif.outputs import PolicyResult
+from analytics.whatif.params import PoolScenario
+
+
+def policy_table(results: dict[str, PolicyResult]) -> pl.DataFrame:
+    """One row per policy: p99, compliance, violation minutes, utilization, goodput, cost."""
+    rows = []
+    for name, r in results.items():
+        s = r.summary
+        rows.append({"policy": name, "p99_ms": s["p99_ms"],
+                     "worst_minute_p99_ms": s["worst_minute_p99_ms"],
+                     "slo_compliance": s["slo_compliance"],
+                     "violation_minutes": s["violation_minutes"],
+                     "pool_utilization": s["pool_utilization"],
+                     "pool_utilization_active": s["pool_utilization_active"],
+                     "batch_goodput_gpu_hours": s["batch_goodput_gpu_hours"],
+                     "cost_total": s["cost_total"],
+                     "cost_per_useful_gpu_hour": s["cost_per_useful_gpu_hour"],
+                     "externality_cost": s["externality_cost"]})
+    return pl.DataFrame(rows)
+
+
+def typical_day(scn: PoolScenario, results: dict[str, PolicyResult]) -> pl.DataFrame:
+    """Median over days of each policy's p99 per minute of day: ``minute, hour, policy, p99_ms``."""
+    minute = np.floor(scn.hour_of_day() * 60.0).astype(np.int64)
+    parts = []
+    for name, r in results.items():
+        parts.append(pl.DataFrame({"minute": minute, "p99_ms": r.series["p99_ms"]})
+                     .group_by("minute").agg(pl.col("p99_ms").median())
+                     .with_columns(pl.lit(name).alias("policy")))
+    out = pl.concat(parts).sort("policy", "minute")
+    return out.with_columns((pl.col("minute") / 60.0).alias("hour"))
+
+
+def ledger(scn: PoolScenario, results: dict[str, PolicyResult], period_h: float = 24.0
+           ) -> pl.DataFrame:
+    """Violation minutes and their price by policy, team and period (default: day, UTC).
+
+    Columns ``policy``, ``period_start_ms``, ``team``, ``violation_minutes``, ``cost``; what
+    no other team caused stays with the service's own team.
+    """
+    step_min = scn.step_s / 60.0
+    price = scn.pool.violation_price_per_min
+    ts = scn.ts_ms()
+    period_ms = int(period_h * 3_600_000)
+    period = ((ts - scn.step_s * 1000) // period_ms) * period_ms
+    rows: list[pl.DataFrame] = []
+    for name, r in results.items():
+        v = r.series["violation"].astype(np.float64)
+        charged = np.zeros_like(v)
+        per_team: dict[str, np.ndarray] = {}
+        blame = r.trace.blame_by_team if r.trace is not None else {}
+        for team, w in blame.items():
+            per_team[team] = v * w
+            charged += v * w
+        own = (v - charged).clip(min=0.0)
+        per_team[scn.service.team] = per_team.get(scn.service.team, 0.0) + own
+        for team, x in per_team.items():
+            rows.append(pl.DataFrame({"policy": name, "period_start_ms": period, "team": team,
+                                      "violation_minutes": x * step_min}))
+    if not rows:
+        return pl.DataFrame(schema={"policy": pl.Utf8, "period_start_ms": pl.Int64,
+                                    "team": pl.Utf8, "violation_minutes": pl.Float64,
+                                    "cost": pl.Float64})
+    out = (pl.concat(rows).group_by("policy", "period_start_ms", "team")
+           .agg(pl.col("violation_minutes").sum())
+           .filter(pl.col("violation_minutes") > 0)
+           .with_columns((pl.col("violation_minutes") * price).alias("cost")))
+    return out.sort("policy", "period_start_ms", "team")
+
+
+def bills(scn: PoolScenario, results: dict[str, PolicyResult]) -> pl.DataFrame:
+    """What each team would pay under each policy: its GPU-hours at the price of the GPUs
+    it ran on, plus the violation minutes it caused.
+
+    Batch runs on spot GPUs under ``partitioned`` (class C), on reserved GPUs elsewhere;
+    inference on reserved GPUs. Columns ``policy``, ``team``, ``gpu_hours``, ``gpu_cost``,
+    ``externality_cost``, ``total``.
+    """
+    pool = scn.pool
+    step_h = scn.step_s / 3600.0
+    rows = []
+    for name, r in results.items():
+        batch_price = pool.price_spot_per_gpu_h if name == "partitioned" \
+            else pool.price_reserved_per_gpu_h
+        gpu_h: dict[str, float] = {scn.service.team: float(r.series["inference_gpus"].sum()
+                                                           * step_h)}
+        price: dict[str, float] = {scn.service.team: pool.price_reserved_per_gpu_h}
+        for j in r.jobs:
+            gpu_h[j["team"]] = gpu_h.get(j["team"], 0.0) + float(j["held_gpu_h"])
+            price.setdefault(j["team"], batch_price)
+        ext = {e["team"]: float(e["cost"]) for e in r.externality
+               if e["team"] != scn.service.team}
+        for team in sorted(set(gpu_h) | set(ext)):
+            g = gpu_h.get(team, 0.0)
+            cost = g * price.get(team, batch_price)
+            rows.append({"policy": name, "team": team, "gpu_hours": g, "gpu_cost": cost,
+                         "externality_cost": ext.get(team, 0.0),
+                         "total": cost + ext.get(team, 0.0)})
+    return pl.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class LedgerSummary:
+    """What the Chargeback page shows above a ledger: totals and who is billed the most."""
+
+    by_team: pl.DataFrame        # team, violation_minutes, cost; most expensive first
+    violation_minutes: float
+    charged_to_others: float     # cost of minutes caused by teams other than the service's own
+    top_payer: str | None        # the other team billed the most, if any
+    top_payer_cost: float
+    table: pl.DataFrame          # period_start (UTC datetime), team, violation_minutes, cost
+
+
+def summarise_ledger(book: pl.DataFrame, own_team: str) -> LedgerSummary:
+    """Totals of a :func:`ledger` frame, separating the service's own team from the others.
+
+    >>> book = pl.DataFrame({"period_start_ms": [0, 0], "team": ["ml", "serving"],
+    ...                      "violation_minutes": [10.0, 2.0], "cost": [500.0, 100.0]})
+    >>> s = summarise_ledger(book, "serving")
+    >>> (s.violation_minutes, s.charged_to_others, s.top_payer)
+    (12.0, 500.0, 'ml')
+    """
+    by_team = (book.group_by("team").agg(pl.col("violation_minutes").sum(), pl.col("cost").sum())
+               .sort("cost", descending=True))
+    others = by_team.filter(pl.col("team") != own_team)
+    table = book.with_columns(pl.from_epoch("period_start_ms", time_unit="ms")
+                              .dt.replace_time_zone("UTC").alias("period_start")
+                              ).select("period_start", "team", "violation_minutes", "cost")
+    return LedgerSummary(
+        by_team=by_team, violation_minutes=float(by_team["violation_minutes"].sum()),
+        charged_to_others=float(others["cost"].sum()),
+        top_payer=others["team"][0] if others.height else None,
+        top_payer_cost=float(others["cost"][0]) if others.height else 0.0, table=table)
