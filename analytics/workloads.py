@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 CLASSES: tuple[str, ...] = ("inference", "batch", "other")
 LATENCY_CLASSES: tuple[str, ...] = ("A", "B", "C")
 MATCH_KEYS: tuple[str, ...] = ("namespace", "pod", "workload", "container", "priority_class",
-                               "hostname", "service")
+                               "hostname", "service", "serves")
 SET_KEYS: tuple[str, ...] = ("class", "team", "pool", "latency_class", "slo_metric")
 
 # Pod-name suffixes Kubernetes controllers add; stripping them gives the workload.
@@ -137,7 +137,8 @@ def builtin_rules() -> list[Rule]:
     """Defaults that classify common names with no configuration.
 
     Order: the scheduler's priority class (Kueue/K8s, e.g. ``inference-high``,
-    ``training-low``, ``dev-low``), then the workload's name, then its namespace; interactive
+    ``training-low``, ``dev-low``), then the workload's name, then whether its pods report
+    request-latency histograms (``serves``: a pod that does serves requests), then its namespace; interactive
     words (dev, notebook, jupyter) first, then batch words, so ``batch-inference`` is batch.
     Team defaults to the namespace; latency class follows the class (inference A, other B,
     batch C).
@@ -150,6 +151,8 @@ def builtin_rules() -> list[Rule]:
         Rule("default: interactive name", {"workload": rf".*{_OTHER_WORDS}.*"}, cls="other", builtin=True),
         Rule("default: batch name", {"workload": rf".*{_BATCH_WORDS}.*"}, cls="batch", builtin=True),
         Rule("default: inference name", {"workload": rf".*{_INFER_WORDS}.*"}, cls="inference", builtin=True),
+        # A pod that reports request-latency histograms serves requests, whatever its name.
+        Rule("default: reports request latency", {"serves": "true"}, cls="inference", builtin=True),
         Rule("default: batch namespace", {"namespace": rf".*{_BATCH_WORDS}.*"}, cls="batch", builtin=True),
         Rule("default: inference namespace", {"namespace": rf".*{_INFER_WORDS}.*"}, cls="inference", builtin=True),
         Rule("default: team is namespace", {"namespace": ".+"}, team="{namespace}", builtin=True),

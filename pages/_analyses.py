@@ -122,6 +122,32 @@ def cached_services(path: str, version: str, start_ms: int | None, end_ms: int |
     return sorted(tl["services"]["service"].drop_nulls().unique().to_list()) if tl else []
 
 
+def store_calibration_or_stop(src: DataSource, v: ViewSettings, column: Any, key: str) -> Any:
+    """The store's calibration for the service chosen in ``column`` (a selectbox under ``key``);
+    with no service to calibrate, or a calibration that fails, an error saying which signal is
+    missing and ``st.stop()``: a page never shows a preset's numbers under the store's name."""
+    from analytics.errors import TidelensError
+
+    ss = st.session_state
+    services = cached_services(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version())
+    if not services:
+        st.error("The store has no inference service with both traffic and latency in this range "
+                 "(request-latency histograms and request counts: vLLM, "
+                 "http_server_request_duration_seconds), so there is nothing to calibrate. Choose a "
+                 "preset above to explore one.", icon=":material/error:")
+        st.stop()
+    if ss.get(key) not in services:
+        ss.pop(key, None)
+    name = column.selectbox("Service", services, key=key, help="The inference service the model replays")
+    try:
+        return cached_calibration(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version(),
+                                  name, v.slo_for(name))
+    except TidelensError as exc:
+        st.error(f"The store cannot be calibrated: {exc} Choose a preset above to explore one.",
+                 icon=":material/error:")
+        st.stop()
+
+
 # -- the prefetch ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Job:

@@ -11,15 +11,15 @@ import streamlit as st
 
 from analytics.charts.whatif import bills_figure
 from analytics.errors import TidelensError
-from analytics.whatif import POLICIES, PRESETS, capacity_plan, compare
+from analytics.whatif import POLICIES, PRESETS, capacity_plan, compare, reservation
 from analytics.whatif import form
+from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.ledger import bills, ledger, summarise_ledger
-from pages._analyses import cached_calibration, cached_services
-from pages._common import config_version, page_setup, show_chart, source
+from pages._analyses import store_calibration_or_stop
+from pages._common import page_setup, show_chart, source
 
 STORE = "store"
 PRESET_DAYS = 7
-FALLBACK = "morning-ramp"
 PERIODS_H = {"day": 24.0, "week": 168.0}
 
 
@@ -45,22 +45,10 @@ kind = top[0].radio("Scenario", sources, key="cb_src",
                     format_func=lambda s: "The store (calibrated)" if s == STORE
                     else f"Preset: {s}")
 if kind == STORE:
-    services = cached_services(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
-                               config_version())
-    base = PRESETS[FALLBACK](PRESET_DAYS)
-    if not services:
-        st.warning("The store has no inference service with traffic and latency in this "
-                   f"range; showing the preset {FALLBACK} instead.", icon=":material/warning:")
-    else:
-        if ss.get("cb_svc") not in services:
-            ss.pop("cb_svc", None)
-        svc_name = top[1].selectbox("Service", services, key="cb_svc")
-        try:
-            base = cached_calibration(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
-                                      config_version(), svc_name, v.slo_for(svc_name)).scenario
-        except TidelensError as exc:
-            st.warning(f"{exc} Showing the preset {FALLBACK} instead.",
-                       icon=":material/warning:")
+    full = store_calibration_or_stop(src, v, top[1], "cb_svc").scenario
+    # the What-if page's days (its w_days key): the same period, the same bill
+    days = int(qp.get("w_days", MODEL_DAYS)) if str(qp.get("w_days", "")).isdigit() else MODEL_DAYS
+    base = form.last_days(full, days)
 else:
     base = PRESETS[kind](PRESET_DAYS)
 
@@ -103,9 +91,11 @@ bill = bills(scn, results)
 show_chart(bills_figure(bill), bill, "chargeback-bills")
 
 st.subheader("Three-pool plan")
-headroom = st.slider("Headroom above peak traffic for pool A", 0.0, 1.0, 0.3, 0.05,
-                     key="cb_headroom")
-plan = capacity_plan(scn, headroom)
+plan = capacity_plan(scn)
+reserved, why = reservation(scn)
+st.caption(f"Pool A is the inference reservation the What-if's partitioned and MIG policies use: "
+           f"{reserved} GPUs ({'set on the What-if page' if why == 'set' else why}). Change it, or its "
+           "headroom, on the What-if page; this page reads the same link.")
 st.dataframe(plan, hide_index=True, width="stretch")
 st.caption(f"Plan: {int(plan['gpus'].sum())} GPUs against {scn.pool.gpus} today, "
            f"${plan['cost_per_day'].sum():,.0f} a day.")

@@ -16,17 +16,16 @@ from analytics.errors import TidelensError
 from analytics.whatif import (POLICIES, POLICY_HELP, PRESETS, PoolParams, ServiceParams,
                             burst_bands, compare, field_specs, frontier, headroom_by_hour,
                             scenario_from_toml, scenario_to_toml)
-from analytics.whatif import form
+from analytics.whatif import form, reservation
+from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.calibrate import Calibration
 from analytics.whatif.ledger import policy_table, typical_day
-from pages._analyses import cached_calibration, cached_services
-from pages._common import config_version, page_setup, show_chart, source
+from pages._analyses import store_calibration_or_stop
+from pages._common import page_setup, show_chart, source
 
 STORE = "store"
 FILE = "file"
 PRESET_DAYS = 7
-MODEL_DAYS = 7
-FALLBACK = "morning-ramp"
 FRONTIER_POINTS = 12
 BAND_SEEDS = 6
 
@@ -66,22 +65,7 @@ kind = top[0].radio("Start from", sources, key="w_src",
 
 cal: Calibration | None = None
 if kind == STORE:
-    services = cached_services(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
-                               config_version())
-    if not services:
-        st.warning("The store has no inference service with traffic and latency in this "
-                   f"range; showing the preset {FALLBACK} instead.", icon=":material/warning:")
-    else:
-        if ss.get("w_svc") not in services:
-            ss.pop("w_svc", None)
-        svc_name = top[1].selectbox("Service", services, key="w_svc",
-                                    help="The inference service the model replays")
-        try:
-            cal = cached_calibration(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
-                                     config_version(), svc_name, v.slo_for(svc_name))
-        except TidelensError as exc:
-            st.warning(f"{exc} Showing the preset {FALLBACK} instead.",
-                       icon=":material/warning:")
+    cal = store_calibration_or_stop(src, v, top[1], "w_svc")
 if kind == STORE and cal is not None:
     if "w_days" not in ss:
         ss["w_days"] = int(qp.get("w_days", MODEL_DAYS)) if str(qp.get("w_days", "")).isdigit() \
@@ -94,7 +78,7 @@ if kind == STORE and cal is not None:
 elif kind == FILE:
     base = ss["w_file"]
 else:
-    base = cached_preset(kind if kind in PRESETS else FALLBACK, PRESET_DAYS)
+    base = cached_preset(kind, PRESET_DAYS)
 
 # A new starting point resets the controls to its values.
 base_id = f"{kind}|{base.name}"
@@ -173,22 +157,38 @@ for key, val in want.items():
     if qp.get(key) != val:
         qp[key] = val
 
+reserved, reserved_why = reservation(scn)
 st.caption(f"{scn.description} · {scn.steps} steps of {scn.step_s} s · SLO p99 "
-           f"{scn.service.slo_ms:g} ms · {scn.pool.gpus} GPUs")
+           f"{scn.service.slo_ms:g} ms · {scn.pool.gpus} GPUs · inference reservation {reserved} GPUs "
+           f"({'set' if reserved_why == 'set' else reserved_why})")
+if scn.others_gpus is not None and scn.others_gpus.max() > 0:
+    held_note = scn.provenance.get("others_gpus", "")
+    st.caption(f"Every policy leaves what other services and unmodelled work held where it was, step by "
+               f"step as observed (up to {scn.others_gpus.max():.0f} GPUs)."
+               + (f" Assumed: {held_note.split('; ', 1)[1]}." if "; " in held_note else ""))
 
 if cal is not None:
     bt = cal.backtest
     st.subheader("Backtest: the observed period replayed under the observed policy")
+    if not bt["within"]:
+        st.error("The replay does not reproduce what happened on this store: " + "; ".join(bt["misses"])
+                 + ". The policies below are a model the store does not confirm.", icon=":material/error:")
     k = st.columns(4)
     k[0].metric("Violation minutes, observed", f"{bt['observed_violation_minutes']:,.0f}",
-                border=True)
-    k[1].metric("Violation minutes, model", f"{bt['model_violation_minutes']:,.0f}",
+                border=True, help="Minutes the store's p99 was over the SLO (a step without requests "
+                                  "is not over), over the whole range")
+    k[1].metric("Violation minutes, replayed", f"{bt['model_violation_minutes']:,.0f}",
                 delta=f"{bt['violation_minutes_error']:+.0%}", delta_color="off", border=True,
-                help="Relative error of the replay against the store")
-    k[2].metric("Period p99, observed", f"{bt['observed_p99_ms']:,.0f} ms", border=True,
-                help="99th percentile of step p99s weighted by requests")
-    k[3].metric("Period p99, model", f"{bt['model_p99_ms']:,.0f} ms",
-                delta=f"{bt['p99_error']:+.0%}", delta_color="off", border=True)
+                help="The same period replayed by the model under the shared policy, with the batch "
+                     "runs that really ran: its relative error against the store")
+    k[2].metric("Batch GPU-hours, observed", f"{bt['observed_batch_gpu_hours']:,.0f}", border=True,
+                help="GPUs batch held at each step, over the range")
+    k[3].metric("Batch GPU-hours, replayed", f"{bt['model_batch_gpu_hours']:,.0f}",
+                delta=f"{bt['batch_gpu_hours_error']:+.0%}", delta_color="off", border=True)
+    st.caption(f"Period p99: {bt['observed_p99_ms']:,.0f} ms observed, {bt['model_p99_ms']:,.0f} ms "
+               f"replayed ({bt['p99_error']:+.0%}). The policies below replay the period's last "
+               f"{int(ss.get('w_days', MODEL_DAYS))} days with the calibrated daily batch jobs, so their "
+               "minutes differ from the backtest's on purpose.")
     detail = st.expander("Backtest over time, and where each parameter came from",
                          key="w_bt_detail", on_change="rerun")
     if detail.open:

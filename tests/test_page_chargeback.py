@@ -72,3 +72,30 @@ def test_ledger_and_bills_add_up() -> None:
     batch = shared.filter(shared["team"] == "ml-research").row(0, named=True)
     assert batch["externality_cost"] == pytest.approx(res["shared"].summary["externality_cost"])
     assert batch["total"] == pytest.approx(batch["gpu_cost"] + batch["externality_cost"])
+
+
+def test_what_if_and_chargeback_show_the_same_reservation(tmp_path: Path) -> None:
+    """One reservation everyone uses: the What-if caption, Chargeback's pool A and the model's
+    own reservation() agree for the same link, automatic or set."""
+    import re
+
+    from analytics.whatif import PRESETS, form, reservation
+
+    def shown(at: AppTest, pattern: str) -> int:
+        for c in at.caption:
+            m = re.search(pattern, c.value)
+            if m:
+                return int(m.group(1))
+        raise AssertionError([c.value for c in at.caption])
+
+    for edits in ({"w_pool.reservation_gpus": "-1", "w_pool.headroom": "0.5"},
+                  {"w_pool.reservation_gpus": "30"}):
+        params = {"w_src": "morning-ramp", **edits}
+        expected = reservation(form.apply(PRESETS["morning-ramp"](7), form.from_query(params)))[0]
+        whatif = open_page("pages/whatif.py", tmp_path, **params)
+        bill = _page(tmp_path, **params)
+        assert shown(whatif, r"inference reservation (\d+) GPUs") == expected
+        assert shown(bill, r"Pool A is the inference reservation.*?: (\d+) GPUs") == expected
+        plan = next(df.value for df in bill.dataframe if "pool" in df.value.columns
+                    and list(df.value["pool"]) == ["A", "B", "C"])
+        assert int(plan.loc[plan["pool"] == "A", "gpus"].iloc[0]) == expected

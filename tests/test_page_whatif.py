@@ -146,3 +146,26 @@ def test_the_scenario_survives_a_visit_to_another_page(tmp_path: Path) -> None:
     assert at.multiselect(key="w_pol").value == ["shared", "tidal"]
     assert at.number_input(key="w_f.pool.gpus").value == 80
     assert at.dataframe[0].value.equals(before)
+
+
+@pytest.mark.parametrize("page", ["pages/whatif.py", "pages/chargeback.py"])
+def test_a_store_without_latency_says_what_is_missing_and_shows_no_preset(tmp_path: Path, page: str) -> None:
+    """Never a preset's numbers under the store's name: a store with GPUs but no request latency
+    gets an error naming the missing signal, and no policy table or bill."""
+    from analytics.ingest import ingest_bytes
+    from analytics.store import Store
+
+    lines = [f'DCGM_FI_DEV_GPU_UTIL{{gpu="{g}",UUID="GPU-{g}",Hostname="n1"}} 50 {1_764_316_800_000 + m * 60_000}'
+             for m in range(90) for g in range(2)]
+    db = tmp_path / "gpus-only.duckdb"
+    with Store(db) as st_:
+        assert ingest_bytes(st_, "gpus.prom", ("\n".join(lines) + "\n").encode()).status == "loaded"
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=120)
+    at.query_params.update({"source": "duckdb", "db": str(db), "w_src": "store"})
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [e.value for e in at.error]
+    assert any("no inference service with both traffic and latency" in e for e in errors), errors
+    assert not at.metric and not at.dataframe  # no numbers at all
+    assert not any("morning-ramp" in c.value for c in at.caption)

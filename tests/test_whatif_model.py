@@ -17,7 +17,7 @@ from analytics.whatif.presets import PRESET_START_MS, daily_curve
 
 
 def small_scenario(gpus: int = 24, job_gpus: int = 16, days: int = 2, start_hour: float = 2.0,
-                   duration_h: float = 8.0, split_a: float = 0.5, seed: int = 3) -> PoolScenario:
+                   duration_h: float = 8.0, reservation_gpus: int | None = None, seed: int = 3) -> PoolScenario:
     svc = ServiceParams(service_rate_per_slot_rps=50.0, concurrency=4, warmup_min=5.0,
                         slo_ms=150.0, timeout_s=10.0, cooldown_min=5.0,
                         target_utilization=0.6, min_replicas=1)
@@ -26,7 +26,8 @@ def small_scenario(gpus: int = 24, job_gpus: int = 16, days: int = 2, start_hour
     job = BatchJob(name="ft", team="research", gpus=job_gpus, start_hour=start_hour,
                    duration_h=duration_h, checkpoint_cost_min=2.0, restore_min=3.0,
                    eviction_delay_min=1.0)
-    pool = PoolParams(gpus=gpus, split_a=split_a, split_b=0.1, tidal_start_hour=22.0,
+    pool = PoolParams(gpus=gpus, reservation_gpus=gpus // 2 if reservation_gpus is None else reservation_gpus,
+                      split_b=0.1, tidal_start_hour=22.0,
                       tidal_end_hour=8.0, polite_release_hour=8.0, seed=seed,
                       gpu_model="A100-80GB", mig_resplit_drain_min=5.0)
     return PoolScenario(traffic_rps=traffic, start_ts_ms=PRESET_START_MS + 60_000,
@@ -155,10 +156,10 @@ def test_reservation_at_or_above_peak_need_gives_no_violations() -> None:
     replica = svc.service_rate_per_slot_rps * svc.concurrency * svc.target_utilization
     peak_gpus = int(np.ceil(scn.traffic_rps.max() / replica))
     for a in (peak_gpus, peak_gpus + 3):
-        s = replace(scn, pool=replace(scn.pool, split_a=a / 40, split_b=0.0))
+        s = replace(scn, pool=replace(scn.pool, reservation_gpus=a, split_b=0.0))
         assert simulate(s, "partitioned").summary["violation_minutes"] == 0.0
     # ... and a reservation well below it does violate.
-    s = replace(scn, pool=replace(scn.pool, split_a=(peak_gpus // 2) / 40, split_b=0.0))
+    s = replace(scn, pool=replace(scn.pool, reservation_gpus=peak_gpus // 2, split_b=0.0))
     assert simulate(s, "partitioned").summary["violation_minutes"] > 0
 
 
@@ -218,7 +219,7 @@ def test_batch_holds_gpus_only_inside_its_window(policy: str, window: tuple) -> 
 
 
 def test_max_replicas_caps_the_autoscaler_and_a_surge_beyond_it_queues() -> None:
-    base = small_scenario(gpus=40, job_gpus=1, split_a=0.9)
+    base = small_scenario(gpus=40, job_gpus=1, reservation_gpus=36)
     free = simulate(base, "shared")
     # The 1400 req/s peak needs 7 replicas of 4 x 50 req/s; the autoscaler wants 12.
     cap = 6
@@ -237,7 +238,7 @@ def test_max_replicas_below_min_replicas_is_refused() -> None:
 
 
 def test_latency_floor_and_busy_slowdown_raise_p99_and_violations() -> None:
-    scn = small_scenario(gpus=40, job_gpus=1, split_a=0.9)
+    scn = small_scenario(gpus=40, job_gpus=1, reservation_gpus=36)
     plain = simulate(scn, "partitioned").summary
     floored = simulate(replace(scn, service=replace(scn.service, latency_floor_ms=60.0)),
                        "partitioned").summary

@@ -37,22 +37,32 @@ def test_frontier_reservation_trades_utilization_for_compliance(scn) -> None:
     assert (np.diff(g["x"].to_numpy()) > 0).all()
 
 
-def test_capacity_plan_sizes_a_for_the_headroom(scn) -> None:
-    plan = capacity_plan(scn, headroom=0.3)
+def test_capacity_plan_a_is_the_one_reservation(scn) -> None:
+    """Pool A of the three-pool plan is the reservation the partitioned policy uses: set, or
+    automatic (the peak's desired replicas x GPUs per replica, plus the headroom)."""
+    from dataclasses import replace
+
+    from analytics.whatif.policies import desired_replicas, reservation
+
+    auto = replace(scn, pool=replace(scn.pool, reservation_gpus=-1, headroom=0.3))
+    plan = capacity_plan(auto)
     assert plan["pool"].to_list() == ["A", "B", "C"]
     rows = {r["pool"]: r for r in plan.iter_rows(named=True)}
     a = rows["A"]["gpus"]
-    # A pool of exactly A reserved GPUs serves traffic x 1.3 with no violations
-    # (no warm-up: the check replays it at a flat, pre-scaled capacity).
-    from dataclasses import replace
-    flat = replace(scn, traffic_rps=scn.traffic_rps * 1.3,
-                   service=replace(scn.service, target_utilization=1.0, warmup_min=0.0,
-                                   min_replicas=a),
-                   pool=replace(scn.pool, gpus=a + 1, split_a=a / (a + 1), split_b=0.0))
-    assert simulate(flat, "partitioned").summary["violation_minutes"] == 0.0
-    smaller = replace(flat, service=replace(flat.service, min_replicas=a - 2),
-                      pool=replace(flat.pool, split_a=(a - 2) / (a + 1)))
-    assert simulate(smaller, "partitioned").summary["violation_minutes"] > 0.0
+    svc = auto.service
+    peak = desired_replicas(auto, svc.service_rate_per_slot_rps * svc.concurrency, prewarm=False).max()
+    assert a == int(np.ceil(peak * svc.gpus_per_replica * 1.3)) == reservation(auto)[0]
+    assert "what the peak needed" in rows["A"]["purpose"]
+    more = capacity_plan(replace(auto, pool=replace(auto.pool, headroom=0.6)))
+    assert more["gpus"][0] == int(np.ceil(peak * 1.6)) > a
+    # an explicit reservation is what every consumer reads, the partitioned policy included
+    fixed = replace(scn, pool=replace(scn.pool, reservation_gpus=20, split_b=0.0))
+    assert capacity_plan(fixed)["gpus"][0] == 20
+    held = simulate(fixed, "partitioned").series["inference_gpus"]
+    assert held.max() <= 20
+    # with the automatic reservation the partitioned pool meets the SLO the shared one breaks
+    assert simulate(auto, "partitioned").summary["violation_minutes"] == 0.0
+    assert simulate(auto, "shared").summary["violation_minutes"] > 0.0
     assert rows["C"]["gpus"] >= 48  # the fine-tune's gang
     assert rows["A"]["cost_per_day"] == pytest.approx(a * scn.pool.price_reserved_per_gpu_h * 24)
 

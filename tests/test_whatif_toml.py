@@ -22,6 +22,16 @@ def test_round_trip_keeps_everything() -> None:
     assert simulate(back, "tidal").summary == simulate(scn, "tidal").summary
 
 
+def test_round_trip_keeps_what_others_held() -> None:
+    from dataclasses import replace
+
+    scn = PRESETS["morning-ramp"](1)
+    scn = replace(scn, others_gpus=np.where(np.arange(scn.steps) % 2, 3.0, 0.0))
+    back = scenario_from_toml(scenario_to_toml(scn))
+    assert np.array_equal(back.others_gpus, scn.others_gpus)
+    assert simulate(back, "shared").summary == simulate(scn, "shared").summary
+
+
 def test_hand_written_minimal_toml() -> None:
     text = """
 traffic_rps = [100, 200, 300, 200]
@@ -45,7 +55,10 @@ duration_h = 1
     ("traffic_rps = [1, 2]\n[pool]\ngpus = 'many'\n", "pool.gpus"),
     ("[pool]\ngpus = 3\n", "traffic_rps is missing"),
     ("traffic_rps = [1, 2\n", "syntax"),
-    ("traffic_rps = [1, 2]\n[pool]\nsplit_a = 0.9\nsplit_b = 0.3\n", "split_b"),
+    ("traffic_rps = [1, 2]\n[pool]\ngpus = 10\nreservation_gpus = 8\nsplit_b = 0.3\n", "split_b"),
+    ("traffic_rps = [1, 2]\n[pool]\ngpus = 10\nreservation_gpus = 11\n", "reservation_gpus=11"),
+    ("traffic_rps = [1, 2]\n[pool]\nsplit_a = 0.9\n", "replaced by reservation_gpus"),
+    ("traffic_rps = [1, 2]\nothers_gpus = [1]\n", "others_gpus needs one"),
 ])
 def test_bad_toml_names_the_problem(text: str, match: str) -> None:
     with pytest.raises(ConfigError, match=match):

@@ -11,9 +11,10 @@ import polars as pl
 from analytics.cli.common import add_json, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.events.slo import slos_from_config
-from analytics.whatif import (POLICIES, PRESETS, SUMMARY_KEYS, PoolScenario, calibrate, compare,
-                            scenario_from_toml)
+from analytics.whatif import (POLICIES, PRESETS, SUMMARY_KEYS, PoolScenario, compare, reservation,
+                              scenario_from_toml)
 from analytics.whatif.calibrate import calibrate_store
+from analytics.whatif.form import MODEL_DAYS, last_days
 from analytics.store import Store
 
 
@@ -33,15 +34,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slo-ms", type=float, default=None,
                    help="override the service's p99 SLO (ms)")
     p.add_argument("--days", type=int, default=None,
-                   help="preset length in days (default: the preset's own, 7)")
+                   help="preset length in days (default: the preset's own, 7); with --db, the "
+                        f"period's last days the what-ifs replay (default {MODEL_DAYS}, as the "
+                        "What-if page; the backtest always replays the whole period)")
     p.add_argument("--service", default=None,
                    help="with --db: the inference service to model (default: the one most "
                         "often above its SLO)")
     p.add_argument("--step", type=int, default=60, metavar="SECONDS",
                    help="with --db: timeline step in seconds (default 60)")
     p.add_argument("--backtest", action="store_true",
-                   help="with --db: also replay the observed period under the observed "
-                        "(shared) policy and report the error against the store")
+                   help="kept for old scripts: with --db the backtest (the observed period replayed "
+                        "under the observed, shared policy, against the store) is always reported")
     add_json(p)
     p.set_defaults(func=cmd_whatif)
 
@@ -76,7 +79,7 @@ def load_scenario(args: argparse.Namespace) -> PoolScenario:
 def _open_db(args: argparse.Namespace) -> Store:
     path = Path(args.db)
     if not path.exists():
-        raise ConfigError(f"{path}: no such store; build one with `tidelens load --db {path} "
+        raise ConfigError(f"{path}: no such store; build one with `tidelens ingest --db {path} "
                           "FILES` (or `tidelens sample`), or use --preset")
     return Store(path, read_only=True)
 
@@ -92,23 +95,22 @@ def _slos(args: argparse.Namespace) -> float | dict[str, float] | None:
 def _calibrated(args: argparse.Namespace) -> PoolScenario:
     slo = _slos(args)
     with _open_db(args) as store:
-        if getattr(args, "backtest", False):
-            cal = calibrate_store(store, service=args.service, step_s=args.step,
-                                  slo_ms=slo)
-            args._backtest = {k: v for k, v in cal.backtest.items() if k != "frame"}
-            return cal.scenario
-        return calibrate(store, service=args.service, step_s=args.step, slo_ms=slo)
+        cal = calibrate_store(store, service=args.service, step_s=args.step, slo_ms=slo)
+    args._backtest = {k: v for k, v in cal.backtest.items() if k != "frame"}
+    return last_days(cal.scenario, args.days or MODEL_DAYS)
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
     scn = load_scenario(args)
     policies = tuple(dict.fromkeys(args.policy)) if args.policy else POLICIES
     results = compare(scn, policies)
+    reserved, why = reservation(scn)
     out = {
         "scenario": {"name": scn.name, "description": scn.description, "steps": scn.steps,
                      "step_s": scn.step_s, "start_ts_ms": scn.start_ts_ms,
                      "slo_ms": scn.service.slo_ms, "pool_gpus": scn.pool.gpus,
-                     "provenance": scn.provenance},
+                     "reservation_gpus": reserved, "reservation_source": why,
+                     "headroom": scn.pool.headroom, "provenance": scn.provenance},
         "policies": {name: {**r.summary, "externality": r.externality}
                      for name, r in results.items()},
     }
@@ -120,6 +122,15 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     rows = [{"policy": name, **{k: r.summary[k] for k in SUMMARY_KEYS}}
             for name, r in results.items()]
     print(f"{scn.name}: {scn.description} ({scn.steps} steps of {scn.step_s} s, "
-          f"SLO p99 {scn.service.slo_ms:g} ms)")
+          f"SLO p99 {scn.service.slo_ms:g} ms; inference reservation {reserved} GPUs: {why})")
+    bt = getattr(args, "_backtest", None)
+    if bt is not None:
+        print(f"backtest (the observed period under the shared policy): violation minutes "
+              f"{bt['model_violation_minutes']:,.0f} replayed vs {bt['observed_violation_minutes']:,.0f} "
+              f"observed; batch {bt['model_batch_gpu_hours']:,.0f} GPU-h vs "
+              f"{bt['observed_batch_gpu_hours']:,.0f}")
+        for miss in bt["misses"]:
+            print(f"WARNING: the replay misses what happened: {miss}; the policies below are a "
+                  "model this store does not confirm")
     print_table(pl.DataFrame(rows))
     return 0

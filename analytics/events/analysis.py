@@ -15,8 +15,7 @@ import numpy as np
 import polars as pl
 
 from analytics.errors import NotEnoughDataError
-from analytics.events.attribute import (InferredDemand, attribute_event, capacity_without_batch,
-                                        estimate_warmup_steps, evaluate, infer_desired)
+from analytics.events.attribute import attribute_event, capacity_without_batch, evaluate
 from analytics.events.config import EventsConfig
 from analytics.events.detect import detect_runs
 from analytics.events.event import Event, event_id, iso_utc
@@ -24,6 +23,7 @@ from analytics.events.evidence import holders_at, holding_runs, latency_regressi
 from analytics.events.incidents import match_incident
 from analytics.events.latency_model import LatencyModel, fit_latency_model
 from analytics.events.norm import traffic_norm
+from analytics.measures import InferredDemand, gpus_per_replica, infer_desired, warmup_steps
 
 
 def with_ts_ms(frame: pl.DataFrame) -> pl.DataFrame:
@@ -85,13 +85,12 @@ def _service_steps(services: pl.DataFrame, pools: pl.DataFrame) -> pl.DataFrame:
 
 
 def _gpus_per_replica(holdings: pl.DataFrame, steps: pl.DataFrame) -> dict[str, float]:
+    """Each service's GPUs per replica (:func:`analytics.measures.gpus_per_replica`), 1 where unknown."""
     out: dict[str, float] = {}
     inf = holdings.filter(pl.col("cls") == "inference").group_by("ts_ms", "workload").agg(pl.col("gpus").sum())
     for (service,), g in steps.group_by(["service"]):
-        j = g.select("ts_ms", "ready").join(inf.filter(pl.col("workload") == service), on="ts_ms")
-        j = j.filter(pl.col("ready") > 0)
-        v = float((j["gpus"] / j["ready"]).median()) if j.height else float("nan")
-        out[service] = v if np.isfinite(v) and v > 0 else 1.0
+        j = g.select("ts_ms", "ready").join(inf.filter(pl.col("workload") == service), on="ts_ms", how="left")
+        out[service] = gpus_per_replica(j["gpus"].fill_null(0.0).to_numpy(), j["ready"].to_numpy()) or 1.0
     return out
 
 
@@ -161,9 +160,10 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         if cfg.warmup_min is not None:
             warm_steps[service] = int(round(cfg.warmup_min * 60 / cfg.step_s))
         else:
-            warm_steps[service] = estimate_warmup_steps(
-                g["desired"].to_numpy(), g["ready"].to_numpy(), g["gpus_idle"].to_numpy(), gpr[service],
-                default_steps=int(round(cfg.default_warmup_min * 60 / cfg.step_s)))
+            measured = warmup_steps(g["desired"].to_numpy(), g["ready"].to_numpy(), g["gpus_idle"].to_numpy(),
+                                    gpr[service])
+            warm_steps[service] = (measured if measured is not None
+                                   else int(round(cfg.default_warmup_min * 60 / cfg.step_s)))
     steps = capacity_without_batch(steps, warm_steps, gpr)
 
     models: dict[str, LatencyModel] = {}
@@ -246,7 +246,7 @@ def _r(x: Any, nd: int = 3) -> float | None:
 def _infer_missing_desired(steps: pl.DataFrame, with_hpa: set[str], gpr: dict[str, float], settle_steps: int,
                            notes: list[str]) -> tuple[pl.DataFrame, dict[str, InferredDemand]]:
     """Desired replicas from traffic for the services no autoscaler signal is linked to
-    (:func:`analytics.events.attribute.infer_desired`), with a note per service saying so."""
+    (:func:`analytics.measures.infer_desired`), with a note per service saying so."""
     inferred: dict[str, InferredDemand] = {}
     parts = []
     for (service,), g in steps.group_by(["service"], maintain_order=True):

@@ -10,7 +10,7 @@ from analytics.whatif.outputs import (SUMMARY_KEYS, PolicyResult, burst_bands, c
                                     compare, frontier, headroom_by_hour, simulate)
 from analytics.whatif.params import (BatchJob, BatchParams, PoolParams, PoolScenario,
                                    ServiceParams, field_specs)
-from analytics.whatif.policies import POLICIES, POLICY_HELP
+from analytics.whatif.policies import POLICIES, POLICY_HELP, reservation
 from analytics.whatif.presets import PRESETS
 from analytics.whatif.scenario_toml import scenario_from_toml, scenario_to_toml
 
@@ -20,5 +20,5 @@ __all__ = [
     "backtest", "burst_bands", "calibrate", "capacity_plan", "choose_layout", "compare",
     "field_specs",
     "frontier", "headroom_by_hour", "placements", "scenario_from_toml", "scenario_to_toml",
-    "simulate",
+    "reservation", "simulate",
 ]

@@ -297,21 +297,6 @@ def autoscaler_rps_per_replica(rps: np.ndarray, desired: np.ndarray) -> float | 
     return float(np.quantile(r[up] / d[up], 0.9))
 
 
-def warmup_steps(desired: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray,
-                 gpus_per_replica: float, max_steps: int = 120) -> int | None:
-    """Median steps from a scale-up the idle GPUs could place at once to ready >= desired."""
-    rises = np.flatnonzero((np.diff(desired) > 0) & (desired[1:] > ready[1:])) + 1
-    lags = []
-    for i in rises.tolist():
-        need = desired[i] - ready[i]
-        if idle_gpus[i - 1] + 1e-9 < need * gpus_per_replica:
-            continue
-        hit = np.flatnonzero(ready[i:i + max_steps + 1] >= desired[i] - 1e-9)
-        if hit.size and hit[0] > 0:
-            lags.append(int(hit[0]))
-    return int(np.median(lags)) if lags else None
-
-
 def replica_cap(rps: np.ndarray, desired: np.ndarray, rps_per_replica: float | None,
                 min_steps: int = 10) -> int | None:
     """The autoscaler's maximum, when the data shows one: the most desired replicas, held

@@ -14,6 +14,9 @@ from analytics.errors import ConfigError
 from analytics.whatif.params import PoolParams, PoolScenario, ServiceParams
 
 GROUPS: dict[str, type] = {"service": ServiceParams, "pool": PoolParams}
+# Days of a calibrated store's period the what-ifs replay (the page and the CLI alike); the
+# backtest replays the whole period.
+MODEL_DAYS = 7
 
 
 def editable(scn: PoolScenario) -> dict[str, Any]:
@@ -105,4 +108,6 @@ def last_days(scn: PoolScenario, days: int) -> PoolScenario:
     start = int(scn.ts_ms()[scn.steps - n])
     prov = {**scn.provenance,
             "traffic_rps": scn.provenance.get("traffic_rps", "") + f" (last {days} days)"}
-    return replace(scn, traffic_rps=scn.traffic_rps[-n:], start_ts_ms=start, provenance=prov)
+    others = scn.others_gpus[-n:] if scn.others_gpus is not None else None
+    return replace(scn, traffic_rps=scn.traffic_rps[-n:], others_gpus=others, start_ts_ms=start,
+                   provenance=prov)

@@ -14,8 +14,10 @@ import numpy as np
 import polars as pl
 
 from analytics.errors import NotEnoughDataError
+from analytics.measures import gpus_per_replica, infer_desired
 
 MIN_STEPS = 60  # an hour at 1-minute steps: less cannot show a scale-up or a batch job
+DEFAULT_WARMUP_MIN = 5.0  # replicas settle this long before their load per replica counts
 
 
 @dataclass
@@ -47,6 +49,8 @@ class Observation:
     idle_gpus: np.ndarray
     pool_gpus: np.ndarray
     runs: list[BatchRun] = field(default_factory=list)
+    unknown_gpus: np.ndarray | None = None  # of others_gpus: no pod label, nothing says free
+    desired_source: str = "autoscaler"  # or how desired replicas were inferred from traffic
     services: list[str] = field(default_factory=list)  # every service the frame had
 
     @property
@@ -144,7 +148,8 @@ def observe(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         .sum().alias("own"),
         pl.col("gpus").filter(pl.col("cls") == "batch").sum().alias("batch"),
         pl.col("gpus").filter(((pl.col("cls") == "inference") & (pl.col("workload") != name))
-                              | pl.col("cls").is_in(["other", "unmanaged", "unknown"])).sum().alias("others"))
+                              | pl.col("cls").is_in(["other", "unmanaged", "unknown"])).sum().alias("others"),
+        pl.col("gpus").filter(pl.col("cls") == "unknown").sum().alias("unknown"))
     per_step = grid.join(per_step, on="ts_ms", how="left").fill_null(0.0)
     ts = s["ts_ms"].to_numpy().astype(np.int64)
     rps = np.nan_to_num(_num(s, "rps"), nan=0.0).clip(min=0.0)
@@ -153,14 +158,31 @@ def observe(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         ready = _num(s, "replicas")
     ready = np.nan_to_num(ready, nan=0.0)
     desired = _num(s, "desired_replicas")
-    desired = np.where(np.isnan(desired), ready, desired)
+    idle = np.nan_to_num(_num(p, "gpus_idle"), nan=0.0)
+    own = per_step["own"].to_numpy().astype(float)
+    if np.isnan(desired).all():
+        # no autoscaler linked: what it would have asked for, from traffic (the events'
+        # evidence uses the same inference, analytics.measures.infer_desired)
+        got = infer_desired(rps, ready, idle, gpus_per_replica(own, ready) or 1.0,
+                            int(round(DEFAULT_WARMUP_MIN * 60 / step_s)))
+        if got is not None:
+            desired, how = got
+            desired_source = how.describe()
+        else:
+            desired = ready.copy()
+            desired_source = ("ready replicas stand in: no autoscaler signal linked and too few uncontended "
+                              "steps to infer one from traffic")
+    else:
+        desired = np.where(np.isnan(desired), ready, desired)
+        desired_source = "autoscaler"
     obs = Observation(
         service=name, pool=pool, step_s=step_s, ts_ms=ts, rps=rps, p99_ms=_num(s, "p99_ms"),
-        desired=desired, ready=ready, own_gpus=per_step["own"].to_numpy().astype(float),
+        desired=desired, ready=ready, own_gpus=own,
         batch_gpus=per_step["batch"].to_numpy().astype(float),
         others_gpus=per_step["others"].to_numpy().astype(float),
-        idle_gpus=np.nan_to_num(_num(p, "gpus_idle"), nan=0.0),
-        pool_gpus=np.nan_to_num(_num(p, "gpus_total"), nan=0.0), services=known)
+        idle_gpus=idle,
+        pool_gpus=np.nan_to_num(_num(p, "gpus_total"), nan=0.0), services=known,
+        unknown_gpus=per_step["unknown"].to_numpy().astype(float), desired_source=desired_source)
     obs.runs = batch_runs(h.filter(pl.col("cls") == "batch"), ts, step_s)
     return obs
 

@@ -18,7 +18,7 @@ import polars as pl
 
 from analytics.errors import ConfigError
 from analytics.whatif.params import PoolScenario
-from analytics.whatif.policies import POLICIES, CapacityTrace, capacity
+from analytics.whatif.policies import POLICIES, CapacityTrace, capacity, reservation
 from analytics.whatif.queueing import StableMemo, max_arrival_within_slo, step_latency
 
 # Keys of ``PolicyResult.summary`` the CLI promises (more may follow).
@@ -240,7 +240,8 @@ def frontier(scenario: PoolScenario, sweep: str = "reservation", points: int = 5
              policy: str | None = None) -> pl.DataFrame:
     """Utilization against SLO compliance as one knob moves.
 
-    ``sweep``: ``reservation`` moves the class-A share (partitioned, 0 to 1 - B share);
+    ``sweep``: ``reservation`` moves the GPUs reserved for inference (partitioned, 0 to the
+    pool less class B);
     ``mig`` moves the pool size from half to 1.5x under the ``mig`` policy; ``gpus`` does
     the same under ``policy`` (default ``shared``). Columns: ``x`` (the knob), ``policy``,
     ``utilization``, ``utilization_active``, ``slo_compliance``, ``slo_compliance_minutes``,
@@ -250,12 +251,16 @@ def frontier(scenario: PoolScenario, sweep: str = "reservation", points: int = 5
     pool = scenario.pool
     if sweep == "reservation":
         pol = "partitioned"
-        xs = np.linspace(0.0, 1.0 - pool.split_b, points)
-        scns = [replace(scenario, pool=replace(pool, split_a=float(x))) for x in xs]
+        top = pool.gpus - round(pool.split_b * pool.gpus)
+        xs = np.unique(np.round(np.linspace(0.0, top, points))).astype(int)
+        scns = [replace(scenario, pool=replace(pool, reservation_gpus=int(x))) for x in xs]
     elif sweep in ("mig", "gpus"):
         pol = "mig" if sweep == "mig" else (policy or "shared")
         xs = np.unique(np.round(np.linspace(0.5, 1.5, points) * pool.gpus)).clip(1)
-        scns = [replace(scenario, pool=replace(pool, gpus=int(x))) for x in xs]
+        # a set reservation never outgrows the smaller pools of the sweep
+        scns = [replace(scenario, pool=replace(pool, gpus=int(x), reservation_gpus=(
+            pool.reservation_gpus if pool.reservation_gpus < 0
+            else min(pool.reservation_gpus, int(x) - round(pool.split_b * int(x)))))) for x in xs]
     else:
         raise ConfigError(f"frontier sweep {sweep!r}: choose reservation, mig or gpus")
     rows = []
@@ -274,29 +279,19 @@ def frontier(scenario: PoolScenario, sweep: str = "reservation", points: int = 5
     return pl.DataFrame(rows)
 
 
-def capacity_plan(scenario: PoolScenario, headroom: float = 0.3) -> pl.DataFrame:
-    """Three pools: A sized for ``headroom`` above peak traffic at the SLO, B, C.
+def capacity_plan(scenario: PoolScenario) -> pl.DataFrame:
+    """Three pools: A the inference reservation, B soft-shared, C spot for batch.
 
-    A: the fewest GPUs whose replicas serve traffic x (1 + headroom) within the SLO at every
-    step (reserved price). C: batch's daily GPU-hours spread over the day, plus what spot
-    interruptions throw away, at least the largest gang (spot price). B: what is left of
-    the current pool, soft-shared (reserved price); zero when A + C exceed the pool.
-    Columns: ``pool``, ``gpus``, ``price_per_gpu_h``, ``cost_per_day``, ``purpose``.
+    A is the scenario's one reservation (:func:`analytics.whatif.policies.reservation`: the
+    GPUs the partitioned and MIG policies give inference). C: batch's daily GPU-hours spread
+    over the day, plus what spot interruptions throw away, at least the largest gang (spot
+    price). B: what is left of the current pool, soft-shared (reserved price); zero when A +
+    C exceed the pool. Columns: ``pool``, ``gpus``, ``price_per_gpu_h``, ``cost_per_day``,
+    ``purpose``.
     """
     scenario.validate()
     svc, pool = scenario.service, scenario.pool
-    lam = scenario.traffic_rps * (1.0 + headroom)
-    mu = svc.service_rate_per_slot_rps
-    r_max = int(np.ceil(lam.max() / (mu * svc.concurrency)) * 2 + 4)
-    reps = np.arange(1, r_max + 1)
-    lam_max = max_arrival_within_slo(reps * svc.concurrency, mu, svc.slo_ms / 1000.0,
-                                     svc.service_cv, floor_s=svc.latency_floor_ms / 1000.0,
-                                     busy_slowdown=svc.busy_slowdown,
-                                     service_in_latency=svc.service_in_latency)
-    idx = np.searchsorted(lam_max, lam, side="left")
-    need = np.where(idx < reps.size, idx + 1, r_max)
-    need = np.maximum(need, svc.min_replicas)
-    a = int(need.max() * svc.gpus_per_replica)
+    a, why_a = reservation(scenario)
     daily = sum(j.gpus * j.duration_h for j in scenario.batch.jobs if j.daily)
     once = sum(j.gpus * j.duration_h for j in scenario.batch.jobs if not j.daily)
     days = max(scenario.steps * scenario.step_s / 86400.0, 1.0)
@@ -308,8 +303,7 @@ def capacity_plan(scenario: PoolScenario, headroom: float = 0.3) -> pl.DataFrame
     b = max(0, pool.gpus - a - c)
     rows = [
         ("A", a, pool.price_reserved_per_gpu_h,
-         f"inference reservation: peak traffic x {1 + headroom:g} within "
-         f"{svc.slo_ms:g} ms p99; batch never touches it"),
+         f"inference reservation ({why_a}); {svc.slo_ms:g} ms p99; batch never touches it"),
         ("B", b, pool.price_reserved_per_gpu_h,
          "soft-shared (time-sliced) for low-criticality work and overflow"),
         ("C", c, pool.price_spot_per_gpu_h,

@@ -128,8 +128,13 @@ class PoolParams:
                                           unit="$/GPU-h")
     price_spot_per_gpu_h: float = _f(1.2, "spot / interruptible price", min=0.0, max=100.0,
                                      step=0.05, unit="$/GPU-h")
-    split_a: float = _f(0.5, "partitioned: share of GPUs reserved for inference (class A; batch "
-                        "never touches it)", min=0.0, max=1.0, step=0.01, unit="share")
+    reservation_gpus: int = _f(-1, "GPUs the inference class owns and batch never touches: class A "
+                               "of the partitioned pool and of the three-pool plan, the GPUs MIG "
+                               "splits for inference; -1 = what the peak needed (the autoscaler's "
+                               "desired replicas at peak traffic x GPUs per replica) plus the "
+                               "headroom", min=-1, max=100000, step=1, unit="GPUs")
+    headroom: float = _f(0.3, "share above the peak need an automatic reservation keeps (0.3 = 30% "
+                         "more GPUs than the peak needed)", min=0.0, max=5.0, step=0.05, unit="share")
     split_b: float = _f(0.1, "partitioned: soft-shared share (class B, time-sliced with "
                         "low-criticality work; inference overflow runs there slowed)", min=0.0,
                         max=1.0, step=0.01, unit="share")
@@ -160,12 +165,15 @@ class PoolScenario:
     """One demand and one pool: what every policy replays.
 
     ``traffic_rps`` is the request rate per step (the step is ``step_s``, 60 by default);
+    ``others_gpus`` the GPUs of the pool that other services and unmodelled work hold at each
+    step, as observed (``None``: nothing else; every policy leaves them where they were);
     ``start_ts_ms`` is the end of the first step (UTC epoch ms), so step i covers
     (start + (i-1) step, start + i step]. ``provenance`` says where each parameter came from
     (``preset``, ``store:<query>``, ``user``).
     """
 
     traffic_rps: np.ndarray
+    others_gpus: np.ndarray | None = None
     start_ts_ms: int = 0
     step_s: int = 60
     service: ServiceParams = field(default_factory=ServiceParams)
@@ -177,6 +185,14 @@ class PoolScenario:
 
     def __post_init__(self) -> None:
         self.traffic_rps = np.asarray(self.traffic_rps, dtype=np.float64)
+        if self.others_gpus is not None:
+            self.others_gpus = np.asarray(self.others_gpus, dtype=np.float64)
+
+    def others(self) -> np.ndarray:
+        """GPUs held by others at each step (zeros when the scenario has none)."""
+        if self.others_gpus is None:
+            return np.zeros(self.steps)
+        return self.others_gpus
 
     @property
     def steps(self) -> int:
@@ -219,10 +235,20 @@ class PoolScenario:
         if dup:
             raise ConfigError(f"scenario '{self.name}': batch job name(s) {', '.join(dup)} "
                               "used twice; give each job its own name")
-        if self.pool.split_a + self.pool.split_b > 1.0 + 1e-9:
-            raise ConfigError(f"scenario '{self.name}': pool.split_a + pool.split_b = "
-                              f"{self.pool.split_a + self.pool.split_b:.2f} > 1; class C gets "
-                              "the rest, lower one of them")
+        if self.others_gpus is not None:
+            o = self.others_gpus
+            if o.shape != tr.shape or not np.all(np.isfinite(o)) or np.any(o < 0):
+                raise ConfigError(f"scenario '{self.name}': others_gpus needs one non-negative value per "
+                                  f"step of traffic_rps ({tr.shape[0]}), got {o.shape[0]}")
+        if self.pool.reservation_gpus > self.pool.gpus:
+            raise ConfigError(f"scenario '{self.name}': pool.reservation_gpus={self.pool.reservation_gpus} "
+                              f"is more than the pool's {self.pool.gpus} GPUs; lower it or -1 for "
+                              "what the peak needed")
+        b_gpus = round(self.pool.split_b * self.pool.gpus)
+        if self.pool.reservation_gpus >= 0 and self.pool.reservation_gpus + b_gpus > self.pool.gpus:
+            raise ConfigError(f"scenario '{self.name}': pool.reservation_gpus ({self.pool.reservation_gpus}) "
+                              f"+ the soft-shared class B ({b_gpus} GPUs of pool.split_b) exceed the pool's "
+                              f"{self.pool.gpus} GPUs; class C gets the rest, lower one of them")
 
 
 def _check_ranges(obj: Any, scenario: str) -> None:

@@ -110,6 +110,37 @@ def desired_replicas(scn: PoolScenario, replica_rps: float, *, prewarm: bool,
     return want
 
 
+def reservation(scn: PoolScenario) -> tuple[int, str]:
+    """GPUs the inference class owns (``pool.reservation_gpus``), and where the number came from.
+
+    ``-1`` (automatic) is what the peak needed plus the headroom: the autoscaler's desired
+    replicas at peak traffic (:func:`desired_replicas`, the calibrated target and maximum)
+    times GPUs per replica, times ``1 + pool.headroom``, rounded up, at most the GPUs the pool
+    has beside what others hold at their most. The one number the partitioned policy, the
+    MIG policy and the three-pool plan all use.
+
+    >>> from analytics.whatif.params import PoolParams, PoolScenario, ServiceParams
+    >>> s = PoolScenario(traffic_rps=np.array([10.0, 100.0]), service=ServiceParams(
+    ...     service_rate_per_slot_rps=1.0, concurrency=10, target_utilization=0.5),
+    ...     pool=PoolParams(gpus=64, headroom=0.5))
+    >>> reservation(s)
+    (30, 'what the peak needed: 20 desired replicas x 1 GPUs per replica, plus 50% headroom')
+    """
+    pool, svc = scn.pool, scn.service
+    if pool.reservation_gpus >= 0:
+        return int(pool.reservation_gpus), "set"
+    want = desired_replicas(scn, svc.service_rate_per_slot_rps * svc.concurrency, prewarm=False)
+    peak = float(np.max(want, initial=0.0))
+    need = int(math.ceil(peak * svc.gpus_per_replica * (1.0 + pool.headroom) - 1e-9))
+    room = int(max(0.0, pool.gpus - round(pool.split_b * pool.gpus) - float(np.max(scn.others(), initial=0.0))))
+    got = min(need, room)
+    why = (f"what the peak needed: {peak:g} desired replicas x {svc.gpus_per_replica} GPUs per replica, "
+           f"plus {pool.headroom:.0%} headroom")
+    if got < need:
+        why += f" ({need}; capped at the {room} GPUs the pool has beside class B and what others hold)"
+    return got, why
+
+
 def capacity(scn: PoolScenario, policy: str) -> CapacityTrace:
     """Run the capacity side of ``policy`` on ``scn``: replicas, batch holdings, blame."""
     if policy not in POLICIES:
@@ -119,6 +150,10 @@ def capacity(scn: PoolScenario, policy: str) -> CapacityTrace:
     step_min = scn.step_s / 60.0
     hours = scn.hour_of_day()
     pool_gpus = float(pool.gpus)
+    # GPUs other services and unmodelled work hold, as observed: no policy moves them.
+    others = np.minimum(scn.others(), pool_gpus)
+    avail = pool_gpus - others
+    reserved, _ = reservation(scn)
     mu = svc.service_rate_per_slot_rps
     layout: MigLayout | None = None
     per_gpu = 1.0 / svc.gpus_per_replica  # replicas per GPU
@@ -155,7 +190,7 @@ def capacity(scn: PoolScenario, policy: str) -> CapacityTrace:
     gpus_by_price = {"reserved": pool_gpus, "spot": 0.0, "on_demand": 0.0}
     job_names = [j.name for j in scn.batch.jobs]
     eligible: dict[str, np.ndarray | None] = {name: None for name in job_names}
-    rules = BatchRules(region_free=pool_gpus - need_gpus, eligible=eligible,
+    rules = BatchRules(region_free=avail - need_gpus, eligible=eligible,
                        region_gpus=pool_gpus, seed=pool.seed)
     if policy == "polite":
         for j in scn.batch.jobs:
@@ -172,18 +207,22 @@ def capacity(scn: PoolScenario, policy: str) -> CapacityTrace:
             rules.start_overhead_min = pool.mig_resplit_drain_min
             rules.end_overhead_min = pool.mig_resplit_drain_min
     elif policy == "partitioned":
-        a_gpus = float(round(pool.split_a * pool_gpus))
-        b_gpus = float(round(pool.split_b * pool_gpus))
-        c_gpus = pool_gpus - a_gpus - b_gpus
-        rules.region_free = np.full(n, c_gpus)
+        a_gpus = float(reserved)
+        b_total = float(round(pool.split_b * pool_gpus))
+        c_gpus = pool_gpus - a_gpus - b_total
+        # Other services and unmodelled work keep what they held, in the soft-shared class B
+        # first, then in C (the reservation is this service's alone).
+        b_gpus = np.maximum(b_total - others, 0.0)
+        rules.region_free = np.maximum(c_gpus - np.maximum(others - b_total, 0.0), 0.0)
         rules.region_gpus = c_gpus
         rules.spot_per_h = pool.spot_interruptions_per_h
-        gpus_by_price = {"reserved": a_gpus + b_gpus, "spot": c_gpus, "on_demand": 0.0}
+        gpus_by_price = {"reserved": a_gpus + b_total, "spot": c_gpus, "on_demand": 0.0}
     elif policy == "timeslice":
-        rules.region_free = np.full(n, pool_gpus)
+        rules.region_free = avail.copy()
+        rules.region_gpus = float(np.min(avail, initial=pool_gpus))
         rules.admit_always = True
         # Both sides of a time-sliced GPU slow down: batch progresses at 1 / (1 + f) there.
-        rules.co_located_inference = np.minimum(need_gpus, pool_gpus)
+        rules.co_located_inference = np.minimum(need_gpus, avail)
         rules.co_located_slowdown = pool.timeslice_interference
 
     outcome, tau = schedule_with_checkpoints(scn.batch.jobs, rules, hours, step_min)
@@ -194,11 +233,14 @@ def capacity(scn: PoolScenario, policy: str) -> CapacityTrace:
         alloc_gpus = np.minimum(need_gpus, a_gpus + b_gpus)
         slow = np.maximum(alloc_gpus - a_gpus, 0.0) / np.maximum(alloc_gpus, 1.0)
     elif policy == "timeslice":
-        alloc_gpus = np.minimum(need_gpus, pool_gpus)
-        overlap = np.maximum(alloc_gpus + held - pool_gpus, 0.0)
+        alloc_gpus = np.minimum(need_gpus, avail)
+        overlap = np.maximum(alloc_gpus + held - avail, 0.0)
         slow = np.minimum(overlap / np.maximum(alloc_gpus, 1.0), 1.0)
     else:
-        alloc_gpus = np.minimum(need_gpus, np.maximum(pool_gpus - held, 0.0))
+        alloc_gpus = np.minimum(need_gpus, np.maximum(avail - held, 0.0))
+        if policy == "mig":
+            # the GPUs MIG splits for inference are the reservation: no more are sliced
+            alloc_gpus = np.minimum(alloc_gpus, float(reserved))
     alloc_rep = np.minimum(want, np.floor(alloc_gpus * per_gpu + 1e-9))
     warm = int(math.ceil(svc.warmup_min / step_min - 1e-9))
     ready = _trailing(alloc_rep, warm + 1, "min")
@@ -210,9 +252,9 @@ def capacity(scn: PoolScenario, policy: str) -> CapacityTrace:
     # as held: nothing else can use them).
     infer_eq = alloc_rep / per_gpu
     if policy == "timeslice":
-        allocated = np.minimum(alloc_gpus + held, pool_gpus)
+        allocated = np.minimum(alloc_gpus + held, avail) + others
     else:
-        allocated = alloc_gpus + held
+        allocated = alloc_gpus + held + others
 
     blame = _blame(policy, need_gpus, alloc_gpus, slow, outcome, warm)
     mtbi = (outcome.running_min / outcome.interruptions) if outcome.interruptions else math.inf

@@ -73,7 +73,7 @@ def morning_ramp(days: int = 7) -> PoolScenario:
     job = BatchJob(name="nightly-finetune", team="ml-research", gpus=48, start_hour=2.0,
                    duration_h=9.0, daily=True, checkpoint_cost_min=3.0, restore_min=5.0,
                    eviction_delay_min=2.0)
-    pool = PoolParams(gpus=64, gpu_model="A100-80GB", split_a=0.6, split_b=0.1,
+    pool = PoolParams(gpus=64, gpu_model="A100-80GB", reservation_gpus=38, split_b=0.1,
                       polite_release_hour=9.0, tidal_start_hour=22.0, tidal_end_hour=9.0,
                       spot_interruptions_per_h=0.05, violation_price_per_min=50.0)
     return PoolScenario(traffic_rps=traffic, start_ts_ms=PRESET_START_MS + 60_000, step_s=60,
@@ -107,7 +107,7 @@ def tidal_a100(days: int = 7) -> PoolScenario:
                  duration_h=10.0, daily=True, checkpoint_cost_min=1.0, restore_min=2.0,
                  eviction_delay_min=1.0),
     )
-    pool = PoolParams(gpus=100, gpu_model="A100-80GB", split_a=0.94, split_b=0.0,
+    pool = PoolParams(gpus=100, gpu_model="A100-80GB", reservation_gpus=94, split_b=0.0,
                       tidal_start_hour=20.0, tidal_end_hour=7.0, polite_release_hour=7.0,
                       mig_profile="auto", mig_resplit_drain_min=10.0,
                       spot_interruptions_per_h=0.05, violation_price_per_min=20.0)

@@ -25,6 +25,7 @@ def scenario_to_toml(s: PoolScenario) -> str:
         "start_ts_ms": int(s.start_ts_ms),
         "step_s": int(s.step_s),
         "traffic_rps": [float(v) for v in s.traffic_rps.tolist()],
+        **({"others_gpus": [float(v) for v in s.others_gpus.tolist()]} if s.others_gpus is not None else {}),
         "service": _plain(s.service),
         "pool": _plain(s.pool),
         "batch": {"jobs": [_plain(j) for j in s.batch.jobs]},
@@ -37,6 +38,10 @@ def _build(cls: type, table: Any, where: str) -> Any:
     if not isinstance(table, dict):
         raise ConfigError(f"scenario TOML: [{where}] must be a table")
     known = {f.name: f for f in fields(cls)}
+    if cls is PoolParams and "split_a" in table:
+        raise ConfigError(f"scenario TOML: [{where}] split_a (a share of the pool) was replaced by "
+                          "reservation_gpus (GPUs the inference class owns; -1 = what the peak needed "
+                          "plus headroom): write reservation_gpus = round(split_a x gpus)")
     unknown = sorted(set(table) - set(known))
     if unknown:
         raise ConfigError(f"scenario TOML: [{where}] has unknown key(s) {', '.join(unknown)}; "
@@ -61,8 +66,8 @@ def scenario_from_toml(text: str) -> PoolScenario:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"scenario TOML: {exc}; fix the syntax at that line") from None
-    top = {"name", "description", "start_ts_ms", "step_s", "traffic_rps", "service", "pool",
-           "batch", "provenance"}
+    top = {"name", "description", "start_ts_ms", "step_s", "traffic_rps", "others_gpus", "service",
+           "pool", "batch", "provenance"}
     unknown = sorted(set(doc) - top)
     if unknown:
         raise ConfigError(f"scenario TOML: unknown top-level key(s) {', '.join(unknown)}")
@@ -72,6 +77,7 @@ def scenario_from_toml(text: str) -> PoolScenario:
     jobs = tuple(_build(BatchJob, j, f"batch.jobs[{i}]") for i, j in enumerate(jobs_raw))
     scn = PoolScenario(
         traffic_rps=np.asarray(doc["traffic_rps"], dtype=np.float64),
+        others_gpus=np.asarray(doc["others_gpus"], dtype=np.float64) if "others_gpus" in doc else None,
         start_ts_ms=int(doc.get("start_ts_ms", 0)),
         step_s=int(doc.get("step_s", 60)),
         service=_build(ServiceParams, doc.get("service", {}), "service"),

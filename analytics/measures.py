@@ -1,0 +1,154 @@
+"""One definition per number that more than one page, the CLI or the what-if backtest shows.
+
+A capacity review stops trusting a tool the moment two pages disagree, so the numbers they
+share are defined here once and every caller goes through these functions:
+
+- **minutes over the SLO**: a step counts when its p99 is known and above the service's SLO;
+  a step without requests (no p99) is not over (it is unknown, never a violation); minutes are
+  the steps counted times the step length. For a pool, a step counts once however many of
+  its services are over (:func:`minutes_over_slo_any`).
+- **batch GPU-hours held**: GPUs batch held at each step times the step length.
+- **warm-up** of a replica: the median lag from a scale-up the free GPUs could place at once
+  to the replicas being ready (:func:`warmup_steps`);
+- **GPUs per replica**: the median of a service's held GPUs over its ready replicas
+  (:func:`gpus_per_replica`);
+- **desired replicas where no autoscaler is linked**: inferred from traffic with the load per
+  replica of uncontended, settled steps (:func:`infer_desired`).
+
+>>> import numpy as np
+>>> over_slo(np.array([50.0, 150.0, np.nan]), 100.0).tolist()
+[False, True, False]
+>>> minutes_over_slo(np.array([50.0, 150.0, np.nan, 120.0]), 100.0, step_s=60)
+2.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+
+def over_slo(p99_ms: np.ndarray, slo_ms: float) -> np.ndarray:
+    """Per step: the p99 is known and above the SLO (a step without requests is not)."""
+    p = np.asarray(p99_ms, dtype=np.float64)
+    return np.nan_to_num(p, nan=-np.inf) > float(slo_ms)
+
+
+def minutes_over_slo(p99_ms: np.ndarray, slo_ms: float, *, step_s: int) -> float:
+    """Minutes of steps over the SLO (:func:`over_slo`) at ``step_s`` seconds a step."""
+    return float(over_slo(p99_ms, slo_ms).sum()) * step_s / 60.0
+
+
+def over_slo_expr(slo_col: str = "slo_ms", p99_col: str = "p99_ms") -> pl.Expr:
+    """:func:`over_slo` as a polars expression over a frame with both columns."""
+    return (pl.col(p99_col).fill_nan(None) > pl.col(slo_col)).fill_null(False)
+
+
+def minutes_over_slo_any(steps: pl.DataFrame, *, step_s: int) -> float:
+    """A pool's minutes over the SLO: steps (``ts``) where any service is over (``violating``)."""
+    if steps.height == 0:
+        return 0.0
+    return float(steps.filter(pl.col("violating"))["ts"].n_unique()) * step_s / 60.0
+
+
+def gpu_hours(gpus: np.ndarray, *, step_s: int) -> float:
+    """GPU-hours of per-step GPU counts (GPUs held or in the pool) at ``step_s`` a step."""
+    return float(np.nansum(np.asarray(gpus, dtype=np.float64))) * step_s / 3600.0
+
+
+def warmup_steps(desired: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray,
+                 gpus_per_replica: float, max_steps: int = 120) -> int | None:
+    """Median steps from a scale-up the free GPUs could place at once to ready >= desired.
+
+    Only requests the pool could place when they were made count (the GPUs free the step
+    before the autoscaler asked): what they measure is warm-up alone. ``None`` when the data
+    shows no such scale-up.
+
+    >>> warmup_steps(np.r_[1, 1, 3, 3, 3, 3], np.r_[1, 1, 1, 1, 3, 3], np.full(6, 4.0), 1.0)
+    2
+    """
+    desired = np.nan_to_num(np.asarray(desired, float))
+    ready = np.nan_to_num(np.asarray(ready, float))
+    idle = np.nan_to_num(np.asarray(idle_gpus, float))
+    rises = np.flatnonzero((np.diff(desired) > 0) & (desired[1:] > ready[1:])) + 1
+    lags = []
+    for i in rises.tolist():
+        need = desired[i] - ready[i]
+        if idle[i - 1] + 1e-9 < need * gpus_per_replica:
+            continue
+        hit = np.flatnonzero(ready[i:i + max_steps + 1] >= desired[i] - 1e-9)
+        if hit.size and hit[0] > 0:
+            lags.append(int(hit[0]))
+    return int(np.median(lags)) if lags else None
+
+
+def gpus_per_replica(own_gpus: np.ndarray, ready: np.ndarray) -> float | None:
+    """GPUs one replica holds: the median of the service's GPUs over its ready replicas, on the
+    steps with both (``None`` without any: the caller's default, 1, stands).
+
+    >>> gpus_per_replica(np.array([2.0, 4.0, 0.0, 4.0]), np.array([1.0, 2.0, 1.0, 0.0]))
+    2.0
+    """
+    own = np.asarray(own_gpus, float)
+    ready = np.asarray(ready, float)
+    ok = (ready > 0) & (own > 0) & np.isfinite(own) & np.isfinite(ready)
+    if not ok.any():
+        return None
+    v = float(np.median(own[ok] / ready[ok]))
+    return v if np.isfinite(v) and v > 0 else None
+
+
+@dataclass(frozen=True)
+class InferredDemand:
+    """Desired replicas inferred from traffic where no autoscaler signal is linked."""
+
+    rps_per_replica: float
+    min_replicas: float
+    fitted_steps: int
+
+    def describe(self) -> str:
+        return (f"desired replicas inferred from traffic: {self.rps_per_replica:.3g} requests/s per replica "
+                f"(at least {self.min_replicas:g}), fitted on {self.fitted_steps} uncontended steps")
+
+
+def infer_desired(rps: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray, gpr: float,
+                  settle_steps: int, quantile: float = 0.95) -> tuple[np.ndarray, InferredDemand] | None:
+    """What an autoscaler would have asked for, from traffic, where the data has no HPA signal.
+
+    An HPA keeps about ``rps / k`` replicas for a target load ``k`` per replica. ``k`` is read off
+    the steps where the autoscaler evidently got what it wanted: free GPUs for another replica,
+    and the ready replicas unchanged for ``settle_steps`` (no replica warming). There the load
+    per replica sits just under ``k`` (the HPA rounds up, and keeps replicas through its
+    scale-down window), so ``k`` is a high ``quantile`` of ``rps / ready`` over those steps above
+    the floor (the fewest ready replicas seen there: the HPA's minimum). The desired replicas are
+    then ``max(floor, ceil(rps / k))``.
+
+    Returns ``None`` when fewer than 30 such steps exist (nothing to learn the relation from).
+
+    >>> rps = np.r_[np.full(60, 10.0), np.full(60, 40.0)]
+    >>> ready = np.r_[np.full(60, 1.0), np.full(60, 4.0)]
+    >>> d, how = infer_desired(rps * 1.5, ready, np.full(120, 8.0), 1.0, 5)
+    >>> float(how.rps_per_replica), float(d[-1])
+    (15.0, 4.0)
+    """
+    rps = np.nan_to_num(np.asarray(rps, float))
+    ready = np.nan_to_num(np.asarray(ready, float))
+    idle = np.nan_to_num(np.asarray(idle_gpus, float))
+    w = max(int(settle_steps), 1)
+    steady = np.zeros(ready.size, bool)
+    if ready.size > w:
+        same = pl.Series(ready).rolling_max(w + 1).to_numpy() == pl.Series(ready).rolling_min(w + 1).to_numpy()
+        steady = np.nan_to_num(same.astype(float)).astype(bool)
+    ok = steady & (idle >= gpr - 1e-9) & (ready > 0) & (rps > 0)
+    if ok.sum() < 30:
+        return None
+    floor = float(ready[ok].min())
+    above = ok & (ready > floor)
+    pick = above if above.sum() >= 30 else ok
+    k = float(np.quantile(rps[pick] / ready[pick], quantile))
+    if not k > 0:
+        return None
+    desired = np.maximum(floor, np.ceil(rps / k - 1e-9))
+    return desired, InferredDemand(rps_per_replica=k, min_replicas=floor, fitted_steps=int(pick.sum()))

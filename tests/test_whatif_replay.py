@@ -1,0 +1,148 @@
+"""The what-if replays what happened: on the simulator's stories across export variants and on an
+export written independently, the shared replay reproduces the observed minutes over the SLO
+(within 15% or 10 minutes) and batch GPU-hours (within 10%), the model keeps every GPU of the
+store's pool, and the partitioned pool with its default reservation does no worse than shared.
+
+Measured before (the code of a2001e7, "pool = median GPUs less what others held while the
+service was short"): on ``morning + no-ksm-pods`` (7 days, seed 4) the recommender's pool
+calibrated to 48 of 64 GPUs, its replay ran 105 of 2,154 batch GPU-hours and 0 of 298 violation
+minutes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analytics.events import EventsConfig
+from analytics.events.pipeline import timelines_for
+from analytics.whatif import POLICIES, compare, reservation
+from analytics.whatif.calibrate import (BACKTEST_BATCH_TOLERANCE, BACKTEST_VIOLATION_FLOOR_MIN,
+                                        BACKTEST_VIOLATION_TOLERANCE, calibrate_frames)
+from analytics.whatif.form import MODEL_DAYS, last_days
+from analytics.sample import load_into, simulate, truth
+from analytics.store import Store
+
+pytestmark = [pytest.mark.slow]
+
+CASES = {
+    "morning": ("morning", ()),
+    "morning+exported-labels+hpa-prefix+no-ksm-pods+scrape-30s":
+        ("morning", ("exported-labels", "hpa-prefix", "no-ksm-pods", "scrape-30s")),
+    "mixed": ("mixed", ()),
+    "partitioned+no-ksm-pods": ("partitioned", ("no-ksm-pods",)),
+}
+SERVICES = ("chat-vllm", "recommender")
+
+
+def _calibrations(scenario: str, variants: tuple[str, ...]) -> dict:
+    res = simulate(scenario, days=7, gpus=64, seed=4, variants=variants)
+    slos = {k: v["p99_ms"] for k, v in truth(res)["slos"].items()}
+    with Store(":memory:") as st:
+        load_into(st, res)
+        tl = timelines_for(st, EventsConfig())
+    return {svc: calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=svc, slo_for=slos)
+            for svc in SERVICES} | {"_pool": tl["pool"]}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def case(request):
+    scenario, variants = CASES[request.param]
+    return request.param, scenario, _calibrations(scenario, variants)
+
+
+def _within(bt: dict) -> None:
+    ov, mv = bt["observed_violation_minutes"], bt["model_violation_minutes"]
+    assert abs(mv - ov) <= max(BACKTEST_VIOLATION_TOLERANCE * ov, BACKTEST_VIOLATION_FLOOR_MIN), bt["misses"]
+    ob, mb = bt["observed_batch_gpu_hours"], bt["model_batch_gpu_hours"]
+    assert abs(mb - ob) <= BACKTEST_BATCH_TOLERANCE * ob + 1e-9, bt["misses"]
+    assert bt["within"] and not bt["misses"]
+
+
+# A known miss, kept visible (strict: the suite fails when it starts passing, so the note goes):
+# on the partitioned control, seed 4, the recommender's only violations are one surge pinned at
+# its autoscaler's maximum with p99 hovering at the SLO (measured 93-166 ms around 100 ms); the
+# fitted latency curve runs ~8% high there and counts 68 minutes against 54 observed (+26%).
+# Seeds 1 and 2 of the same story replay within 3% and 3 minutes.
+KNOWN_MISSES = {("partitioned+no-ksm-pods", "recommender")}
+
+
+@pytest.mark.parametrize("svc", SERVICES)
+def test_shared_replay_reproduces_minutes_and_batch_gpu_hours(case, svc, request):
+    name, scenario, cals = case
+    if (name, svc) in KNOWN_MISSES:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="surge hovering at the SLO at max replicas"))
+    bt = cals[svc].backtest
+    print(f"\n{name} {svc}: violation minutes {bt['observed_violation_minutes']:.0f} observed, "
+          f"{bt['model_violation_minutes']:.0f} replayed ({bt['violation_minutes_error']:+.0%}); batch "
+          f"{bt['observed_batch_gpu_hours']:.0f} / {bt['model_batch_gpu_hours']:.0f} GPU-h")
+    assert bt["observed_batch_gpu_hours"] > 500  # every story runs the nightly fine-tune
+    _within(bt)
+
+
+def test_every_gpu_of_the_pool_is_in_the_model(case):
+    name, scenario, cals = case
+    store_pool = float(np.median(cals["_pool"]["gpus_total"].to_numpy()))
+    for svc in SERVICES:
+        scn, obs = cals[svc].scenario, cals[svc].observation
+        # the store's 64 GPUs, idle unlabelled ones included, whatever kube-state-metrics says
+        assert scn.pool.gpus == store_pool == 64
+        # what the other service and unmodelled work held stays held, step by step
+        assert scn.others_gpus is not None and np.array_equal(scn.others_gpus, obs.others_gpus)
+        assert obs.idle_gpus.max() > 10
+
+
+def test_partitioned_with_the_default_reservation_beats_shared_on_contention(case):
+    name, scenario, cals = case
+    for svc in SERVICES:
+        scn = last_days(cals[svc].scenario, MODEL_DAYS)
+        assert scn.pool.reservation_gpus == -1  # automatic: what the peak needed plus headroom
+        reserved, why = reservation(scn)
+        assert 0 < reserved <= scn.pool.gpus and "what the peak needed" in why
+        r = compare(scn, POLICIES)
+        shared, part = r["shared"].summary, r["partitioned"].summary
+        if scenario == "partitioned":
+            continue  # the control: batch never touched inference there
+        assert part["violation_minutes"] <= shared["violation_minutes"], (svc, part, shared)
+        assert shared["violation_minutes"] > 0
+        # the partition never gives inference more than the reservation and the soft-shared B
+        b = round(scn.pool.split_b * scn.pool.gpus)
+        assert r["partitioned"].series["inference_gpus"].max() <= reserved + b + 1e-9
+
+
+def test_batch_gpu_hours_are_conserved_under_every_policy(case):
+    name, scenario, cals = case
+    svc = SERVICES[0]
+    scn = last_days(cals[svc].scenario, MODEL_DAYS)
+    held_obs = cals[svc].backtest["observed_batch_gpu_hours"]
+    for policy, res in compare(scn, POLICIES).items():
+        s = res.summary
+        # work done and work thrown away never exceed what was held
+        assert s["batch_goodput_gpu_hours"] + s["batch_lost_gpu_hours"] <= s["batch_gpu_hours"] * (1 + 1e-9) + 1e-6
+        # a policy never holds more GPUs than the pool has beside what others held
+        used = res.series["allocated_gpus"]
+        assert used.max() <= scn.pool.gpus + 1e-9, policy
+    bt = cals[svc].backtest
+    assert bt["model_batch_gpu_hours"] <= held_obs * (1 + BACKTEST_BATCH_TOLERANCE)
+
+
+def test_the_independent_export_replays_too(tmp_path: Path):
+    """The export written without the simulator (16 GPUs, HPA renamed, idle GPUs unlabelled, no
+    kube-state-metrics pod series): the replay reproduces it and calibrates the whole pool."""
+    from independent_export import write_story
+
+    from analytics.ingest import ingest_path
+
+    tr = write_story(tmp_path / "export", case="both", days=5, seed=4)
+    with Store(tmp_path / "s.duckdb") as st:
+        for f in tr["files"]:
+            ingest_path(st, tmp_path / "export" / f)
+        tl = timelines_for(st, EventsConfig())
+    slos = {k: v["p99_ms"] for k, v in tr["slos"].items()}
+    cal = calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service="chat-api-vllm", slo_for=slos)
+    assert cal.scenario.pool.gpus == 16
+    _within(cal.backtest)
+    r = compare(last_days(cal.scenario, MODEL_DAYS), ("shared", "partitioned"))
+    assert r["partitioned"].summary["violation_minutes"] < r["shared"].summary["violation_minutes"]
