@@ -8,6 +8,7 @@ share are defined here once and every caller goes through these functions:
   the steps counted times the step length. For a pool, a step counts once however many of
   its services are over (:func:`minutes_over_slo_any`).
 - **batch GPU-hours held**: GPUs batch held at each step times the step length.
+- **pool size**: the most GPUs the pool had at any step of the range (:func:`pool_size`).
 - **warm-up** of a replica: the median lag from a scale-up the free GPUs could place at once
   to the replicas being ready (:func:`warmup_steps`);
 - **GPUs per replica**: the median of a service's held GPUs over its ready replicas
@@ -51,6 +52,12 @@ def minutes_over_slo_any(steps: pl.DataFrame, *, step_s: int) -> float:
     if steps.height == 0:
         return 0.0
     return float(steps.filter(pl.col("violating"))["ts"].n_unique()) * step_s / 60.0
+
+
+def pool_size(gpus_total: np.ndarray) -> float:
+    """The most GPUs the pool had at any step (0 for no steps)."""
+    g = np.asarray(gpus_total, dtype=np.float64)
+    return float(np.nanmax(g)) if g.size and np.isfinite(g).any() else 0.0
 
 
 def gpu_hours(gpus: np.ndarray, *, step_s: int) -> float:

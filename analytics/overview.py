@@ -17,6 +17,7 @@ from typing import Callable, Iterable
 
 import polars as pl
 
+from analytics.measures import minutes_over_slo_any, over_slo_expr, pool_size
 from analytics.signals import SIGNALS
 from analytics.timeline.pool import CLASS_COLUMNS as POOL_CLASSES
 
@@ -90,7 +91,8 @@ def slo_violations(services: pl.DataFrame, slo_for: Callable[[str], float],
                    step_s: int) -> pl.DataFrame:
     """Steps where a service's p99 was above its SLO: ``ts, service, p99_ms, slo_ms, violating``.
 
-    A step without a p99 (no traffic, no histogram) is not violating: it is unknown.
+    The one definition of minutes over the SLO (:mod:`analytics.measures`): a step without a p99
+    (no traffic, no histogram) is not violating: it is unknown.
     """
     if services.height == 0:
         return pl.DataFrame(schema={"ts": pl.Int64, "service": pl.Utf8, "p99_ms": pl.Float64,
@@ -100,7 +102,7 @@ def slo_violations(services: pl.DataFrame, slo_for: Callable[[str], float],
                        schema={"service": services.schema["service"], "slo_ms": pl.Float64})
     per = (services.group_by("ts", "service").agg(pl.col("p99_ms").max())
            .join(slo, on="service", how="left")
-           .with_columns((pl.col("p99_ms") > pl.col("slo_ms")).fill_null(False).alias("violating")))
+           .with_columns(over_slo_expr().alias("violating")))
     return per.sort("service", "ts")
 
 
@@ -123,7 +125,7 @@ def summarise(pool: pl.DataFrame, holdings: pl.DataFrame, services: pl.DataFrame
     """
     totals = _per_step_totals(pool) if pool.height else pool
     steps = totals.height
-    pool_max = float(totals["gpus_total"].max() or 0.0) if steps else 0.0
+    pool_max = pool_size(totals["gpus_total"].to_numpy()) if steps else 0.0
     pool_mean = float(totals["gpus_total"].mean() or 0.0) if steps else 0.0
     gpu_sum = float(pool["gpus_total"].sum() or 0.0) if pool.height else 0.0
     gpu_hours = gpu_sum * step_s / 3600.0
@@ -145,7 +147,7 @@ def summarise(pool: pl.DataFrame, holdings: pl.DataFrame, services: pl.DataFrame
     if viol.height:
         counts = viol.group_by("service").agg(pl.col("violating").sum()).sort("service")
         by_service = {str(s): float(n) * step_min for s, n in counts.iter_rows()}
-        union_min = float(viol.filter("violating")["ts"].n_unique()) * step_min
+        union_min = minutes_over_slo_any(viol, step_s=step_s)
     return OverviewSummary(
         steps=steps, step_s=step_s, pool_gpus_max=pool_max, pool_gpus_mean=pool_mean,
         allocation_pct=allocation, activity_pct=activity, gpu_hours=gpu_hours,

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from analytics.slo import ALL, DEFAULT_SLO_MS  # one fallback, shared with the CLI
+
 # Where "uploaded files" land when the user has not chosen a DuckDB file of their own.
 UPLOADS_DB_ENV = "TIDELENS_UPLOADS_DB"
 
@@ -30,8 +32,7 @@ SOURCE_KINDS: dict[str, str] = {
     "duckdb": "DuckDB file",
 }
 STEP_CHOICES_S: tuple[int, ...] = (60, 300, 900, 3600)
-ALL_SERVICES = "*"
-DEFAULT_SLO_MS = 100.0
+ALL_SERVICES = ALL  # the SLO for services without their own
 
 
 def uploads_db_path() -> Path:
@@ -167,15 +168,35 @@ class ViewSettings:
                 "(e.g. 250 or chat-vllm:500,recommender:100).", "param": "slo"})
     tz: str = field(default="UTC", metadata={
         "help": "Zone that times are shown in; data stays UTC inside.", "param": "tz"})
+    slo_known: tuple[tuple[str, float], ...] = field(default=(), metadata={
+        "help": "SLOs tidelens.toml and the store declare per service (not in the URL: they come "
+                "with the data)", "param": None})
 
     def __hash__(self) -> int:  # slo_ms is a dict; hash its items so settings can key caches
         return hash((self.source, self.db_path, self.start_ms, self.end_ms, self.step_s,
-                     tuple(sorted(self.slo_ms.items())), self.tz))
+                     tuple(sorted(self.slo_ms.items())), self.tz, self.slo_known))
 
     # -- derived ----------------------------------------------------------------------------
     def slo_for(self, service: str) -> float:
-        """The SLO of one service: its own, else the one for every service, else the default."""
-        return self.slo_ms.get(service, self.slo_ms.get(ALL_SERVICES, DEFAULT_SLO_MS))
+        """The SLO of one service, as :func:`analytics.events.slo.resolve_slos` decides it: the
+        user's own for it, else what tidelens.toml or the store declares, else the one for
+        services without their own, else the default.
+
+        >>> v = ViewSettings(slo_ms={"*": 200.0, "a": 50.0}, slo_known=(("a", 9.0), ("b", 1000.0)))
+        >>> v.slo_for("a"), v.slo_for("b"), v.slo_for("c")
+        (50.0, 1000.0, 200.0)
+        """
+        if service in self.slo_ms and service != ALL_SERVICES:
+            return self.slo_ms[service]
+        known = dict(self.slo_known)
+        if service in known:
+            return known[service]
+        return self.slo_ms.get(ALL_SERVICES, DEFAULT_SLO_MS)
+
+    def slo_items(self) -> tuple[tuple[str, float], ...]:
+        """Every SLO this view applies, as hashable pairs (``("*", ms)`` for the rest): a cache key."""
+        merged = {**dict(self.slo_known), **{k: v for k, v in self.slo_ms.items() if k != ALL_SERVICES}}
+        return ((ALL_SERVICES, self.slo_ms.get(ALL_SERVICES, DEFAULT_SLO_MS)), *sorted(merged.items()))
 
     def db_file(self) -> Path | None:
         """The store file this view reads, or ``None`` for the sample (built on demand)."""
@@ -200,7 +221,7 @@ class ViewSettings:
             span = (f"{local_naive(start, self.tz):%b %-d %H:%M} → "
                     f"{local_naive(end, self.tz):%b %-d %H:%M} {self.tz}")
         slos = ", ".join(f"{v:.10g} ms" if k == ALL_SERVICES else f"{k} {v:.10g} ms"
-                         for k, v in sorted(self.slo_ms.items(), key=lambda kv: (kv[0] != ALL_SERVICES, kv[0])))
+                         for k, v in self.slo_items())
         return f"{span} · step {format_step(self.step_s)} · SLO {slos}"
 
     def clamp_range(self, first_ms: int | None, last_ms: int | None) -> tuple[int | None, int | None]:

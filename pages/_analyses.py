@@ -175,7 +175,7 @@ def prefetch_jobs(v: ViewSettings, src: DataSource, state: Any, page: str = "") 
     own = state if page == "events" else {}
     min_dur = float(own.get("ev_min_dur", EVENTS_MIN_DURATION_MIN))
     gap = float(own.get("ev_gap", EVENTS_MERGE_GAP_MIN))
-    slo_items = tuple(sorted(v.slo_ms.items()))
+    slo_items = v.slo_items()
     svc = state.get("w_svc")
 
     def calibrate() -> None:

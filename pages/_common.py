@@ -468,20 +468,26 @@ def _seed_from_url() -> None:
     ss["v_db"] = seed.db_path or ""
     ss["v_step"] = seed.step_s
     per = {k: v for k, v in seed.slo_ms.items() if k != ALL_SERVICES}
-    if "slo" not in st.query_params and seed.source == "sample":
-        per = sample_slos()  # the sample's services have SLOs of their own (TTFT 1 s, HTTP 120 ms)
     ss["v_slo"] = float(seed.slo_ms.get(ALL_SERVICES, DEFAULT_SLO_MS))
     ss["v_slo_per"] = format_slo(per)
     ss["v_tz"] = seed.tz
     ss["v_range_ms"] = (seed.start_ms, seed.end_ms)
 
 
-def sample_slos() -> dict[str, float]:
-    """Per-service p99 SLOs of the bundled sample's scenario (empty when there is no sample)."""
-    found = optional("analytics.sample.scenarios", "SCENARIOS")
-    if found is None or "morning" not in found[0]:
-        return {}
-    return {svc.name: float(svc.slo_p99_ms) for svc in found[0]["morning"].services}
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_known_slos(path: str, version: str, map_version: str) -> tuple[tuple[str, float], ...]:
+    """The SLOs tidelens.toml and the store declare per service (what the CLI reads too)."""
+    from analytics.slo import resolve_slos
+
+    with open_store(path) as store:
+        table = resolve_slos(store, config=config_file())
+    return tuple(sorted((k, v[0]) for k, v in table.per_service.items()))
+
+
+def _known_slos(src: DataSource) -> tuple[tuple[str, float], ...]:
+    if src.problem or not src.path:
+        return ()
+    return cached_known_slos(src.path, src.version, config_version())
 
 
 def _zone_options(seeded: str) -> list[str]:
@@ -691,13 +697,14 @@ def _settings_widgets() -> tuple[ViewSettings, DataSource]:
     draft = ViewSettings(source=source, db_path=(db or None) if source == "duckdb" else None)
     src = resolve_source(draft)
     start_ms, end_ms = _range_slider(src, tz, step_s)
-    slo_all = st.number_input("p99 SLO (ms), every service", min_value=0.1, step=10.0,
-                              key="v_slo", help=help_of("slo_ms"))
+    slo_all = st.number_input("p99 SLO (ms), services without their own", min_value=0.1, step=10.0,
+                              key="v_slo", help=help_of("slo_ms") + " A service's own SLO comes from the "
+                              "per-service setting below, else tidelens.toml's [slo], else the store.")
     slo_text = st.text_input("Per-service SLOs (ms)", key="v_slo_per",
                              placeholder="chat-vllm:500, recommender:100")
     slo = _slo_settings(slo_all, slo_text, show_error=True)
     return ViewSettings(source=source, db_path=draft.db_path, start_ms=start_ms, end_ms=end_ms,
-                        step_s=int(step_s), slo_ms=slo, tz=tz), src
+                        step_s=int(step_s), slo_ms=slo, tz=tz, slo_known=_known_slos(src)), src
 
 
 def _settings_from_state() -> tuple[ViewSettings, DataSource]:
@@ -719,7 +726,7 @@ def _settings_from_state() -> tuple[ViewSettings, DataSource]:
     tz = ss.get("v_tz", "UTC")
     slo = _slo_settings(ss.get("v_slo", DEFAULT_SLO_MS), ss.get("v_slo_per", ""), show_error=False)
     return ViewSettings(source=source, db_path=draft.db_path, start_ms=start_ms, end_ms=end_ms,
-                        step_s=int(ss.get("v_step", 60)), slo_ms=slo, tz=tz), src
+                        step_s=int(ss.get("v_step", 60)), slo_ms=slo, tz=tz, slo_known=_known_slos(src)), src
 
 
 def _sync_url(settings: ViewSettings) -> None:

@@ -38,7 +38,7 @@ upload = c3.file_uploader("Incident records (CSV: start, end, service, recorded_
 
 try:
     analysis = cached_events(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version(),
-                             tuple(sorted(v.slo_ms.items())), float(min_dur), float(gap),
+                             v.slo_items(), float(min_dur), float(gap),
                              upload.name if upload else None, upload.getvalue() if upload else None)
 except TidelensError as exc:
     st.warning(str(exc), icon=":material/warning:")

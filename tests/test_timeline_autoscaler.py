@@ -157,7 +157,7 @@ def test_autoscaler_rule_round_trips_through_tidelens_toml_and_classify_shows_li
         _gauge(b, sg.KSM_HPA_DESIRED, {"horizontalpodautoscaler": "fe-1", "namespace": "llm"}, [3, 3, 3])
     db = tmp_path / "s.duckdb"
     _store_with(extra, str(db)).close()
-    assert main(["classify", "--db", str(db), "--map", str(cfg), "--json"]) == 0
+    assert main(["classify", "--db", str(db), "--config", str(cfg), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [(a["name"], a["service"], a["status"]) for a in out["autoscalers"] if a["kind"] == "hpa"] == [
         ("fe-1", "chat-api-vllm", "linked")]

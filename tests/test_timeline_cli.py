@@ -60,5 +60,5 @@ def test_signals_and_classify_print(db, capsys):
 def test_bad_step_and_missing_map_exit_2(db, capsys):
     assert main(["timeline", "--db", str(db), "--step", "fast"]) == 2
     assert "not a duration" in capsys.readouterr().err
-    assert main(["classify", "--db", str(db), "--map", "/nonexistent/tidelens.toml"]) == 2
+    assert main(["classify", "--db", str(db), "--config", "/nonexistent/tidelens.toml"]) == 2
     assert "tidelens.example.toml" in capsys.readouterr().err

@@ -11,7 +11,7 @@ import polars as pl
 from analytics.cli.common import add_db, add_json, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.events import EventsAnalysis, EventsConfig, analyse_store, load_incidents
-from analytics.events.slo import slos_from_config
+from analytics.slo import DEFAULT_SLO_MS, resolve_slos
 from analytics.store import Store
 
 DEFAULT_CONFIG = Path("tidelens.toml")
@@ -21,8 +21,8 @@ _HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in Event
 def _add_settings(p: argparse.ArgumentParser) -> None:
     add_db(p)
     p.add_argument("--slo-ms", type=float, default=None,
-                   help="p99 SLO in ms for every service (default: [slo] in tidelens.toml; services with "
-                        "none use the relative rule)")
+                   help="p99 SLO in ms for every service (default: each service's from [slo] in tidelens.toml, "
+                        f"else the store's own, else {DEFAULT_SLO_MS:g} ms, as the app decides them)")
     p.add_argument("--step", default="1m", help="timeline step, e.g. 1m or 5m (default 1m)")
     p.add_argument("--from", dest="start", default=None, help="range start, ISO-8601 UTC (default: first data)")
     p.add_argument("--to", dest="end", default=None, help="range end, ISO-8601 UTC (default: last data)")
@@ -75,9 +75,9 @@ def run_analysis(args: argparse.Namespace) -> EventsAnalysis:
     incidents = load_incidents(args.incidents) if args.incidents else None
     wmap = load_map(config)
     if args.db != ":memory:" and not Path(args.db).exists():
-        raise ConfigError(f"{args.db}: no such store; build one with `tidelens load --db {args.db} FILES`")
+        raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
     with Store(args.db, read_only=args.db != ":memory:") as st:
-        return analyse_store(st, cfg, wmap, incidents, slos_ms=slos_from_config(config))
+        return analyse_store(st, cfg, wmap, incidents, slos_ms=resolve_slos(st, config=config))
 
 
 def events_table(analysis: EventsAnalysis) -> pl.DataFrame:

@@ -19,14 +19,15 @@ DEFAULT_MAP = Path("tidelens.toml")
 
 
 def _add_map(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--map", default=None,
-                   help=f"workload map (default ./{DEFAULT_MAP} when it exists, else the built-in defaults)")
+    p.add_argument("--config", default=None,
+                   help=f"tidelens.toml with the workload map (default ./{DEFAULT_MAP} when it exists, else "
+                        "the built-in defaults); the same flag as events and whatif")
 
 
 def _map(args: argparse.Namespace):
-    path = args.map if args.map is not None else (DEFAULT_MAP if DEFAULT_MAP.exists() else None)
-    if args.map is not None and not Path(args.map).exists():
-        raise ConfigError(f"{args.map}: no such workload map; copy tidelens.example.toml to start one")
+    path = args.config if args.config is not None else (DEFAULT_MAP if DEFAULT_MAP.exists() else None)
+    if args.config is not None and not Path(args.config).exists():
+        raise ConfigError(f"{args.config}: no such workload map; copy tidelens.example.toml to start one")
     return load_map(path)
 
 

@@ -10,7 +10,7 @@ import polars as pl
 
 from analytics.cli.common import add_json, print_json, print_table
 from analytics.errors import ConfigError
-from analytics.events.slo import slos_from_config
+from analytics.slo import resolve_slos
 from analytics.whatif import (POLICIES, PRESETS, SUMMARY_KEYS, PoolScenario, compare, reservation,
                               scenario_from_toml)
 from analytics.whatif.calibrate import calibrate_store
@@ -84,18 +84,18 @@ def _open_db(args: argparse.Namespace) -> Store:
     return Store(path, read_only=True)
 
 
-def _slos(args: argparse.Namespace) -> float | dict[str, float] | None:
-    """--slo-ms, else the [slo] table of ./tidelens.toml, else the model's default."""
+def _slos(args: argparse.Namespace, store: Store) -> float | dict[str, float]:
+    """--slo-ms, else each service's SLO as the app decides it (:func:`analytics.slo.resolve_slos`)."""
     if args.slo_ms is not None:
         return args.slo_ms
     config = Path("tidelens.toml")
-    return slos_from_config(config) or None if config.exists() else None
+    table = resolve_slos(store, config=config if config.exists() else None)
+    return dict(table.items())
 
 
 def _calibrated(args: argparse.Namespace) -> PoolScenario:
-    slo = _slos(args)
     with _open_db(args) as store:
-        cal = calibrate_store(store, service=args.service, step_s=args.step, slo_ms=slo)
+        cal = calibrate_store(store, service=args.service, step_s=args.step, slo_ms=_slos(args, store))
     args._backtest = {k: v for k, v in cal.backtest.items() if k != "frame"}
     return last_days(cal.scenario, args.days or MODEL_DAYS)
 

@@ -20,6 +20,7 @@ from analytics.events.config import EventsConfig
 from analytics.events.event import Event
 
 if TYPE_CHECKING:
+    from analytics.slo import SloTable
     from analytics.store import Store
     from analytics.workloads import WorkloadMap
 
@@ -70,19 +71,24 @@ def timelines_for(store: "Store", cfg: EventsConfig, wmap: "WorkloadMap | None" 
 
 def analyse_store(store: "Store", cfg: EventsConfig | None = None, wmap: "WorkloadMap | None" = None,
                   incidents: pl.DataFrame | None = None, *,
-                  slos_ms: dict[str, float | None] | None = None) -> EventsAnalysis:
+                  slos_ms: "dict[str, float | None] | SloTable | None" = None) -> EventsAnalysis:
     """Timelines from the store, then :func:`analytics.events.analyse` on them.
 
     Parameters
     ----------
     slos_ms:
-        p99 SLO per service; ``cfg.slo_ms`` overrides every service. A service with neither is
-        judged by the relative rule (``cfg.relative_k``).
+        p99 SLO per service, or the :class:`analytics.slo.SloTable` that decides every service's
+        (what the app and the CLI pass: the same events, the same ids); ``cfg.slo_ms`` overrides
+        every service. A service with none in a plain dict is judged by the relative rule
+        (``cfg.relative_k``).
     """
     from analytics.events.slo import slo_bucket_notes
+    from analytics.slo import SloTable
 
     cfg = cfg or EventsConfig()
     tl = timelines_for(store, cfg, wmap)
+    if isinstance(slos_ms, SloTable):
+        slos_ms = slos_ms.for_services(tl["services"]["service"].unique().to_list())
     result = analyse(tl["services"], tl["pool"], tl["holdings"], cfg=cfg, slos_ms=slos_ms, incidents=incidents)
     result.notes.extend(slo_bucket_notes(store, tl["services"], result.slos_ms))
     return result

@@ -1,58 +1,22 @@
-"""Per-service p99 SLOs from ``tidelens.toml``.
-
-The file's ``[slo]`` table maps a service to its p99 objective in milliseconds::
-
-    [slo]
-    chat-vllm = 1000
-    recommender = 120
-
-A ``--slo-ms`` on the command line (or the page's SLO setting) overrides it for every service.
+"""How exactly a p99 check against an SLO can be made on a latency histogram.
 
 An SLO is checked exactly only on a bound of the latency histogram's buckets: there "p99 above
 the SLO" means "more than 1% of the step's requests took longer". Inside a bucket the check rests
 on ``histogram_quantile``'s linear interpolation and is known only to within that bucket (the
-DESIGN.md tolerance), which :func:`slo_bucket_note` tells the user.
+DESIGN.md tolerance), which :func:`slo_bucket_note` tells the user. Which SLO a service has is
+:mod:`analytics.slo`'s to decide.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import tomllib
-from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import polars as pl
 
-from analytics.errors import ConfigError
-
 if TYPE_CHECKING:
     from analytics.store import Store
-
-
-def slos_from_config(path: str | Path | None) -> dict[str, float]:
-    """The ``[slo]`` table of a config file (``{}`` when the file or table is absent).
-
-    Raises
-    ------
-    ConfigError
-        The file does not parse, or an SLO is not a positive number.
-    """
-    if path is None or not Path(path).exists():
-        return {}
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: {exc}; fix the TOML syntax") from exc
-    table = data.get("slo", {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [slo] must be a table of service = milliseconds")
-    out: dict[str, float] = {}
-    for service, value in table.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ConfigError(f"{path}: [slo] {service} = {value!r}: write a positive number of milliseconds")
-        out[str(service)] = float(value)
-    return out
 
 
 def slo_bucket_note(service: str, slo_ms: float, metric: str, bounds_ms: Sequence[float]) -> str | None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from analytics.sample.scenarios import SCENARIOS
-from analytics.sample.version import SAMPLE_VERSION
+from analytics.sample.version import SAMPLE_VERSION, STORE_LAYOUT
 
 __all__ = ["SCENARIOS", "FORMATS", "SAMPLE_VERSION", "SimResult", "simulate", "write_exports", "load_into",
            "truth", "truth_p99", "ensure_default_store", "DEFAULT_CACHE_DIR", "VARIANTS", "parse_variants"]
@@ -71,7 +71,8 @@ def ensure_default_store(path: Path | None = None) -> Path:
     :data:`SAMPLE_VERSION`); later calls return the cached file at once. The file appears
     atomically: it is built under a temporary name and renamed.
     """
-    target = Path(path) if path else DEFAULT_CACHE_DIR / f"sample-v{SAMPLE_VERSION}-morning-21d-64gpus-seed7.duckdb"
+    target = Path(path) if path else (DEFAULT_CACHE_DIR / f"sample-v{SAMPLE_VERSION}.{STORE_LAYOUT}"
+                                      "-morning-21d-64gpus-seed7.duckdb")
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

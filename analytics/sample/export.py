@@ -251,7 +251,7 @@ def load_into(store: Store, result: SimResult, *, series: se.SeriesSet | None = 
             con.execute(q.SAMPLES_INSERT_DIRECT)
         finally:
             con.unregister("sample_fast_in")
-        loaded = _record_source(store, name, hash_, note, int(n_series), int(n_samples), first, last)
+        loaded = _record_source(store, name, hash_, note, int(n_series), int(n_samples), first, last, result)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -260,8 +260,14 @@ def load_into(store: Store, result: SimResult, *, series: se.SeriesSet | None = 
 
 
 def _record_source(store: Store, name: str, hash_: str, note: str, n_series: int, n_samples: int,
-                   first: int | None, last: int | None) -> LoadResult:
-    """The run's row in ``sources`` (inside the caller's transaction), and its load result."""
+                   first: int | None, last: int | None, result: SimResult | None = None) -> LoadResult:
+    """The run's row in ``sources`` (inside the caller's transaction), and its load result; with
+    ``result``, its services' SLOs declared in the store too, where the app and the CLI read them."""
+    if result is not None:
+        from analytics.slo import write_store_slos
+
+        write_store_slos(store, {s.name: (s.slo_p99_ms, _slo_metric(s)) for s in result.scenario.services},
+                         f"sample scenario {result.scenario.name}")
     store._row(sq.SOURCE_INSERT, {
         "name": name, "format": "sample", "hash": hash_, "series": n_series, "samples": n_samples,
         "first_ts_ms": first, "last_ts_ms": last, "status": "loaded", "error": None,
@@ -323,7 +329,7 @@ def _load_chunked(store: Store, result: SimResult, chunk_samples: int, sort_memo
                     con.execute(q.SAMPLES_INSERT_SORTED_PARQUET, {"files": files})
                 finally:
                     con.execute(q.MEMORY_LIMIT_SET, {"limit": old_limit})
-            loaded = _record_source(store, name, hash_, note, n_series, n_samples, first, last)
+            loaded = _record_source(store, name, hash_, note, n_series, n_samples, first, last, result)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

@@ -38,6 +38,19 @@ CREATE TABLE IF NOT EXISTS samples (
     ts_ms      BIGINT NOT NULL,            -- UTC epoch milliseconds
     value      DOUBLE
 );
+-- SLOs the data declares for its services (the bundled sample writes its scenario's): read by
+-- the app and the CLI alike, after the user's settings and tidelens.toml.
+CREATE TABLE IF NOT EXISTS slos (
+    service    VARCHAR PRIMARY KEY,
+    p99_ms     DOUBLE NOT NULL,
+    metric     VARCHAR,
+    source     VARCHAR NOT NULL
+);
+"""
+HAS_SLOS_TABLE = "SELECT count(*) FROM information_schema.tables WHERE table_name = 'slos'"
+SLOS = "SELECT service, p99_ms, metric, source FROM slos ORDER BY service"
+SLO_UPSERT = """
+INSERT OR REPLACE INTO slos (service, p99_ms, metric, source) VALUES ($service, $p99_ms, $metric, $source)
 """
 
 STAGE_CREATE = """

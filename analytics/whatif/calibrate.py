@@ -17,7 +17,8 @@ import numpy as np
 import polars as pl
 
 from analytics.errors import NotEnoughDataError
-from analytics.measures import gpu_hours, gpus_per_replica, minutes_over_slo, over_slo, warmup_steps
+from analytics.measures import (gpu_hours, gpus_per_replica, minutes_over_slo, over_slo, pool_size,
+                                warmup_steps)
 from analytics.whatif.fit import (ServiceFit, autoscaler_rps_per_replica, fit_service,
                                 patience_candidates, replica_cap,
                                 weighted_p99)
@@ -200,9 +201,9 @@ def scenario_from(obs: Observation, *, slo_ms: float | None = None,
     if (obs.pool_gpus > 0).any():
         # Every GPU of the pool is in the model: the idle ones free, what other services and
         # unmodelled work held kept held step by step, as observed (others_gpus).
-        pool_gpus = int(round(float(np.median(obs.pool_gpus[obs.pool_gpus > 0]))))
-        prov["pool.gpus"] = (f"store: GPUs in pool '{obs.pool}' (median over the period; "
-                             f"{float(np.max(obs.pool_gpus)):.0f} at most)")
+        pool_gpus = int(round(pool_size(obs.pool_gpus)))
+        prov["pool.gpus"] = (f"store: GPUs in pool '{obs.pool}' (the most it had at any step, as the "
+                             "Overview's pool size)")
         prov["others_gpus"] = ("store: GPUs other services, 'other' and 'unmanaged' work held at each "
                                f"step, as observed (up to {float(np.max(obs.others_gpus, initial=0)):.1f})"
                                + (f"; {float(np.max(obs.unknown_gpus if obs.unknown_gpus is not None else [0.0], initial=0)):.1f} GPUs without a pod "

@@ -1,0 +1,84 @@
+"""One number, one definition: the pages and the CLI show the same numbers for the same store.
+
+A simulated store (the morning story, 3 weekdays) is opened by every page that shows a shared
+number, through AppTest, and by the CLI; the numbers read off the rendered elements must equal
+each other and the CLI's JSON: the tail events and their ids (a copied id works in `tidelens
+report`), each service's minutes over the SLO (Overview, the What-if backtest, `tidelens
+whatif --json`), the pool size (Overview, What-if, CLI), and the SLO each service is judged by
+(the store declares the sample's: the app and the CLI read it there).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from apptest_helpers import isolate, metric
+
+from analytics.cli import main
+from analytics.sample import load_into, simulate
+from analytics.store import Store
+
+pytestmark = [pytest.mark.slow]
+APP = Path(__file__).resolve().parent.parent / "app.py"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("agree") / "morning.duckdb"
+    with Store(path) as st:
+        load_into(st, simulate("morning", days=3, gpus=64, seed=7))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    isolate(monkeypatch, tmp_path)
+    monkeypatch.chdir(tmp_path)  # no ./tidelens.toml for the CLI either
+
+
+def _page(db: Path, page: str, **params: str):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(APP), default_timeout=180)
+    at.query_params.update({"source": "duckdb", "db": str(db), **params})
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_events_and_ids_are_the_same_in_the_app_and_the_cli(db, capsys, tmp_path):
+    assert main(["events", "--db", str(db), "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert len(cli) >= 3
+    at = _page(db, "pages/events.py")
+    table = next(df.value for df in at.dataframe if "id" in df.value.columns)
+    assert list(table["id"]) == [e["id"] for e in cli]
+    assert int(metric(at, "Tail events")) == len(cli)
+    # the sample's own SLOs, declared by the store, judged both: chat 1 s, recommender 100 ms
+    assert {e["service"]: e["evidence"]["slo_ms"] for e in cli} == {"chat-vllm": 1000.0, "recommender": 100.0}
+    # an id copied from the page opens its postmortem from the CLI
+    out = tmp_path / "pm.md"
+    assert main(["report", "--db", str(db), "--event", str(table["id"][0]), "--out", str(out)]) == 0
+    assert out.exists()
+
+
+def test_minutes_over_the_slo_and_pool_size_agree_across_pages_and_cli(db, capsys):
+    overview = _page(db, "pages/overview.py")
+    per_service = next(m.help for m in overview.metric if m.label == "Minutes over SLO")
+    minutes = {name: float(n.replace(",", "")) for name, n in re.findall(r"([\w-]+) ([\d,]+)", per_service)}
+    assert set(minutes) == {"chat-vllm", "recommender"} and min(minutes.values()) > 0
+    pool = metric(overview, "Pool size")
+    assert pool == "64 GPUs"
+    for service in ("chat-vllm", "recommender"):
+        assert main(["whatif", "--db", str(db), "--service", service, "--json", "--policy", "shared"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["backtest"]["observed_violation_minutes"] == minutes[service]
+        assert out["scenario"]["pool_gpus"] == 64
+        whatif = _page(db, "pages/whatif.py", w_src="store", w_svc=service)
+        assert float(metric(whatif, "Violation minutes, observed").replace(",", "")) == minutes[service]
+        assert any("· 64 GPUs ·" in c.value for c in whatif.caption)
