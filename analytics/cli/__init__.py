@@ -11,34 +11,40 @@ import importlib
 import sys
 from typing import Sequence
 
+from analytics.cli.commands import COMMANDS
 from analytics.errors import TidelensError
 
-# Command modules, in the order ``tidelens --help`` lists them.
-COMMAND_MODULES: tuple[str, ...] = (
-    "analytics.cli.store_cmds",
-    "analytics.cli.ingest_cmd",
-    "analytics.cli.rhythm_cmd",
-    "analytics.cli.timeline_cmd",
-    "analytics.cli.live_cmd",
-    "analytics.cli.whatif_cmd",
-    "analytics.cli.sample_cmd",
-    "analytics.cli.events_cmd",
-)
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command word of ``argv`` (its first argument not an option), if it names one."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``command``, only that command's module is imported and its arguments
+    defined (the others are named with their help, for ``--help`` and errors)."""
     parser = argparse.ArgumentParser(
         prog="tidelens",
         description="Was it the users, or a batch job holding the GPUs? "
                     "Load GPU telemetry, find tail events, model shared vs partitioned pools.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    wanted = {COMMANDS[command][0]} if command else set()
+    registered: set[str] = set()
+    for name, (module, help_) in COMMANDS.items():
+        if module in wanted:
+            if module not in registered:
+                importlib.import_module(module).register(sub)
+                registered.add(module)
+        else:
+            sub.add_parser(name, help=help_)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

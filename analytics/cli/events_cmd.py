@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
+from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.events import EventsAnalysis, EventsConfig, analyse_store, load_incidents
@@ -35,12 +36,12 @@ def _add_settings(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("events", help="tail events of each service, their cause and evidence")
+    p = sub.add_parser("events", help=command_help("events"))
     _add_settings(p)
     add_json(p)
     p.set_defaults(func=cmd_events)
 
-    p = sub.add_parser("report", help="postmortem report of one tail event (.html or .md)")
+    p = sub.add_parser("report", help=command_help("report"))
     _add_settings(p)
     p.add_argument("--event", required=True, metavar="ID", help="event id, as `tidelens events` prints it")
     p.add_argument("--out", required=True, metavar="FILE", help="FILE.html (self-contained) or FILE.md (+ PNG beside it)")

@@ -6,6 +6,7 @@ import argparse
 import sys
 from datetime import datetime, timezone
 
+from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, print_json
 from analytics.errors import ConfigError
 from analytics.ingest import ingest_path
@@ -36,8 +37,7 @@ def parse_time_ms(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ingest", help="load export files (Prometheus text/OpenMetrics, API JSON, CSV, "
-                                      "Parquet; gzip too) into the store")
+    p = sub.add_parser("ingest", help=command_help("ingest"))
     add_db(p)
     add_json(p)
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (recursed)")

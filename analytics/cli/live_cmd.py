@@ -6,6 +6,7 @@ import argparse
 import sys
 from dataclasses import fields
 
+from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.live.client import AuthConfig, ClientConfig, PromClient, allowed_servers
@@ -20,7 +21,7 @@ def _help(cls: type, name: str) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("pull", help="pull timelines' inputs from a Prometheus-compatible server",
+    p = sub.add_parser("pull", help=command_help("pull"),
                        description="Pull what the timelines need, aggregated by the server, into the "
                                    "store; or the raw series of a selector (--raw). Pulling again "
                                    "fetches only what is new. Secrets come from environment "
@@ -63,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="tidelens.toml with [live] servers, the servers a shared deployment allows")
     p.set_defaults(func=cmd_pull)
 
-    c = sub.add_parser("collect", help="sample this machine's GPUs through NVML into the store")
+    c = sub.add_parser("collect", help=command_help("collect"))
     add_db(c)
     add_json(c)
     c.add_argument("--interval", default="1s", help="time between samples (default 1s)")

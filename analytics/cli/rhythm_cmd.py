@@ -6,6 +6,7 @@ import argparse
 
 import polars as pl
 
+from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, print_json, print_table
 from analytics.rhythm.config import RhythmConfig, config_help
 from analytics.rhythm.report import rhythm_report
@@ -15,7 +16,7 @@ from analytics.timeline.config import parse_step_s
 
 def register(sub: argparse._SubParsersAction) -> None:
     helps = config_help()
-    p = sub.add_parser("rhythm", help="daily/weekly rhythm: peak and trough hour, tidal window, batch vs ramp")
+    p = sub.add_parser("rhythm", help=command_help("rhythm"))
     add_db(p)
     add_json(p)
     p.add_argument("--signal", action="append", default=None, metavar="NAME",

@@ -9,6 +9,7 @@ import argparse
 import time
 from pathlib import Path
 
+from analytics.cli.commands import command_help
 from analytics.cli.common import print_json
 from analytics.errors import ConfigError
 
@@ -17,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from analytics.sample import FORMATS, SCENARIOS
     from analytics.sample.variants import VARIANTS
 
-    p = sub.add_parser("sample", help="simulate a GPU pool and write what it would export (plus truth.json)",
+    p = sub.add_parser("sample", help=command_help("sample"),
                        epilog=_variant_table(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=None, help="folder to write the exports and truth.json into")
     p.add_argument("--scenario", default="morning", choices=sorted(SCENARIOS), help="the story to simulate")

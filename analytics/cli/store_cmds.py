@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 
+from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, print_json, print_table
 from analytics.store import Store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sources", help="list loaded (and failed) sources")
+    p = sub.add_parser("sources", help=command_help("sources"))
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_sources)
 
-    p = sub.add_parser("series", help="list series, optionally of one metric")
+    p = sub.add_parser("series", help=command_help("series"))
     add_db(p)
     add_json(p)
     p.add_argument("--metric", default=None, help="only series of this metric name")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
+from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.store import Store
@@ -32,7 +33,7 @@ def _map(args: argparse.Namespace):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("timeline", help="pool or service timeline at a step, as a table or CSV")
+    p = sub.add_parser("timeline", help=command_help("timeline"))
     add_db(p)
     add_json(p)
     _add_map(p)
@@ -42,12 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", default=None, metavar="OUT", help="write the whole timeline to this CSV file")
     p.set_defaults(func=cmd_timeline)
 
-    p = sub.add_parser("signals", help="which recognised signals the store has, and what missing ones cost")
+    p = sub.add_parser("signals", help=command_help("signals"))
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_signals)
 
-    p = sub.add_parser("classify", help="each workload, its class, team, pool and the rule that decided it")
+    p = sub.add_parser("classify", help=command_help("classify"))
     add_db(p)
     add_json(p)
     _add_map(p)

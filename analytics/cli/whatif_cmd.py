@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
+from analytics.cli.commands import command_help
 from analytics.cli.common import add_json, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.slo import resolve_slos
@@ -19,8 +20,7 @@ from analytics.store import Store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("whatif", help="compare pool policies (shared, partitioned, tidal, MIG, "
-                                      "...) on one demand")
+    p = sub.add_parser("whatif", help=command_help("whatif"))
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--db", default=None,
                      help="calibrate the scenario from this store (traffic, service rate, "

@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import isotonic_regression
 
 from analytics.errors import NotEnoughDataError
 
@@ -92,6 +91,8 @@ def fit_latency_model(rps: np.ndarray, replicas: np.ndarray, p99_ms: np.ndarray,
     cu = np.array([np.median(u[g]) for g in groups])
     cy = np.array([np.median(y[g]) for g in groups])
     w = np.array([g.size for g in groups], float)
+    from scipy.optimize import isotonic_regression  # scipy loads only where a model is fitted
+
     iso = isotonic_regression(cy, weights=w, increasing=True).x
     # Equal u centres (many identical loads) would make interp ill-defined: keep the last.
     cu, keep = np.unique(cu[::-1], return_index=True)

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from statsmodels.tsa.seasonal import STL
 
 from analytics.rhythm.config import DAY_S, RhythmConfig
 from analytics.errors import NotEnoughDataError
@@ -117,6 +116,8 @@ def mstl_components(y: np.ndarray, periods: list[int], *, robust: bool = False,
     -------
     trend, seasonal (one row per period), residual
     """
+    from statsmodels.tsa.seasonal import STL  # ~1 s to import: only where a decomposition runs
+
     n = len(y)
     seasonal = np.zeros((len(periods), n))
     deseas = y.astype(float).copy()

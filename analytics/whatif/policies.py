@@ -15,7 +15,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.ndimage import maximum_filter1d, minimum_filter1d
 
 from analytics.errors import ConfigError
 from analytics.whatif.batch import BatchOutcome, BatchRules, JobRun, schedule_with_checkpoints
@@ -72,6 +71,8 @@ def _trailing(x: np.ndarray, window: int, op: str) -> np.ndarray:
         return x.copy()
     # origin (w-1)//2 shifts scipy's centred window to end at the step; 'nearest' repeats
     # the first value before the start (the period starts in steady state).
+    from scipy.ndimage import maximum_filter1d, minimum_filter1d  # loaded on the first replay
+
     f = maximum_filter1d if op == "max" else minimum_filter1d
     return f(x, window, mode="nearest", origin=(window - 1) // 2)
 

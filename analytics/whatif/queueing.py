@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaincc, gammaln
 
 # Below this many standard deviations of headroom (servers - offered load) the chance of
 # waiting is under ~1e-15: skip the incomplete-gamma call there (it dominates the cost).
@@ -61,6 +60,8 @@ def erlang_c(servers: np.ndarray, offered_erlangs: np.ndarray) -> np.ndarray:
     out[far] = 0.0
     idx = np.flatnonzero(work & ~far)
     if idx.size:
+        from scipy.special import gammaincc, gammaln  # loaded on the first queue that waits
+
         cc, aa = c.flat[idx], a.flat[idx]
         # Erlang B = Poisson pmf(c; A) / cdf(c; A); the cdf is the regularised upper gamma.
         log_pmf = cc * np.log(aa) - aa - gammaln(cc + 1.0)

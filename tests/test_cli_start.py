@@ -1,0 +1,50 @@
+"""The CLI starts at once: ``tidelens --help`` and the light commands import no heavy library.
+
+statsmodels (~1 s), scipy and plotly load only in the commands that use them; the command table
+(``analytics.cli.commands``) names every command without importing one. Times are measured by
+``bench/cli.py``, never here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from analytics.cli import main
+from analytics.cli.commands import COMMANDS
+
+HEAVY = ("statsmodels", "scipy", "plotly", "pandas", "streamlit")
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
+                         capture_output=True, text=True, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["sources", "--help"], ["ingest", "--help"], ["series", "--help"]])
+def test_start_imports_no_heavy_library(argv):
+    code = ("from analytics.cli import main\n"
+            f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass")
+    loaded = _modules_after(code)
+    assert not {m.split(".")[0] for m in loaded} & set(HEAVY), sorted(m for m in loaded if m.split(".")[0] in HEAVY)[:5]
+
+
+def test_help_lists_every_command_without_importing_it(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    for name, (_module, help_) in COMMANDS.items():
+        assert name in text and help_[:30] in text
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_parses_its_own_help(name, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([name, "--help"])
+    assert done.value.code == 0
+    assert f"usage: tidelens {name}" in capsys.readouterr().out
