@@ -51,7 +51,10 @@ def step_range(store: "Store", cfg: "TimelineConfig") -> tuple[int, int, int] | 
         raise ValueError(f"step must be positive, got {cfg.step_s} s")
     start, end = cfg.start_ms, cfg.end_ms
     if start is None or end is None:
-        row = store.con.execute(q.DATA_RANGE).fetchall()[0]
+        from analytics.store import plausible_window_ms
+
+        lo, hi = plausible_window_ms()
+        row = store.con.execute(q.DATA_RANGE, {"lo_ms": lo, "hi_ms": hi}).fetchall()[0]
         if row[0] is None:
             return None
         start = row[0] if start is None else start

@@ -39,6 +39,84 @@ except ImportError:  # optional: SHA-256 then, ~9x slower on large files
 DEFAULT_DB = Path(__file__).resolve().parent.parent / "data" / "tidelens.duckdb"
 STAGE_SCHEMA = {"skey": pl.Int64, "ts_ms": pl.Int64, "value": pl.Float64, "seq": pl.Int64}
 
+# Samples outside this window are refused: one stray year-10000 timestamp would otherwise sit in
+# the store and overflow or hang every reader. ``TIDELENS_TIME_WINDOW="FROM,TO"`` (ISO-8601 dates
+# or times, UTC; TO may be ``now+Nd``) widens or narrows it; the default is 2000-01-01 .. now + 1 day.
+TIME_WINDOW_ENV = "TIDELENS_TIME_WINDOW"
+PLAUSIBLE_FROM_MS = 946_684_800_000  # 2000-01-01T00:00:00Z
+_DAY_MS = 86_400_000
+
+
+def _iso_ms(text: str, now_ms: int) -> int:
+    import re
+    from datetime import datetime, timezone
+
+    m = re.fullmatch(r"\s*now\s*(?:\+\s*(\d+)\s*d)?\s*", text)
+    if m:
+        return now_ms + int(m.group(1) or 0) * _DAY_MS
+    dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    return int((dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp() * 1000)
+
+
+def plausible_window_ms(now_ms: int | None = None) -> tuple[int, int]:
+    """The window of sample times a load accepts, UTC epoch ms (see ``TIME_WINDOW_ENV``).
+
+    >>> import os
+    >>> saved = os.environ.pop(TIME_WINDOW_ENV, None)
+    >>> lo, hi = plausible_window_ms(now_ms=1_800_000_000_000)
+    >>> lo, hi - 1_800_000_000_000
+    (946684800000, 86400000)
+    >>> os.environ[TIME_WINDOW_ENV] = "2020-01-01,now+2d"
+    >>> plausible_window_ms(now_ms=1_800_000_000_000)
+    (1577836800000, 1800172800000)
+    >>> _ = os.environ.pop(TIME_WINDOW_ENV) if saved is None else os.environ.update({TIME_WINDOW_ENV: saved})
+    """
+    import os
+    import time
+
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    text = os.environ.get(TIME_WINDOW_ENV)
+    if not text:
+        return PLAUSIBLE_FROM_MS, now + _DAY_MS
+    try:
+        lo, hi = (part for part in text.split(",", 1))
+        return _iso_ms(lo, now), _iso_ms(hi, now)
+    except ValueError:
+        from analytics.errors import ConfigError
+
+        raise ConfigError(f"{TIME_WINDOW_ENV}={text!r}: write FROM,TO as ISO-8601 times, e.g. "
+                          "2000-01-01,now+1d") from None
+
+
+def _describe_ms(ts_ms: int) -> str:
+    """An epoch-ms time as ISO-8601 where a calendar can hold it, else its year."""
+    from datetime import datetime, timezone
+
+    try:
+        return datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"year {1970 + ts_ms / 31_557_600_000:.0f}"
+
+
+def implausible_time_message(ts_ms: int, window: tuple[int, int]) -> str:
+    """Why a sample time is refused, with a hint when it reads right in another unit.
+
+    >>> implausible_time_message(1_791_360_000, (946_684_800_000, 1_900_000_000_000))[:60]
+    'sample time 1791360000 (1970-01-21T17:36:00Z) is outside the'
+    """
+    lo, hi = window
+    hint = ""
+    for factor, unit in ((1000, "seconds where milliseconds were expected"),
+                         (1e-3, "milliseconds where seconds were expected (OpenMetrics and the "
+                                "Prometheus API write seconds)"),
+                         (1e-3 * 1e-3, "microseconds"), (1e-6 * 1e-3, "nanoseconds")):
+        if lo <= ts_ms * factor <= hi:
+            hint = f"; it reads as a plausible time in {unit}"
+            break
+    return (f"sample time {ts_ms} ({_describe_ms(ts_ms)}) is outside the plausible window "
+            f"{_describe_ms(lo)} .. {_describe_ms(hi)}{hint}; fix the export, or set {TIME_WINDOW_ENV} "
+            "to widen the window")
+
 
 def series_key(metric: str, labels: dict[str, str]) -> str:
     """The identity of a series: metric and its labels, sorted, as compact JSON.
@@ -80,6 +158,20 @@ def content_hash(data: bytes) -> str:
     return h.hexdigest()
 
 
+def check_plausible_times(ts_ms: pl.Series, source: str, locate: Callable[[int], dict[str, Any]] | None = None,
+                          window: tuple[int, int] | None = None) -> None:
+    """Raise :class:`IngestError` naming the first time outside the plausible window (nulls pass).
+
+    ``locate(i)`` gives the ``line`` (or ``where``) of row ``i`` for the message.
+    """
+    lo, hi = window or plausible_window_ms()
+    t_min, t_max = ts_ms.min(), ts_ms.max()
+    if t_min is None or (t_min >= lo and t_max <= hi):
+        return
+    i = int(((ts_ms < lo) | (ts_ms > hi)).fill_null(False).arg_true()[0])
+    raise IngestError(source, implausible_time_message(int(ts_ms[i]), (lo, hi)), **(locate(i) if locate else {}))
+
+
 class Sink:
     """Where a parser writes one source: series and samples keyed by a source-local ``skey``.
 
@@ -93,8 +185,15 @@ class Sink:
     for the merge to scan in place; series go to a temp table as they come (they are few).
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, source: str = "<source>",
+                 window: tuple[int, int] | None = None) -> None:
+        from analytics.limits import IngestLimits
+
         self._con = con
+        self.source = source
+        self.window = window or plausible_window_ms()
+        self.max_series = IngestLimits.from_env().max_series
+        self.series_seen = 0
         self._seq = 0
         self.samples_seen = 0
         # True while every series' timestamps strictly increase in file order, which proves there
@@ -109,7 +208,15 @@ class Sink:
         self._pending: list[pl.DataFrame] = []  # samples, scanned in place by the merge
         self.final_is_view = False  # set by the merge: how stage_final was made, hence how to drop it
 
+    def _count_series(self, n: int) -> None:
+        self.series_seen += n
+        if self.series_seen > self.max_series:
+            raise IngestError(self.source, f"more than {self.max_series:,} series in one source: refused (a "
+                              "label that changes on every line makes a new series each time); split the "
+                              "export, or raise TIDELENS_MAX_SERIES_PER_SOURCE")
+
     def add_series(self, frame: pl.DataFrame) -> None:
+        self._count_series(frame.height)
         stage_series_in = frame.select(
             pl.col("skey").cast(pl.Int64), pl.col("metric").cast(pl.Utf8), pl.col("labels").cast(pl.Utf8))
         self._con.register("stage_series_in", stage_series_in)
@@ -118,10 +225,16 @@ class Sink:
         finally:
             self._con.unregister("stage_series_in")
 
-    def add_samples(self, frame: pl.DataFrame) -> None:
+    def add_samples(self, frame: pl.DataFrame, *,
+                    locate: Callable[[int], dict[str, Any]] | None = None) -> None:
+        """Stage samples (``skey, ts_ms, value``); refuse the source when a time is implausible.
+
+        ``locate(i)`` gives the ``line`` (or ``where``) of the frame's row ``i``, for the message.
+        """
         n = frame.height
         if n == 0:
             return
+        check_plausible_times(frame["ts_ms"], self.source, locate, self.window)
         stage_samples_in = frame.select(
             pl.col("skey").cast(pl.Int64), pl.col("ts_ms").cast(pl.Int64),
             pl.col("value").cast(pl.Float64),
@@ -313,7 +426,7 @@ class Store:
             return _skipped(name, fmt)
         con = self.con
         con.execute("BEGIN TRANSACTION")
-        sink = Sink(con)
+        sink = Sink(con, name)
         try:
             con.execute(q.STAGE_CREATE)
             note = parse(sink)
@@ -432,7 +545,9 @@ class Store:
         return self.query(q.METRICS_INVENTORY)
 
     def totals(self) -> dict[str, Any]:
-        row = self._row(q.TOTALS)
+        """Series, samples, loaded sources, and the span of the samples a view can show."""
+        lo, hi = plausible_window_ms()
+        row = self._row(q.TOTALS, {"lo_ms": lo, "hi_ms": hi})
         return dict(zip(("series", "samples", "first_ts_ms", "last_ts_ms", "sources"), row))
 
     def _row(self, sql: str, params: dict[str, Any] | None = None) -> tuple:

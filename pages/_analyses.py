@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import streamlit as st
 
+from analytics.text import md
 from analytics.view import STEP_CHOICES_S, ViewSettings
 from pages._common import (TIMELINE_CODE, DataSource, cached_timelines, cached_totals,
                            config_version, load_workload_map, open_store, persisted,
@@ -143,7 +144,7 @@ def store_calibration_or_stop(src: DataSource, v: ViewSettings, column: Any, key
         return cached_calibration(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version(),
                                   name, v.slo_for(name))
     except TidelensError as exc:
-        st.error(f"The store cannot be calibrated: {exc} Choose a preset above to explore one.",
+        st.error(f"The store cannot be calibrated: {md(exc)} Choose a preset above to explore one.",
                  icon=":material/error:")
         st.stop()
 

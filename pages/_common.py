@@ -33,6 +33,7 @@ import plotly.graph_objects as go
 import polars as pl
 import streamlit as st
 
+from analytics.text import escape_figure, md, safe_csv
 from analytics.charts import PLOTLY_CONFIG, figure_image
 from analytics.store import Store
 from analytics.view import (ALL_SERVICES, DEFAULT_SLO_MS, SOURCE_KINDS, STEP_CHOICES_S,
@@ -626,12 +627,12 @@ def render_sidebar() -> ViewSettings:
         else:
             settings, src = _settings_from_state()
         span = cached_totals(src.path, src.version) if src.path and not src.problem else {}
-        summary.caption(f"**{src.label}** · "
-                        + settings.describe(span.get("first_ts_ms"), span.get("last_ts_ms")))
+        summary.caption(f"**{md(src.label)}** · "
+                        + md(settings.describe(span.get("first_ts_ms"), span.get("last_ts_ms"))))
         if src.problem:
-            st.caption(src.problem)
+            st.caption(md(src.problem))
         elif src.path:
-            st.caption(f"Store: `{src.path}`")
+            st.caption(f"Store: {md(src.path)}")
     ss["view"] = settings
     ss["view_source"] = src
     _remember_run_view(settings, src, ss)
@@ -754,6 +755,8 @@ def show_chart(fig: go.Figure, data: pl.DataFrame, name: str) -> None:
     Streamlit's. The menu's buttons are drawn only once it is opened, and the CSV and SVG are
     made only when their button is clicked: a page's first render pays for neither.
     """
+    fig = escape_figure(fig)  # trace names, hover text and custom data come from labels
+    data = safe_csv(data)  # no cell a spreadsheet would run
     st.plotly_chart(fig, theme=None, key=f"chart_{name}", config=PLOTLY_CONFIG | {
         "toImageButtonOptions": {"format": "png", "scale": 2, "filename": f"tidelens-{name}"}})
     menu = st.popover("Export", icon=":material/download:", key=f"export_{name}",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analytics.text import md, safe_csv
 from analytics.charts.whatif import bills_figure
 from analytics.errors import TidelensError
 from analytics.whatif import POLICIES, PRESETS, capacity_plan, compare, reservation
@@ -57,7 +58,7 @@ try:
     scn = form.apply(base, form.from_query(qp.to_dict())) \
         if qp.get("w_src", sources[0]) == kind else base
 except TidelensError as exc:
-    st.warning(f"Edited parameters in the link ignored: {exc}", icon=":material/link_off:")
+    st.warning(f"Edited parameters in the link ignored: {md(exc)}", icon=":material/link_off:")
     scn = base
 if "cb_price" not in ss:
     ss["cb_price"] = float(scn.pool.violation_price_per_min)
@@ -70,7 +71,7 @@ if kind == STORE and ss.get("cb_svc"):
     qp["w_svc"] = ss["cb_svc"]
 
 results = compare(scn, POLICIES)
-st.caption(f"{scn.description} · SLO p99 {scn.service.slo_ms:g} ms · {scn.pool.gpus} GPUs")
+st.caption(f"{md(scn.description)} · SLO p99 {scn.service.slo_ms:g} ms · {scn.pool.gpus} GPUs")
 
 st.subheader("Externality ledger")
 c = st.columns(2)
@@ -82,9 +83,9 @@ k = st.columns(3)
 k[0].metric("Violation minutes", f"{summary.violation_minutes:,.0f}", border=True)
 k[1].metric("Charged to other teams", f"${summary.charged_to_others:,.0f}", border=True,
             help="Minutes caused by another team's workload holding or sharing the GPUs")
-k[2].metric("Billed the most", (f"{summary.top_payer}: ${summary.top_payer_cost:,.0f}"
+k[2].metric("Billed the most", (f"{md(summary.top_payer)}: ${summary.top_payer_cost:,.0f}"
                                 if summary.top_payer else "nobody else"), border=True)
-st.dataframe(summary.table, hide_index=True, width="stretch")
+st.dataframe(safe_csv(summary.table), hide_index=True, width="stretch")  # its download is a CSV
 
 st.subheader("What each team would pay, by policy")
 bill = bills(scn, results)
@@ -94,7 +95,7 @@ st.subheader("Three-pool plan")
 plan = capacity_plan(scn)
 reserved, why = reservation(scn)
 st.caption(f"Pool A is the inference reservation the What-if's partitioned and MIG policies use: "
-           f"{reserved} GPUs ({'set on the What-if page' if why == 'set' else why}). Change it, or its "
+           f"{reserved} GPUs ({'set on the What-if page' if why == 'set' else md(why)}). Change it, or its "
            "headroom, on the What-if page; this page reads the same link.")
 st.dataframe(plan, hide_index=True, width="stretch")
 st.caption(f"Plan: {int(plan['gpus'].sum())} GPUs against {scn.pool.gpus} today, "

@@ -14,7 +14,7 @@ import streamlit as st
 
 from analytics.charts.data import coverage_figure, inventory_figure
 from analytics.errors import ConfigError, TidelensError
-from analytics.events.report import md_escape
+from analytics.text import md
 from analytics.overview import label_inventory
 from analytics.view import (STEP_CHOICES_S, apply_workload_edits, format_step, iso_utc,
                             parse_iso_ms)
@@ -220,7 +220,7 @@ def _pull_panel() -> None:
     try:
         allowed = allowed_servers(config_file())
     except ConfigError as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(md(exc), icon=":material/error:")
         return
     if allowed is not None:
         st.caption(f"This deployment allows: {', '.join(f'`{a}`' for a in allowed) or '(none)'} "
@@ -460,7 +460,7 @@ if files_tab.open:
                          column_config={"status": st.column_config.TextColumn("status", width="small")})
             for r in results:
                 if r["status"] == "failed":
-                    st.error(r["message"], icon=":material/error:")
+                    st.error(md(r["message"]), icon=":material/error:")
 if pull_tab.open:
     with pull_tab:
         _pull_panel()
@@ -511,7 +511,7 @@ else:
                f"Name a link yourself with an `[[autoscaler]]` rule in `{config_file().name}`.")
     st.dataframe(links, hide_index=True, width="stretch", key="autoscaler_links")
     for row in links.filter(pl.col("status") != "linked").iter_rows(named=True):
-        st.warning(md_escape(f"{row['kind']} {row['namespace'] or '?'}/{row['name']}: {row['status']}. "
+        st.warning(md(f"{row['kind']} {row['namespace'] or '?'}/{row['name']}: {row['status']}. "
                              f"{row['note']}"),
                    icon=":material/link_off:")
 st.subheader("GPUs without a pod label")
@@ -524,7 +524,7 @@ st.subheader("Workload map")
 try:
     workloads = cached_workloads(src.path, src.version, config_version())
 except ConfigError as exc:
-    st.error(str(exc), icon=":material/error:")
+    st.error(md(exc), icon=":material/error:")
     st.stop()
 if workloads is None:
     not_available("The workload map", "analytics.workloads")

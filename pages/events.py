@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
+from analytics.text import md, safe_csv
 from analytics.charts.events import attribution_figure, event_figure, event_figure_data
 from analytics.errors import TidelensError
 from analytics.events import EventsConfig
@@ -23,7 +24,7 @@ v = view()
 src = require_source()
 if src is None:
     st.stop()
-st.caption(f"{src.label} · step {format_step(v.step_s)} · times in {v.tz} · p99 judged against the SLO, "
+st.caption(f"{md(src.label)} · step {format_step(v.step_s)} · times in {v.tz} · p99 judged against the SLO, "
            f"never against its own daily profile")
 
 c1, c2, c3 = st.columns([1, 1, 2])
@@ -41,13 +42,13 @@ try:
                              v.slo_items(), float(min_dur), float(gap),
                              upload.name if upload else None, upload.getvalue() if upload else None)
 except TidelensError as exc:
-    st.warning(str(exc), icon=":material/warning:")
+    st.warning(md(exc), icon=":material/warning:")
     st.stop()
 if analysis is None:
     not_available("Tail events", "analytics.timeline")
     st.stop()
 for note in analysis.notes:
-    st.caption(f"Note: {note}")
+    st.caption(f"Note: {md(note)}")
 
 events = analysis.events
 if not events:
@@ -65,7 +66,7 @@ k[1].metric("Batch contention", sum(e.cause == "batch_contention" for e in event
 k[2].metric("Traffic surges", sum(e.cause == "traffic_surge" for e in events), border=True)
 k[3].metric("Misattributed", sum(e.misattributed for e in events), border=True,
             help="Batch contention that a dashboard (or the incident record) blames on users")
-st.dataframe(table, hide_index=True, width="stretch")
+st.dataframe(safe_csv(table), hide_index=True, width="stretch")  # its download is a CSV
 
 labels = {e.id: f"{e.as_dict()['start']} · {e.service} · {e.cause}" + (" · misattributed" if e.misattributed else "")
           for e in events}
@@ -74,7 +75,7 @@ ev = analysis.event(chosen)
 
 head = st.columns([3, 1])
 with head[0]:
-    st.subheader(f"{ev.service}: {ev.duration_min:.0f} min, peak p99 {ev.peak_p99_ms:,.0f} ms")
+    st.subheader(f"{md(ev.service)}: {ev.duration_min:.0f} min, peak p99 {ev.peak_p99_ms:,.0f} ms")
     st.badge(ev.cause.replace("_", " "), color=_BADGE.get(ev.cause, "gray"))
     if ev.misattributed:
         st.badge("misattributed", color="red", icon=":material/report:")
@@ -106,9 +107,9 @@ if evidence_tab.open:
     with evidence_tab:
         e = ev.evidence
         st.markdown("**Who held the pool's GPUs at the start, and since when**")
-        st.dataframe(pl.DataFrame(e.get("holders_at_start") or [], schema={
+        st.dataframe(safe_csv(pl.DataFrame(e.get("holders_at_start") or [], schema={
             "cls": pl.Utf8, "team": pl.Utf8, "workload": pl.Utf8, "gpus": pl.Float64,
-            "held_since": pl.Utf8, "hours_held": pl.Float64}), hide_index=True, width="stretch")
+            "held_since": pl.Utf8, "hours_held": pl.Float64})), hide_index=True, width="stretch")
         facts = {k_: e.get(k_) for k_ in (
             "free_gpus_when_asked", "asked_at", "desired_replicas_source", "desired_replicas_at_start",
             "ready_replicas_at_start",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analytics.text import md
 from analytics.charts.overview import pool_story_figure, share_figure
 from analytics.errors import TidelensError
 from analytics.overview import (class_long, describe_class_rules, describe_signals, pool_story_data,
@@ -18,13 +19,13 @@ st.title("Overview")
 src = require_source()
 if src is None:
     st.stop()
-st.caption(f"{src.label} · step {format_step(v.step_s)} · times in {v.tz}")
+st.caption(f"{md(src.label)} · step {format_step(v.step_s)} · times in {v.tz}")
 
 try:
     timelines = cached_timelines(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
                                  config_version())
 except TidelensError as exc:
-    st.warning(str(exc), icon=":material/warning:")
+    st.warning(md(exc), icon=":material/warning:")
     timelines = None
 else:
     if timelines is None:
@@ -43,7 +44,7 @@ if timelines is not None:
                 border=True, help="GPU activity (GR_ENGINE_ACTIVE or GPU_UTIL), GPU-weighted")
     k[3].metric("Minutes over SLO", f"{s.slo_violation_min:,.0f}", border=True,
                 help="Minutes in which at least one service's p99 was above its SLO: "
-                     + (", ".join(f"{n} {m:,.0f}" for n, m in s.slo_violation_min_by_service.items())
+                     + (", ".join(f"{md(n)} {m:,.0f}" for n, m in s.slo_violation_min_by_service.items())
                         or "no latency data"))
     k[4].metric("GPU-hours", f"{s.gpu_hours:,.0f}", border=True,
                 help="GPUs in the pool times hours, over the range")
@@ -59,7 +60,7 @@ if timelines is not None:
         if k > 1:
             st.caption(f"Drawn in {format_step(k * v.step_s)} buckets (GPUs averaged, p99 at its "
                        f"maximum); the KPIs and the CSV use every {format_step(v.step_s)} step.")
-        st.caption(describe_class_rules(cached_links(src.path, src.version, config_version())[1]))
+        st.caption(md(describe_class_rules(cached_links(src.path, src.version, config_version())[1])))
         show_chart(share_figure(s.class_share, s.team_share),
                    s.class_share.rename({"cls": "class"}), "gpu-hour-shares")
 

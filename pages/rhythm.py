@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
+from analytics.text import md
 from analytics.charts.rhythm import (decomposition_figure, hour_of_week_figure, profiles_figure,
                                      self_norm_figure)
 from analytics.rhythm import RhythmConfig, config_help
@@ -25,7 +26,7 @@ v = view()
 src = require_source()
 if src is None:
     st.stop()
-st.caption(f"{src.label} · step {format_step(v.step_s)} · hours in {v.tz}")
+st.caption(f"{md(src.label)} · step {format_step(v.step_s)} · hours in {v.tz}")
 
 c = st.columns([3, 1, 1, 1])
 resolution_s = c[1].selectbox("Decomposition step", RHYTHM_RESOLUTIONS_S,
@@ -41,7 +42,7 @@ try:
                          config_version(), int(resolution_s), float(tidal_share),
                          float(band_high_q), v.tz)
 except TidelensError as exc:
-    st.warning(str(exc), icon=":material/warning:")
+    st.warning(md(exc), icon=":material/warning:")
     st.stop()
 
 if not data.signals or data.chosen is None:
@@ -56,10 +57,10 @@ c[0].selectbox("Signal", names, key="rhythm_signal", format_func=lambda n: f"{la
                help="traffic per service, GPUs held by batch or inference per pool, activity, p99")
 
 for note in data.assumption_notes:
-    st.info(note, icon=":material/event_busy:")
+    st.info(md(note), icon=":material/event_busy:")
 chosen = data.chosen
 if chosen.summary is None or chosen.decomposition is None:
-    st.warning(chosen.error or "Not enough data for a rhythm.", icon=":material/hourglass_empty:")
+    st.warning(md(chosen.error or "Not enough data for a rhythm."), icon=":material/hourglass_empty:")
     st.stop()
 s = chosen.summary
 tw = s.tidal_window
@@ -86,7 +87,7 @@ if s.batch is not None:
     kb[3].metric("Days batch held at ramp start", f"{b.collision_days} / {b.days}", border=True)
 for note in s.notes:
     if note not in data.assumption_notes:
-        st.caption(note)
+        st.caption(md(note))
 
 dec = chosen.decomposition
 views = ["Decomposition"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import orjson
 import streamlit as st
 
+from analytics.text import md
 from analytics.charts.whatif import (backtest_figure, bands_figure, frontier_figure,
                                      headroom_figure, typical_day_figure)
 from analytics.errors import TidelensError
@@ -139,7 +140,7 @@ with st.sidebar:
 try:
     scn = form.apply(base, changes)
 except TidelensError as exc:
-    st.error(str(exc), icon=":material/error:")
+    st.error(md(exc), icon=":material/error:")
     st.stop()
 
 # The URL carries the start, the policies and what differs from the start.
@@ -158,20 +159,20 @@ for key, val in want.items():
         qp[key] = val
 
 reserved, reserved_why = reservation(scn)
-st.caption(f"{scn.description} · {scn.steps} steps of {scn.step_s} s · SLO p99 "
+st.caption(f"{md(scn.description)} · {scn.steps} steps of {scn.step_s} s · SLO p99 "
            f"{scn.service.slo_ms:g} ms · {scn.pool.gpus} GPUs · inference reservation {reserved} GPUs "
-           f"({'set' if reserved_why == 'set' else reserved_why})")
+           f"({'set' if reserved_why == 'set' else md(reserved_why)})")
 if scn.others_gpus is not None and scn.others_gpus.max() > 0:
     held_note = scn.provenance.get("others_gpus", "")
     st.caption(f"Every policy leaves what other services and unmodelled work held where it was, step by "
                f"step as observed (up to {scn.others_gpus.max():.0f} GPUs)."
-               + (f" Assumed: {held_note.split('; ', 1)[1]}." if "; " in held_note else ""))
+               + (f" Assumed: {md(held_note.split('; ', 1)[1])}." if "; " in held_note else ""))
 
 if cal is not None:
     bt = cal.backtest
     st.subheader("Backtest: the observed period replayed under the observed policy")
     if not bt["within"]:
-        st.error("The replay does not reproduce what happened on this store: " + "; ".join(bt["misses"])
+        st.error("The replay does not reproduce what happened on this store: " + md("; ".join(bt["misses"]))
                  + ". The policies below are a model the store does not confirm.", icon=":material/error:")
     k = st.columns(4)
     k[0].metric("Violation minutes, observed", f"{bt['observed_violation_minutes']:,.0f}",
@@ -234,7 +235,7 @@ if st.toggle("Sweep: the utilization/compliance frontier, burst headroom by hour
     try:
         front = frontier(scn, knob, points=FRONTIER_POINTS)
     except TidelensError as exc:
-        st.warning(f"Frontier: {exc}", icon=":material/warning:")
+        st.warning(f"Frontier: {md(exc)}", icon=":material/warning:")
     else:
         show_chart(frontier_figure(front, knob), front, "whatif-frontier")
     head = headroom_by_hour(scn, focus)
@@ -261,7 +262,7 @@ if files.open:
             try:
                 ss["w_file"] = scenario_from_toml(up.getvalue().decode("utf-8"))
             except (TidelensError, UnicodeDecodeError) as exc:
-                st.error(f"{up.name}: {exc}", icon=":material/error:")
+                st.error(md(f"{up.name}: {exc}"), icon=":material/error:")
             else:
                 ss["w_next_src"] = FILE
                 st.rerun()

@@ -40,6 +40,15 @@ def open_settings(at: AppTest) -> AppTest:
     return at.run()
 
 
+def shown(markdown: str) -> str:
+    """What a reader sees of a Markdown element's source: backslash escapes and the entities
+    ``analytics.text.md`` writes undone (AppTest gives the source)."""
+    import re
+
+    text = re.sub(r"\\(.)", r"\1", markdown)
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
 def sidebar_summary(at: AppTest) -> str:
-    """The one line above the settings panel that names the view."""
-    return at.sidebar.caption[0].value
+    """The one line above the settings panel that names the view, as the reader sees it."""
+    return shown(at.sidebar.caption[0].value)

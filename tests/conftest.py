@@ -16,6 +16,11 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # browser test's real server turn it on.
 os.environ.setdefault("TIDELENS_PREFETCH", "0")
 
+# Many unit tests build stores by hand at epoch-zero times (minute 1 = 60,000 ms). The plausible
+# time window (analytics.store.plausible_window_ms: 2000-01-01 .. now + 1 day by default) would
+# refuse them; the tests of the window itself (tests/test_ingest_hostile.py) set it explicitly.
+os.environ.setdefault("TIDELENS_TIME_WINDOW", "1970-01-01,now+1d")
+
 
 @pytest.fixture
 def store():

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from analytics.ingest import ingest_bytes  # noqa: E402
 from analytics.signals import VLLM_TTFT_BUCKETS_S  # noqa: E402
 from analytics.store import Store  # noqa: E402
-from apptest_helpers import open_settings, sidebar_summary  # noqa: E402
+from apptest_helpers import open_settings, shown, sidebar_summary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
@@ -228,7 +228,7 @@ def test_upload_good_and_malformed_files(tmp_path: Path) -> None:
     results = _table_with(at, "file", "status", "message")
     status = dict(zip(results["file"], results["status"]))
     assert status == {"node-hour.prom": "loaded", "broken.prom": "failed"}
-    errors = [e.value for e in at.error]
+    errors = [shown(e.value) for e in at.error]
     assert any(e.startswith("broken.prom:2:") for e in errors), errors
     # The good file is in the uploads store: listed as a source, its metrics in the inventory.
     sources = _table_with(at, "name", "format", "status", "loaded_at")

@@ -86,7 +86,7 @@ class ListSink:
         for skey, metric, labels in frame.iter_rows():
             self.series.setdefault(skey, (metric, orjson.loads(labels)))
 
-    def add_samples(self, frame) -> None:
+    def add_samples(self, frame, *, locate=None) -> None:
         self.samples.extend(frame.iter_rows())
 
     def rows(self) -> list[tuple[str, tuple, int | None, float]]:

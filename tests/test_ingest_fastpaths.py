@@ -34,7 +34,7 @@ class ListSink:
         for skey, metric, labels in frame.iter_rows():
             self.series.setdefault(skey, (metric, tuple(sorted(orjson.loads(labels).items()))))
 
-    def add_samples(self, frame: pl.DataFrame) -> None:
+    def add_samples(self, frame: pl.DataFrame, *, locate=None) -> None:
         self.samples.extend(frame.iter_rows())
 
     def rows(self) -> list[tuple]:

@@ -41,7 +41,8 @@ def series_sets(draw):
         if key in seen:
             continue
         seen.add(key)
-        stamps = draw(st.lists(st.integers(10 ** 12, 4 * 10 ** 12), min_size=1, max_size=5, unique=True))
+        # inside the plausible window (analytics.store.plausible_window_ms): 2001 .. 2023
+        stamps = draw(st.lists(st.integers(10 ** 12, 17 * 10 ** 11), min_size=1, max_size=5, unique=True))
         vals = draw(st.lists(values, min_size=len(stamps), max_size=len(stamps)))
         out.append((metric, labels, sorted(zip(stamps, vals))))
     return out

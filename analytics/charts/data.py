@@ -5,6 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import polars as pl
 
+from analytics.text import plot_text
 from analytics.charts.theme import OKABE_ITO, apply_theme, display_ts, zone_label
 
 
@@ -33,7 +34,7 @@ def coverage_figure(sources: pl.DataFrame, *, tz: str = "UTC", height: int | Non
             fig.add_trace(go.Scatter(
                 x=[a, b], y=[name, name], mode="lines+markers", showlegend=False,
                 line=dict(width=12, color=OKABE_ITO["bluish_green"]),
-                hovertemplate=f"{name}<br>%{{x}}<br>{n:,} samples<extra></extra>"))
+                hovertemplate=f"{plot_text(name)}<br>%{{x}}<br>{n:,} samples<extra></extra>"))
     fig.update_xaxes(title_text=f"time ({zone_label(tz)})")
     fig.update_yaxes(automargin=True)
     return apply_theme(fig, title="Time covered by each source",

@@ -16,6 +16,7 @@ from analytics.charts.theme import (OKABE_ITO, SLO_COLOR, apply_theme, class_col
                                     zone_label)
 from analytics.events.event import Event
 from analytics.overview import WORKLOAD_CLASSES
+from analytics.text import escape_figure, plot_text
 
 CAUSE_COLORS: dict[str, str] = {
     "batch_contention": OKABE_ITO["vermillion"], "traffic_surge": OKABE_ITO["blue"],
@@ -112,8 +113,8 @@ def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz:
                       opacity=0.08, line_width=0, row=r, col=1)
     fig.update_xaxes(title_text=f"time ({zone_label(tz)})", row=5, col=1)
     fig.update_layout(legend=dict(orientation="v", y=1, x=1.02, yanchor="top"), margin=dict(r=260))
-    return apply_theme(fig, title=f"{ev.service}: {ev.cause.replace('_', ' ')} "
-                                  f"(peak p99 {ev.peak_p99_ms:,.0f} ms)", height=height)
+    return escape_figure(apply_theme(fig, title=f"{plot_text(ev.service)}: {ev.cause.replace('_', ' ')} "
+                                               f"(peak p99 {ev.peak_p99_ms:,.0f} ms)", height=height))
 
 
 def attribution_figure(ev: Event, *, height: int = 220) -> go.Figure:

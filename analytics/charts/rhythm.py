@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
+from analytics.text import plot_text
 from analytics.charts.theme import SLO_COLOR, apply_theme, class_color, display_ts, zone_label
 from analytics.rhythm.decompose import Decomposition
 from analytics.rhythm.summary import WEEKDAY_NAMES, RhythmSummary
@@ -57,7 +58,7 @@ def decomposition_figure(dec: Decomposition, *, tz: str = "UTC", label: str | No
                                  name="no data (filled)", marker=dict(color="#BBBBBB", size=4)),
                       row=1, col=1)
     fig.update_xaxes(title_text=f"time ({zone_label(tz)})", row=len(rows), col=1)
-    return _legend_below(apply_theme(fig, title=f"Rhythm of {label or dec.value_col}", height=height))
+    return _legend_below(apply_theme(fig, title=f"Rhythm of {plot_text(label or dec.value_col)}", height=height))
 
 
 def _heatmap_matrix(how: pl.DataFrame) -> list[list[float | None]]:

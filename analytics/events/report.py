@@ -13,7 +13,6 @@ Markdown's figure is a PNG rendered by Kaleido (Debian's Chromium via ``BROWSER_
 from __future__ import annotations
 
 import html
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from analytics.errors import ConfigError
 from analytics.events.analysis import EventsAnalysis
 from analytics.events.config import EventsConfig
+from analytics.text import md
 from analytics.events.event import Event, iso_utc
 
 
@@ -188,19 +188,6 @@ def _h(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~])")
-
-
-def md_escape(x: Any) -> str:
-    """Text safe in Markdown (and in the HTML a Markdown renderer makes of it).
-
-    >>> md_escape("<script>alert(1)</script> a|b")
-    '&lt;script&gt;alert\\\\(1\\\\)&lt;/script&gt; a\\\\|b'
-    """
-    s = str(x).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", s).replace("\n", " ")
-
-
 _CSS = """body{font-family:system-ui,-apple-system,'DejaVu Sans',Arial,sans-serif;max-width:1200px;margin:2em auto;
 padding:0 1em;color:#222;line-height:1.45}table{border-collapse:collapse;margin:.6em 0 1.2em}td,th{border:1px solid #ccc;
 padding:.3em .6em;text-align:left}th{background:#f3f3f3}.badge{display:inline-block;padding:.15em .6em;border-radius:.8em;
@@ -237,16 +224,16 @@ def report_html(analysis: EventsAnalysis, ev: Event, *, tz: str = "UTC") -> str:
 
 def report_markdown(analysis: EventsAnalysis, ev: Event, *, image_name: str) -> str:
     """Markdown text; the figure is the image file ``image_name`` beside it."""
-    out = [f"# Postmortem: {md_escape(ev.service)} tail event `{ev.id}`", "",
-           f"**Cause: {md_escape(ev.cause)}**" + (" — **misattributed**" if ev.misattributed else ""), ""]
+    out = [f"# Postmortem: {md(ev.service)} tail event `{ev.id}`", "",
+           f"**Cause: {md(ev.cause)}**" + (" — **misattributed**" if ev.misattributed else ""), ""]
     for i, sec in enumerate(report_sections(analysis, ev)):
-        out += [f"## {md_escape(sec.title)}", ""]
+        out += [f"## {md(sec.title)}", ""]
         for p in sec.paragraphs:
-            out += [md_escape(p), ""]
+            out += [md(p), ""]
         for headers, rows in sec.tables:
-            out.append("| " + " | ".join(md_escape(c) for c in headers) + " |")
+            out.append("| " + " | ".join(md(c) for c in headers) + " |")
             out.append("|" + "---|" * len(headers))
-            out.extend("| " + " | ".join(md_escape(c) for c in row) + " |" for row in rows)
+            out.extend("| " + " | ".join(md(c) for c in row) + " |" for row in rows)
             out.append("")
         if i == 0:
             out += ["## Timeline", "", f"![Timeline of the event]({image_name})", ""]

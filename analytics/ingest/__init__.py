@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from analytics.errors import IngestError
-from analytics.ingest.detect import EXPOSITION_FORMATS, FORMATS, detect_format
+from analytics.ingest.detect import EXPOSITION_FORMATS, FORMATS, detect_format, exposition_flavour
 from analytics.ingest.exposition import parse_exposition
 from analytics.ingest.promjson import parse_prom_json
 from analytics.ingest.sources import (HashedChunks, gunzip, iter_bytes_chunks, list_files, peek_path, read_path,
@@ -52,12 +52,13 @@ def _default_time(at_ms: int | None, mtime_ms: int | None) -> tuple[int, str]:
 
 
 def _exposition_parse(name: str, fmt: str, chunks: Callable[[], Iterable[bytes]], at_ms: int | None,
-                      mtime_ms: int | None) -> Callable[[Sink], str | None]:
+                      mtime_ms: int | None, why: str | None = None) -> Callable[[Sink], str | None]:
     default_ts, note = _default_time(at_ms, mtime_ms)
 
     def parse(sink: Sink) -> str | None:
         parser = parse_exposition(chunks(), sink, name, openmetrics=fmt == "openmetrics", default_ts_ms=default_ts)
-        return note if parser.untimestamped else None
+        notes = [n for n in (why, note if parser.untimestamped else None) if n]
+        return "; ".join(notes) or None
     return parse
 
 
@@ -101,7 +102,8 @@ def ingest_bytes(store: Store, name: str, data: bytes, *, at_ms: int | None = No
     data = gunzip(name, data)
     fmt = detect_format(data, name)
     if fmt in EXPOSITION_FORMATS:
-        parse = _exposition_parse(name, fmt, lambda: iter_bytes_chunks(data), at_ms, mtime_ms)
+        fmt, why = exposition_flavour(data[:1 << 20], data[-4096:])
+        parse = _exposition_parse(name, fmt, lambda: iter_bytes_chunks(data, name=name), at_ms, mtime_ms, why)
     else:
         parse = _data_parse(name, fmt, data)
     return store.load(name, fmt, content_hash(data), parse)
@@ -111,13 +113,14 @@ def _ingest_file(store: Store, path: Path, at_ms: int | None) -> LoadResult:
     name = str(path)
     head = peek_path(path)
     fmt = detect_format(head, name)
-    if fmt == "prom-text" and b"\n# EOF" in b"\n" + tail_path(path):
-        fmt = "openmetrics"
+    why = None
+    if fmt in EXPOSITION_FORMATS:
+        fmt, why = exposition_flavour(head, tail_path(path))
     mtime_ms = int(path.stat().st_mtime * 1000)
     if fmt in EXPOSITION_FORMATS:
         # One pass: the parse hashes what it reads; the store checks "already loaded" after it.
         chunks = HashedChunks(path)
-        parse = _exposition_parse(name, fmt, lambda: chunks, at_ms, mtime_ms)
+        parse = _exposition_parse(name, fmt, lambda: chunks, at_ms, mtime_ms, why)
         return store.load(name, fmt, chunks.hexdigest, parse)
     data = read_path(path)
     return store.load(name, fmt, content_hash(data), _data_parse(name, fmt, data))

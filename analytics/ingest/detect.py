@@ -80,7 +80,7 @@ def detect_format(data: bytes, name: str = "") -> str:
     exposition = any(ln.startswith((b"# HELP ", b"# TYPE ")) for ln in lines) or \
         all(ln.startswith(b"#") or _SAMPLE_LINE.match(ln) for ln in lines[:50])
     if exposition:
-        return "openmetrics" if _OM_MARKERS.search(data) else "prom-text"
+        return exposition_flavour(data)[0]
     if b"," in lines[0]:
         kind = _csv_kind(csv_header(lines[0]))
         if kind:
@@ -93,4 +93,41 @@ def detect_format(data: bytes, name: str = "") -> str:
                       "Prometheus API JSON, CSV (long, Grafana, nvidia-smi) or Parquet", line=1)
 
 
-__all__ = ["detect_format", "FORMATS", "EXPOSITION_FORMATS"]
+_TS_TOKEN = re.compile(rb"(?:\}|\s)\s*[-+0-9.eEaNInf]+[ \t]+([-+]?[0-9][0-9.eE+-]*)[ \t]*\r?$")
+
+
+def exposition_flavour(head: bytes, tail: bytes = b"") -> tuple[str, str | None]:
+    r"""``prom-text`` or ``openmetrics`` for exposition text, and why when the markers were overruled.
+
+    OpenMetrics marks itself (``# EOF`` at the end, ``# UNIT`` lines) and writes timestamps in
+    seconds; text 0.0.4 writes integer milliseconds. One stray ``# EOF`` in a 0.0.4 file must not
+    turn its milliseconds into seconds (year 58735), so the timestamps' magnitude decides where
+    the file has any: 13-digit integers are 0.0.4 whatever the markers say, seconds (or fractions)
+    are OpenMetrics.
+
+    >>> exposition_flavour(b"up 1 1764316800000\n# EOF\n")
+    ('prom-text', "timestamps are integer milliseconds (text 0.0.4), so the '# EOF' / '# UNIT' lines do not make it OpenMetrics")
+    >>> exposition_flavour(b"up 1 1764316800.5\n# EOF\n")[0], exposition_flavour(b"up 1\n# EOF\n")[0]
+    ('openmetrics', 'openmetrics')
+    """
+    marked = bool(_OM_MARKERS.search(head)) or b"\n# EOF" in b"\n" + tail
+    stamps = []
+    for line in head[:1 << 16].split(b"\n")[:400]:
+        if line.startswith(b"#"):
+            continue
+        m = _TS_TOKEN.search(line)
+        if m:
+            stamps.append(m.group(1))
+    if stamps:
+        integral = all(b"." not in t and b"e" not in t.lower() for t in stamps)
+        big = max(abs(float(t)) for t in stamps)
+        if integral and big >= 1e11:
+            why = ("timestamps are integer milliseconds (text 0.0.4), so the '# EOF' / '# UNIT' lines do not "
+                   "make it OpenMetrics") if marked else None
+            return "prom-text", why
+        if big < 1e11:
+            return "openmetrics" if marked or not integral else "prom-text", None
+    return ("openmetrics" if marked else "prom-text"), None
+
+
+__all__ = ["detect_format", "exposition_flavour", "FORMATS", "EXPOSITION_FORMATS"]

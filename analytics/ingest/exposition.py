@@ -420,7 +420,9 @@ class ExpositionParser:
                     line=first + int(row))
             self._untimestamped_skeys.update(untimestamped["skey"].to_list())
             self.untimestamped += untimestamped.height
-        self.sink.add_samples(out.select("skey", pl.col("ts_ms").fill_null(self.default_ts_ms), "value"))
+        rows = out["row"]
+        self.sink.add_samples(out.select("skey", pl.col("ts_ms").fill_null(self.default_ts_ms), "value"),
+                              locate=lambda i: {"line": first + int(rows[i])})
         self.samples += out.height
 
 

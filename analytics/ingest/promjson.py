@@ -112,7 +112,8 @@ def _element(elem: Any, i: int, prefix: str, series: _Series, sink: Sink, source
         ts.append(t)
         vals.append(v)
     series.flush()
-    sink.add_samples(_samples_frame([skey] * len(ts), ts, vals))
+    sink.add_samples(_samples_frame([skey] * len(ts), ts, vals),
+                     locate=lambda i: {"where": f"{where}.{key}[{i}]" if key == "values" else f"{where}.value"})
     return len(ts)
 
 
@@ -293,7 +294,17 @@ def _flush_values(batch: list[bytes], batch_rows: list[tuple[int, int, int]], da
         raise IngestError(source, "unreadable values array", where=f"{prefix}[{batch_rows[0][0]}].values")
     skeys = np.repeat(np.array([s for _, s, _ in batch_rows], dtype=np.int64),
                       np.array([r for _, _, r in batch_rows], dtype=np.int64))
+    ends = np.cumsum([r for _, _, r in batch_rows])
+
+    def locate(i: int) -> dict[str, str]:
+        k = int(np.searchsorted(ends, i, side="right"))
+        return {"where": f"{prefix}[{batch_rows[k][0]}].values[{i - (int(ends[k - 1]) if k else 0)}]"}
+
+    ts_s = frame["t"]
+    if ts_s.abs().max() > 9.2e15:  # beyond int64 milliseconds: a timestamp no calendar has
+        i = int((ts_s.abs() > 9.2e15).arg_true()[0])
+        raise IngestError(source, f"timestamp {ts_s[i]!r} is far outside any plausible time", **locate(i))
     sink.add_samples(pl.DataFrame({
         "skey": skeys,
-        "ts_ms": (frame["t"] * 1000.0).round().cast(pl.Int64),
-        "value": frame["v"]}))
+        "ts_ms": (ts_s * 1000.0).round().cast(pl.Int64),
+        "value": frame["v"]}), locate=locate)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from analytics.errors import IngestError
+from analytics.limits import IngestLimits
 from analytics.store import ContentHasher
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -30,23 +31,66 @@ def is_gzip(head: bytes) -> bool:
     return head[:2] == GZIP_MAGIC
 
 
-def open_binary(path: Path) -> BinaryIO:
-    """Open ``path`` for reading its decompressed bytes (gzip detected from content)."""
+class BoundedReader:
+    """A binary stream that refuses to give more than ``cap`` bytes (a decompression bomb)."""
+
+    def __init__(self, raw: BinaryIO, name: str | Path, cap: int, why: str) -> None:
+        self.raw, self.name, self.cap, self.why, self.read_bytes = raw, name, cap, why, 0
+
+    def _count(self, block: bytes) -> bytes:
+        self.read_bytes += len(block)
+        if self.read_bytes > self.cap:
+            raise IngestError(self.name, f"more than {self.cap:,} bytes once decompressed ({self.why}); refused as "
+                              "a likely decompression bomb: split the export, or raise the limit")
+        return block
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            n = self.cap + 1 - self.read_bytes  # never more than one byte past the cap
+        return self._count(self.raw.read(n))
+
+    def readline(self, limit: int = -1) -> bytes:
+        return self._count(self.raw.readline(limit))
+
+    def __enter__(self) -> "BoundedReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.raw.close()
+
+
+def open_binary(path: Path, limits: IngestLimits | None = None) -> BoundedReader:
+    """Open ``path`` for reading its decompressed bytes (gzip detected from content), bounded by
+    ``limits`` (:class:`~analytics.ingest.limits.IngestLimits`: a gzip at most ``max_gzip_ratio``
+    times its size, anything at most ``max_decompressed_bytes``)."""
+    limits = limits or IngestLimits.from_env()
     with open(path, "rb") as fh:
         head = fh.read(2)
     if is_gzip(head):
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    return open(path, "rb")
+        size = path.stat().st_size
+        return BoundedReader(gzip.open(path, "rb"), path, limits.decompressed_cap(size),  # type: ignore[arg-type]
+                             f"{size:,} bytes of gzip; at most {limits.max_gzip_ratio}x that, and at most "
+                             f"{limits.max_decompressed_bytes:,}")
+    return BoundedReader(open(path, "rb"), path, limits.max_decompressed_bytes,
+                         f"at most {limits.max_decompressed_bytes:,} bytes a source")
 
 
-def gunzip(name: str, data: bytes) -> bytes:
-    """Decompress ``data`` if it is gzip, else return it unchanged."""
+def gunzip(name: str, data: bytes, limits: IngestLimits | None = None) -> bytes:
+    """Decompress ``data`` if it is gzip (bounded like :func:`open_binary`), else return it unchanged."""
     if not is_gzip(data):
         return data
+    limits = limits or IngestLimits.from_env()
+    cap = limits.decompressed_cap(len(data))
+    out = io.BytesIO()
     try:
-        return gzip.decompress(data)
+        with BoundedReader(gzip.GzipFile(fileobj=io.BytesIO(data)), name, cap,  # type: ignore[arg-type]
+                           f"{len(data):,} bytes of gzip; at most {limits.max_gzip_ratio}x that, and at most "
+                           f"{limits.max_decompressed_bytes:,}") as fh:
+            while block := fh.read(CHUNK_BYTES):
+                out.write(block)
     except (OSError, EOFError, zlib.error) as exc:
         raise IngestError(name, f"corrupt or truncated gzip data ({exc}); re-export or re-compress the file") from exc
+    return out.getvalue()
 
 
 def read_path(path: Path) -> bytes:
@@ -114,7 +158,7 @@ class HashedChunks:
             pending: Future[None] | None = None
             try:
                 with open_binary(self.path) as fh:
-                    for chunk in iter_chunks(fh, self.chunk_bytes):
+                    for chunk in iter_chunks(fh, self.chunk_bytes, name=self.path):
                         if pending is not None:
                             pending.result()
                         pending = pool.submit(h.update, chunk)
@@ -132,24 +176,43 @@ class HashedChunks:
         return content_hash_path(self.path)
 
 
-def iter_chunks(stream: BinaryIO, chunk_bytes: int | None = None) -> Iterator[bytes]:
-    """Yield pieces of ``stream`` that each end with a newline (the last one may not)."""
+def iter_chunks(stream: BinaryIO | BoundedReader, chunk_bytes: int | None = None,
+                max_line_bytes: int | None = None, name: str | Path = "<source>") -> Iterator[bytes]:
+    """Yield pieces of ``stream`` that each end with a newline (the last one may not).
+
+    A line longer than ``max_line_bytes`` (default the limits' 16 MiB) is refused, naming its
+    line: a file without newlines is one line, and must not be read whole to find its end.
+    """
     chunk_bytes = chunk_bytes or CHUNK_BYTES
+    max_line = max_line_bytes or IngestLimits.from_env().max_line_bytes
+    lines = 0
     while block := stream.read(chunk_bytes):
         if not block.endswith(b"\n"):
-            block += stream.readline()  # finish the cut line: one copy, no carried remainder
+            rest = stream.readline(max_line + 1)  # finish the cut line: one copy, no carried remainder
+            block += rest
+            last = block.rfind(b"\n", 0, len(block) - len(rest)) + 1
+            if len(block) - last > max_line and not block.endswith(b"\n"):
+                raise IngestError(name, f"a line longer than {max_line:,} bytes (raise TIDELENS_MAX_LINE_BYTES if "
+                                  "it is real); no export writes lines that long", line=lines + block.count(b"\n", 0, last) + 1)
+        lines += block.count(b"\n")
         yield block
 
 
-def iter_bytes_chunks(data: bytes, chunk_bytes: int | None = None) -> Iterator[bytes]:
+def iter_bytes_chunks(data: bytes, chunk_bytes: int | None = None, max_line_bytes: int | None = None,
+                      name: str | Path = "<source>") -> Iterator[bytes]:
     """Like :func:`iter_chunks` over bytes already in memory (slices, no copy of the whole)."""
     chunk_bytes = chunk_bytes or CHUNK_BYTES
+    max_line = max_line_bytes or IngestLimits.from_env().max_line_bytes
     pos, n = 0, len(data)
     while pos < n:
         end = min(n, pos + chunk_bytes)
         if end < n:
             cut = data.rfind(b"\n", pos, end)
             end = cut + 1 if cut >= 0 else (data.find(b"\n", end) + 1 or n)
+        start = data.rfind(b"\n", pos, end - 1) + 1  # where the piece's last line starts
+        if end - start > max_line + 1:
+            raise IngestError(name, f"a line longer than {max_line:,} bytes (raise TIDELENS_MAX_LINE_BYTES if "
+                              "it is real); no export writes lines that long", line=data.count(b"\n", 0, start) + 1)
         yield data[pos:end]
         pos = end
 

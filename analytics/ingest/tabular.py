@@ -18,7 +18,7 @@ from analytics.errors import IngestError
 from analytics.ingest.detect import METRIC_COLUMNS, TIME_COLUMNS, VALUE_COLUMNS
 from analytics.ingest.exposition import parse_series
 from analytics.signals import DCGM_FB_FREE, DCGM_FB_USED, DCGM_GPU_TEMP, DCGM_GPU_UTIL, DCGM_POWER, DCGM_SM_CLOCK
-from analytics.store import Sink
+from analytics.store import Sink, check_plausible_times
 
 # nvidia-smi --query-gpu field -> dcgm-exporter metric name (the mapping, plus obvious kin).
 NVSMI_METRICS: dict[str, str] = {
@@ -68,7 +68,14 @@ def to_ms(col: pl.Series, source: str, *, header_lines: int = 1) -> tuple[pl.Ser
         finite = num.drop_nulls()
         big = finite.abs().max() if finite.len() else 0.0
         scale = 1e-6 if big and big > 1e17 else (1.0 if big and big > 1e11 else 1000.0)  # ns, ms, s
-        return (num * scale).round().cast(pl.Int64), False
+        ms = (num * scale).round()
+        over = (ms.abs() > 9.2e15).fill_null(False)  # no int64 millisecond holds it
+        if over.any():
+            row = int(over.arg_true()[0])
+            raise IngestError(source, f"time {text[row]!r} is far outside any plausible time",
+                              line=row + 1 + header_lines if header_lines else None,
+                              where=None if header_lines else f"row {row}")
+        return ms.cast(pl.Int64), False
     if num.drop_nulls().len() * 2 >= text.drop_nulls().len():  # mostly numbers: the others are wrong
         row = int((num.is_null() & text.is_not_null()).arg_true()[0])
         raise IngestError(source, f"unreadable time {text[row]!r}: expected epoch seconds/milliseconds like "
@@ -131,6 +138,8 @@ def parse_long(frame: pl.DataFrame, sink: Sink, source: str, *, header_lines: in
         raise IngestError(source, f"long layout needs columns {', '.join(missing)}; found {', '.join(cols)}",
                           line=1 if header_lines else None)
     ts, naive = to_ms(frame[tcol], source, header_lines=header_lines)  # type: ignore[index]
+    check_plausible_times(ts, source, (lambda i: {"line": i + 1 + header_lines}) if header_lines
+                          else (lambda i: {"where": f"row {i}"}))
     label_cols = [c for c in cols if c not in (tcol, mcol, vcol)]
     long = frame.select(
         pl.col(mcol).cast(pl.Utf8).alias("metric"),
@@ -192,6 +201,7 @@ def parse_csv_grafana(data: bytes, sink: Sink, source: str, *, default_metric: s
     frame = read_csv_text(data, source)
     tcol = frame.columns[0]
     ts, naive = to_ms(frame[tcol], source)
+    check_plausible_times(ts, source, lambda i: {"line": i + 2})
     series_rows = []
     parts = []
     for skey, col in enumerate(frame.columns[1:]):

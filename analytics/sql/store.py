@@ -130,9 +130,13 @@ VALUES (nextval('source_ids'), $name, $format, $hash, now(), $series, $samples, 
 RETURNING id
 """
 
-SOURCES_LIST = """
+# Times a calendar holds (years 1..9999): a stray sample older loads let in is shown as null,
+# never an overflow that stops the listing.
+_CALENDAR = "BETWEEN -62135596800000 AND 253402300799999"
+SOURCES_LIST = f"""
 SELECT id, name, format, content_hash, loaded_at, series, samples,
-       make_timestamp(first_ts_ms * 1000) AS first_ts, make_timestamp(last_ts_ms * 1000) AS last_ts,
+       CASE WHEN first_ts_ms {_CALENDAR} THEN make_timestamp(first_ts_ms * 1000) END AS first_ts,
+       CASE WHEN last_ts_ms {_CALENDAR} THEN make_timestamp(last_ts_ms * 1000) END AS last_ts,
        status, error, duplicates, blanks, note
 FROM sources ORDER BY id
 """
@@ -140,15 +144,18 @@ SERIES_LIST = """
 SELECT id, metric, gpu, uuid, hostname, model, namespace, pod, container, mig_profile, mig_id, labels
 FROM series WHERE ($metric IS NULL OR metric = $metric) ORDER BY metric, id
 """
-METRICS_INVENTORY = """
+METRICS_INVENTORY = f"""
 SELECT s.metric, count(DISTINCT s.id) AS series, count(*) AS samples,
-       make_timestamp(min(x.ts_ms) * 1000) AS first_ts, make_timestamp(max(x.ts_ms) * 1000) AS last_ts
+       CASE WHEN min(x.ts_ms) {_CALENDAR} THEN make_timestamp(min(x.ts_ms) * 1000) END AS first_ts,
+       CASE WHEN max(x.ts_ms) {_CALENDAR} THEN make_timestamp(max(x.ts_ms) * 1000) END AS last_ts
 FROM series s JOIN samples x ON x.series_id = s.id
 GROUP BY s.metric ORDER BY s.metric
 """
+# The span inside the plausible window (analytics.store.plausible_window_ms): what a view can show.
 TOTALS = """
 SELECT (SELECT count(*) FROM series) AS series, (SELECT count(*) FROM samples) AS samples,
-       (SELECT min(ts_ms) FROM samples) AS first_ts_ms, (SELECT max(ts_ms) FROM samples) AS last_ts_ms,
+       (SELECT min(ts_ms) FROM samples WHERE ts_ms BETWEEN $lo_ms AND $hi_ms) AS first_ts_ms,
+       (SELECT max(ts_ms) FROM samples WHERE ts_ms BETWEEN $lo_ms AND $hi_ms) AS last_ts_ms,
        (SELECT count(*) FROM sources WHERE status = 'loaded') AS sources
 """
 SAMPLES_OF_METRIC = """

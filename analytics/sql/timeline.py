@@ -10,7 +10,11 @@ tables (``tl_*``) first.
 STEP_END = "((x.ts_ms + $step_ms - 1) // $step_ms) * $step_ms"
 
 # Data range of the store (for the default time range of a timeline).
-DATA_RANGE = "SELECT min(ts_ms) AS first_ms, max(ts_ms) AS last_ms FROM samples"
+# The span of the samples inside the plausible window: a store holding a stray far-future (or
+# epoch-zero) sample from before loads refused them still builds timelines over its real span.
+DATA_RANGE = """
+SELECT min(ts_ms) AS first_ms, max(ts_ms) AS last_ms FROM samples WHERE ts_ms BETWEEN $lo_ms AND $hi_ms
+"""
 
 SERIES_OF_METRICS = """
 SELECT id AS series_id, metric, gpu, uuid, hostname, model, namespace, pod, container,

@@ -1,0 +1,64 @@
+"""How much one source may make the loader hold: decompressed bytes, line length, series.
+
+A shared server loads what its users upload, and a 10 MB gzip can hold 10 GB of zeros. Every
+read of a source goes through these bounds while it streams, so a bomb is refused after a
+bounded amount of work and memory, with the file named, instead of filling the machine:
+
+- decompressed bytes at most ``max_gzip_ratio`` times the compressed size and at most
+  ``max_decompressed_bytes`` (both: whichever is smaller);
+- a line at most ``max_line_bytes`` long (a file with no newline is one line);
+- at most ``max_series`` distinct series per source.
+
+Each is set by an environment variable (the field's ``env``), for servers that load more.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+
+from analytics.errors import ConfigError
+
+
+def _f(default: int, env: str, help_: str) -> int:
+    return field(default=default, metadata={"env": env, "help": help_})
+
+
+@dataclass(frozen=True)
+class IngestLimits:
+    """Bounds on one source's load (see the module docstring)."""
+
+    max_gzip_ratio: int = _f(200, "TIDELENS_MAX_GZIP_RATIO",
+                             "decompressed bytes of a gzip source at most this many times its compressed size")
+    max_decompressed_bytes: int = _f(8 << 30, "TIDELENS_MAX_DECOMPRESSED_BYTES",
+                                     "decompressed bytes of any source at most this many (default 8 GiB)")
+    max_line_bytes: int = _f(16 << 20, "TIDELENS_MAX_LINE_BYTES",
+                             "a line of a text source at most this many bytes (default 16 MiB)")
+    max_series: int = _f(2_000_000, "TIDELENS_MAX_SERIES_PER_SOURCE",
+                         "distinct series in one source at most this many")
+
+    @classmethod
+    def from_env(cls) -> "IngestLimits":
+        """The defaults, each overridden by its environment variable when set.
+
+        >>> IngestLimits.from_env().max_gzip_ratio
+        200
+        """
+        values = {}
+        for f in fields(cls):
+            text = os.environ.get(f.metadata["env"])
+            if text is None:
+                continue
+            try:
+                values[f.name] = int(text)
+            except ValueError:
+                raise ConfigError(f"{f.metadata['env']}={text!r}: write a whole number ({f.metadata['help']})") from None
+            if values[f.name] <= 0:
+                raise ConfigError(f"{f.metadata['env']}={text!r}: must be positive")
+        return cls(**values)
+
+    def decompressed_cap(self, compressed_bytes: int | None) -> int:
+        """The most decompressed bytes a source of ``compressed_bytes`` (gzip) may give."""
+        if compressed_bytes is None:
+            return self.max_decompressed_bytes
+        return min(self.max_decompressed_bytes, max(1, compressed_bytes) * self.max_gzip_ratio)

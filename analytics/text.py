@@ -1,0 +1,113 @@
+"""Text from the data, made safe wherever it is drawn: Markdown, HTML, Plotly, CSV.
+
+Label values come from exports nobody vetted: a service named ``chat![s](http://x/px.png)`` must
+read as those characters on every page, never fetch an image; a team ``=HYPERLINK(...)`` must
+stay text in a spreadsheet. Every page, chart and export passes label-derived text through one
+of these (the only place that knows the rules):
+
+- :func:`md` for Streamlit Markdown (captions, headings, metrics, messages);
+- :func:`plot_text` for Plotly (trace names, hover text, titles built from labels): HTML-escaped,
+  since Plotly renders a subset of HTML (``<a href>``, ``<img>`` are not for data);
+- :func:`csv_cell` / :func:`safe_csv` for CSV exports (OWASP's CSV-injection rule);
+- :func:`visible` shows control characters (an RTL override, NUL) as escapes.
+
+>>> md("chat![s](http://x/px.png)")
+'chat\\\\!\\\\[s\\\\]\\\\(http\\\\://x/px.png\\\\)'
+>>> plot_text("<a href='x'>t</a>")
+'&lt;a href=&#x27;x&#x27;&gt;t&lt;/a&gt;'
+>>> csv_cell('=HYPERLINK("http://evil","pwn")'), csv_cell(-3), csv_cell("-3")
+('\\'=HYPERLINK("http://evil","pwn")', -3, "'-3")
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from typing import Any
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~$:])")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def visible(x: Any) -> str:
+    """``x`` as text with control and bidirectional-override characters shown as ``\\uXXXX``.
+
+    >>> visible("a\\u202eb\\x00c")
+    'a\\\\u202eb\\\\u0000c'
+    """
+    s = str(x)
+    return "".join(c if not unicodedata.category(c).startswith("C") or c in "\n\t" else f"\\u{ord(c):04x}"
+                   for c in s)
+
+
+def md(x: Any) -> str:
+    """Text safe in Markdown (Streamlit's, a report's): HTML as entities, Markdown characters
+    backslash-escaped, controls shown.
+
+    >>> md("<script>alert(1)</script> a|b")
+    '&lt;script&gt;alert\\\\(1\\\\)&lt;/script&gt; a\\\\|b'
+
+
+    ``:`` is escaped too, so ``:red[...]`` and ``:material/...:`` directives in data stay text.
+    """
+    s = visible(x).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", s).replace("\n", " ")
+
+
+def plot_text(x: Any) -> str:
+    """Text safe in a Plotly label: HTML-escaped (Plotly renders ``<a>``, ``<br>`` and such), controls shown."""
+    return html.escape(visible(x), quote=True)
+
+
+def csv_cell(x: Any) -> Any:
+    """A CSV cell that no spreadsheet runs: text starting with ``= + - @`` tab or CR gets a ``'``.
+
+    Numbers stay numbers (a negative number is data, not a formula).
+    """
+    if isinstance(x, str) and x.startswith(_FORMULA_START):
+        return "'" + x
+    return x
+
+
+def safe_csv(frame: Any) -> Any:
+    """A polars frame with every text column neutralised by :func:`csv_cell` (others untouched)."""
+    import polars as pl
+
+    text_cols = [c for c, t in frame.schema.items() if t == pl.Utf8]
+    if not text_cols:
+        return frame
+    starts = "|".join(re.escape(p) for p in _FORMULA_START)
+    return frame.with_columns(
+        pl.when(pl.col(c).str.contains(f"^(?:{starts})")).then(pl.lit("'") + pl.col(c)).otherwise(pl.col(c)).alias(c)
+        for c in text_cols)
+
+
+def escape_figure(fig: Any) -> Any:
+    """A Plotly figure whose data-borne text (trace names, text, hover text, string custom data,
+    legend groups) is :func:`plot_text`-escaped; templates and titles the code wrote are kept.
+    Escaping twice is a no-op (the figure's ``layout.meta`` records it)."""
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    if meta.get("tidelens_escaped"):
+        return fig
+    fig.update_layout(meta={**meta, "tidelens_escaped": True})
+    for trace in fig.data:
+        for attr in ("name", "legendgroup"):
+            v = getattr(trace, attr, None)
+            if isinstance(v, str):
+                setattr(trace, attr, plot_text(v))
+        for attr in ("text", "hovertext"):
+            v = getattr(trace, attr, None)
+            if isinstance(v, str):
+                setattr(trace, attr, plot_text(v))
+            elif v is not None and len(v) and isinstance(v[0], str):
+                setattr(trace, attr, [plot_text(t) if isinstance(t, str) else t for t in v])
+        cd = getattr(trace, "customdata", None)
+        if cd is not None and len(cd):
+            import numpy as np
+
+            arr = np.asarray(cd, dtype=object)
+            if any(isinstance(v, str) for v in arr.ravel()[:100]):
+                trace.customdata = np.vectorize(lambda v: plot_text(v) if isinstance(v, str) else v,
+                                                otypes=[object])(arr)
+    return fig
