@@ -107,15 +107,11 @@ class Rule:
         for key, pattern in self.match.items():
             if key not in MATCH_KEYS:
                 raise ConfigError(f"rule {self.name!r}: cannot match on {key!r}; use one of {', '.join(MATCH_KEYS)}")
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ConfigError(f"rule {self.name!r}: {key} = {pattern!r} is not a valid regex: {exc}") from exc
         if self.cls is not None and self.cls not in CLASSES:
             raise ConfigError(f"rule {self.name!r}: class {self.cls!r} is not one of {', '.join(CLASSES)}")
         if self.latency_class is not None and self.latency_class not in LATENCY_CLASSES:
             raise ConfigError(f"rule {self.name!r}: latency_class {self.latency_class!r} is not one of A, B, C")
-        self._compiled = {k: re.compile(v, re.IGNORECASE) for k, v in self.match.items()}
+        self._compiled = {k: user_regex(v, f"rule {self.name!r}: {k}") for k, v in self.match.items()}
 
     def matches(self, labels: Mapping[str, str | None]) -> bool:
         for key, rx in self._compiled.items():
@@ -164,6 +160,35 @@ def builtin_rules() -> list[Rule]:
 _LATENCY_BY_CLASS = {"inference": "A", "other": "B", "batch": "C"}
 
 
+def user_regex(pattern: str, what: str, *, ignore_case: bool = True) -> Any:
+    """A pattern from ``tidelens.toml``, compiled with RE2: matching takes linear time whatever
+    the pattern (``(a+)+$`` cannot freeze a server), which Python's ``re`` cannot promise.
+
+    Raises
+    ------
+    ConfigError
+        A pattern RE2 cannot compile (backreferences, lookarounds), with the reason.
+
+    >>> bool(user_regex("chat-.*", "x").fullmatch("CHAT-vllm"))
+    True
+    >>> user_regex("(?=a)b", "rule 'x': pod")
+    Traceback (most recent call last):
+    ...
+    analytics.errors.ConfigError: rule 'x': pod = '(?=a)b' is not a pattern Tidelens accepts (RE2 syntax: no backreferences or lookarounds): invalid perl operator: (?=
+    """
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    options.case_sensitive = not ignore_case
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ConfigError(f"{what} = {pattern!r} is not a pattern Tidelens accepts (RE2 syntax: no "
+                          f"backreferences or lookarounds): {reason}") from None
+
+
 @dataclass
 class AutoscalerRule:
     """The user's word on which service an HPA scales, where its name does not say.
@@ -183,23 +208,18 @@ class AutoscalerRule:
 
     def __post_init__(self) -> None:
         label = self.name or f"autoscaler {self.hpa!r}"
-        for key in ("hpa", "namespace"):
-            pattern = getattr(self, key)
-            if pattern is None:
-                continue
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ConfigError(f"[[autoscaler]] {label}: {key} = {pattern!r} is not a valid regex: {exc}") from exc
+        self._hpa = user_regex(self.hpa, f"[[autoscaler]] {label}: hpa", ignore_case=False)
+        self._ns = (user_regex(self.namespace, f"[[autoscaler]] {label}: namespace", ignore_case=False)
+                    if self.namespace is not None else None)
         if not self.service:
             raise ConfigError(f"[[autoscaler]] {label}: say which service it scales (service = \"...\")")
         if not self.name:
             self.name = f"tidelens.toml: HPA {self.hpa} scales {self.service}"
 
     def matches(self, hpa: str, namespace: str | None) -> bool:
-        if not re.fullmatch(self.hpa, hpa):
+        if not self._hpa.fullmatch(hpa):
             return False
-        return self.namespace is None or (namespace is not None and re.fullmatch(self.namespace, namespace) is not None)
+        return self._ns is None or (namespace is not None and self._ns.fullmatch(namespace) is not None)
 
 
 @dataclass
@@ -292,6 +312,17 @@ _TOML_SET = {"class": "cls", "team": "team", "pool": "pool", "latency_class": "l
              "slo_metric": "slo_metric"}
 
 
+def _line_of(text: str, values: list[Any]) -> str:
+    """``:N`` for the first line of ``text`` that sets one of ``values`` (most telling first: the
+    patterns a rule matches with, then its name), else ``""``: tomllib gives values, not lines."""
+    for v in (x for x in values if isinstance(x, str) and x):
+        quoted = ('"' + v + '"', "'" + v + "'")
+        for n, line in enumerate(text.splitlines(), start=1):
+            if "=" in line and line.split("=", 1)[1].strip() in quoted:
+                return f":{n}"
+    return ""
+
+
 def load_map(path: str | Path | None) -> WorkloadMap:
     """Read a workload map from ``tidelens.toml``; the defaults alone when ``path`` is None or missing.
 
@@ -305,7 +336,8 @@ def load_map(path: str | Path | None) -> WorkloadMap:
         return WorkloadMap()
     p = Path(path)
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
     except UnicodeDecodeError as exc:
@@ -329,7 +361,8 @@ def load_map(path: str | Path | None) -> WorkloadMap:
                               match={k: str(raw[k]) for k in MATCH_KEYS if k in raw},
                               **{attr: raw.get(key) for key, attr in _TOML_SET.items()}))
         except ConfigError as exc:
-            raise ConfigError(f"{p}: [[rule]] #{i}: {exc}") from exc
+            where = _line_of(text, [*(raw.get(k) for k in MATCH_KEYS), raw.get("name")])
+            raise ConfigError(f"{p}{where}: [[rule]] #{i}: {exc}") from exc
     scalers = []
     for i, raw in enumerate(doc.get("autoscaler", []), start=1):
         unknown = set(raw) - {"name", "hpa", "namespace", "service"}
@@ -341,7 +374,8 @@ def load_map(path: str | Path | None) -> WorkloadMap:
                                           namespace=str(raw["namespace"]) if "namespace" in raw else None,
                                           name=str(raw.get("name") or "")))
         except ConfigError as exc:
-            raise ConfigError(f"{p}: [[autoscaler]] #{i}: {exc}") from exc
+            where = _line_of(text, [raw.get("hpa"), raw.get("namespace"), raw.get("name")])
+            raise ConfigError(f"{p}{where}: [[autoscaler]] #{i}: {exc}") from exc
     defaults = WorkloadMap()
     return WorkloadMap(rules=rules, default_pool=str(head.get("default_pool", "default")),
                        use_builtin_rules=bool(head.get("use_builtin_rules", True)), autoscalers=scalers,

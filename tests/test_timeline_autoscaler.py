@@ -168,7 +168,7 @@ def test_autoscaler_rule_round_trips_through_tidelens_toml_and_classify_shows_li
     assert "Autoscalers" in text and "only HPA in the namespace" in text
 
 
-@pytest.mark.parametrize("bad,msg", [('[[autoscaler]]\nhpa = "("\nservice = "x"\n', "not a valid regex"),
+@pytest.mark.parametrize("bad,msg", [('[[autoscaler]]\nhpa = "("\nservice = "x"\n', "is not a pattern Tidelens accepts"),
                                      ('[[autoscaler]]\nhpa = "x"\n', "needs hpa and service"),
                                      ('[map]\nidle_memory_mib = "lots"\n', "give a number")])
 def test_bad_autoscaler_rules_name_the_file(tmp_path, bad, msg):

@@ -115,7 +115,7 @@ def test_toml_round_trip_and_example_file(tmp_path):
 @pytest.mark.parametrize("text, words", [
     ("[[rule]\nname=1", "not valid TOML"),
     ('[[rule]]\nname = "x"\nnamespce = "a"\nclass = "batch"', "unknown keys ['namespce']"),
-    ('[[rule]]\nname = "x"\npod = "("\nclass = "batch"', "not a valid regex"),
+    ('[[rule]]\nname = "x"\npod = "("\nclass = "batch"', "is not a pattern Tidelens accepts"),
     ('[[rule]]\nname = "x"\npod = "a"\nclass = "training"', "class 'training' is not one of"),
 ])
 def test_bad_toml_names_file_rule_and_fix(tmp_path, text, words):
@@ -153,3 +153,21 @@ def test_classify_workloads_over_a_store(store):
         "nightly-finetune": ("ml-training", 1, "batch", "default: batch name"),
         "recommender": ("recsys", 1, "inference", "default: inference priority class"),
     }
+
+
+def test_a_catastrophic_pattern_runs_in_linear_time_and_re2_refusals_name_the_line(tmp_path):
+    """``(a+)+$`` against a 41-character name is exponential in Python's ``re`` (it froze the app's
+    server); RE2 answers at once. A pattern RE2 cannot compile is refused at load, with its line."""
+    import time
+
+    cfg = tmp_path / "tidelens.toml"
+    cfg.write_text('[[rule]]\nname = "slow"\npod = "(a+)+$"\nclass = "batch"\n', encoding="utf-8")
+    wmap = load_map(cfg)
+    t = time.perf_counter()
+    d = classify(wmap, {"pod": "a" * 41 + "!", "namespace": "x"})
+    assert time.perf_counter() - t < 0.5 and d.rule != "slow"
+    cfg.write_text('[map]\ndefault_pool = "p"\n\n[[rule]]\nname = "look"\nworkload = "(?!train).*"\nclass = "other"\n',
+                   encoding="utf-8")
+    with pytest.raises(ConfigError) as exc:
+        load_map(cfg)
+    assert f"{cfg}:6:" in str(exc.value) and "lookarounds" in str(exc.value)
