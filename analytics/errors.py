@@ -53,3 +53,30 @@ class ConfigError(TidelensError):
 
 class NotEnoughDataError(TidelensError):
     """The store holds too little of what an analysis needs; the message says what is missing."""
+
+
+class StoreBusyError(TidelensError):
+    """Another program holds the store's file lock (a load writing it, or readers while one writes).
+
+    Parameters
+    ----------
+    path:
+        The store file.
+    pid:
+        The process DuckDB names as the lock's holder, when it does.
+    writing:
+        Whether this program wanted to write (then the holder may be a reader too).
+    waited_s:
+        How long this program waited for the lock before giving up.
+    """
+
+    def __init__(self, path: str | Path, pid: int | None, *, writing: bool, waited_s: float) -> None:
+        self.path = str(path)
+        self.pid = pid
+        holder = f" (pid {pid})" if pid is not None else ""
+        if writing:
+            what = f"another program{holder} has this store open (a load writing it, or a reader)"
+        else:
+            what = f"another load is writing this store{holder}"
+        super().__init__(f"{self.path}: {what}; waited {waited_s:g} s. Try again when it "
+                         "finishes, or raise TIDELENS_LOCK_WAIT_S to wait longer")

@@ -17,6 +17,9 @@ transaction.
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -26,7 +29,7 @@ import numpy as np
 import orjson
 import polars as pl
 
-from analytics.errors import IngestError
+from analytics.errors import IngestError, StoreBusyError
 from analytics.labels import NORMALISED_COLUMNS, normalise_labels
 from analytics.signals import canonical_metric
 from analytics.sql import store as q
@@ -38,6 +41,13 @@ except ImportError:  # optional: SHA-256 then, ~9x slower on large files
 
 DEFAULT_DB = Path(__file__).resolve().parent.parent / "data" / "tidelens.duckdb"
 STAGE_SCHEMA = {"skey": pl.Int64, "ts_ms": pl.Int64, "value": pl.Float64, "seq": pl.Int64}
+
+# A store's file lock is held by one writer (or by readers) at a time, across processes. Opening
+# waits this long for it, polling, then says who holds it; a load that takes minutes is reported,
+# not waited out.
+LOCK_WAIT_ENV = "TIDELENS_LOCK_WAIT_S"
+DEFAULT_LOCK_WAIT_S = 10.0
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in .*\(PID (\d+)\)")
 
 # Samples outside this window are refused: one stray year-10000 timestamp would otherwise sit in
 # the store and overflow or hang every reader. ``TIDELENS_TIME_WINDOW="FROM,TO"`` (ISO-8601 dates
@@ -376,6 +386,35 @@ def _skipped(name: str, fmt: str) -> LoadResult:
     return LoadResult(name=name, format=fmt, status="skipped", note="same content already loaded")
 
 
+def lock_wait_s() -> float:
+    """Seconds to wait for another program's lock on a store: ``$TIDELENS_LOCK_WAIT_S`` or 10."""
+    raw = os.environ.get(LOCK_WAIT_ENV)
+    try:
+        return max(0.0, float(raw)) if raw else DEFAULT_LOCK_WAIT_S
+    except ValueError:
+        return DEFAULT_LOCK_WAIT_S
+
+
+def _connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """Connect, waiting a bounded time while another process holds the file's lock."""
+    wait_s = lock_wait_s()
+    start = time.monotonic()
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(path, read_only=read_only)
+        except duckdb.IOException as exc:
+            holder = _LOCK_HOLDER.search(str(exc))
+            if holder is None and "Could not set lock" not in str(exc):
+                raise
+            waited = time.monotonic() - start
+            if waited >= wait_s:
+                raise StoreBusyError(path, int(holder.group(1)) if holder else None,
+                                     writing=not read_only, waited_s=round(waited, 1)) from None
+            time.sleep(min(delay, max(wait_s - waited, 0.0)))
+            delay = min(delay * 2, 1.0)
+
+
 class Store:
     """A Tidelens store on one DuckDB file (or ``":memory:"``).
 
@@ -391,7 +430,7 @@ class Store:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self.con = duckdb.connect(self.path, read_only=read_only)
+        self.con = _connect(self.path, read_only)
         if not read_only:
             self.con.execute(q.SCHEMA)
 

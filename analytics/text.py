@@ -5,7 +5,8 @@ read as those characters on every page, never fetch an image; a team ``=HYPERLIN
 stay text in a spreadsheet. Every page, chart and export passes label-derived text through one
 of these (the only place that knows the rules):
 
-- :func:`md` for Streamlit Markdown (captions, headings, metrics, messages);
+- :func:`md` for Streamlit Markdown (captions, headings, metrics, messages), :func:`code` for
+  a path or command shown as a code span;
 - :func:`plot_text` for Plotly (trace names, hover text, titles built from labels): HTML-escaped,
   since Plotly renders a subset of HTML (``<a href>``, ``<img>`` are not for data);
 - :func:`csv_cell` / :func:`safe_csv` for CSV exports (OWASP's CSV-injection rule);
@@ -53,6 +54,20 @@ def md(x: Any) -> str:
     """
     s = visible(x).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL.sub(r"\\\1", s).replace("\n", " ")
+
+
+def code(x: Any) -> str:
+    """``x`` as a Markdown code span (a path, a command) that no backtick inside can close early:
+    the fence is one backtick longer than the longest run inside (CommonMark), controls shown.
+
+    >>> code("/data/t.duckdb"), code("a`![i](http://x)`b")
+    ('`/data/t.duckdb`', '``a`![i](http://x)`b``')
+    """
+    s = visible(x).replace("\n", " ")
+    longest = max((len(m) for m in re.findall(r"`+", s)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
 
 
 def plot_text(x: Any) -> str:

@@ -198,10 +198,16 @@ class ViewSettings:
         merged = {**dict(self.slo_known), **{k: v for k, v in self.slo_ms.items() if k != ALL_SERVICES}}
         return ((ALL_SERVICES, self.slo_ms.get(ALL_SERVICES, DEFAULT_SLO_MS)), *sorted(merged.items()))
 
-    def db_file(self) -> Path | None:
-        """The store file this view reads, or ``None`` for the sample (built on demand)."""
+    def db_file(self, folder: Path) -> Path | None:
+        """The store file this view reads, or ``None`` for the sample (built on demand).
+
+        A DuckDB path (typed in the sidebar or carried by a link) is confined to ``folder``, the
+        data folder (:mod:`analytics.data_dir`); outside it, :class:`ConfigError` says so.
+        """
         if self.source == "duckdb":
-            return Path(self.db_path) if self.db_path else None
+            from analytics.data_dir import confine_store_path
+
+            return confine_store_path(self.db_path, folder) if self.db_path else None
         if self.source == "uploads":
             return uploads_db_path()
         return None

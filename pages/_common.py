@@ -33,8 +33,10 @@ import plotly.graph_objects as go
 import polars as pl
 import streamlit as st
 
-from analytics.text import escape_figure, md, safe_csv
+from analytics.text import code, escape_figure, md, safe_csv
 from analytics.charts import PLOTLY_CONFIG, figure_image
+from analytics.data_dir import data_dir
+from analytics.errors import ConfigError, StoreBusyError
 from analytics.store import Store
 from analytics.view import (ALL_SERVICES, DEFAULT_SLO_MS, SOURCE_KINDS, STEP_CHOICES_S,
                             ViewSettings, format_slo, format_step, from_local_naive,
@@ -127,7 +129,8 @@ def not_available(what: str, module: str) -> None:
 # -- data source ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DataSource:
-    """The store a view reads: its file, a version that changes when the file does, or why not."""
+    """The store a view reads: its file, a version that changes when the file does, or why not
+    (``problem`` is Markdown-safe: its data-borne parts went through code() or md())."""
 
     label: str
     path: str | None
@@ -164,26 +167,40 @@ def resolve_source(v: ViewSettings) -> DataSource:
                               "(`analytics.sample` is missing): upload files on the Data page or "
                               "open a DuckDB file.")
         return DataSource(label, path, file_version(Path(path)))
-    file = v.db_file()
+    try:
+        file = v.db_file(store_folder())
+    except ConfigError as exc:
+        return DataSource(label, None, "", md(str(exc)))
     if file is None:
         return DataSource(label, None, "", "Enter the path of a DuckDB store file in the sidebar.")
     if not file.exists():
         hint = ("Upload files on the Data page first." if v.source == "uploads"
-                else "Check the path, or build one with `tidelens load --db PATH FILES`.")
-        return DataSource(label, str(file), "", f"No store at `{file}`. {hint}")
+                else "Check the path, upload files on the Data page to create it, or build one "
+                     "with `tidelens ingest --db PATH FILES`.")
+        return DataSource(label, str(file), "", f"No store at {code(file)}. {hint}")
     src = DataSource(label, str(file), file_version(file))
     try:
         cached_totals(src.path, src.version)
+    except StoreBusyError as exc:
+        # A writer (e.g. `tidelens ingest`) held the lock past the wait: say who, not a traceback.
+        return DataSource(label, str(file), "", f"Cannot open {code(file)} now: {md(exc)}")
     except duckdb.Error as exc:
-        # Not a DuckDB file, or a writer (e.g. `tidelens load`) holds its lock right now.
-        return DataSource(label, str(file), "", f"Cannot open `{file}`: {exc}. If another "
-                          "program is loading into it, wait for it to finish and reload.")
+        return DataSource(label, str(file), "", f"Cannot open {code(file)}: {md(exc)}. Is it a "
+                          "DuckDB store file?")
     return src
 
 
+def store_folder() -> Path:
+    """The data folder that store paths from links and the sidebar are confined to."""
+    return data_dir(config_file())
+
+
 def upload_target(v: ViewSettings) -> Path:
-    """Where uploads are written: the chosen DuckDB file, else the uploads store (never the sample)."""
-    file = v.db_file() if v.source == "duckdb" else None
+    """Where uploads are written: the chosen DuckDB file, else the uploads store (never the sample).
+
+    Raises ConfigError when the chosen file is outside the data folder (nothing is created).
+    """
+    file = v.db_file(store_folder()) if v.source == "duckdb" else None
     return file if file is not None else uploads_db_path()
 
 
@@ -617,7 +634,7 @@ def render_sidebar() -> ViewSettings:
                 ss[key] = ss[key]
     with st.sidebar:
         for problem in ss.get("v_problems", []):
-            st.warning(f"Link setting {problem}", icon=":material/link_off:")
+            st.warning(md(f"Link setting {problem}"), icon=":material/link_off:")
         summary = st.empty()
         panel = st.expander("View settings", icon=":material/tune:", key="v_open",
                             on_change="rerun")
@@ -630,7 +647,7 @@ def render_sidebar() -> ViewSettings:
         summary.caption(f"**{md(src.label)}** · "
                         + md(settings.describe(span.get("first_ts_ms"), span.get("last_ts_ms"))))
         if src.problem:
-            st.caption(md(src.problem))
+            st.caption(src.problem)  # Markdown-safe where built (resolve_source)
         elif src.path:
             st.caption(f"Store: {md(src.path)}")
     ss["view"] = settings

@@ -14,7 +14,7 @@ import streamlit as st
 
 from analytics.charts.data import coverage_figure, inventory_figure
 from analytics.errors import ConfigError, TidelensError
-from analytics.text import md
+from analytics.text import code, md
 from analytics.overview import label_inventory
 from analytics.view import (STEP_CHOICES_S, apply_workload_edits, format_step, iso_utc,
                             parse_iso_ms)
@@ -27,7 +27,11 @@ st.title("Data")
 
 ss = st.session_state
 PULL_TAB = "Prometheus / Thanos / Mimir / VictoriaMetrics"
-target = upload_target(v)
+try:
+    target = upload_target(v)
+except ConfigError as exc:  # a store path outside the data folder: say so, create nothing
+    st.error(md(str(exc)), icon=":material/folder_off:")
+    st.stop()
 # An environment variable's name, as a shell accepts it: anything else is likely a pasted secret.
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -177,7 +181,7 @@ def _run_pull(what: str, make_client: Callable[[], Any],
         outcome.update(error=_page_words(str(exc)))
         return outcome
     except duckdb.Error as exc:
-        outcome.update(error=f"Cannot write to `{target}`: {exc}. If another program is loading "
+        outcome.update(error=f"Cannot write to {code(target)}: {exc}. If another program is loading "
                              "into it, wait for it to finish and pull again.")
         return outcome
     except Exception as exc:  # noqa: BLE001 - a bug must not take the page down
@@ -215,7 +219,7 @@ def _pull_panel() -> None:
     from analytics.live.pull import DEFAULT_MAX_SERIES
     from analytics.live.timespec import parse_time_ms
 
-    st.caption(f"Pull what the timelines need, aggregated by the server, into `{target}`. "
+    st.caption(f"Pull what the timelines need, aggregated by the server, into {code(target)}. "
                "Pulling the same range again fetches only what is new.")
     try:
         allowed = allowed_servers(config_file())
@@ -324,7 +328,7 @@ def _collect_panel() -> None:
         st.info(f"Local GPUs cannot be sampled: {message}.", icon=":material/memory:")
         return
     st.success(f"NVML sees {message}.", icon=":material/memory:")
-    st.caption(f"Samples this machine's GPUs under dcgm-exporter's names into `{target}`. The page "
+    st.caption(f"Samples this machine's GPUs under dcgm-exporter's names into {code(target)}. The page "
                "waits while sampling; for hours, run `tidelens collect` in a terminal instead.")
     a, b = st.columns(2)
     interval_text = a.text_input("Every", key=_seeded("nvml_interval", "1s"),
@@ -387,7 +391,7 @@ def _run_collect(cfg: Any, collect: Callable[..., Any]) -> dict[str, Any]:
     except TidelensError as exc:
         outcome = {"error": str(exc), "sources": []}
     except duckdb.Error as exc:
-        outcome = {"error": f"Cannot write to `{target}`: {exc}. If another program is loading "
+        outcome = {"error": f"Cannot write to {code(target)}: {exc}. If another program is loading "
                             "into it, wait for it to finish.", "sources": []}
     except Exception as exc:  # noqa: BLE001 - an NVML or driver failure must not show a traceback
         outcome = {"error": f"Sampling failed ({type(exc).__name__}: {exc}); anything read before "
@@ -430,7 +434,7 @@ files_tab, pull_tab, nvml_tab = st.tabs(
 if files_tab.open:
     with files_tab:
         st.caption(f"Prometheus/OpenMetrics text, Prometheus API JSON, CSV or Parquet, optionally "
-                   f"gzipped. Files are added to `{target}`; the same file twice is skipped.")
+                   f"gzipped. Files are added to {code(target)}; the same file twice is skipped.")
         at_text = st.text_input("Time of untimestamped scrapes (UTC)", key="upload_at",
                                 placeholder="2026-11-28T09:30Z, only for a single scrape without timestamps")
         files = st.file_uploader("Files", accept_multiple_files=True, key="upload_files")
@@ -469,7 +473,7 @@ if nvml_tab.open:
         _collect_panel()
 if ss.get("upload_offer_switch") and v.source == "sample":
     st.button("Analyse the added data", key="use_uploads", icon=":material/swap_horiz:",
-              help=f"Switch the data source from the bundled sample to `{target}`",
+              help=f"Switch the data source from the bundled sample to {code(target)}",
               on_click=lambda: ss.update(v_source="uploads", upload_offer_switch=False))
 
 # -- what the store holds -------------------------------------------------------------------

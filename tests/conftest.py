@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,11 @@ os.environ.setdefault("TIDELENS_PREFETCH", "0")
 # time window (analytics.store.plausible_window_ms: 2000-01-01 .. now + 1 day by default) would
 # refuse them; the tests of the window itself (tests/test_ingest_hostile.py) set it explicitly.
 os.environ.setdefault("TIDELENS_TIME_WINDOW", "1970-01-01,now+1d")
+
+# App tests open stores by ``?db=`` in pytest's temporary folders; the data folder that such paths
+# are confined to (analytics.data_dir) is therefore the system's temporary folder, which holds
+# them. tests/test_data_dir.py sets its own to show the fence.
+os.environ.setdefault("TIDELENS_DATA_DIR", tempfile.gettempdir())
 
 
 @pytest.fixture

@@ -167,3 +167,117 @@ def test_unauthorised_and_non_api_answers_say_what_to_check():
     with FakeServer([(404, b"<html>not found</html>")]) as srv:
         with pytest.raises(PullError, match="not a Prometheus API answer.*API's base"):
             PromClient(srv.url, sleep=lambda s: None).query("up", 0)
+
+
+class RedirectServer:
+    """A local server that answers every request with a redirect to ``target`` (and records it)."""
+
+    def __init__(self, target: str, status: int = 302) -> None:
+        self.seen: list[tuple[str, dict[str, str]]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                outer.seen.append((self.path, dict(self.headers)))
+                self.send_response(status)
+                self.send_header("Location", target + self.path)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> "RedirectServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_to_another_server_is_refused_and_no_secret_reaches_it(monkeypatch, status):
+    monkeypatch.setenv("SECRET_HDR", "hdr-secret-value")
+    monkeypatch.setenv("PROM_TOKEN", "tok-secret-value")
+    auth = AuthConfig(bearer_token_env="PROM_TOKEN", header_envs={"X-Api-Key": "SECRET_HDR"})
+    with FakeServer([(200, OK)]) as other, RedirectServer(other.url, status) as first:
+        client = PromClient(first.url, auth, config=ClientConfig(retries=2), sleep=lambda s: None,
+                            allowed=[first.url])
+        with pytest.raises(PullError, match=f"HTTP {status} redirects to {other.url}/api/v1/query_range, another "
+                                            "server.*does not follow"):
+            client.query_range("up", 60_000, 120_000, 60_000)
+    assert len(first.seen) == 1 and first.seen[0][1]["X-Api-Key"] == "hdr-secret-value"
+    assert other.seen == []
+
+
+def test_a_redirect_within_the_same_server_is_followed_with_its_headers(monkeypatch):
+    monkeypatch.setenv("SECRET_HDR", "hdr-secret-value")
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            seen.append(self.path)
+            if self.path.startswith("/old/"):
+                self.send_response(308)
+                self.send_header("Location", self.path.replace("/old/", "/new/", 1))
+                self.end_headers()
+                return
+            assert self.headers["X-Api-Key"] == "hdr-secret-value"
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(OK)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/old"
+        client = PromClient(url, AuthConfig(header_envs={"X-Api-Key": "SECRET_HDR"}))
+        resp = client.query_range("up", 60_000, 120_000, 60_000)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert resp.data["result"][0]["values"][0] == [60, "1"]
+    assert seen[0].startswith("/old/api/v1/query_range?query=up")
+    assert seen[1].startswith("/new/api/v1/query_range?query=up")
+
+
+def test_a_redirect_loop_stops_with_a_message():
+    with RedirectServer("") as loop:  # Location: the same path on the same server
+        client = PromClient(loop.url, sleep=lambda s: None)
+        with pytest.raises(PullError, match="more than 5 redirects"):
+            client.query("up", 0)
+    assert len(loop.seen) == 6
+
+
+def test_server_error_bodies_are_redacted_of_every_secret(monkeypatch):
+    monkeypatch.setenv("SECRET_HDR", "hdr-secret-value")
+    monkeypatch.setenv("PW", "basic-pw-value")
+    auth = AuthConfig(basic_user="me", basic_password_env="PW",
+                      header_envs={"X-Api-Key": "SECRET_HDR"})
+    import base64
+    pair = base64.b64encode(b"me:basic-pw-value").decode()
+    echo = orjson.dumps({"status": "error", "errorType": "bad_data",
+                         "error": f"bad key hdr-secret-value (Authorization: Basic {pair})",
+                         "warnings": ["hdr-secret-value"]})
+    with FakeServer([(400, echo)]) as srv:
+        with pytest.raises(PullError) as err:
+            PromClient(srv.url, auth, sleep=lambda s: None).query("up", 0)
+    text = str(err.value)
+    assert "bad_data: bad key [redacted] (Authorization: Basic [redacted])" in text
+    assert "hdr-secret-value" not in text and pair not in text and "basic-pw-value" not in text
+    with FakeServer([(502, b"<html>upstream said hdr-secret-value</html>")]) as srv:
+        with pytest.raises(PullError, match="not a Prometheus API answer") as err:
+            PromClient(srv.url, auth, config=ClientConfig(retries=0)).query("up", 0)
+    assert "hdr-secret-value" not in str(err.value) and "[redacted]" in str(err.value)
+    with FakeServer([(200, orjson.dumps({"status": "success", "data": {"resultType": "vector",
+                     "result": []}, "warnings": ["echo hdr-secret-value"]}))]) as srv:
+        resp = PromClient(srv.url, auth).query("up", 0)
+    assert resp.warnings == ["echo [redacted]"]

@@ -71,8 +71,11 @@ def test_every_field_has_help() -> None:
 
 def test_uploads_db_follows_env(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv(view.UPLOADS_DB_ENV, str(tmp_path / "u.duckdb"))
-    assert ViewSettings(source="uploads").db_file() == tmp_path / "u.duckdb"
-    assert ViewSettings(source="sample").db_file() is None
+    # The operator's uploads store is not confined to the data folder: a visitor cannot set it.
+    elsewhere = tmp_path / "folder"
+    elsewhere.mkdir()
+    assert ViewSettings(source="uploads").db_file(elsewhere) == tmp_path / "u.duckdb"
+    assert ViewSettings(source="sample").db_file(elsewhere) is None
 
 
 @given(source=st.sampled_from(list(view.SOURCE_KINDS)),

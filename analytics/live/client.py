@@ -19,7 +19,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import urlsplit, urlunsplit
+import base64
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import orjson
 import requests
@@ -33,6 +34,11 @@ MAX_POINTS_PER_SERIES = 11_000
 MAX_SAMPLES_PER_REQUEST = 2_000_000
 # Statuses worth retrying: the server or a proxy is overloaded or restarting.
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# A reverse proxy adds a slash or a login hop; more than a few is a loop.
+MAX_REDIRECTS = 5
+# Shorter secrets would blank out ordinary words in a message; a secret that short is not one.
+MIN_REDACTED_LEN = 3
 
 
 class PullError(TidelensError):
@@ -83,6 +89,19 @@ class AuthConfig:
         if token:
             out["Authorization"] = f"Bearer {token}"
         return out
+
+    def secret_values(self) -> list[str]:
+        """Every secret as it could come back in a server's answer: raw, and basic auth encoded."""
+        headers = self.resolve_headers()
+        out = [headers[h] for h in self.header_envs]
+        token = headers.get("Authorization", "")
+        if token.startswith("Bearer "):
+            out += [token, token.removeprefix("Bearer ")]
+        basic = self.resolve_basic()
+        if basic:
+            pair = base64.b64encode(f"{basic[0]}:{basic[1]}".encode()).decode()
+            out += [basic[1], pair]
+        return sorted({v for v in out if len(v) >= MIN_REDACTED_LEN}, key=len, reverse=True)
 
     def resolve_basic(self) -> tuple[str, str] | None:
         if not self.basic_user:
@@ -249,8 +268,7 @@ class PromClient:
             try:
                 # POST would hide long queries from proxy logs, but not every proxy allows it; the
                 # query itself is not secret.
-                resp = self._session.get(url, params=params, headers=headers, auth=basic,
-                                         verify=self.auth.verify(), timeout=self.config.timeout_s)
+                resp = self._get_same_origin(url, params, headers, basic, what)
             except requests.exceptions.SSLError as exc:
                 raise PullError(f"{self.base}: TLS verification failed ({_short(exc)}): pass "
                                 "--ca-bundle PEM, or --insecure if you accept the risk") from exc
@@ -274,6 +292,38 @@ class PromClient:
                 continue
             return self._decode(resp, what)
 
+    def _get_same_origin(self, url: str, params: dict[str, Any] | None, headers: dict[str, str],
+                         basic: tuple[str, str] | None, what: str) -> requests.Response:
+        """GET, following redirects only within the server's own origin.
+
+        ``requests`` strips ``Authorization`` on a redirect to another host but keeps every
+        other header, so a tenant key would leave with it: redirects are followed here, by
+        hand, and one to another scheme, host or port is refused rather than followed.
+        """
+        for _hop in range(MAX_REDIRECTS + 1):
+            resp = self._session.get(url, params=params, headers=headers, auth=basic,
+                                     verify=self.auth.verify(), timeout=self.config.timeout_s,
+                                     allow_redirects=False)
+            if resp.status_code not in REDIRECT_STATUSES or "Location" not in resp.headers:
+                return resp
+            target = urljoin(resp.url, resp.headers["Location"])
+            if _origin(target) != _origin(self.base):
+                resp.close()
+                raise PullError(f"{self.base}: {what}: HTTP {resp.status_code} redirects to "
+                                f"{safe_url(target)}, another server; Tidelens does not follow it "
+                                "with your credentials. If you trust that server, pull from it "
+                                "directly with --url (and add it to [live] servers)")
+            resp.close()
+            url, params = target, None  # the Location carries its own query
+        raise PullError(f"{self.base}: {what}: more than {MAX_REDIRECTS} redirects: check the URL "
+                        "(a login page or a proxy loop?)")
+
+    def _redact(self, text: str) -> str:
+        """``text`` with every secret of this client replaced, as a server may echo one back."""
+        for secret in self.auth.secret_values():
+            text = text.replace(secret, "[redacted]")
+        return text
+
     def _wait(self, attempt: int, retry_after: str | None = None) -> None:
         delay = self.config.backoff_s * 2 ** (attempt - 1) * (1 + 0.25 * random.random())
         if retry_after:
@@ -290,13 +340,19 @@ class PromClient:
         try:
             body = orjson.loads(resp.content)
         except orjson.JSONDecodeError as exc:
+            snippet = self._redact(resp.content[:400].decode("utf-8", "replace"))[:120]
             raise PullError(f"{self.base}: {what}: HTTP {resp.status_code}, not a Prometheus API "
-                            f"answer ({resp.content[:120]!r}): is the URL the API's base "
+                            f"answer ({snippet!r}): is the URL the API's base "
                             "(e.g. http://host:9090 or .../prometheus)?") from exc
+        if not isinstance(body, dict):
+            raise PullError(f"{self.base}: {what}: HTTP {resp.status_code}, not a Prometheus API "
+                            "answer (JSON, but not an object): is the URL the API's base?")
         if resp.status_code != 200 or body.get("status") != "success":
-            kind = body.get("errorType", f"HTTP {resp.status_code}")
-            raise PullError(f"{self.base}: {what} failed: {kind}: {body.get('error', '')}")
-        return Response(body.get("data"), resp.content, list(body.get("warnings") or []))
+            kind = self._redact(str(body.get("errorType", f"HTTP {resp.status_code}")))
+            error = self._redact(str(body.get("error", "")))[:2000]
+            raise PullError(f"{self.base}: {what} failed: {kind}: {error}")
+        warnings = [self._redact(str(w)) for w in body.get("warnings") or []]
+        return Response(body.get("data"), resp.content, warnings)
 
     # -- API ----------------------------------------------------------------------------
     def query(self, promql: str, at_ms: int) -> Response:
@@ -316,7 +372,7 @@ class PromClient:
 
     def ready(self) -> bool:
         try:
-            return self._session.get(f"{self.base}/-/ready", timeout=2,
+            return self._session.get(f"{self.base}/-/ready", timeout=2, allow_redirects=False,
                                      verify=self.auth.verify()).status_code == 200
         except requests.exceptions.RequestException:
             return False
@@ -348,6 +404,12 @@ def split_range(start_ms: int, end_ms: int, step_ms: int,
             out.append((a, b))
         chunk_start += span
     return out
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
 
 
 def _sec(ms: int) -> str:
