@@ -24,7 +24,9 @@ PAGES: tuple[tuple[str, str, str, str], ...] = (
     ("pages/data.py", "Data", ":material/database:", "data"),
 )
 
-st.set_page_config(page_title="Tidelens", page_icon=":material/waves:", layout="wide")
+# A local favicon: a Material icon as page_icon makes every browser fetch it from
+# fonts.gstatic.com, which an air-gapped server cannot reach (tests/test_browser_hostile.py).
+st.set_page_config(page_title="Tidelens", page_icon=str(ROOT / "static" / "favicon.png"), layout="wide")
 
 pages = [st.Page(str(ROOT / path), title=title, icon=icon, url_path=url, default=(i == 0))
          for i, (path, title, icon, url) in enumerate(PAGES) if (ROOT / path).exists()]

@@ -227,6 +227,17 @@ class Sink:
 
     def add_series(self, frame: pl.DataFrame) -> None:
         self._count_series(frame.height)
+        # A NUL never comes from an exporter; it cuts C strings short in tools downstream. Every
+        # format passes here (the exposition parser refuses it earlier, with its line).
+        nul = frame.filter(pl.col("labels").str.contains("\\u0000", literal=True)
+                           | pl.col("metric").str.contains("\x00", literal=True))
+        if nul.height:
+            from analytics.text import visible
+
+            metric, labels = nul.row(0)[1:3]
+            raise IngestError(self.source, f"series {visible(metric)} {visible(labels)[:200]} holds a NUL "
+                              "byte in its name or a label, which no exporter writes: the file is damaged "
+                              "or hostile")
         stage_series_in = frame.select(
             pl.col("skey").cast(pl.Int64), pl.col("metric").cast(pl.Utf8), pl.col("labels").cast(pl.Utf8))
         self._con.register("stage_series_in", stage_series_in)

@@ -12,8 +12,8 @@ of these (the only place that knows the rules):
 - :func:`csv_cell` / :func:`safe_csv` for CSV exports (OWASP's CSV-injection rule);
 - :func:`visible` shows control characters (an RTL override, NUL) as escapes.
 
->>> md("chat![s](http://x/px.png)")
-'chat\\\\!\\\\[s\\\\]\\\\(http\\\\://x/px.png\\\\)'
+>>> md("chat![s](x.png)"), md("chat![s](http://x/px.png)")
+('chat\\\\!\\\\[s\\\\]\\\\(x.png\\\\)', '`chat![s](http://x/px.png)`')
 >>> plot_text("<a href='x'>t</a>")
 '&lt;a href=&#x27;x&#x27;&gt;t&lt;/a&gt;'
 >>> csv_cell('=HYPERLINK("http://evil","pwn")'), csv_cell(-3), csv_cell("-3")
@@ -28,6 +28,8 @@ import unicodedata
 from typing import Any
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~$:])")
+# What GFM's autolink-literal extension turns into a link: scheme://, www., an e-mail's @.
+_AUTOLINK = re.compile(r"(?i)://|www\.|@|mailto:|xmpp:")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -51,7 +53,16 @@ def md(x: Any) -> str:
 
 
     ``:`` is escaped too, so ``:red[...]`` and ``:material/...:`` directives in data stay text.
+    Text holding a URL, a ``www.`` name or an ``@`` becomes a code span (see :func:`code`):
+
+    >>> md("chat![s](http://x/px.png)")
+    '`chat![s](http://x/px.png)`'
     """
+    if _AUTOLINK.search(str(x)):
+        # Streamlit's Markdown links bare URLs, www. names and e-mail addresses even through
+        # backslash escapes and entities (tests/test_browser_hostile.py found one); a code span
+        # is the one place it never links, and it shows the label's exact characters.
+        return code(x)
     s = visible(x).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL.sub(r"\\\1", s).replace("\n", " ")
 
@@ -96,6 +107,26 @@ def safe_csv(frame: Any) -> Any:
     return frame.with_columns(
         pl.when(pl.col(c).str.contains(f"^(?:{starts})")).then(pl.lit("'") + pl.col(c)).otherwise(pl.col(c)).alias(c)
         for c in text_cols)
+
+
+def safe_table(frame: Any) -> Any:
+    r"""A frame fit for an on-page table, whose own download button writes CSV: control and
+    bidirectional-override characters shown as escapes (:func:`visible`), then :func:`safe_csv`.
+
+    >>> import polars as pl
+    >>> safe_table(pl.DataFrame({"pod": ["a\u202eb", "=1+1"], "n": [1, 2]})).rows()
+    [('a\\u202eb', 1), ("'=1+1", 2)]
+    """
+    import polars as pl
+
+    text_cols = [c for c, t in frame.schema.items() if t == pl.Utf8]
+    if text_cols:
+        controls = r"\p{C}"  # the characters visible() escapes (it keeps newline and tab)
+        flagged = frame.select(pl.any_horizontal(pl.col(c).str.contains(controls).fill_null(False)
+                                                 for c in text_cols)).to_series()
+        if flagged.any():
+            frame = frame.with_columns(pl.col(c).map_elements(visible, return_dtype=pl.Utf8) for c in text_cols)
+    return safe_csv(frame)
 
 
 def escape_figure(fig: Any) -> Any:

@@ -33,7 +33,7 @@ import plotly.graph_objects as go
 import polars as pl
 import streamlit as st
 
-from analytics.text import code, escape_figure, md, safe_csv
+from analytics.text import code, escape_figure, md, safe_csv, safe_table
 from analytics.charts import PLOTLY_CONFIG, figure_image
 from analytics.data_dir import data_dir
 from analytics.errors import ConfigError, StoreBusyError
@@ -566,7 +566,7 @@ WIDGET_KEYS = ("v_source", "v_db", "v_step", "v_tz", "v_range", "v_slo", "v_slo_
 
 def page_setup() -> ViewSettings:
     """What a page calls first: page config and the sidebar; returns this run's settings."""
-    st.set_page_config(page_title="Tidelens", page_icon=":material/waves:", layout="wide")
+    st.set_page_config(page_title="Tidelens", page_icon=str(ROOT / "static" / "favicon.png"), layout="wide")
     return view()
 
 
@@ -764,6 +764,17 @@ def source() -> DataSource:
     return found if found is not None else resolve_source(view())
 
 
+# -- tables ---------------------------------------------------------------------------------
+def show_table(frame: Any, *, where: Any = None, **kwargs: Any) -> Any:
+    """``st.dataframe`` of a frame made safe to draw and to download (its own CSV button):
+    controls shown escaped, formula-like cells neutralised (analytics.text.safe_table)."""
+    if not isinstance(frame, pl.DataFrame):
+        frame = pl.DataFrame(frame)
+    kwargs.setdefault("hide_index", True)
+    kwargs.setdefault("width", "stretch")
+    return (where or st).dataframe(safe_table(frame), **kwargs)
+
+
 # -- charts ---------------------------------------------------------------------------------
 def show_chart(fig: go.Figure, data: pl.DataFrame, name: str) -> None:
     """A chart with the toolbar's PNG export, and an Export menu: its data as CSV, the figure as SVG.
@@ -804,4 +815,4 @@ __all__ = ["DataSource", "cached_inventory", "cached_series", "cached_signal_rep
            "cached_timelines", "cached_totals", "cached_workloads", "config_file",
            "config_version", "load_upload", "load_workload_map", "UploadOutcome",
            "not_available", "open_store", "optional", "page_setup", "persisted", "render_sidebar", "require_source",
-           "resolve_source", "show_chart", "source", "upload_target", "view"]
+           "resolve_source", "show_chart", "show_table", "source", "upload_target", "view"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analytics.text import md, safe_csv
+from analytics.text import md
 from analytics.charts.whatif import bills_figure
 from analytics.errors import TidelensError
 from analytics.whatif import POLICIES, PRESETS, capacity_plan, compare, reservation
@@ -17,7 +17,7 @@ from analytics.whatif import form
 from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.ledger import bills, ledger, summarise_ledger
 from pages._analyses import store_calibration_or_stop
-from pages._common import page_setup, show_chart, source
+from pages._common import page_setup, show_chart, show_table, source
 
 STORE = "store"
 PRESET_DAYS = 7
@@ -85,7 +85,7 @@ k[1].metric("Charged to other teams", f"${summary.charged_to_others:,.0f}", bord
             help="Minutes caused by another team's workload holding or sharing the GPUs")
 k[2].metric("Billed the most", (f"{md(summary.top_payer)}: ${summary.top_payer_cost:,.0f}"
                                 if summary.top_payer else "nobody else"), border=True)
-st.dataframe(safe_csv(summary.table), hide_index=True, width="stretch")  # its download is a CSV
+show_table(summary.table)  # its download is a CSV
 
 st.subheader("What each team would pay, by policy")
 bill = bills(scn, results)
@@ -97,6 +97,6 @@ reserved, why = reservation(scn)
 st.caption(f"Pool A is the inference reservation the What-if's partitioned and MIG policies use: "
            f"{reserved} GPUs ({'set on the What-if page' if why == 'set' else md(why)}). Change it, or its "
            "headroom, on the What-if page; this page reads the same link.")
-st.dataframe(plan, hide_index=True, width="stretch")
+show_table(plan)
 st.caption(f"Plan: {int(plan['gpus'].sum())} GPUs against {scn.pool.gpus} today, "
            f"${plan['cost_per_day'].sum():,.0f} a day.")

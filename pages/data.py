@@ -14,13 +14,14 @@ import streamlit as st
 
 from analytics.charts.data import coverage_figure, inventory_figure
 from analytics.errors import ConfigError, TidelensError
-from analytics.text import code, md
+from analytics.text import code, md, safe_table
 from analytics.overview import label_inventory
 from analytics.view import (STEP_CHOICES_S, apply_workload_edits, format_step, iso_utc,
                             parse_iso_ms)
 from pages._common import (cached_inventory, cached_links, cached_series, cached_workloads, config_file,
                            config_version, load_upload, load_workload_map, not_available,
-                           open_store, optional, page_setup, show_chart, source, upload_target)
+                           open_store, optional, page_setup, show_chart, show_table, source,
+                           upload_target)
 
 v = page_setup()
 st.title("Data")
@@ -147,7 +148,7 @@ def _show_pull_outcome() -> None:
         st.caption(f"{len(out['up_to_date'])} queries were pulled for this range before: nothing "
                    "new to fetch for them (tick *Fetch again* to ask anyway).")
     if out["sources"]:
-        st.dataframe(pl.DataFrame(out["sources"]), hide_index=True, width="stretch",
+        show_table(pl.DataFrame(out["sources"]),
                      key="pull_table")
     elif not out["up_to_date"]:
         st.info("The server returned no series for these queries in this range: check the range "
@@ -362,7 +363,7 @@ def _collect_panel() -> None:
     elif out:
         n = sum(s["samples"] for s in out["sources"])
         st.success(f"Collected {n:,} samples.", icon=":material/check_circle:")
-        st.dataframe(pl.DataFrame(out["sources"]), hide_index=True, width="stretch",
+        show_table(pl.DataFrame(out["sources"]),
                      key="nvml_table")
 
 
@@ -460,7 +461,7 @@ if files_tab.open:
         results = ss.get("upload_results", [])
         if results:
             table = pl.DataFrame(results)
-            st.dataframe(table, hide_index=True, width="stretch", key="upload_table",
+            show_table(table, key="upload_table",
                          column_config={"status": st.column_config.TextColumn("status", width="small")})
             for r in results:
                 if r["status"] == "failed":
@@ -484,7 +485,7 @@ if src.problem or not src.path:
 
 sources, metrics = cached_inventory(src.path, src.version)
 st.subheader("Sources")
-st.dataframe(sources.drop("content_hash"), hide_index=True, width="stretch", key="sources_table")
+show_table(sources.drop("content_hash"), key="sources_table")
 if sources.filter(pl.col("status") == "loaded").height:
     show_chart(coverage_figure(sources, tz=v.tz), sources.drop("content_hash"), "source-coverage")
 
@@ -498,10 +499,10 @@ else:
     with right:
         metric = st.selectbox("Metric", metrics["metric"].to_list(), key="inv_metric")
         series = cached_series(src.path, src.version, metric)
-        st.dataframe(label_inventory(series), hide_index=True, width="stretch", key="labels_table")
+        show_table(label_inventory(series), key="labels_table")
     every = st.expander(f"Series of {metric}", key="inv_series", on_change="rerun")
     if every.open:
-        every.dataframe(series, hide_index=True, width="stretch")
+        show_table(series, where=every)
 
 # -- autoscalers and unlabelled GPUs -----------------------------------------------------------
 links, gpu_rules = cached_links(src.path, src.version, config_version())
@@ -513,7 +514,7 @@ if links.height == 0:
 else:
     st.caption("Which service each HPA and Deployment was linked to, and the rule that made the link. "
                f"Name a link yourself with an `[[autoscaler]]` rule in `{config_file().name}`.")
-    st.dataframe(links, hide_index=True, width="stretch", key="autoscaler_links")
+    show_table(links, key="autoscaler_links")
     for row in links.filter(pl.col("status") != "linked").iter_rows(named=True):
         st.warning(md(f"{row['kind']} {row['namespace'] or '?'}/{row['name']}: {row['status']}. "
                              f"{row['note']}"),
@@ -521,7 +522,7 @@ else:
 st.subheader("GPUs without a pod label")
 st.caption("How each exporter's GPUs without a pod label are counted: idle, unmanaged (busy outside "
            "Kubernetes) or unknown.")
-st.dataframe(gpu_rules, hide_index=True, width="stretch", key="gpu_class_rules")
+show_table(gpu_rules, key="gpu_class_rules")
 
 # -- workload map ---------------------------------------------------------------------------
 st.subheader("Workload map")
@@ -541,13 +542,15 @@ st.caption(f"Change a workload's class or team; the change is saved to `{config_
 classes = list((optional("analytics.workloads", "CLASSES") or (("inference", "batch", "other"),))[0])
 shown = workloads[["namespace", "workload", "pods", "cls", "team", "pool", "rule"]]
 edited = st.data_editor(
-    shown, key="workload_editor", hide_index=True, width="stretch",
+    safe_table(shown), key="workload_editor",  # drawn escaped; the edits apply to the raw rows
     disabled=["namespace", "workload", "pods", "pool", "rule"],
     column_config={"cls": st.column_config.SelectboxColumn("class", options=classes, required=True),
                    "team": st.column_config.TextColumn("team")})
 edited = pl.DataFrame(edited) if not isinstance(edited, pl.DataFrame) else edited
-changes = [row for row, before in zip(edited.iter_rows(named=True), shown.iter_rows(named=True))
-           if row["workload"] and (row["cls"], row["team"]) != (before["cls"], before["team"])]
+changes = [{**raw, "cls": row["cls"], "team": row["team"]}
+           for row, drawn, raw in zip(edited.iter_rows(named=True), safe_table(shown).iter_rows(named=True),
+                                      shown.iter_rows(named=True))
+           if raw["workload"] and (row["cls"], row["team"]) != (drawn["cls"], drawn["team"])]
 if changes:
     save_map, map_to_dict = optional("analytics.workloads", "save_map", "map_to_dict")  # type: ignore[misc]
     old = load_workload_map()

@@ -5,14 +5,14 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from analytics.text import md, safe_csv
+from analytics.text import md
 from analytics.charts.events import attribution_figure, event_figure, event_figure_data
 from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.report import dashboard_vs_found, method_text, report_html
 from analytics.view import format_step
 from pages._analyses import EVENTS_MERGE_GAP_MIN, EVENTS_MIN_DURATION_MIN, cached_events
-from pages._common import config_version, not_available, require_source, show_chart, view
+from pages._common import config_version, not_available, require_source, show_chart, show_table, view
 
 _HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in EventsConfig.__dataclass_fields__}
 _BADGE = {"batch_contention": "red", "traffic_surge": "blue", "scaling_lag": "orange", "mixed": "violet",
@@ -66,7 +66,7 @@ k[1].metric("Batch contention", sum(e.cause == "batch_contention" for e in event
 k[2].metric("Traffic surges", sum(e.cause == "traffic_surge" for e in events), border=True)
 k[3].metric("Misattributed", sum(e.misattributed for e in events), border=True,
             help="Batch contention that a dashboard (or the incident record) blames on users")
-st.dataframe(safe_csv(table), hide_index=True, width="stretch")  # its download is a CSV
+show_table(table)  # its download is a CSV
 
 labels = {e.id: f"{e.as_dict()['start']} · {e.service} · {e.cause}" + (" · misattributed" if e.misattributed else "")
           for e in events}
@@ -107,9 +107,9 @@ if evidence_tab.open:
     with evidence_tab:
         e = ev.evidence
         st.markdown("**Who held the pool's GPUs at the start, and since when**")
-        st.dataframe(safe_csv(pl.DataFrame(e.get("holders_at_start") or [], schema={
+        show_table(pl.DataFrame(e.get("holders_at_start") or [], schema={
             "cls": pl.Utf8, "team": pl.Utf8, "workload": pl.Utf8, "gpus": pl.Float64,
-            "held_since": pl.Utf8, "hours_held": pl.Float64})), hide_index=True, width="stretch")
+            "held_since": pl.Utf8, "hours_held": pl.Float64}))
         facts = {k_: e.get(k_) for k_ in (
             "free_gpus_when_asked", "asked_at", "desired_replicas_source", "desired_replicas_at_start",
             "ready_replicas_at_start",
@@ -119,12 +119,12 @@ if evidence_tab.open:
         facts.update({f"counterfactual: {k_}": v_
                       for k_, v_ in (e.get("counterfactual_p99_ms_at_peak") or {}).items()})
         st.markdown("**Evidence**")
-        st.dataframe(pl.DataFrame({"fact": list(facts), "value": [str(x) for x in facts.values()]}),
+        show_table(pl.DataFrame({"fact": list(facts), "value": [str(x) for x in facts.values()]}),
                      hide_index=True, width="stretch")
         reg = e.get("regression") or {}
         if reg.get("coef"):
             st.markdown(f"**Regression** — {reg['model']}, {reg['n']} steps, {reg['errors']}")
-            st.dataframe(pl.DataFrame([{"term": t, **c} for t, c in reg["coef"].items()]),
+            show_table(pl.DataFrame([{"term": t, **c} for t, c in reg["coef"].items()]),
                          hide_index=True)
 if method_tab.open:
     with method_tab:

@@ -11,7 +11,7 @@ from analytics.overview import (class_long, describe_class_rules, describe_signa
                                 slo_violations, summarise, thin_for_display)
 from analytics.view import format_step
 from pages._common import (cached_links, cached_signal_report, cached_timelines, config_version, not_available,
-                           require_source, page_setup, show_chart)
+                           require_source, page_setup, show_chart, show_table)
 
 v = page_setup()
 st.title("Overview")
@@ -69,4 +69,4 @@ report = cached_signal_report(src.path, src.version)
 signals = st.expander(f"Signals in this store: {describe_signals(report)}",
                       icon=":material/sensors:", key="ov_signals", on_change="rerun")
 if signals.open:
-    signals.dataframe(report, hide_index=True, width="stretch")
+    show_table(report, where=signals)

@@ -22,7 +22,7 @@ from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.calibrate import Calibration
 from analytics.whatif.ledger import policy_table, typical_day
 from pages._analyses import store_calibration_or_stop
-from pages._common import page_setup, show_chart, source
+from pages._common import page_setup, show_chart, show_table, source
 
 STORE = "store"
 FILE = "file"
@@ -196,7 +196,7 @@ if cal is not None:
         with detail:
             show_chart(backtest_figure(bt["frame"], base.service.slo_ms, v.tz), bt["frame"],
                        "whatif-backtest")
-            st.dataframe([{"parameter": p, "source": s} for p, s in sorted(scn.provenance.items())],
+            show_table([{"parameter": p, "source": s} for p, s in sorted(scn.provenance.items())],
                          hide_index=True, width="stretch")
 
 results = compare(scn, tuple(policies))
@@ -213,7 +213,7 @@ if shared is not None:
     k[2].metric("Shared pool: externality",
                 f"${shared.summary['externality_cost']:,.0f}", border=True,
                 help="Violation minutes priced and charged to the team that caused them")
-st.dataframe(table, hide_index=True, width="stretch", column_config={
+show_table(table, column_config={
     "slo_compliance": st.column_config.NumberColumn(format="percent"),
     "pool_utilization": st.column_config.NumberColumn(format="percent"),
     "pool_utilization_active": st.column_config.NumberColumn(format="percent")})

@@ -8,6 +8,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+import re
+
+# A CommonMark code span: a run of backticks, text, the same run (not part of a longer run).
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 APP = Path(__file__).resolve().parent.parent / "app.py"
 
 
@@ -45,8 +49,23 @@ def shown(markdown: str) -> str:
     ``analytics.text.md`` writes undone (AppTest gives the source)."""
     import re
 
-    text = re.sub(r"\\(.)", r"\1", markdown)
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    def plain(text: str) -> str:
+        text = re.sub(r"\\(.)", r"\1", text)
+        return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+    out, pos = [], 0
+    for m in CODE_SPAN.finditer(markdown):  # a code span shows its characters as they are
+        inner = m.group(2)
+        if len(inner) > 1 and inner.startswith(" ") and inner.endswith(" "):
+            inner = inner[1:-1]
+        out += [plain(markdown[pos:m.start()]), inner]
+        pos = m.end()
+    return "".join(out) + plain(markdown[pos:])
+
+
+def outside_code(markdown: str) -> str:
+    """``markdown`` with its code spans removed (their text is never a link or an image)."""
+    return CODE_SPAN.sub(" ", markdown)
 
 
 def sidebar_summary(at: AppTest) -> str:

@@ -91,6 +91,15 @@ def start_app(env_extra: dict[str, str], port: int) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True)
 
 
+def stop_app(proc: subprocess.Popen) -> None:
+    """Stop a server started by :func:`start_app` (SIGTERM, then SIGKILL after 15 s)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def registered_pages() -> list[tuple[str, str]]:
     """``(url path, screenshot name)`` of every page app.py registers whose file exists."""
     import ast
@@ -123,11 +132,7 @@ def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
         wait_healthy(url, proc)
         yield url, urllib.parse.urlencode({"source": "duckdb", "db": str(db), "slo": "100"})
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_app(proc)
 
 
 def open_page(page, url: str, timeout_ms: int = 60_000) -> None:

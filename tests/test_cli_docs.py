@@ -29,3 +29,16 @@ def test_module_entry_point_lists_every_command():
     out = subprocess.run([sys.executable, "-m", "analytics", "--help"], capture_output=True, text=True, check=True)
     for command in _commands():
         assert command in out.stdout
+
+
+def test_every_setting_the_code_reads_is_in_the_readme():
+    """A shared server's operator finds every TIDELENS_* variable the code reads in the README."""
+    import re
+
+    root = Path(__file__).parent.parent
+    names = set()
+    for path in [*root.glob("analytics/**/*.py"), *root.glob("pages/*.py"), root / "app.py"]:
+        names |= set(re.findall(r"\bTIDELENS_[A-Z0-9_]+\b", path.read_text()))
+    assert len(names) >= 10, names  # the scan found the settings
+    missing = sorted(n for n in names if n not in README)
+    assert not missing, f"README.md does not mention {missing}"

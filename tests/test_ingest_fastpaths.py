@@ -65,9 +65,9 @@ def test_brace_split_reader_equals_prometheus_client_in_file_order(chunk):
 
 
 @pytest.mark.parametrize("extra,expect", [
-    ('m0{gpu="0"} 1 2}', "invalid timestamp '2}'"),          # a trailing '}' the reader would drop as an empty field
+    ('m0{gpu="0"} 1 2}', "timestamp '2}' is not an integer"),          # a trailing '}' the reader would drop as an empty field
     ('m0{gpu="0"}', "no value"),                      # ends on its only '}'
-    ('m0{gpu="}"} 1 5}', "invalid timestamp '5}'"),          # two '}' and a trailing one
+    ('m0{gpu="}"} 1 5}', "timestamp '5}' is not an integer"),          # two '}' and a trailing one
     ('} 1 2', "invalid metric name"),                 # nothing before the '}'
     ('m0 {gpu="0"} 1 2', "native histogram"),         # space before '{': not a labelled series text
 ])

@@ -138,3 +138,26 @@ def test_a_real_sized_archive_stays_within_the_default_bounds(tmp_path):
     with Store(tmp_path / "ok.duckdb") as st:
         (result,) = ingest_path(st, path)
     assert result.status == "loaded" and result.samples == 16000
+
+
+def test_a_bomb_is_stopped_by_its_running_ratio_long_before_the_whole_cap(tmp_path, monkeypatch):
+    """A gzip whose output runs ahead of 200x its input is refused once past the slack, not
+    after 200 x its whole size (which, for a 24 MB bomb, was 5 GB read and 5.7 GB of memory)."""
+    from analytics.ingest import sources
+
+    monkeypatch.setattr(sources, "RATIO_SLACK_BYTES", 1 << 20)
+    line = f'x{{a="1"}} 1 {T}\n'.encode()
+    # A bomb's first half, then enough poorly compressible text that the whole file's cap
+    # (200 x its size) is far away: only the running ratio can stop it early.
+    import os as _os
+
+    bomb = gzip.compress(b"# TYPE x gauge\n" + line * (2 << 20), 9) + gzip.compress(_os.urandom(4 << 20).hex().encode(), 1)
+    path = tmp_path / "bomb.prom.gz"
+    path.write_bytes(bomb)
+    with Store(tmp_path / "s.duckdb") as st:
+        (result,) = ingest_path(st, path)
+        assert result.status == "failed" and "more than 200x" in result.error, result.error
+        assert "bytes of gzip gave" in result.error
+        with pytest.raises(IngestError, match="more than 200x"):
+            ingest_bytes(st, "bomb.prom.gz", bomb)
+        assert st.totals()["samples"] == 0

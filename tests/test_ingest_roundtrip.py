@@ -24,7 +24,9 @@ from analytics.sql.store import SAMPLES_OF_METRIC
 FORMATS = ("prom-text", "openmetrics", "prom-json", "csv-long", "csv-grafana", "parquet-long")
 
 label_names = st.from_regex(r"l_[a-z0-9]{1,5}", fullmatch=True)
-label_values = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=10)
+# NUL is refused on every path (tests/test_ingest_strict.py), so it is not a round-trippable label.
+label_values = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                       min_size=1, max_size=10)
 values = st.floats(allow_nan=True, allow_infinity=True).filter(
     lambda v: not (2147483632.0 <= v <= 2147483635.0 or 140737488355328.0 <= v <= 140737488355331.0
                    or v == 9223372036854775808.0))

@@ -57,7 +57,7 @@ def _exposition_parse(name: str, fmt: str, chunks: Callable[[], Iterable[bytes]]
 
     def parse(sink: Sink) -> str | None:
         parser = parse_exposition(chunks(), sink, name, openmetrics=fmt == "openmetrics", default_ts_ms=default_ts)
-        notes = [n for n in (why, note if parser.untimestamped else None) if n]
+        notes = [n for n in (why, note if parser.untimestamped else None, *parser.notes()) if n]
         return "; ".join(notes) or None
     return parse
 

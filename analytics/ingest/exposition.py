@@ -30,13 +30,28 @@ from analytics.store import Sink
 
 _NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_ESCAPE_RE = re.compile(r'\\[\\n"]')
-_ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
+_ESCAPE_RE = re.compile(r'\\(.?)', re.S)
+_ESCAPES = {"\\": "\\", "n": "\n", '"': '"'}
+INT64_MAX = 2**63 - 1
 _SEP = "\x1f"  # a byte exposition text never contains in practice; chunks holding it take the slow path
 
 
+def _unescape_one(m: re.Match[str]) -> str:
+    try:
+        return _ESCAPES[m.group(1)]
+    except KeyError:
+        # Prometheus' own parser refuses these too ("invalid escape sequence"): guessing whether
+        # '\q' meant 'q' or '\\q' would silently change a label, and so a series' identity.
+        raise ValueError(f"invalid escape sequence '\\{m.group(1)}' in a label value (only \\\\, "
+                         "\\n and \\\" are allowed)") from None
+
+
 def _unescape(text: str) -> str:
-    return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], text) if "\\" in text else text
+    out = _ESCAPE_RE.sub(_unescape_one, text) if "\\" in text else text
+    if "\x00" in out:
+        raise ValueError("a label value holds a NUL byte, which no exporter writes: the file is "
+                         "damaged or hostile")
+    return out
 
 
 def _read_quoted(text: str, i: int) -> tuple[str, int]:
@@ -151,6 +166,7 @@ def _parse_number(tok: str, what: str) -> float:
         raise ValueError(f"invalid {what} {tok!r} (expected a number, NaN, +Inf or -Inf)") from None
 
 
+_FRACTION_RE = re.compile(r"^[+-]?\d*\.\d+$")
 _SERIES_RE = re.compile(r'^[^{"\s]*\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\}')
 
 
@@ -194,11 +210,33 @@ def parse_sample_line(line: str, *, openmetrics: bool = False,
     value = _parse_number(toks[0], "sample value")
     ts_ms: int | None = None
     if len(toks) == 2:
-        ts = _parse_number(toks[1], "timestamp")
-        if math.isnan(ts) or math.isinf(ts):
-            raise ValueError(f"invalid timestamp {toks[1]!r}")
-        ts_ms = round(ts * 1000.0) if openmetrics else round(ts)
+        ts_ms = parse_timestamp_ms(toks[1], openmetrics=openmetrics)
     return series, name, labels, value, ts_ms
+
+
+def parse_timestamp_ms(tok: str, *, openmetrics: bool) -> int:
+    """A sample's timestamp as epoch ms: text 0.0.4 writes integer milliseconds, OpenMetrics
+    seconds (a fraction allowed). Raises ``ValueError`` on anything else, or beyond int64.
+
+    >>> parse_timestamp_ms("1780000000000", openmetrics=False), parse_timestamp_ms("1780000000.5", openmetrics=True)
+    (1780000000000, 1780000000500)
+    """
+    if not openmetrics:
+        if not tok.lstrip("+-").isdigit() or not tok.isascii():
+            kind = "a fraction" if _FRACTION_RE.match(tok) else "not an integer"
+            raise ValueError(f"timestamp {tok!r} is {kind}: text format 0.0.4 writes whole "
+                             "milliseconds (an OpenMetrics file, in seconds, starts with # TYPE "
+                             "lines and ends with # EOF)")
+        ts_ms = int(tok)
+    else:
+        ts = _parse_number(tok, "timestamp")
+        if math.isnan(ts) or math.isinf(ts):
+            raise ValueError(f"invalid timestamp {tok!r}")
+        ts_ms = round(ts * 1000.0)
+    if abs(ts_ms) > INT64_MAX:
+        raise ValueError(f"timestamp {tok[:40]!r} is beyond any representable time "
+                         f"({'seconds' if openmetrics else 'milliseconds'} since 1970)")
+    return ts_ms
 
 
 class ExpositionParser:
@@ -227,6 +265,12 @@ class ExpositionParser:
         self.samples = 0
         self.untimestamped = 0
         self.saw_eof = False
+        self.eof_line = 0
+        # What the load report must mention, kind -> [count, first line]: lines after the first
+        # # EOF (loaded as concatenated scrapes), counter values dropped (negative, NaN/Inf).
+        self.dropped: dict[str, list[int]] = {}
+        self._counter_families: set[str] = set()
+        self._counter_skeys: set[int] = set()
         self._skey_of_text: dict[str, int] = {}
         self._skey_of_identity: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
         self._untimestamped_skeys: set[int] = set()
@@ -242,8 +286,35 @@ class ExpositionParser:
             skey = len(self._skey_of_identity)
             self._skey_of_identity[ident] = skey
             new.append((skey, name, orjson.dumps(labels).decode()))
+            if self._is_counter(name):
+                self._counter_skeys.add(skey)
         self._skey_of_text[text] = skey
         return skey
+
+    def _is_counter(self, name: str) -> bool:
+        """Declared a counter by ``# TYPE`` (OpenMetrics names the family, samples add _total)."""
+        fams = self._counter_families
+        return bool(fams) and (name in fams or (name.endswith("_total") and name[:-6] in fams))
+
+    def _note_type(self, line: str) -> None:
+        parts = line.split()
+        if len(parts) >= 4 and parts[1] == "TYPE" and parts[3] == "counter":
+            self._counter_families.add(parts[2])
+
+    def _drop(self, kind: str, count: int, line: int) -> None:
+        """Count ``count`` lines or values of ``kind``, the first at ``line``, for the report."""
+        if count:
+            seen = self.dropped.setdefault(kind, [0, line])
+            seen[0] += count
+            seen[1] = min(seen[1], line)
+
+    def notes(self) -> list[str]:
+        """What the load report says was read and not loaded, with the first line of each."""
+        words = {"after_eof": f"line(s) after the # EOF at line {self.eof_line} (OpenMetrics ends "
+                              "there) read as scrapes concatenated one after another",
+                 "negative_counter": "negative counter value(s) dropped (a counter never goes below 0)",
+                 "nonfinite_counter": "NaN/Inf counter value(s) dropped"}
+        return [f"{n} {words[k]}, first at line {line}" for k, (n, line) in self.dropped.items()]
 
     def _announce(self, new: list[tuple[int, str, str]]) -> None:
         if new:
@@ -254,8 +325,8 @@ class ExpositionParser:
     # -- chunks ---------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> None:
         """Parse one chunk of whole lines (the last chunk may lack its final newline)."""
-        frame = self._fast_frame(chunk)
         first = self.line_no + 1
+        frame = self._fast_frame(chunk)
         if frame is None:
             self._feed_slow(chunk, first)
             n_lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
@@ -292,6 +363,17 @@ class ExpositionParser:
 
     def _feed_fast(self, frame: pl.DataFrame, first: int) -> None:
         a, r = pl.col("a").fill_null(""), pl.col("r")
+        if self.openmetrics:
+            eof = frame.select(((pl.col("a") == "# EOF") & r.is_null()).arg_true()).to_series()
+            e = -1 if self.saw_eof else (int(eof[0]) if eof.len() else None)
+            if e is not None:
+                if not self.saw_eof:
+                    self.saw_eof, self.eof_line = True, first + e
+                after = frame.slice(e + 1).with_row_index("i").filter(
+                    (a.str.strip_chars() != "") | r.is_not_null())
+                self._drop("after_eof", after.height, first + e + 1 + int(after["i"][0]) if after.height else 0)
+        for line in frame.filter(pl.col("a").str.starts_with("# TYPE ") & r.is_null())["a"]:
+            self._note_type(line)
         # Byte-level splits (no character offsets): the series text ends at the first '}' on
         # labelled lines and at the first space otherwise; what follows is " <value>[ <ts>]".
         lf = (frame.lazy().with_row_index("row")
@@ -314,8 +396,6 @@ class ExpositionParser:
               & pl.col("value").is_not_null() & (~pl.col("has_ts") | pl.col("ts_ms").is_not_null())).fill_null(False)
         parsed = (lf.with_columns(ok=ok).select("row", "series", "value", "ts_ms", "has_ts", "ok")
                   .join(self._map.lazy(), on="series", how="left", maintain_order="left").collect())
-        if self.openmetrics and not self.saw_eof:
-            self.saw_eof = bool(frame.select(((pl.col("a") == "# EOF") & r.is_null()).any()).item())
 
         new: list[tuple[int, str, str]] = []
         fresh = parsed.filter(pl.col("ok") & pl.col("skey").is_null()) if parsed["skey"].null_count() else None
@@ -372,9 +452,13 @@ class ExpositionParser:
         stripped = line.strip()
         if not stripped:
             return None
+        if self.openmetrics and self.saw_eof:
+            self._drop("after_eof", 1, line_no)
         if stripped.startswith("#"):
-            if stripped == "# EOF":
-                self.saw_eof = True
+            if stripped == "# EOF" and not self.saw_eof:
+                self.saw_eof, self.eof_line = True, line_no
+            elif stripped.startswith("# TYPE "):
+                self._note_type(stripped)
             return None
         try:
             return parse_sample_line(stripped, openmetrics=self.openmetrics, cache=self._parsed)
@@ -404,6 +488,16 @@ class ExpositionParser:
         self._emit(out, first)
 
     def _emit(self, out: pl.DataFrame, first: int) -> None:
+        if out.height and self._counter_skeys:
+            v = pl.col("value")
+            counter = pl.col("skey").is_in(list(self._counter_skeys))
+            marks = out.select(neg=counter & (v < 0), odd=counter & (v.is_nan() | v.is_infinite()))
+            if marks["neg"].any() or marks["odd"].any():
+                for kind, mask in (("negative_counter", marks["neg"]), ("nonfinite_counter", marks["odd"])):
+                    hits = out.filter(mask)
+                    if hits.height:
+                        self._drop(kind, hits.height, first + int(hits["row"].min()))
+                out = out.filter(~(marks["neg"] | marks["odd"]))
         if out.height == 0:
             return
         untimestamped = out.filter(~pl.col("has_ts")) if not out["has_ts"].all() else out.clear()

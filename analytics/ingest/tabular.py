@@ -137,6 +137,17 @@ def parse_long(frame: pl.DataFrame, sink: Sink, source: str, *, header_lines: in
     if missing:
         raise IngestError(source, f"long layout needs columns {', '.join(missing)}; found {', '.join(cols)}",
                           line=1 if header_lines else None)
+    for what, col in (("timestamp", tcol), ("value", vcol)):
+        # The long layout has one sample per row: a row without its time or value is a broken
+        # export, not a blank to skip (Grafana's wide layout, with legitimate blanks, is elsewhere).
+        text = frame[col].cast(pl.Utf8).str.strip_chars()  # type: ignore[index]
+        empty = (text.is_null() | (text == "")).arg_true()
+        if empty.len():
+            row = int(empty[0])
+            raise IngestError(source, f"no {what} on this row ({empty.len()} row(s) like it): the long "
+                              "layout needs timestamp, metric and value on every row",
+                              line=row + 1 + header_lines if header_lines else None,
+                              where=None if header_lines else f"row {row}")
     ts, naive = to_ms(frame[tcol], source, header_lines=header_lines)  # type: ignore[index]
     check_plausible_times(ts, source, (lambda i: {"line": i + 1 + header_lines}) if header_lines
                           else (lambda i: {"where": f"row {i}"}))
@@ -153,14 +164,60 @@ def parse_long(frame: pl.DataFrame, sink: Sink, source: str, *, header_lines: in
     return "times without a zone taken as UTC" if naive else None
 
 
+def ragged_line(data: bytes, width: int) -> tuple[int, int] | None:
+    r"""``(line, fields)`` of the first non-blank line whose field count is not ``width``, or None.
+
+    Without quotes in the file the count is one more than the commas on the line (vectorised);
+    with quotes, Python's csv module reads it (a quoted comma or newline is not a separator).
+
+    >>> ragged_line(b"a,b,c\n1,2,3\n4,5\n", 3), ragged_line(b'a,b\n"x,y",2\n', 2)
+    ((3, 2), None)
+    """
+    if b'"' not in data and b"\x1f" not in data:
+        lines = pl.read_csv(data, has_header=False, separator="\x1f", quote_char=None,
+                            schema={"l": pl.Utf8}).with_row_index("i")
+        l = pl.col("l").str.strip_chars_end("\r")
+        bad = lines.filter(l.is_not_null() & (l != "") & (l.str.count_matches(",", literal=True) + 1 != width))
+        if bad.height:
+            return int(bad["i"][0]) + 1, int(bad["l"][0].rstrip("\r").count(",")) + 1
+        return None
+    reader = csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"), newline=""))
+    for row in reader:
+        if row and len(row) != width:
+            return reader.line_num, len(row)
+    return None
+
+
+def _ragged_error(source: str, data: bytes, width: int) -> IngestError | None:
+    found = ragged_line(data, width)
+    if found is None:
+        return None
+    line, n = found
+    what = "a value or label missing" if n < width else "a stray separator or an unquoted comma"
+    return IngestError(source, f"this row has {n} field(s) where the header has {width} ({what}): "
+                       "fix the export so every row has one field per header column", line=line)
+
+
 def read_csv_text(data: bytes, source: str) -> pl.DataFrame:
-    """Every column as text; header cells unquoted the CSV way (polars keeps ``""`` in headers)."""
+    """Every column as text; header cells unquoted the CSV way (polars keeps ``""`` in headers).
+
+    A row with more or fewer fields than the header is refused with its line (polars would fill
+    a short row with nulls, and name no line for a long one).
+    """
     try:
         frame = pl.read_csv(io.BytesIO(data), infer_schema=False, truncate_ragged_lines=False)
-    except Exception as exc:  # polars names the line in its message
+    except Exception as exc:  # polars names the line in some messages; find it for the others
         m = re.search(r"line (\d+)", str(exc))
+        if m is None and "more fields" in str(exc):
+            width = len(next(csv.reader([data.split(b"\n", 1)[0].decode("utf-8-sig", errors="replace")]), []))
+            ragged = _ragged_error(source, data, width)
+            if ragged is not None:
+                raise ragged from None
         raise IngestError(source, f"unreadable CSV: {str(exc).splitlines()[0]}",
                           line=int(m.group(1)) if m else None) from None
+    ragged = _ragged_error(source, data, frame.width)
+    if ragged is not None:
+        raise ragged
     first = data.split(b"\n", 1)[0].decode("utf-8-sig", errors="replace").rstrip("\r")
     if '""' in first:
         header = next(csv.reader([first]))

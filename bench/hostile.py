@@ -1,0 +1,133 @@
+"""Hostile input: time and peak memory of refusing each case, as a shared server would meet it.
+
+Every case is one ``tidelens ingest`` process (its own peak RSS from ``wait4``), against the
+floor of a valid small file in the same run. The cases: every file of ``tests/fixtures/hostile/``
+plus the decompression bombs of issue 16 built here at full size (10 MB of gzip holding 10 GB of
+zeros after a valid header; 26 MB of valid lines expanding to 10 GB; a 10 MB CSV ``.gz`` holding
+4 GB) and a 1.5 GB valid archive that must still load. Targets: each refusal < 10 s at < 1 GB
+peak; the valid archive loads. Figures, not a timed test.
+
+Usage::
+
+    .venv/bin/python bench/hostile.py [--scale 1.0] [--skip-archive]
+
+``--scale 0.1`` builds the bombs and the archive at a tenth of the size (a quick look).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTILE = ROOT / "tests" / "fixtures" / "hostile"
+T = 1_780_000_000_000
+TARGET_S, TARGET_MIB = 10.0, 1024.0
+BLOCK = 16 << 20
+
+
+def _gzip_stream(path: Path, head: bytes, body: bytes, total: int, level: int = 6) -> None:
+    """``head`` then ``body`` repeated to ``total`` bytes, gzipped as a stream (never in memory)."""
+    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=level, mtime=0) as gz:
+        gz.write(head)
+        reps = max(1, BLOCK // len(body))
+        block = body * reps
+        written = len(head)
+        while written < total:
+            gz.write(block[: min(len(block), total - written)])
+            written += len(block)
+
+
+def build_bombs(folder: Path, scale: float) -> dict[str, Path]:
+    out = {}
+    z = folder / "zeros-10GB.prom.gz"
+    _gzip_stream(z, b'# TYPE up gauge\nup{job="a"} 1 ' + str(T).encode() + b"\n", b"\0" * 4096, int(10e9 * scale), 9)
+    out["gzip: 10 GB of zeros after a valid line"] = z
+    lines = folder / "lines-10GB.prom.gz"
+    _gzip_stream(lines, b"# TYPE up gauge\n", f'up{{job="a"}} 1 {T}\n'.encode(), int(10e9 * scale), 9)
+    out["gzip: valid lines expanding to 10 GB"] = lines
+    csv = folder / "csv-4GB.csv.gz"
+    _gzip_stream(csv, b"timestamp,metric,value\n", f"{T},m,1\n".encode(), int(4e9 * scale), 6)
+    out["gzip: CSV with 4 GB inside"] = csv
+    return out
+
+
+def build_archive(folder: Path, scale: float) -> Path:
+    """~1.5 GB of real-shaped scrapes (64 GPUs x 6 metrics, 1 min apart), gzipped."""
+    path = folder / "archive-1.5GB.prom.gz"
+    target = int(1.5e9 * scale)
+    metrics = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE",
+               "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_GPU_TEMP")
+    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, mtime=0) as gz:
+        written, minute = 0, 0
+        while written < target:
+            ts = T - 86_400_000 * 30 + minute * 60_000
+            chunk = "".join(f'{m}{{gpu="{g % 8}",UUID="GPU-{g:04d}",Hostname="node-{g // 8}",'
+                            f'pod="p-{g}",namespace="ml"}} {(g * 7 + minute) % 100} {ts}\n'
+                            for m in metrics for g in range(64)).encode()
+            gz.write(chunk)
+            written += len(chunk)
+            minute += 1
+    return path
+
+
+def run_case(path: Path, db: Path) -> tuple[float, float, int, str]:
+    """(seconds, peak MiB, exit code, last line of output) of one ingest process."""
+    env = {k: v for k, v in os.environ.items() if k != "TIDELENS_TIME_WINDOW"}
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "analytics.cli", "ingest", "--db", str(db), str(path)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    secs = time.perf_counter() - t
+    lines = out.strip().splitlines() or [""]
+    last = lines[-1] if proc.returncode else lines[0]  # a refusal's message, or the load's row and note
+    return secs, usage.ru_maxrss / 1024, proc.returncode, last
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scale", type=float, default=1.0, help="size of the built bombs and archive (1 = issue 16's)")
+    ap.add_argument("--skip-archive", action="store_true", help="do not build and load the 1.5 GB archive")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        floor_file = folder / "floor.prom"
+        floor_file.write_bytes(f'# TYPE up gauge\nup{{job="a"}} 1 {T}\n'.encode())
+        floor_s, floor_mib, _, _ = run_case(floor_file, folder / "floor.duckdb")
+        t = time.perf_counter()
+        bombs = build_bombs(folder, args.scale)
+        print(f"built the bombs in {time.perf_counter() - t:.0f} s "
+              f"({', '.join(f'{p.stat().st_size / 1e6:.0f} MB' for p in bombs.values())} compressed)")
+        cases = [(f"corpus: {p.name}", p) for p in sorted(HOSTILE.iterdir()) if p.name != "make_corpus.py"]
+        cases += list(bombs.items())
+        print(f"floor (a valid 1-line file): {floor_s:.2f} s, {floor_mib:.0f} MiB peak\n")
+        print(f"| case | exit | time s | x floor | peak MiB | within {TARGET_S:.0f} s / {TARGET_MIB:.0f} MiB | message |")
+        print("|---|---|---|---|---|---|---|")
+        worst = 0.0
+        for label, path in cases:
+            secs, mib, rc, last = run_case(path, folder / "c.duckdb")
+            ok = secs < TARGET_S and mib < TARGET_MIB
+            worst = max(worst, secs / TARGET_S, mib / TARGET_MIB)
+            print(f"| {label} | {rc} | {secs:.2f} | {secs / floor_s:.1f} | {mib:.0f} | "
+                  f"{'yes' if ok else 'NO'} | {last[-90:].replace('|', '/')} |")
+        print(f"\nworst case at {worst:.2f} of its target (time or memory)")
+        if not args.skip_archive:
+            t = time.perf_counter()
+            archive = build_archive(folder, args.scale)
+            print(f"\nbuilt a valid archive: {1.5 * args.scale:.2f} GB of text, "
+                  f"{archive.stat().st_size / 1e9:.2f} GB gzip, in {time.perf_counter() - t:.0f} s")
+            secs, mib, rc, last = run_case(archive, folder / "a.duckdb")
+            print(f"valid archive: exit {rc}, {secs:.1f} s, {mib:.0f} MiB peak: {last}")
+
+
+if __name__ == "__main__":
+    main()
