@@ -287,10 +287,13 @@ def load_upload(target: Path, name: str, data: bytes, at_ms: int | None) -> Uplo
     """Load one uploaded file into ``target`` through a short-lived read-write connection."""
     from analytics.errors import TidelensError
 
-    found = optional("analytics.ingest", "ingest_bytes")
+    found = optional("analytics.ingest", "ingest_bytes", "not_data_reason")
     if found is None:
         return UploadOutcome(name, "failed", message="loading files needs analytics.ingest, "
                              "which this build does not have")
+    why = found[1](Path(name))
+    if why is not None:
+        return UploadOutcome(name, "skipped", message=f"not a data file ({why})")
     try:
         with open_store(target, read_only=False) as store:
             r = found[0](store, name, data, at_ms=at_ms)

@@ -15,6 +15,7 @@ import streamlit as st
 from analytics.charts.data import coverage_figure, inventory_figure
 from analytics.errors import ConfigError, TidelensError
 from analytics.text import code, md, safe_table
+from analytics.ingest import group_messages
 from analytics.overview import label_inventory
 from analytics.view import (STEP_CHOICES_S, apply_workload_edits, format_step, iso_utc,
                             parse_iso_ms)
@@ -463,9 +464,17 @@ if files_tab.open:
             table = pl.DataFrame(results)
             show_table(table, key="upload_table",
                          column_config={"status": st.column_config.TextColumn("status", width="small")})
-            for r in results:
-                if r["status"] == "failed":
-                    st.error(md(r["message"]), icon=":material/error:")
+            # One box per reason, naming its files: a folder of 160 files in one unknown layout
+            # is one problem, not 160 red boxes.
+            failed = [(r["file"], r["message"]) for r in results if r["status"] == "failed"]
+            for reason, names in group_messages(failed):
+                if len(names) == 1:  # the whole message: file, line and what to do
+                    st.error(md(dict(failed)[names[0]]), icon=":material/error:")
+                    continue
+                names = sorted(names)
+                listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+                st.error(f"{md(f'{len(names)} files: {reason}')}  \n{md(listed)} (each file's line is in "
+                         "the table above)", icon=":material/error:")
 if pull_tab.open:
     with pull_tab:
         _pull_panel()

@@ -240,6 +240,28 @@ def test_upload_good_and_malformed_files(tmp_path: Path) -> None:
     assert dict(zip(results["file"], results["status"]))["again.prom"] == "skipped"
 
 
+def test_an_uploaded_folder_skips_docs_and_groups_failures_by_reason(tmp_path: Path) -> None:
+    """A README and a LICENSE are skipped (not failed); twelve files in one unknown layout are one
+    box naming them, not twelve; a file failing for its own reason keeps its own box and line."""
+    at = _app(source="uploads")
+    at.switch_page("pages/data.py").run()
+    traces = [(f"chunk-{i}-trace.csv", f"0,{i}.5,3.9,Gamma,0.06,68.1\n1,2,3,Gamma,4,5\n".encode(), "text/csv")
+              for i in range(12)]
+    at.file_uploader(key="upload_files").set_value([
+        ("README.md", b"# data\n", "text/markdown"), ("LICENSE", b"MIT\n", "text/plain"),
+        *traces, ("broken.prom", MALFORMED, "text/plain")]).run()
+    _no_exception(at)
+    results = _table_with(at, "file", "status", "message")
+    status = dict(zip(results["file"], results["status"]))
+    assert status["README.md"] == status["LICENSE"] == "skipped"
+    assert sum(v == "failed" for v in status.values()) == 13
+    errors = [shown(e.value) for e in at.error]
+    assert len(errors) == 2, errors
+    grouped = next(e for e in errors if e.startswith("12 files:"))
+    assert "no known layout" in grouped and "chunk-0-trace.csv" in grouped and "and 7 more" in grouped
+    assert any(e.startswith("broken.prom:2:") for e in errors), errors
+
+
 def test_workload_edit_is_saved_and_shown(db_file: Path, tmp_path: Path) -> None:
     at = _app(source="duckdb", db=str(db_file))
     at.switch_page("pages/data.py").run()

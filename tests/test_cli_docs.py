@@ -42,3 +42,17 @@ def test_every_setting_the_code_reads_is_in_the_readme():
     assert len(names) >= 10, names  # the scan found the settings
     missing = sorted(n for n in names if n not in README)
     assert not missing, f"README.md does not mention {missing}"
+
+
+def test_every_command_a_message_names_exists():
+    """Guidance must be true: each ``tidelens WORD`` in the code's strings or the README is a
+    command (a hint once named ``tidelens load``, which never existed)."""
+    import re
+
+    root = Path(__file__).parent.parent
+    commands = set(_commands())
+    texts = [README, *(p.read_text() for p in [*root.glob("analytics/**/*.py"), *root.glob("pages/*.py"),
+                                                root / "app.py"])]
+    named = {m for t in texts for m in re.findall(r"\btidelens ([a-z][a-z-]+)\b", t)}
+    assert {"ingest", "events", "pull"} <= named  # the scan sees the hints
+    assert named <= commands, f"messages name commands that do not exist: {sorted(named - commands)}"

@@ -57,3 +57,23 @@ def test_missing_path_and_bad_at(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
     assert main(["ingest", "--db", db, "--at", "tuesday", str(tmp_path)]) == 2
     assert "--at 'tuesday'" in capsys.readouterr().err
+
+
+def test_a_folder_skips_docs_and_says_each_failure_reason_once(tmp_path, capsys):
+    """A README, a LICENSE and an image beside the exports are skipped, not failed; failures that
+    share a reason are summed up once, with their files."""
+    folder = tmp_path / "export"
+    folder.mkdir()
+    (folder / "README.md").write_text("# what this is\n")
+    (folder / "LICENSE").write_text("MIT\n")
+    (folder / "chart.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (folder / "scrape.txt").write_text("up 1 1780000000000\n")  # .txt can be Prometheus text
+    for i in range(4):
+        (folder / f"trace-{i}.csv").write_text(f"0,{i},3.9,Gamma\n1,2,3,Gamma\n")
+    db = tmp_path / "s.duckdb"
+    assert main(["ingest", "--db", str(db), str(folder)]) == 1
+    out, err = capsys.readouterr()
+    assert "1 loaded, 3 skipped, 4 failed" in out
+    assert "not a data file (documentation)" in out and "not a data file (an image)" in out
+    assert "4 failed, for 1 reason(s):" in err and "4 x a CSV whose header names no known layout" in err
+    assert err.count("trace-0.csv") == 2  # its own line, and once in the summary

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, print_json
 from analytics.errors import ConfigError
-from analytics.ingest import ingest_path
+from analytics.ingest import group_failures, ingest_path
 from analytics.store import Store
 
 
@@ -71,4 +71,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
               f"{sum(r.series for r in loaded)} series, {sum(r.samples for r in loaded)} samples")
     for r in failed:
         print(f"tidelens: {r.error}", file=sys.stderr)
+    groups = group_failures(failed)
+    if len(failed) > len(groups):  # some share a reason: say each reason once, with its files
+        print(f"tidelens: {len(failed)} failed, for {len(groups)} reason(s):", file=sys.stderr)
+        for reason, names in groups:
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            print(f"  {len(names)} x {reason}\n      {shown}", file=sys.stderr)
     return 1 if failed else 0

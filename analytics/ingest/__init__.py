@@ -16,6 +16,7 @@ decompressed bytes, so the same data again (compressed or not) is ``skipped``.
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,7 +31,8 @@ from analytics.ingest.sources import (HashedChunks, gunzip, iter_bytes_chunks, l
 from analytics.ingest.tabular import parse_csv_grafana, parse_csv_long, parse_nvidia_smi, parse_parquet_long
 from analytics.store import LoadResult, Sink, Store, content_hash
 
-__all__ = ["ingest_path", "ingest_bytes", "detect_format", "FORMATS", "iso_utc"]
+__all__ = ["ingest_path", "ingest_bytes", "detect_format", "FORMATS", "iso_utc", "group_failures",
+           "group_messages", "not_data_reason"]
 
 
 def iso_utc(ts_ms: int) -> str:
@@ -126,6 +128,69 @@ def _ingest_file(store: Store, path: Path, at_ms: int | None) -> LoadResult:
     return store.load(name, fmt, content_hash(data), _data_parse(name, fmt, data))
 
 
+# What a folder of exports also holds, skipped (and counted) rather than failed: a README or a
+# LICENSE beside the data is not a broken export. ``.txt`` is absent: Prometheus text often is one.
+NOT_DATA_NAMES = ("readme", "license", "licence", "notice", "copying", "changelog", "authors", "contributing")
+NOT_DATA_SUFFIXES: dict[str, str] = {
+    **dict.fromkeys((".md", ".rst", ".pdf", ".html", ".htm", ".doc", ".docx"), "documentation"),
+    **dict.fromkeys((".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".bmp", ".ico"), "an image"),
+    **dict.fromkeys((".ipynb",), "a notebook"),
+    **dict.fromkeys((".py", ".sh", ".r", ".sql", ".js"), "code"),
+    **dict.fromkeys((".yaml", ".yml", ".toml", ".ini", ".cfg"), "configuration"),
+}
+
+
+def not_data_reason(path: Path) -> str | None:
+    """Why ``path`` is not an export to load (documentation, an image, ...), or None.
+
+    >>> not_data_reason(Path("real/LICENSE.dcgm-exporter")), not_data_reason(Path("a.png"))
+    ('documentation', 'an image')
+    >>> not_data_reason(Path("scrape.txt")) is None, not_data_reason(Path("x.prom.gz")) is None
+    (True, True)
+    """
+    name = path.name.lower()
+    if name.split(".")[0] in NOT_DATA_NAMES:
+        return "documentation"
+    return NOT_DATA_SUFFIXES.get(path.suffix.lower())
+
+
+def failure_reason(result: LoadResult) -> str:
+    """A failure's message without its file, line and quoted specifics: failures that share one
+    are one problem (a folder of 162 traces in an unknown layout is one message, not 162).
+
+    >>> failure_reason(LoadResult("a/x.csv", "csv", "failed", error="a/x.csv:1: no layout; found header '0,1'"))
+    "no layout; found header '…'"
+    """
+    return message_reason(result.name, result.error or "")
+
+
+def message_reason(name: str, text: str) -> str:
+    """:func:`failure_reason` of a file's name and its error message."""
+    if text.startswith(name):
+        text = text[len(name):]
+        text = re.sub(r"^(:\d+)?( at [^:]+)?: ", "", text)
+    # quoted specifics (a header, a value) start after a space, '(' or '=': "Grafana's" is no quote
+    text = re.sub(r"(?:^|(?<=[\s(=\[]))(?:'[^']*'|\"[^\"]*\")", "'…'", text)
+    return text.strip()
+
+
+def group_failures(results: Iterable[LoadResult]) -> list[tuple[str, list[str]]]:
+    """``(reason, [file, ...])`` of every failure, the most common reason first."""
+    return group_messages((r.name, r.error or "") for r in results if r.status == "failed")
+
+
+def group_messages(failures: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    """``(reason, [file, ...])`` of ``(file, message)`` pairs, the most common reason first.
+
+    >>> group_messages([("a.csv", "a.csv:1: bad 'x'"), ("b.csv", "b.csv:9: bad 'y'"), ("c", "c: other")])
+    [("bad '…'", ['a.csv', 'b.csv']), ('other', ['c'])]
+    """
+    groups: dict[str, list[str]] = {}
+    for name, message in failures:
+        groups.setdefault(message_reason(name, message), []).append(name)
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
 def ingest_path(store: Store, path: str | Path, *, at_ms: int | None = None) -> list[LoadResult]:
     """Load a file, or every file under a folder (recursed, sorted).
 
@@ -138,6 +203,11 @@ def ingest_path(store: Store, path: str | Path, *, at_ms: int | None = None) -> 
                            error=f"{path}: no such file or folder")]
     results = []
     for file in list_files(path):
+        why = not_data_reason(file)
+        if why is not None:
+            results.append(LoadResult(name=str(file), format="none", status="skipped",
+                                      note=f"not a data file ({why})"))
+            continue
         try:
             results.append(_ingest_file(store, file, at_ms))
         except IngestError as exc:
