@@ -16,7 +16,6 @@ transaction.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import time
@@ -34,10 +33,7 @@ from analytics.labels import NORMALISED_COLUMNS, normalise_labels
 from analytics.signals import canonical_metric
 from analytics.sql import store as q
 
-try:
-    import xxhash as _xxhash
-except ImportError:  # optional: SHA-256 then, ~9x slower on large files
-    _xxhash = None
+import xxhash as _xxhash
 
 DEFAULT_DB = Path(__file__).resolve().parent.parent / "data" / "tidelens.duckdb"
 STAGE_SCHEMA = {"skey": pl.Int64, "ts_ms": pl.Int64, "value": pl.Float64, "seq": pl.Int64}
@@ -143,22 +139,21 @@ def series_key(metric: str, labels: dict[str, str]) -> str:
 class ContentHasher:
     """A streaming hash of a source's (decompressed) bytes: what makes a re-load a no-op.
 
-    XXH3-128 (``xxhash``) when installed, written ``xxh3-128:<hex>``: ~0.1 CPU-s for a 1.5 GB
-    archive against ~0.9 for SHA-256, which was a sixth of the whole load. Identity, not
-    security, is what it is for. Without ``xxhash`` it falls back to SHA-256 (plain hex, the
-    form older stores hold); the two never compare equal, so a store written under one and
-    read under the other merely re-loads a source, which changes no samples.
+    XXH3-128 (``xxhash``), written ``xxh3-128:<hex>``: ~0.1 CPU-s for a 1.5 GB archive against
+    ~0.9 for SHA-256, which was a sixth of the whole load. Identity, not security, is what it is
+    for. Older stores hold plain SHA-256 hex; the two never compare equal, so such a store merely
+    re-loads a source, which changes no samples.
     """
 
     def __init__(self) -> None:
-        self._h: Any = _xxhash.xxh3_128() if _xxhash is not None else hashlib.sha256()
+        self._h: Any = _xxhash.xxh3_128()
 
     def update(self, data: bytes) -> None:
         self._h.update(data)
 
     def hexdigest(self) -> str:
         digest = self._h.hexdigest()
-        return f"xxh3-128:{digest}" if _xxhash is not None else digest
+        return f"xxh3-128:{digest}"
 
 
 def content_hash(data: bytes) -> str:

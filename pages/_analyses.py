@@ -86,12 +86,10 @@ def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, star
 def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | None, step_s: int,
                   map_version: str, slo_items: tuple[tuple[str, float], ...], min_duration_min: float,
                   merge_gap_min: float, incidents_name: str | None,
-                  incidents_csv: bytes | None) -> EventsAnalysis | None:
+                  incidents_csv: bytes | None) -> EventsAnalysis:
     from analytics.events import EventsConfig, analyse, load_incidents
 
     timelines = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    if timelines is None:
-        return None
     slo = dict(slo_items)
     services = timelines["services"]["service"].unique().to_list()
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms,

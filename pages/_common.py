@@ -111,21 +111,6 @@ _STORE_LOCK = StoreLock()
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-# -- optional library parts -----------------------------------------------------------------
-def optional(module: str, *names: str) -> tuple[Any, ...] | None:
-    """``names`` from ``module``, or ``None`` while that part of the library is not there yet."""
-    try:
-        mod = importlib.import_module(module)
-        return tuple(getattr(mod, n) for n in names)
-    except (ImportError, AttributeError):
-        return None
-
-
-def not_available(what: str, module: str) -> None:
-    st.info(f"{what} is not available yet: it needs `{module}`, which this build does not have.",
-            icon=":material/construction:")
-
-
 # -- data source ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DataSource:
@@ -150,11 +135,10 @@ def file_version(path: Path) -> str:
 
 
 @st.cache_resource(show_spinner="Building the bundled sample (first run only)...")
-def _sample_path() -> str | None:
-    found = optional("analytics.sample", "ensure_default_store")
-    if found is None:
-        return None
-    return str(found[0]())
+def _sample_path() -> str:
+    from analytics.sample import ensure_default_store
+
+    return str(ensure_default_store())
 
 
 def resolve_source(v: ViewSettings) -> DataSource:
@@ -162,10 +146,6 @@ def resolve_source(v: ViewSettings) -> DataSource:
     label = SOURCE_KINDS.get(v.source, v.source)
     if v.source == "sample":
         path = _sample_path()
-        if path is None:
-            return DataSource(label, None, "", "The bundled sample is not available in this build "
-                              "(`analytics.sample` is missing): upload files on the Data page or "
-                              "open a DuckDB file.")
         return DataSource(label, path, file_version(Path(path)))
     try:
         file = v.db_file(store_folder())
@@ -244,21 +224,19 @@ def config_version() -> str:
 
 
 def load_workload_map() -> Any:
-    found = optional("analytics.workloads", "load_map")
-    if found is None:
-        return None
-    return found[0](config_file())
+    from analytics.workloads import load_map
+
+    return load_map(config_file())
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def cached_workloads(path: str, version: str, map_version: str) -> pl.DataFrame | None:
+def cached_workloads(path: str, version: str, map_version: str) -> pl.DataFrame:
     """Each workload in the store with its class, team and the rule that decided it."""
-    found = optional("analytics.workloads", "classify_workloads")
-    if found is None:
-        return None
+    from analytics.workloads import classify_workloads
+
     wmap = load_workload_map()
     with open_store(path) as store:
-        return found[0](store, wmap)
+        return classify_workloads(store, wmap)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -286,17 +264,14 @@ class UploadOutcome:
 def load_upload(target: Path, name: str, data: bytes, at_ms: int | None) -> UploadOutcome:
     """Load one uploaded file into ``target`` through a short-lived read-write connection."""
     from analytics.errors import TidelensError
+    from analytics.ingest import ingest_bytes, not_data_reason
 
-    found = optional("analytics.ingest", "ingest_bytes", "not_data_reason")
-    if found is None:
-        return UploadOutcome(name, "failed", message="loading files needs analytics.ingest, "
-                             "which this build does not have")
-    why = found[1](Path(name))
+    why = not_data_reason(Path(name))
     if why is not None:
         return UploadOutcome(name, "skipped", message=f"not a data file ({why})")
     try:
         with open_store(target, read_only=False) as store:
-            r = found[0](store, name, data, at_ms=at_ms)
+            r = ingest_bytes(store, name, data, at_ms=at_ms)
     except TidelensError as exc:
         return UploadOutcome(name, "failed", message=str(exc))
     except Exception as exc:  # noqa: BLE001 - a parser bug must not take the page down
@@ -386,7 +361,7 @@ TIMELINE_CODE = ("analytics.timeline", "analytics.counters", "analytics.workload
 
 
 def cached_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
-                     step_s: int, map_version: str) -> dict[str, pl.DataFrame] | None:
+                     step_s: int, map_version: str) -> dict[str, pl.DataFrame]:
     """Pool timeline, holdings and service timeline for one (source, range, step, map).
 
     Cached in memory and on disk: three weeks of a 64-GPU pool take seconds to reduce, and a
@@ -398,15 +373,14 @@ def cached_timelines(path: str, version: str, start_ms: int | None, end_ms: int 
     whole_key = (path, version, step_s, map_version, code)
     if start_ms is None and end_ms is None:
         found = _timelines_shared(path, version, None, None, step_s, map_version, code)
-        if found is not None:
-            with _WHOLE_LOCK:
-                _WHOLE_SPANS[whole_key] = found
-                _WHOLE_SPANS.move_to_end(whole_key)
-                while len(_WHOLE_SPANS) > 1 and (
-                        len(_WHOLE_SPANS) > WHOLE_SPANS_KEPT
-                        or sum(f.estimated_size() for tl in _WHOLE_SPANS.values()
-                               for f in tl.values()) > WHOLE_SPANS_MAX_BYTES):
-                    _WHOLE_SPANS.popitem(last=False)
+        with _WHOLE_LOCK:
+            _WHOLE_SPANS[whole_key] = found
+            _WHOLE_SPANS.move_to_end(whole_key)
+            while len(_WHOLE_SPANS) > 1 and (
+                    len(_WHOLE_SPANS) > WHOLE_SPANS_KEPT
+                    or sum(f.estimated_size() for tl in _WHOLE_SPANS.values()
+                           for f in tl.values()) > WHOLE_SPANS_MAX_BYTES):
+                _WHOLE_SPANS.popitem(last=False)
         return found
     with _WHOLE_LOCK:
         whole = _WHOLE_SPANS.get(whole_key)
@@ -426,19 +400,20 @@ _WHOLE_LOCK = threading.Lock()
 
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _cut_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
-                   step_s: int, map_version: str, code_version: str) -> dict[str, pl.DataFrame] | None:
+                   step_s: int, map_version: str, code_version: str) -> dict[str, pl.DataFrame]:
     with _WHOLE_LOCK:
         whole = _WHOLE_SPANS.get((path, version, step_s, map_version, code_version))
-    found = optional("analytics.timeline", "slice_timelines")
-    if whole is None or found is None:  # dropped meanwhile: build the zoom itself
+    if whole is None:  # dropped meanwhile: build the zoom itself
         return _timelines_shared(path, version, start_ms, end_ms, step_s, map_version, code_version)
-    return found[0](whole, step_s, start_ms, end_ms)
+    from analytics.timeline import slice_timelines
+
+    return slice_timelines(whole, step_s, start_ms, end_ms)
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _timelines_shared(path: str, version: str, start_ms: int | None, end_ms: int | None,
                       step_s: int, map_version: str,
-                      code_version: str) -> dict[str, pl.DataFrame] | None:
+                      code_version: str) -> dict[str, pl.DataFrame]:
     # One copy in memory shared by every session and rerun: st.cache_data would unpickle the
     # frames (tens of MB for three weeks) on every rerun. Polars frames are not mutated in place.
     return _timelines(path, version, start_ms, end_ms, step_s, map_version, code_version)
@@ -447,35 +422,23 @@ def _timelines_shared(path: str, version: str, start_ms: int | None, end_ms: int
 @st.cache_data(show_spinner="Building timelines (first time for this source, range and step)...",
                max_entries=16, persist="disk")
 def _timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
-               step_s: int, map_version: str, code_version: str) -> dict[str, pl.DataFrame] | None:
-    found = optional("analytics.timeline", "TimelineConfig", "pool_timeline", "holdings",
-                     "service_timeline")
-    if found is None:
-        return None
-    config_cls, pool_timeline, holdings, service_timeline = found
+               step_s: int, map_version: str, code_version: str) -> dict[str, pl.DataFrame]:
+    from analytics.timeline import TimelineConfig, timelines
+
     _prune_disk_cache(_timelines, 15)  # room for the file about to be written
     wmap = load_workload_map()
-    cfg = config_cls(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
+    cfg = TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
     with open_store(path) as store:
-        timelines = optional("analytics.timeline", "timelines")  # one device pass for all three
-        if timelines is not None:
-            return timelines[0](store, cfg, wmap).as_dict()
-        return {"pool": pool_timeline(store, cfg, wmap), "holdings": holdings(store, cfg, wmap),
-                "services": service_timeline(store, cfg, wmap)}
+        return timelines(store, cfg, wmap).as_dict()  # one device pass for all three
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def cached_signal_report(path: str, version: str) -> pl.DataFrame:
-    """Which signals the store has: the timeline's report when present, else the catalogue's."""
-    found = optional("analytics.timeline", "signal_report")
-    with open_store(path) as store:
-        if found is not None:
-            report = found[0](store)
-            if isinstance(report, pl.DataFrame):
-                return report
-        from analytics.overview import signal_presence
+    """Which signals the store has, and what each missing one costs (the timeline's report)."""
+    from analytics.timeline import signal_report
 
-        return signal_presence(store.metrics()["metric"].to_list())
+    with open_store(path) as store:
+        return signal_report(store)
 
 
 # -- sidebar --------------------------------------------------------------------------------
@@ -817,5 +780,5 @@ def require_source() -> DataSource | None:
 __all__ = ["DataSource", "cached_inventory", "cached_series", "cached_signal_report",
            "cached_timelines", "cached_totals", "cached_workloads", "config_file",
            "config_version", "load_upload", "load_workload_map", "UploadOutcome",
-           "not_available", "open_store", "optional", "page_setup", "persisted", "render_sidebar", "require_source",
+           "open_store", "page_setup", "persisted", "render_sidebar", "require_source",
            "resolve_source", "show_chart", "show_table", "source", "upload_target", "view"]

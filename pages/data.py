@@ -16,12 +16,13 @@ from analytics.charts.data import coverage_figure, inventory_figure
 from analytics.errors import ConfigError, TidelensError
 from analytics.text import code, md, safe_table
 from analytics.ingest import group_messages
+from analytics.workloads import CLASSES, map_to_dict, save_map
 from analytics.overview import label_inventory
 from analytics.view import (STEP_CHOICES_S, apply_workload_edits, format_step, iso_utc,
                             parse_iso_ms)
 from pages._common import (cached_inventory, cached_links, cached_series, cached_workloads, config_file,
-                           config_version, load_upload, load_workload_map, not_available,
-                           open_store, optional, page_setup, show_chart, show_table, source,
+                           config_version, load_upload, load_workload_map,
+                           open_store, page_setup, show_chart, show_table, source,
                            upload_target)
 
 v = page_setup()
@@ -211,12 +212,7 @@ def _seeded(key: str, default: Any) -> str:
 
 
 def _pull_panel() -> None:
-    live = optional("analytics.live", "PromClient", "ClientConfig", "Scope", "describe",
-                    "timeline_queries", "fleet_queries", "pull")
-    if live is None:
-        not_available("Pulling from a server", "analytics.live")
-        return
-    PromClient, ClientConfig, Scope, describe, timeline_queries, fleet_queries, pull = live
+    from analytics.live import ClientConfig, PromClient, Scope, describe, fleet_queries, pull, timeline_queries
     from analytics.live.client import allowed_servers, safe_url
     from analytics.live.pull import DEFAULT_MAX_SERIES
     from analytics.live.timespec import parse_time_ms
@@ -318,11 +314,7 @@ def _pull_panel() -> None:
 
 
 def _collect_panel() -> None:
-    found = optional("analytics.nvml", "available", "CollectConfig", "collect")
-    if found is None:
-        not_available("Sampling local GPUs", "analytics.nvml")
-        return
-    available, CollectConfig, collect = found
+    from analytics.nvml import CollectConfig, available, collect
     from analytics.live.timespec import parse_duration_ms
 
     ok, message = available()
@@ -540,15 +532,12 @@ try:
 except ConfigError as exc:
     st.error(md(exc), icon=":material/error:")
     st.stop()
-if workloads is None:
-    not_available("The workload map", "analytics.workloads")
-    st.stop()
 if workloads.height == 0:
     st.info("No pods in this store, so no workloads to classify.", icon=":material/info:")
     st.stop()
 st.caption(f"Change a workload's class or team; the change is saved to `{config_file()}` as a "
            "rule and every page uses it at once. `rule` names what decided the class.")
-classes = list((optional("analytics.workloads", "CLASSES") or (("inference", "batch", "other"),))[0])
+classes = list(CLASSES)
 shown = workloads[["namespace", "workload", "pods", "cls", "team", "pool", "rule"]]
 edited = st.data_editor(
     safe_table(shown), key="workload_editor",  # drawn escaped; the edits apply to the raw rows
@@ -561,7 +550,6 @@ changes = [{**raw, "cls": row["cls"], "team": row["team"]}
                                       shown.iter_rows(named=True))
            if raw["workload"] and (row["cls"], row["team"]) != (drawn["cls"], drawn["team"])]
 if changes:
-    save_map, map_to_dict = optional("analytics.workloads", "save_map", "map_to_dict")  # type: ignore[misc]
     old = load_workload_map()
     wmap = apply_workload_edits(old, changes)
     if map_to_dict(wmap) != map_to_dict(old):  # an edit already saved must not rerun forever

@@ -12,7 +12,7 @@ from analytics.events import EventsConfig
 from analytics.events.report import dashboard_vs_found, method_text, report_html
 from analytics.view import format_step
 from pages._analyses import EVENTS_MERGE_GAP_MIN, EVENTS_MIN_DURATION_MIN, cached_events
-from pages._common import config_version, not_available, require_source, show_chart, show_table, view
+from pages._common import config_version, require_source, show_chart, show_table, view
 
 _HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in EventsConfig.__dataclass_fields__}
 _BADGE = {"batch_contention": "red", "traffic_surge": "blue", "scaling_lag": "orange", "mixed": "violet",
@@ -43,9 +43,6 @@ try:
                              upload.name if upload else None, upload.getvalue() if upload else None)
 except TidelensError as exc:
     st.warning(md(exc), icon=":material/warning:")
-    st.stop()
-if analysis is None:
-    not_available("Tail events", "analytics.timeline")
     st.stop()
 for note in analysis.notes:
     st.caption(f"Note: {md(note)}")

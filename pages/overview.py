@@ -10,7 +10,7 @@ from analytics.errors import TidelensError
 from analytics.overview import (class_long, describe_class_rules, describe_signals, pool_story_data,
                                 slo_violations, summarise, thin_for_display)
 from analytics.view import format_step
-from pages._common import (cached_links, cached_signal_report, cached_timelines, config_version, not_available,
+from pages._common import (cached_links, cached_signal_report, cached_timelines, config_version,
                            require_source, page_setup, show_chart, show_table)
 
 v = page_setup()
@@ -27,9 +27,6 @@ try:
 except TidelensError as exc:
     st.warning(md(exc), icon=":material/warning:")
     timelines = None
-else:
-    if timelines is None:
-        not_available("The pool timeline", "analytics.timeline")
 
 if timelines is not None:
     s = summarise(timelines["pool"], timelines["holdings"], timelines["services"], v.slo_for,

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("streamlit")
 import streamlit as st  # noqa: E402
 from streamlit.runtime.caching import cache_data_api  # noqa: E402
 from streamlit.runtime.caching.storage.local_disk_cache_storage import (  # noqa: E402

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("streamlit")
 import pages._common as common  # noqa: E402
 from pages._common import StoreLock, open_store  # noqa: E402
 from test_app_pages import build_store  # noqa: E402

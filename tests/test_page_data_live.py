@@ -10,7 +10,6 @@ from pathlib import Path
 import pynvml
 import pytest
 
-pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import live_data as d  # noqa: E402

@@ -10,7 +10,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from analytics.rhythm.servegen import read_servegen_rate  # noqa: E402

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-sim = pytest.importorskip("analytics.sample.sim")
+from analytics.sample import sim
 from analytics.rhythm import RhythmConfig, daily_profile, decompose, summarise  # noqa: E402
 from analytics.sample.traffic import rhythm  # noqa: E402
 

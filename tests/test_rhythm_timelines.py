@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-sim = pytest.importorskip("analytics.sample.sim")
+from analytics.sample import sim
 import analytics.timeline as timeline_mod  # noqa: E402
 from analytics.rhythm import RhythmConfig  # noqa: E402
 from analytics.rhythm.report import rhythm_page_data  # noqa: E402

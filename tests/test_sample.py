@@ -207,7 +207,7 @@ def _store_rows(st: Store) -> set[tuple]:
 
 @pytest.mark.parametrize("fmt", ["prom-text", "prom-json", "csv", "parquet"])
 def test_load_into_equals_ingesting_the_exports(small, tmp_path: Path, fmt: str) -> None:
-    ingest = pytest.importorskip("analytics.ingest")
+    from analytics import ingest
     r, ss = small
     write_exports(r, tmp_path, formats=(fmt,), series=ss)
     with Store(":memory:") as a, Store(":memory:") as b:
@@ -291,7 +291,7 @@ def test_latency_rises_with_load_per_replica() -> None:
 
 
 def test_timelines_read_the_sample_as_simulated() -> None:
-    timeline = pytest.importorskip("analytics.timeline")
+    from analytics import timeline
     r = simulate("morning", days=1, gpus=64, seed=7)
     with Store(":memory:") as st:
         load_into(st, r)

@@ -460,7 +460,7 @@ def _store_rows(st: Store) -> set[tuple]:
 @pytest.mark.parametrize("fmt", ["prom-text", "prom-json"])
 @pytest.mark.parametrize("combo", COMBOS)
 def test_exports_ingest_to_what_load_into_loads(tmp_path: Path, fmt: str, combo: tuple[str, ...]) -> None:
-    ingest = pytest.importorskip("analytics.ingest")
+    from analytics import ingest
     r = simulate("morning", variants=combo, days=2, gpus=16, seed=1)
     ss = build_series(r, minutes=slice(1410, 1470))  # across midnight: the scrapes stay in their day's file
     paths = write_exports(r, tmp_path, formats=(fmt,), series=ss)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from polars.testing import assert_frame_equal
 
-sim = pytest.importorskip("analytics.sample.sim")
+from analytics.sample import sim
 from analytics.sample.export import load_into  # noqa: E402
 from analytics.store import Store  # noqa: E402
 from analytics.timeline import TimelineConfig, slice_timelines, timelines  # noqa: E402

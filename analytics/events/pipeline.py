@@ -45,13 +45,8 @@ def _build_timelines(store: "Store", cfg: EventsConfig, wmap: "WorkloadMap | Non
     from analytics.timeline import TimelineConfig
 
     tcfg = TimelineConfig(step_s=cfg.step_s, start_ms=cfg.start_ms, end_ms=cfg.end_ms)
-    try:  # one pass over the device samples where the timeline package offers it
-        from analytics.timeline import timelines
-    except ImportError:
-        from analytics.timeline import holdings, pool_timeline, service_timeline
+    from analytics.timeline import timelines  # one pass over the device samples
 
-        return {"services": service_timeline(store, tcfg, wmap), "pool": pool_timeline(store, tcfg, wmap),
-                "holdings": holdings(store, tcfg, wmap)}
     return timelines(store, tcfg, wmap).as_dict()
 
 

@@ -35,10 +35,6 @@ DEVICE_LABELS: tuple[str, ...] = ("UUID", "GPU_I_ID")
 # A service's identity: its own label where exporters set one, else the pod's workload (below).
 SERVICE_LABELS: tuple[str, ...] = (
     "namespace", "exported_namespace", "service", "model_name", "workload")
-# Pod name -> workload, as docs/conventions.md defines it: Deployment pods end in
-# -<replicaset hash>-<5 chars>; anything else keeps its name.
-WORKLOAD_REGEX = "(.+)-[a-z0-9]{6,10}-[a-z0-9]{5}"
-
 # Device-level metrics: any one of them proves a device exists and who holds it.
 DEVICE_METRICS: tuple[str, ...] = (s.DCGM_FB_USED, s.DCGM_GR_ENGINE_ACTIVE, s.DCGM_GPU_UTIL)
 HISTOGRAMS: tuple[str, ...] = (s.VLLM_TTFT, s.VLLM_E2E, s.HTTP_DURATION)
@@ -170,11 +166,9 @@ def _workload_pattern() -> tuple[str, str]:
 
     RE2 alternation is leftmost-first, like the rules' order in :mod:`analytics.workloads`.
     """
-    try:
-        from analytics.workloads import _POD_SUFFIXES as rules
-        parts = [r.pattern.lstrip("^").rstrip("$").replace("(?P<w>", "(") for r in rules]
-    except ImportError:  # the workload map is optional for pulls
-        parts = [WORKLOAD_REGEX]
+    from analytics.workloads import _POD_SUFFIXES as rules
+
+    parts = [r.pattern.lstrip("^").rstrip("$").replace("(?P<w>", "(") for r in rules]
     parts.append("(.+)")
     repl = "".join(f"${{{i}}}" for i in range(1, len(parts) + 1))
     return "|".join(parts), repl

@@ -12,13 +12,12 @@ The timelines are computed at most once per :class:`SignalSource`.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import polars as pl
 
-from analytics.errors import NotEnoughDataError, TidelensError
+from analytics.errors import NotEnoughDataError
 from analytics.sql import rhythm as q
 from analytics.store import Store
 
@@ -42,16 +41,11 @@ class RhythmSignal:
         return f"{self.entity}: {KIND_LABELS.get(self.kind, self.kind)}"
 
 
-def _timeline_function(name: str) -> Callable[..., pl.DataFrame] | None:
-    """``analytics.timeline.<name>`` where that exists yet (the timelines grow in parallel)."""
-    for mod in ("analytics.timeline", "analytics.timeline.service", "analytics.timeline.pool"):
-        try:
-            fn = getattr(importlib.import_module(mod), name, None)
-        except ImportError:
-            continue
-        if fn is not None:
-            return fn
-    return None
+def _timeline_function(name: str) -> Callable[..., pl.DataFrame]:
+    """``analytics.timeline.service_timeline`` or ``pool_timeline`` (imported where used)."""
+    from analytics import timeline
+
+    return getattr(timeline, name)
 
 
 class SignalSource:
@@ -88,19 +82,10 @@ class SignalSource:
         cached = self._service if which == "service_timeline" else self._pool
         if cached is not None:
             return cached
-        fn = _timeline_function(which)
-        frame = pl.DataFrame()
-        if fn is not None:
-            from analytics.timeline.config import TimelineConfig
+        from analytics.timeline.config import TimelineConfig
 
-            try:
-                frame = fn(self.store, TimelineConfig(step_s=self.step_s, start_ms=self.start_ms,
-                                                      end_ms=self.end_ms), self.wmap)
-            except TidelensError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one broken timeline must not hide the other signals
-                self.problems.append(f"{which} failed ({type(exc).__name__}: {exc}); its signals are left out")
-                frame = pl.DataFrame()
+        frame = _timeline_function(which)(self.store, TimelineConfig(
+            step_s=self.step_s, start_ms=self.start_ms, end_ms=self.end_ms), self.wmap)
         if which == "service_timeline":
             self._service = frame
         else:
