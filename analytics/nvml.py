@@ -338,7 +338,9 @@ def _land(store: Store, host: str, rows: list[tuple[str, dict[str, str], int, fl
 
 
 def _iso(ms: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+    from analytics.times import iso_utc
+
+    return iso_utc(ms // 1000 * 1000)  # a source name: whole seconds
 
 
 @dataclass

@@ -96,12 +96,9 @@ def plausible_window_ms(now_ms: int | None = None) -> tuple[int, int]:
 
 def _describe_ms(ts_ms: int) -> str:
     """An epoch-ms time as ISO-8601 where a calendar can hold it, else its year."""
-    from datetime import datetime, timezone
+    from analytics.times import iso_utc
 
-    try:
-        return datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, OSError, ValueError):
-        return f"year {1970 + ts_ms / 31_557_600_000:.0f}"
+    return iso_utc(ts_ms // 1000 * 1000)
 
 
 def implausible_time_message(ts_ms: int, window: tuple[int, int]) -> str:

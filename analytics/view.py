@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime, timezone
+from datetime import timezone
 from pathlib import Path
 from typing import Any, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from analytics.slo import ALL, DEFAULT_SLO_MS  # one fallback, shared with the CLI
+from analytics.times import from_local_naive, iso_utc, local_naive, parse_iso_ms  # noqa: F401 (the pages' names)
 
 # Where "uploaded files" land when the user has not chosen a DuckDB file of their own.
 UPLOADS_DB_ENV = "TIDELENS_UPLOADS_DB"
@@ -56,57 +57,6 @@ def format_step(step_s: int) -> str:
     if step_s % 60 == 0:
         return f"{step_s // 60} min"
     return f"{step_s} s"
-
-
-def iso_utc(ts_ms: int) -> str:
-    """Epoch milliseconds as a compact ISO-8601 UTC string (minute precision when exact).
-
-    >>> iso_utc(0), iso_utc(90_500)
-    ('1970-01-01T00:00Z', '1970-01-01T00:01:30.500Z')
-    """
-    dt = datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc)
-    if ts_ms % 60_000 == 0:
-        return dt.strftime("%Y-%m-%dT%H:%MZ")
-    if ts_ms % 1000 == 0:
-        return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts_ms % 1000:03d}Z"
-
-
-def parse_iso_ms(text: str) -> int:
-    """Parse ISO-8601 (``Z``, an offset, or naive meaning UTC) or epoch milliseconds.
-
-    >>> parse_iso_ms("1970-01-01T00:01Z"), parse_iso_ms("1970-01-01T01:01+01:00"), parse_iso_ms("60000")
-    (60000, 60000, 60000)
-    """
-    text = text.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return int(round(dt.timestamp() * 1000))
-
-
-def local_naive(ts_ms: int, tz: str) -> datetime:
-    """Epoch milliseconds as a zone-less wall-clock time in ``tz`` (what a slider shows).
-
-    >>> local_naive(0, "Europe/Berlin")
-    datetime.datetime(1970, 1, 1, 1, 0)
-    """
-    zone = timezone.utc if tz == "UTC" else ZoneInfo(tz)
-    return datetime.fromtimestamp(ts_ms / 1000, tz=zone).replace(tzinfo=None)
-
-
-def from_local_naive(dt: datetime, tz: str) -> int:
-    """Inverse of :func:`local_naive`: a wall-clock time in ``tz`` as epoch milliseconds.
-
-    >>> from_local_naive(datetime(1970, 1, 1, 1, 0), "Europe/Berlin")
-    0
-    """
-    zone = timezone.utc if tz == "UTC" else ZoneInfo(tz)
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=zone)
-    return int(round(dt.timestamp() * 1000))
 
 
 def format_slo(slo_ms: Mapping[str, float]) -> str:

@@ -180,16 +180,20 @@ def test_labelled_chunks_take_the_brace_reader_and_bare_names_the_whole_line_rea
     assert seps == ["}", "\x1f"]
 
 
-def test_content_hash_is_xxh3_and_falls_back_to_sha256(monkeypatch):
-    import hashlib
-
+def test_content_hash_is_xxh3_of_the_bytes(tmp_path):
+    """The same bytes give the same hash, as a path (streamed) or an upload (whole)."""
     import xxhash
 
-    import analytics.store as store_mod
+    from analytics.ingest.sources import HashedChunks
+
     data = LABELLED.encode()
     assert content_hash(data) == "xxh3-128:" + xxhash.xxh3_128(data).hexdigest()
-    monkeypatch.setattr(store_mod, "_xxhash", None)
-    assert content_hash(data) == hashlib.sha256(data).hexdigest()
+    path = tmp_path / "x.prom"
+    path.write_bytes(data)
+    chunks = HashedChunks(path)
+    for _ in chunks:
+        pass
+    assert chunks.hexdigest() == content_hash(data)
 
 
 @pytest.mark.parametrize("batch_bytes", [1, 60, 1 << 20])

@@ -25,8 +25,8 @@ def test_full_round_trip() -> None:
                      end_ms=1_764_374_400_000, step_s=900,
                      slo_ms={"*": 120.0, "chat-vllm": 500.0}, tz="Europe/Berlin")
     params = v.to_query_params()
-    assert params == {"source": "duckdb", "db": "/tmp/x.duckdb", "start": "2025-11-28T00:00Z",
-                      "end": "2025-11-29T00:00Z", "step": "900", "slo": "120,chat-vllm:500",
+    assert params == {"source": "duckdb", "db": "/tmp/x.duckdb", "start": "2025-11-28T00:00:00Z",
+                      "end": "2025-11-29T00:00:00Z", "step": "900", "slo": "120,chat-vllm:500",
                       "tz": "Europe/Berlin"}
     assert ViewSettings.from_query_params(params) == v
     assert hash(ViewSettings.from_query_params(params)) == hash(v)

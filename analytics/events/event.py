@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 import orjson
 
-
-def iso_utc(ts_ms: int) -> str:
-    """ISO-8601 UTC with a ``Z``.
-
-    >>> iso_utc(0)
-    '1970-01-01T00:00:00Z'
-    """
-    dt = datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + ("Z" if ts_ms % 1000 == 0 else f".{ts_ms % 1000:03d}Z")
-
+from analytics.times import iso_utc  # noqa: F401 (events' JSON writes times with it; re-exported)
 
 def event_id(service: str, start_ms: int, settings: dict[str, Any]) -> str:
     """A stable id: the same service, start and settings always give the same id."""

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
 from analytics.errors import IngestError
+from analytics.times import iso_utc
 from analytics.ingest.detect import EXPOSITION_FORMATS, FORMATS, detect_format, exposition_flavour
 from analytics.ingest.exposition import parse_exposition
 from analytics.ingest.promjson import parse_prom_json
@@ -33,15 +33,6 @@ from analytics.store import LoadResult, Sink, Store, content_hash
 
 __all__ = ["ingest_path", "ingest_bytes", "detect_format", "FORMATS", "iso_utc", "group_failures",
            "group_messages", "not_data_reason"]
-
-
-def iso_utc(ts_ms: int) -> str:
-    """``2026-01-01T00:00:00Z`` for an epoch-ms time (milliseconds shown only when present)."""
-    dt = datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc)
-    text = dt.strftime("%Y-%m-%dT%H:%M:%S")
-    if ts_ms % 1000:
-        text += f".{ts_ms % 1000:03d}"
-    return text + "Z"
 
 
 def _default_time(at_ms: int | None, mtime_ms: int | None) -> tuple[int, str]:

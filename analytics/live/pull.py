@@ -14,12 +14,12 @@ import hashlib
 import math
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 import orjson
 import polars as pl
 
+from analytics.times import iso_utc
 from analytics.errors import IngestError
 from analytics.live.client import (ClientConfig, PromClient, PullError, Response, SeriesGuardError,
                                    split_range)
@@ -116,7 +116,8 @@ def _settled(now_ms: int | None) -> int:
 
 
 def iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """A PromQL range bound (RFC 3339): :func:`analytics.times.iso_utc`."""
+    return iso_utc(ms)
 
 
 def _guard(client: PromClient, promql: str, at_ms: int, max_series: int, what: str,

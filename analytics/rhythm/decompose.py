@@ -156,7 +156,9 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
 
 
 def _iso(ts_ms: int) -> str:
-    return np.datetime64(int(ts_ms), "ms").astype("datetime64[s]").item().isoformat() + "Z"
+    from analytics.times import iso_utc
+
+    return iso_utc(int(ts_ms) // 1000 * 1000)  # gaps and shifts are told to the second
 
 
 def _fill_gaps(y: np.ndarray, grid_ms: np.ndarray, res_s: int, period: int,

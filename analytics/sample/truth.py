@@ -24,7 +24,6 @@ weekday within ``[ramp - 30 min, ramp + 2 h)``: it rises together with the norma
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 
 import numpy as np
 
@@ -50,8 +49,10 @@ def detect_runs(p99_ms: np.ndarray, slo_ms: float, min_len: int, merge_gap: int)
 
 
 def iso(ts_ms: int) -> str:
-    """ISO-8601 UTC with a ``Z``."""
-    return datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """ISO-8601 UTC with a ``Z`` (:func:`analytics.times.iso_utc`)."""
+    from analytics.times import iso_utc
+
+    return iso_utc(ts_ms)
 
 
 def classify(a: int, b: int, slo_ms: float, full: np.ndarray, variants: dict[str, np.ndarray],
