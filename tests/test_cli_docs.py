@@ -56,3 +56,12 @@ def test_every_command_a_message_names_exists():
     named = {m for t in texts for m in re.findall(r"\btidelens ([a-z][a-z-]+)\b", t)}
     assert {"ingest", "events", "pull"} <= named  # the scan sees the hints
     assert named <= commands, f"messages name commands that do not exist: {sorted(named - commands)}"
+
+
+@pytest.mark.parametrize("command", ["classify", "timeline", "events", "report", "whatif", "pull"])
+def test_every_command_that_reads_the_config_takes_it_as_config(command):
+    """One flag name for tidelens.toml, and the app's $TIDELENS_CONFIG as its default."""
+    out = subprocess.run([sys.executable, "-m", "analytics.cli", command, "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "--config FILE.toml" in out and "--map" not in out
+    assert "TIDELENS_CONFIG" in " ".join(out.split())

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import orjson
+import pytest
 
 from analytics.cli import main
 from analytics.whatif import PRESETS, scenario_to_toml
@@ -55,3 +58,29 @@ def test_bad_scenario_file_is_one_line(capsys, tmp_path) -> None:
     assert main(["whatif", "--scenario", str(path)]) == 2
     err = capsys.readouterr().err
     assert "bad.toml" in err and "gpuz" in err
+
+
+@pytest.mark.slow
+def test_a_store_calibration_reads_the_workload_map_the_app_reads(tmp_path, capsys, monkeypatch) -> None:
+    """``whatif --db`` calibrates with tidelens.toml (``--config``, else $TIDELENS_CONFIG, as the
+    What-if page does): a map that classes the training namespaces as 'other' leaves it no batch."""
+    from analytics.sample.export import load_into
+    from analytics.sample.sim import simulate
+    from analytics.store import Store
+
+    db = tmp_path / "s.duckdb"
+    with Store(db) as st:
+        load_into(st, simulate("morning", days=3, gpus=16, seed=3))
+    monkeypatch.chdir(tmp_path)  # no ./tidelens.toml
+    monkeypatch.delenv("TIDELENS_CONFIG", raising=False)
+
+    def batch_gpu_h(*extra: str) -> float:
+        assert main(["whatif", "--db", str(db), "--json", "--policy", "shared", *extra]) == 0
+        return json.loads(capsys.readouterr().out)["backtest"]["observed_batch_gpu_hours"]
+
+    assert batch_gpu_h() > 1
+    cfg = tmp_path / "map.toml"
+    cfg.write_text('[[rule]]\nname = "no batch here"\nnamespace = "ml-training|data-pipelines"\nclass = "other"\n')
+    assert batch_gpu_h("--config", str(cfg)) == 0
+    monkeypatch.setenv("TIDELENS_CONFIG", str(cfg))  # the app's variable, the same answer
+    assert batch_gpu_h() == 0

@@ -1,20 +1,51 @@
-"""Pieces every CLI command shares: the ``--db`` option and table/JSON printing."""
+"""Pieces every CLI command shares: ``--db``, ``--config`` and table/JSON printing."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
 import polars as pl
 
+from analytics.errors import ConfigError
 from analytics.store import DEFAULT_DB
+
+CONFIG_ENV = "TIDELENS_CONFIG"  # the app reads the same variable (pages/_common.py)
+DEFAULT_CONFIG = Path("tidelens.toml")
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=str(DEFAULT_DB),
                         help=f"DuckDB store file (default {DEFAULT_DB}); ':memory:' for none")
+
+
+def add_config(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--config``: the one flag, on every command, for the file the app reads too."""
+    parser.add_argument("--config", default=None, metavar="FILE.toml",
+                        help=f"tidelens.toml with {what} (default: ${CONFIG_ENV}, else "
+                             f"./{DEFAULT_CONFIG} when it exists, else the built-in defaults)")
+
+
+def config_path(args: argparse.Namespace) -> Path | None:
+    """The configuration a command reads: ``--config``, else ``$TIDELENS_CONFIG`` (when that
+    file exists, as the app takes it), else ``./tidelens.toml`` when it exists, else None.
+
+    Raises ConfigError when ``--config`` names a file that is not there.
+    """
+    if args.config:
+        path = Path(args.config)
+        if not path.exists():
+            raise ConfigError(f"{path}: no such config file; copy tidelens.example.toml to start one")
+        return path
+    env = os.environ.get(CONFIG_ENV)
+    for path in ((Path(env),) if env else ()) + (DEFAULT_CONFIG,):
+        if path.exists():
+            return path
+    return None
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

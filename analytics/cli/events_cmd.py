@@ -9,13 +9,12 @@ from pathlib import Path
 import polars as pl
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_db, add_json, print_json, print_table
+from analytics.cli.common import add_config, add_db, add_json, config_path, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.events import EventsAnalysis, EventsConfig, analyse_store, load_incidents
 from analytics.slo import DEFAULT_SLO_MS, resolve_slos
 from analytics.store import Store
 
-DEFAULT_CONFIG = Path("tidelens.toml")
 _HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in EventsConfig.__dataclass_fields__}
 
 
@@ -31,8 +30,7 @@ def _add_settings(p: argparse.ArgumentParser) -> None:
     p.add_argument("--merge-gap-min", type=float, default=10.0, help=_HELP["merge_gap_min"] + " (default 10)")
     p.add_argument("--incidents", default=None, metavar="FILE",
                    help="incident CSV (start, end, service, recorded_cause, ...) to compare causes with")
-    p.add_argument("--config", default=None,
-                   help=f"config with [slo] and the workload map (default ./{DEFAULT_CONFIG} when it exists)")
+    add_config(p, "[slo] and the workload map")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,9 +65,7 @@ def run_analysis(args: argparse.Namespace) -> EventsAnalysis:
     from analytics.timeline import parse_step_s
     from analytics.workloads import load_map
 
-    config = Path(args.config) if args.config else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
-    if args.config and not Path(args.config).exists():
-        raise ConfigError(f"{args.config}: no such config file")
+    config = config_path(args)
     cfg = EventsConfig(step_s=parse_step_s(args.step), start_ms=_ms(args.start, "--from"),
                        end_ms=_ms(args.end, "--to"), slo_ms=args.slo_ms,
                        min_duration_min=args.min_duration_min, merge_gap_min=args.merge_gap_min)

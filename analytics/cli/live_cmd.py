@@ -7,7 +7,7 @@ import sys
 from dataclasses import fields
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_db, add_json, print_json, print_table
+from analytics.cli.common import add_config, add_db, add_json, config_path, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.live.client import AuthConfig, ClientConfig, PromClient, allowed_servers
 from analytics.live.pull import DEFAULT_MAX_SERIES, pull, pull_raw
@@ -60,8 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=_help(AuthConfig, "header_envs") + " (repeatable)")
     p.add_argument("--ca-bundle", help=_help(AuthConfig, "ca_bundle"))
     p.add_argument("--insecure", action="store_true", help=_help(AuthConfig, "insecure"))
-    p.add_argument("--config", default=None,
-                   help="tidelens.toml with [live] servers, the servers a shared deployment allows")
+    add_config(p, "[live] servers, the servers a shared deployment allows")
     p.set_defaults(func=cmd_pull)
 
     c = sub.add_parser("collect", help=command_help("collect"))
@@ -112,7 +111,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
         raise ConfigError(f"--to ({args.end}) must be after --from ({args.start})")
     client = PromClient(args.url, auth_from_args(args),
                         ClientConfig(timeout_s=args.timeout, retries=args.retries),
-                        allowed=allowed_servers(args.config))
+                        allowed=allowed_servers(config_path(args)))
     with client, Store(args.db) as st:
         if args.raw:
             report = pull_raw(st, client, args.raw, start_ms, end_ms,

@@ -9,27 +9,18 @@ from pathlib import Path
 import polars as pl
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_db, add_json, print_json, print_table
-from analytics.errors import ConfigError
+from analytics.cli.common import add_config, add_db, add_json, config_path, print_json, print_table
 from analytics.store import Store
 from analytics.timeline import (TimelineConfig, autoscaler_links, class_rules, parse_step_s, pool_timeline,
                                 service_timeline, signal_report)
 from analytics.workloads import classify_workloads, load_map
 
-DEFAULT_MAP = Path("tidelens.toml")
-
-
 def _add_map(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", default=None,
-                   help=f"tidelens.toml with the workload map (default ./{DEFAULT_MAP} when it exists, else "
-                        "the built-in defaults); the same flag as events and whatif")
+    add_config(p, "the workload map")
 
 
 def _map(args: argparse.Namespace):
-    path = args.config if args.config is not None else (DEFAULT_MAP if DEFAULT_MAP.exists() else None)
-    if args.config is not None and not Path(args.config).exists():
-        raise ConfigError(f"{args.config}: no such workload map; copy tidelens.example.toml to start one")
-    return load_map(path)
+    return load_map(config_path(args))
 
 
 def register(sub: argparse._SubParsersAction) -> None:

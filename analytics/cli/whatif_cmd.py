@@ -9,13 +9,14 @@ from pathlib import Path
 import polars as pl
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_json, print_json, print_table
+from analytics.cli.common import add_config, add_json, config_path, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.slo import resolve_slos
 from analytics.whatif import (POLICIES, PRESETS, SUMMARY_KEYS, PoolScenario, compare, reservation,
                               scenario_from_toml)
 from analytics.whatif.calibrate import calibrate_store
 from analytics.whatif.form import MODEL_DAYS, last_days
+from analytics.workloads import load_map
 from analytics.store import Store
 
 
@@ -45,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backtest", action="store_true",
                    help="kept for old scripts: with --db the backtest (the observed period replayed "
                         "under the observed, shared policy, against the store) is always reported")
+    add_config(p, "[slo] and the workload map (with --db; the What-if page reads the same)")
     add_json(p)
     p.set_defaults(func=cmd_whatif)
 
@@ -88,14 +90,16 @@ def _slos(args: argparse.Namespace, store: Store) -> float | dict[str, float]:
     """--slo-ms, else each service's SLO as the app decides it (:func:`analytics.slo.resolve_slos`)."""
     if args.slo_ms is not None:
         return args.slo_ms
-    config = Path("tidelens.toml")
-    table = resolve_slos(store, config=config if config.exists() else None)
+    table = resolve_slos(store, config=config_path(args))
     return dict(table.items())
 
 
 def _calibrated(args: argparse.Namespace) -> PoolScenario:
     with _open_db(args) as store:
-        cal = calibrate_store(store, service=args.service, step_s=args.step, slo_ms=_slos(args, store))
+        # The workload map the app calibrates with, so that the CLI and the page agree.
+        wmap = load_map(config_path(args))
+        cal = calibrate_store(store, service=args.service, step_s=args.step, slo_ms=_slos(args, store),
+                              wmap=wmap)
     args._backtest = {k: v for k, v in cal.backtest.items() if k != "frame"}
     return last_days(cal.scenario, args.days or MODEL_DAYS)
 
