@@ -64,3 +64,16 @@ def from_local_naive(dt: datetime, tz: str) -> int:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=zone)
     return int(round(dt.timestamp() * 1000))
+
+
+def format_span(start_ms: int, end_ms: int, tz: str) -> str:
+    """A range as people read it in zone ``tz``: the year only when the range crosses one.
+
+    >>> format_span(0, 86_400_000, "UTC")
+    'Jan 1 00:00 → Jan 2 00:00 UTC'
+    >>> format_span(1_564_308_000_000, 1_764_626_400_000, "UTC")
+    'Jul 28 2019 10:00 → Dec 1 2025 22:00 UTC'
+    """
+    a, b = local_naive(start_ms, tz), local_naive(end_ms, tz)
+    fmt = "%b %-d %H:%M" if a.year == b.year else "%b %-d %Y %H:%M"
+    return f"{a:{fmt}} → {b:{fmt}} {tz}"

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from analytics.slo import ALL, DEFAULT_SLO_MS  # one fallback, shared with the CLI
-from analytics.times import from_local_naive, iso_utc, local_naive, parse_iso_ms  # noqa: F401 (the pages' names)
+from analytics.times import format_span, from_local_naive, iso_utc, local_naive, parse_iso_ms  # noqa: F401
 
 # Where "uploaded files" land when the user has not chosen a DuckDB file of their own.
 UPLOADS_DB_ENV = "TIDELENS_UPLOADS_DB"
@@ -174,8 +174,7 @@ class ViewSettings:
         if start is None or end is None:
             span = "all data"
         else:
-            span = (f"{local_naive(start, self.tz):%b %-d %H:%M} → "
-                    f"{local_naive(end, self.tz):%b %-d %H:%M} {self.tz}")
+            span = format_span(start, end, self.tz)
         slos = ", ".join(f"{v:.10g} ms" if k == ALL_SERVICES else f"{k} {v:.10g} ms"
                          for k, v in self.slo_items())
         return f"{span} · step {format_step(self.step_s)} · SLO {slos}"

@@ -9,6 +9,7 @@ from analytics.text import md
 from analytics.charts.events import attribution_figure, event_figure, event_figure_data
 from analytics.errors import TidelensError
 from analytics.events import EventsConfig
+from analytics.events.evidence import regression_rows
 from analytics.events.report import dashboard_vs_found, method_text, report_html
 from analytics.view import format_step
 from pages._analyses import EVENTS_MERGE_GAP_MIN, EVENTS_MIN_DURATION_MIN, cached_events
@@ -121,8 +122,7 @@ if evidence_tab.open:
         reg = e.get("regression") or {}
         if reg.get("coef"):
             st.markdown(f"**Regression** — {reg['model']}, {reg['n']} steps, {reg['errors']}")
-            show_table(pl.DataFrame([{"term": t, **c} for t, c in reg["coef"].items()]),
-                         hide_index=True)
+            show_table(regression_rows(reg))
 if method_tab.open:
     with method_tab:
         for para in method_text(analysis.cfg, analysis):

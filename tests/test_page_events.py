@@ -70,6 +70,11 @@ def test_page_lists_events_and_explains_one(morning_db) -> None:
     assert {"cls", "fact"} <= set(evidence)
     facts = dict(zip(evidence["fact"]["fact"], evidence["fact"]["value"]))
     assert "free_gpus_when_asked" in facts and "p99_observed_ms_at_peak" in facts
+    assert "term" in evidence, list(evidence)  # the regression: readable numbers, never 38 zeros
+    reg = evidence["term"]
+    assert list(reg.columns) == ["term", "estimate", "95% CI", "p-value"]
+    assert all(p == "< 0.001" or len(p) <= 5 for p in reg["p-value"]), list(reg["p-value"])
+    assert all(len(x) <= 10 for x in reg["estimate"]), list(reg["estimate"])
     at.session_state["ev_view"] = "Method and thresholds"
     at.run()
     assert any("Shapley" in m.value or "SLO" in m.value for m in at.markdown)

@@ -132,6 +132,8 @@ def test_signal_report_found_and_missing(store):
     assert not found["autoscaler"] and not found["queue"]
     missing = rep.filter(~pl.col("found"))
     assert missing["cost_if_missing"].str.len_chars().min() > 0
+    # A found signal costs nothing: no "what it costs if missing" text beside it (page and CLI).
+    assert rep.filter(pl.col("found"))["cost_if_missing"].null_count() == int(rep["found"].sum())
 
 
 def test_empty_store(store):

@@ -112,3 +112,10 @@ def test_workload_edits_become_rules_that_survive_the_file(tmp_path) -> None:
     assert classify(again, labels).cls == "inference"
     # Another workload in the same namespace keeps the defaults.
     assert classify(again, {"namespace": "ml-training", "pod": "train-llm-0"}).cls == "batch"
+
+
+def test_the_summary_shows_the_year_only_when_the_range_crosses_one() -> None:
+    v = ViewSettings(start_ms=1_564_308_000_000, end_ms=1_764_626_400_000)  # 2019 -> 2025
+    assert v.describe().startswith("Jul 28 2019 10:00 → Dec 1 2025 22:00 UTC")
+    same = ViewSettings(start_ms=1_764_000_000_000, end_ms=1_764_626_400_000)
+    assert "2025" not in same.describe()

@@ -73,8 +73,7 @@ def cmd_signals(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"signals": frame.to_dicts(), "unlabelled_gpus": rules.to_dicts()})
     else:
-        print_table(frame.with_columns(pl.when(pl.col("found")).then(pl.lit("")).otherwise(
-            pl.col("cost_if_missing")).alias("cost_if_missing")))
+        print_table(frame)
         _section("GPUs without a pod label, per exporter (job)", rules)
     return 0
 

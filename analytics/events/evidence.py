@@ -91,3 +91,21 @@ def latency_regression(steps: pl.DataFrame, maxlags: int | None = None) -> dict[
     return {"n": n, "model": "log p99_ms ~ const + log rps + batch_share (OLS)",
             "errors": f"HAC / Newey-West, {lags} lags", "r_squared": round(float(res.rsquared), 4),
             "coef": coef}
+
+
+def format_p_value(p: float) -> str:
+    """A p-value as a reader takes it in: three decimals, or ``< 0.001`` (never 38 zeros).
+
+    >>> format_p_value(0.04567), format_p_value(4e-37), format_p_value(float("nan"))
+    ('0.046', '< 0.001', 'n/a')
+    """
+    if p != p:
+        return "n/a"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def regression_rows(reg: dict) -> list[dict]:
+    """The regression's terms as table rows with readable numbers (the page and the report)."""
+    return [{"term": t, "estimate": f"{c['estimate']:.4g}",
+             "95% CI": f"[{c['ci95_low']:.4g}, {c['ci95_high']:.4g}]",
+             "p-value": format_p_value(c["p_value"])} for t, c in (reg.get("coef") or {}).items()]

@@ -22,6 +22,7 @@ from analytics.events.analysis import EventsAnalysis
 from analytics.events.config import EventsConfig
 from analytics.text import md
 from analytics.events.event import Event, iso_utc
+from analytics.events.evidence import regression_rows
 
 
 @dataclass
@@ -171,8 +172,7 @@ def report_sections(analysis: EventsAnalysis, ev: Event) -> list[Section]:
                                 (["fact", "value"], facts)]))
     reg = e.get("regression") or {}
     if reg.get("coef"):
-        rows = [[k, f"{v['estimate']:.4f}", f"[{v['ci95_low']:.4f}, {v['ci95_high']:.4f}]", f"{v['p_value']:.3g}"]
-                for k, v in reg["coef"].items()]
+        rows = [list(r.values()) for r in regression_rows(reg)]  # the page's numbers, the same way
         secs.append(Section("Regression over the analysed range", [
             f"{reg['model']}, {reg['n']} steps, {reg['errors']} (autocorrelation-robust), R² {reg['r_squared']:.3f}. "
             "A batch_share coefficient whose interval excludes zero says latency rose with batch occupancy at a "

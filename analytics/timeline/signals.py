@@ -17,7 +17,8 @@ def signal_report(store: Store) -> pl.DataFrame:
     Returns
     -------
     polars.DataFrame
-        ``signal, found (bool), metrics_found (comma-separated), needed_for, cost_if_missing``.
+        ``signal, found (bool), metrics_found (comma-separated), needed_for, cost_if_missing``
+        (null for a signal that was found: it costs nothing; the page and the CLI show this frame).
     """
     present = set(store.query(q.SIGNAL_METRICS)["metric"].to_list())
     bases = present | {m[: -len(s)] for m in present for s in _SUFFIXES if m.endswith(s)}
@@ -25,6 +26,6 @@ def signal_report(store: Store) -> pl.DataFrame:
     for sig in SIGNALS:
         found = [m for m in (*sig.metrics, *sig.aliases) if m in bases]
         rows.append({"signal": sig.name, "found": bool(found), "metrics_found": ", ".join(found),
-                     "needed_for": sig.needed_for, "cost_if_missing": sig.cost_if_missing})
+                     "needed_for": sig.needed_for, "cost_if_missing": None if found else sig.cost_if_missing})
     return pl.DataFrame(rows, schema={"signal": pl.Utf8, "found": pl.Boolean, "metrics_found": pl.Utf8,
                                       "needed_for": pl.Utf8, "cost_if_missing": pl.Utf8})
