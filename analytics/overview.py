@@ -298,3 +298,34 @@ def describe_class_rules(rules: pl.DataFrame) -> str:
             how = "unknown (this exporter never labels pods, and no kube-state-metrics)"
         parts.append(f"{name}: {how}")
     return "GPUs without a pod label: " + ("; ".join(parts) if parts else "none")
+
+
+# The signals a timeline step needs at least one of: without them no range has steps.
+TIMELINE_SIGNALS = ("gpu_holders", "request_latency", "request_rate")
+SIGNALS_BY_NAME = {s.name: s for s in SIGNALS}
+
+
+def no_steps_message(report: pl.DataFrame, metrics: list[str], first_ms: int | None, last_ms: int | None,
+                     tz: str) -> str:
+    """Why a view has no timeline steps, told apart: metrics Tidelens does not recognise, or a
+    range outside the data (with the data's span), or an empty store.
+
+    >>> rep = pl.DataFrame({"signal": ["gpu_holders", "request_rate"], "found": [False, False]})
+    >>> no_steps_message(rep, ["up", "node_load1"], 0, 3_600_000, "UTC")[:47]
+    "None of this store's 2 metrics (up, node_load1)"
+    """
+    from analytics.times import format_span
+
+    if not metrics:
+        return "The store holds no samples yet: load files on the Data page."
+    found = set(report.filter(pl.col("found"))["signal"].to_list())
+    if not found & set(TIMELINE_SIGNALS):
+        names = SIGNALS_BY_NAME
+        wanted = sorted({m for s in TIMELINE_SIGNALS for m in names[s].metrics})
+        shown = ", ".join(metrics[:8]) + (f" and {len(metrics) - 8} more" if len(metrics) > 8 else "")
+        return (f"None of this store's {len(metrics)} metrics ({shown}) is one the timelines read "
+                f"(for example {', '.join(wanted[:6])}): the data is there but not recognised. "
+                "`tidelens signals` lists what each analysis needs; rename the metrics at export, "
+                "or load dcgm-exporter, vLLM/HTTP histogram or kube-state-metrics series.")
+    span = format_span(first_ms, last_ms, tz) if first_ms is not None and last_ms is not None else "unknown"
+    return f"No timeline steps in this range: the data spans {span}. Widen or move the time range."

@@ -7,11 +7,12 @@ import streamlit as st
 from analytics.text import md
 from analytics.charts.overview import pool_story_figure, share_figure
 from analytics.errors import TidelensError
-from analytics.overview import (class_long, describe_class_rules, describe_signals, pool_story_data,
-                                slo_violations, summarise, thin_for_display)
+from analytics.overview import (class_long, describe_class_rules, describe_signals, no_steps_message,
+                                pool_story_data, slo_violations, summarise, thin_for_display)
 from analytics.view import format_step
-from pages._common import (cached_links, cached_signal_report, cached_timelines, config_version,
-                           require_source, page_setup, show_chart, show_table)
+from pages._common import (cached_inventory, cached_links, cached_signal_report, cached_timelines,
+                           cached_totals, config_version, require_source, page_setup, show_chart,
+                           show_table)
 
 v = page_setup()
 st.title("Overview")
@@ -46,7 +47,10 @@ if timelines is not None:
     k[4].metric("GPU-hours", f"{s.gpu_hours:,.0f}", border=True,
                 help="GPUs in the pool times hours, over the range")
     if s.steps == 0:
-        st.info("No timeline steps in this range: widen the time range or load data.",
+        totals = cached_totals(src.path, src.version)
+        st.info(md(no_steps_message(cached_signal_report(src.path, src.version),
+                                    cached_inventory(src.path, src.version)[1]["metric"].to_list(),
+                                    totals.get("first_ts_ms"), totals.get("last_ts_ms"), v.tz)),
                 icon=":material/info:")
     else:
         classes = class_long(timelines["pool"])

@@ -340,3 +340,19 @@ def test_data_page_shows_autoscaler_links_and_unlabelled_gpu_rules(tmp_path: Pat
     assert any("chat" in w and "ambiguous" in w and "tidelens.toml" in w for w in warnings), warnings
     rules = _table_with(at, "job", "gpus", "kubernetes_mode", "rule")
     assert bool(rules.set_index("job").loc["gpu-metrics", "kubernetes_mode"])
+
+
+def test_overview_tells_unrecognised_metrics_from_an_empty_range(tmp_path: Path, fixtures: Path,
+                                                                  monkeypatch) -> None:
+    """A store of metrics no timeline reads says so, naming them; it never blames the range."""
+    from analytics.ingest import ingest_path
+
+    db = tmp_path / "up.duckdb"
+    with Store(db) as st:
+        ingest_path(st, fixtures / "prom_query_range_up_201907281200.json")
+    monkeypatch.setenv("TIDELENS_TIME_WINDOW", "2000-01-01,now+1d")
+    at = _app(source="duckdb", db=str(db))
+    _no_exception(at)
+    said = " ".join(shown(i.value) for i in at.info)
+    assert "None of this store's 1 metrics (up)" in said and "not recognised" in said, said
+    assert "widen" not in said.lower()
