@@ -475,12 +475,20 @@ def _known_slos(src: DataSource) -> tuple[tuple[str, float], ...]:
 
 
 def _zone_options(seeded: str) -> list[str]:
+    """UTC, the browser's zone and the link's first, then every IANA zone (type to search)."""
     browser = st.context.timezone
     options = ["UTC"]
     for z in (browser, seeded):
         if z and z not in options:
             options.append(z)
-    return options
+    return options + [z for z in _all_zones() if z not in options]
+
+
+@functools.lru_cache(maxsize=1)
+def _all_zones() -> tuple[str, ...]:
+    import zoneinfo
+
+    return tuple(sorted(zoneinfo.available_timezones()))
 
 
 def _range_slider(src: DataSource, tz: str, step_s: int) -> tuple[int | None, int | None]:
@@ -675,9 +683,10 @@ def _settings_widgets() -> tuple[ViewSettings, DataSource]:
     zones = _zone_options(ss.get("v_tz", "UTC"))
     if ss.get("v_tz") not in zones:
         ss["v_tz"] = "UTC"
-    tz = st.radio("Show times in", zones, key="v_tz", horizontal=True,
-                  format_func=lambda z: "UTC" if z == "UTC" else f"Local ({z})",
-                  help=help_of("tz"))
+    browser = st.context.timezone
+    tz = st.selectbox("Show times in", zones, key="v_tz",
+                      format_func=lambda z: f"Local ({z})" if z == browser and z != "UTC" else z,
+                      help=help_of("tz") + " Type to find any IANA zone (e.g. Asia/Tokyo).")
     draft = ViewSettings(source=source, db_path=(db or None) if source == "duckdb" else None)
     src = resolve_source(draft)
     start_ms, end_ms = _range_slider(src, tz, step_s)

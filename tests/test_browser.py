@@ -155,7 +155,8 @@ def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             # Tall enough for a whole page: Streamlit scrolls inside the app, so full_page cannot.
-            page = browser.new_page(viewport={"width": 1600, "height": 1800})
+            # A browser outside UTC (issue 17: times must not depend on the server's or browser's zone).
+            page = browser.new_page(viewport={"width": 1600, "height": 1800}, timezone_id="America/New_York")
             # The server's first request is a deep link to a page other than the default: it
             # opens that page, with the link's settings, under the app's own navigation (not
             # Streamlit's listing of every file in pages/).
