@@ -722,6 +722,36 @@ def _settings_from_state() -> tuple[ViewSettings, DataSource]:
                         step_s=int(ss.get("v_step", 60)), slo_ms=slo, tz=tz, slo_known=_known_slos(src)), src
 
 
+def seed_from_link(key: str, param: str, parse: Callable[[str], Any] = str,
+                   valid: Callable[[Any], bool] = lambda _: True) -> None:
+    """A page widget's first value from the link's ``param`` (once a session, when it parses and
+    is valid); :func:`keep_in_link` writes it back, so a copied link opens the same choice."""
+    ss = st.session_state
+    seeded = f"_seeded_{key}"
+    if seeded in ss:
+        return
+    ss[seeded] = True
+    raw = st.query_params.get(param)
+    if raw is None:
+        return
+    try:
+        value = parse(raw)
+    except (TypeError, ValueError):
+        return
+    if valid(value):
+        ss[key] = value
+
+
+def keep_in_link(param: str, value: Any, default: Any = None) -> None:
+    """Put a page widget's value in the URL (dropped when it is the default)."""
+    text = None if value is None or value == default else (f"{value:g}" if isinstance(value, float) else str(value))
+    if text is None:
+        if param in st.query_params:
+            del st.query_params[param]
+    elif st.query_params.get(param) != text:
+        st.query_params[param] = text
+
+
 def _sync_url(settings: ViewSettings) -> None:
     want = settings.to_query_params()
     for key in URL_KEYS:
@@ -790,4 +820,4 @@ __all__ = ["DataSource", "cached_inventory", "cached_series", "cached_signal_rep
            "cached_timelines", "cached_totals", "cached_workloads", "config_file",
            "config_version", "load_upload", "load_workload_map", "UploadOutcome",
            "open_store", "page_setup", "persisted", "render_sidebar", "require_source",
-           "resolve_source", "show_chart", "show_table", "source", "upload_target", "view"]
+           "resolve_source", "seed_from_link", "keep_in_link", "show_chart", "show_table", "source", "upload_target", "view"]

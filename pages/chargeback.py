@@ -17,7 +17,7 @@ from analytics.whatif import form
 from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.ledger import bills, ledger, summarise_ledger
 from pages._analyses import store_calibration_or_stop
-from pages._common import page_setup, show_chart, show_table, source
+from pages._common import keep_in_link, page_setup, seed_from_link, show_chart, show_table, source
 
 STORE = "store"
 PRESET_DAYS = 7
@@ -60,12 +60,14 @@ try:
 except TidelensError as exc:
     st.warning(f"Edited parameters in the link ignored: {md(exc)}", icon=":material/link_off:")
     scn = base
+seed_from_link("cb_price", "cb_price", float, lambda x: x >= 0)
 if "cb_price" not in ss:
     ss["cb_price"] = float(scn.pool.violation_price_per_min)
 price = top[2].number_input("Price of a violation minute ($)", min_value=0.0, step=5.0,
                             key="cb_price",
                             help="Charged to the team whose workload caused the minute")
 scn = form.apply(scn, {"pool.violation_price_per_min": price})
+keep_in_link("cb_price", float(price), default=float(base.pool.violation_price_per_min))
 qp["w_src"] = kind
 if kind == STORE and ss.get("cb_svc"):
     qp["w_svc"] = ss["cb_svc"]
@@ -75,8 +77,12 @@ st.caption(f"{md(scn.description)} · SLO p99 {scn.service.slo_ms:g} ms · {scn.
 
 st.subheader("Externality ledger")
 c = st.columns(2)
+seed_from_link("cb_policy", "cb_policy", valid=POLICIES.__contains__)
+seed_from_link("cb_period", "cb_period", valid=PERIODS_H.__contains__)
 policy = c[0].selectbox("Policy", list(POLICIES), key="cb_policy")
 period = c[1].radio("Period", list(PERIODS_H), horizontal=True, key="cb_period")
+keep_in_link("cb_policy", policy, default=list(POLICIES)[0])
+keep_in_link("cb_period", period, default=list(PERIODS_H)[0])
 book = ledger(scn, {policy: results[policy]}, PERIODS_H[period])
 summary = summarise_ledger(book, scn.service.team)
 k = st.columns(3)

@@ -13,7 +13,7 @@ from analytics.events.evidence import regression_rows
 from analytics.events.report import dashboard_vs_found, method_text, report_html
 from analytics.view import format_step
 from pages._analyses import EVENTS_MERGE_GAP_MIN, EVENTS_MIN_DURATION_MIN, cached_events
-from pages._common import config_version, require_source, show_chart, show_table, view
+from pages._common import config_version, keep_in_link, require_source, seed_from_link, show_chart, show_table, view
 
 _HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in EventsConfig.__dataclass_fields__}
 _BADGE = {"batch_contention": "red", "traffic_surge": "blue", "scaling_lag": "orange", "mixed": "violet",
@@ -68,7 +68,11 @@ show_table(table)  # its download is a CSV
 
 labels = {e.id: f"{e.as_dict()['start']} · {e.service} · {e.cause}" + (" · misattributed" if e.misattributed else "")
           for e in events}
+seed_from_link("ev_chosen", "event", valid=labels.__contains__)
+if st.session_state.get("ev_chosen") not in labels:
+    st.session_state.pop("ev_chosen", None)
 chosen = st.selectbox("Event", list(labels), format_func=labels.__getitem__, key="ev_chosen")
+keep_in_link("event", chosen, default=next(iter(labels), None))
 ev = analysis.event(chosen)
 
 head = st.columns([3, 1])

@@ -98,3 +98,14 @@ def test_what_if_and_chargeback_show_the_same_reservation(tmp_path: Path) -> Non
         plan = next(df.value for df in bill.dataframe if "pool" in df.value.columns
                     and list(df.value["pool"]) == ["A", "B", "C"])
         assert int(plan.loc[plan["pool"] == "A", "gpus"].iloc[0]) == expected
+
+
+def test_price_policy_and_period_are_in_the_link(tmp_path: Path) -> None:
+    """A copied link opens the same bill: price, policy and period travel in the URL."""
+    at = _page(tmp_path, w_src="morning-ramp", cb_price="12.5", cb_period="week", cb_policy="tidal")
+    assert at.number_input(key="cb_price").value == 12.5
+    assert at.radio(key="cb_period").value == "week"
+    assert at.selectbox(key="cb_policy").value == "tidal"
+    at.number_input(key="cb_price").set_value(40.0).run()
+    assert not at.exception
+    assert at.query_params["cb_price"] == "40"

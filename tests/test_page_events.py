@@ -95,3 +95,19 @@ def test_choosing_another_event_and_changing_min_duration(morning_db) -> None:
     assert not at.exception
     after = [m for m in at.metric if m.label == "Tail events"]
     assert (int(after[0].value) if after else 0) <= before
+
+
+def test_the_chosen_event_is_in_the_link(morning_db) -> None:
+    """A copied link opens the event that was on screen (``?event=<id>``, the id tidelens report takes)."""
+    db, slo = morning_db
+    at = _page(db, slo)
+    ids = at.selectbox(key="ev_chosen").options
+    assert len(ids) >= 2
+    last_id = at.selectbox(key="ev_chosen").select_index(len(ids) - 1).run().selectbox(key="ev_chosen").value
+    assert at.query_params["event"] == last_id
+    again = AppTest.from_file(str(APP), default_timeout=120)
+    again.query_params.update({"source": "duckdb", "db": str(db), "slo": slo, "event": last_id})
+    again.run()
+    again.switch_page("pages/events.py").run()
+    assert not again.exception
+    assert again.selectbox(key="ev_chosen").value == last_id
