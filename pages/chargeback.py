@@ -89,8 +89,12 @@ k = st.columns(3)
 k[0].metric("Violation minutes", f"{summary.violation_minutes:,.0f}", border=True)
 k[1].metric("Charged to other teams", f"${summary.charged_to_others:,.0f}", border=True,
             help="Minutes caused by another team's workload holding or sharing the GPUs")
-k[2].metric("Billed the most", (f"{md(summary.top_payer)}: ${summary.top_payer_cost:,.0f}"
-                                if summary.top_payer else "nobody else"), border=True)
+# The team is the metric's value and its bill the delta line: "team: $35,123" in one value was cut
+# off on a projector.
+k[2].metric("Billed the most", md(summary.top_payer) if summary.top_payer else "nobody else",
+            delta=f"${summary.top_payer_cost:,.0f} for the {period}" if summary.top_payer else None,
+            delta_color="off", delta_arrow="off", border=True,
+            help="The team whose workloads caused the most violation minutes of other teams' services")
 show_table(summary.table)  # its download is a CSV
 
 st.subheader("What each team would pay, by policy")

@@ -27,7 +27,9 @@ def _num(text: str) -> float:
 
 def test_batch_team_pays_for_the_morning_tails(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp")
-    assert _metric(at, "Billed the most").startswith("ml-research")
+    assert _metric(at, "Billed the most") == "ml-research"
+    top = next(m for m in at.metric if m.label == "Billed the most")
+    assert top.delta.startswith("$") and "for the day" in top.delta
     charged = _num(_metric(at, "Charged to other teams"))
     assert charged > 0
     ledger = at.dataframe[0].value
