@@ -28,14 +28,25 @@ PAGES: tuple[tuple[str, str, str, str], ...] = (
 # fonts.gstatic.com, which an air-gapped server cannot reach (tests/test_browser_hostile.py).
 st.set_page_config(page_title="Tidelens", page_icon=str(ROOT / "static" / "favicon.png"), layout="wide")
 
-pages = [st.Page(str(ROOT / path), title=title, icon=icon, url_path=url, default=(i == 0))
-         for i, (path, title, icon, url) in enumerate(PAGES) if (ROOT / path).exists()]
-page = st.navigation(pages, position="sidebar", expanded=True)
+pages = [st.Page(str(ROOT / path), title=title, icon=icon, url_path=url)
+         for path, title, icon, url in PAGES if (ROOT / path).exists()]
+
+
+def _home() -> None:
+    """``/`` opens the Overview at its own path, with the link's settings, so that ``/overview``
+    (bookmarked, typed, or copied from the address bar) is a page and not "Page not found"."""
+    st.switch_page(overview, query_params=st.query_params.to_dict())
+
+
+overview = pages[0]
+home = st.Page(_home, title="Tidelens", url_path="home", default=True, visibility="hidden")
+page = st.navigation([home, *pages], position="sidebar", expanded=True)
 try:
     page.run()
 finally:
     # The page has drawn (or stopped early): compute in the background what the other pages
-    # and steps will ask for.
-    from pages._analyses import prefetch_after_run
+    # and steps will ask for. The root's redirect drew nothing, so it asks for nothing.
+    if page.url_path != home.url_path:
+        from pages._analyses import prefetch_after_run
 
-    prefetch_after_run(page.url_path)
+        prefetch_after_run(page.url_path)

@@ -111,7 +111,7 @@ def registered_pages() -> list[tuple[str, str]]:
             for i, t in enumerate(node.value.elts):  # type: ignore[attr-defined]
                 path, url = t.elts[0].value, t.elts[3].value
                 if (ROOT / path).exists():
-                    out.append(("" if not out else url, url))
+                    out.append((url, url))  # every page by its own path, the first too
             return out
     raise AssertionError("app.py has no PAGES list")
 
@@ -184,8 +184,12 @@ def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
                 assert errors.count() == 0, f"{name}: {errors.first.inner_text()}"
                 assert "source=duckdb" in page.url, f"{name} lost the view settings: {page.url}"
                 page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-            # Moving between pages through the navigation keeps the view in the URL.
+            # The root opens the Overview at its own path, with the link's settings.
             open_page(page, f"{base}/?{query}")
+            assert page.locator('[data-testid="stMainBlockContainer"] h1').first.inner_text() == "Overview"
+            page.wait_for_function("() => location.pathname === '/overview'", timeout=60_000)
+            assert "source=duckdb" in page.url
+            # Moving between pages through the navigation keeps the view in the URL.
             page.locator('[data-testid="stSidebarNav"] a', has_text="Data").first.click()
             page.wait_for_url("**/data**", timeout=60_000)
             wait_settled(page)
