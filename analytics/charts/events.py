@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-from analytics.charts.theme import (OKABE_ITO, SLO_COLOR, apply_theme, class_color, display_ts,
+from analytics.charts.theme import (OKABE_ITO, SLO_COLOR, apply_theme, class_color, display_ts, log_ms_axis,
                                     zone_label)
 from analytics.events.event import Event
 from analytics.overview import WORKLOAD_CLASSES
@@ -69,7 +69,8 @@ def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz:
         fig.add_trace(go.Scatter(x=[x[0], x[-1]], y=[ev.slo_ms, ev.slo_ms], mode="lines",
                                  name=f"SLO {ev.slo_ms:g} ms", line=dict(color=SLO_COLOR, dash="dash", width=1.5)),
                       row=2, col=1)
-    fig.update_yaxes(title_text="ms", type="log", row=2, col=1)
+    log_ms_axis(fig, [*w["p99_ms"].to_list(), *w["explained_ms"].to_list(), *w["baseline_ms"].to_list(),
+                      ev.slo_ms], title="latency (log)", row=2, col=1)
 
     if holdings.height:
         by_cls = holdings.group_by("ts_ms", "cls").agg(pl.col("gpus").sum()).sort("ts_ms")

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-from analytics.charts.theme import (SERVICE_COLORS, SLO_COLOR, apply_theme, class_color,
+from analytics.charts.theme import (SERVICE_COLORS, SLO_COLOR, apply_theme, class_color, log_ms_axis,
                                     display_ts, zone_label)
 from analytics.overview import WORKLOAD_CLASSES
 
@@ -64,7 +64,9 @@ def pool_story_figure(classes: pl.DataFrame, violations: pl.DataFrame, *, tz: st
                     legendgroup="latency", showlegend=False,
                     hovertemplate="%{y:.0f} ms, above SLO<extra>" + service + "</extra>"),
                     row=2, col=1)
-        fig.update_yaxes(title_text="p99 (ms)", rangemode="tozero", row=2, col=1)
+        # Log scale: a 13 s spike on a linear axis flattened 100 ms and 1 s SLOs onto zero.
+        log_ms_axis(fig, [*violations["p99_ms"].to_list(), *violations["slo_ms"].to_list()],
+                    title="p99 (log)", row=2, col=1)
     fig.update_xaxes(title_text=f"time ({zone_label(tz)})", row=2 if has_latency else 1, col=1)
     # The legend sits above the subplot titles, clear of them.
     fig.update_layout(hovermode="x unified", legend_traceorder="normal",

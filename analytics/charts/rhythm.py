@@ -9,7 +9,7 @@ import polars as pl
 from plotly.subplots import make_subplots
 
 from analytics.text import plot_text
-from analytics.charts.theme import SLO_COLOR, apply_theme, class_color, display_ts, zone_label
+from analytics.charts.theme import SLO_COLOR, apply_theme, class_color, display_ts, log_ms_axis, zone_label
 from analytics.rhythm.decompose import Decomposition
 from analytics.rhythm.summary import WEEKDAY_NAMES, RhythmSummary
 
@@ -173,6 +173,6 @@ def self_norm_figure(p99: Decomposition, slo_ms: float, *, tz: str = "UTC", days
                        text=(f"{n_above} steps above the SLO;<br>{n_inside} of them inside p99's own "
                              f"seasonal band<br>(a seasonal baseline calls them normal)"))
     fig.update_xaxes(title_text=f"time ({zone_label(tz)})")
-    fig.update_yaxes(title_text="p99 (ms, log)", type="log")
+    log_ms_axis(fig, [*f["observed"].to_list(), *f["upper"].to_list(), slo_ms], title="p99 (log)")
     return _legend_below(apply_theme(fig, title="A daily tail hides inside its own seasonal profile",
                                      height=height))

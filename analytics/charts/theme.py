@@ -87,6 +87,51 @@ def apply_theme(fig: go.Figure, *, title: str | None = None, height: int | None 
     return fig
 
 
+def format_ms(ms: float) -> str:
+    """A latency tick as people say it: ``500 ms``, ``2 s``, ``0.5 ms``.
+
+    >>> [format_ms(x) for x in (0.5, 20, 1000, 20000)]
+    ['0.5 ms', '20 ms', '1 s', '20 s']
+    """
+    if ms >= 1000:
+        return f"{ms / 1000:g} s"
+    return f"{ms:g} ms"
+
+
+def log_ms_ticks(lo_ms: float, hi_ms: float) -> tuple[list[float], list[str]]:
+    """Ticks 1-2-5 per decade from ``lo_ms`` to ``hi_ms``, labelled with units (Plotly's own log
+    ticks read "2, 1000, 9, 8, 7" on a projector). Only decades when the span is wide.
+
+    >>> log_ms_ticks(40, 900)[1]
+    ['50 ms', '100 ms', '200 ms', '500 ms']
+    >>> log_ms_ticks(1, 100_000)[1]
+    ['1 ms', '10 ms', '100 ms', '1 s', '10 s', '100 s']
+    """
+    import math
+
+    lo, hi = max(lo_ms, 1e-3), max(hi_ms, lo_ms * 1.0001, 1e-3)
+    steps = (1.0,) if math.log10(hi / lo) > 3 else (1.0, 2.0, 5.0)
+    vals = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+            for m in steps]
+    vals = [v for v in vals if lo <= v <= hi] or [lo, hi]
+    return vals, [format_ms(v) for v in vals]
+
+
+def log_ms_axis(fig: go.Figure, values: "list[float] | pl.Series", *, title: str, **where: int) -> None:
+    """Make a figure's y axis (``row``/``col`` in ``where``) a log axis of milliseconds with
+    readable ticks over ``values`` (the p99s and SLOs it draws), so SLO lines never sit on zero."""
+    import math
+
+    finite = [float(v) for v in values if v is not None and v == v and v > 0 and math.isfinite(v)]
+    if not finite:
+        fig.update_yaxes(title_text=title, type="log", **where)
+        return
+    lo, hi = min(finite) / 1.3, max(finite) * 1.3
+    vals, text = log_ms_ticks(lo, hi)
+    fig.update_yaxes(title_text=title, type="log", tickvals=vals, ticktext=text,
+                     range=[math.log10(lo), math.log10(hi)], **where)
+
+
 def display_ts(ts: pl.Series, tz: str) -> pl.Series:
     """Step timestamps (epoch ms or datetimes, UTC) as datetimes in the display zone.
 

@@ -6,13 +6,20 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import polars as pl
 
-from analytics.charts.theme import OKABE_ITO, SLO_COLOR, apply_theme, display_ts
+from analytics.charts.theme import OKABE_ITO, SLO_COLOR, apply_theme, display_ts, log_ms_axis
 
 _PALETTE = list(OKABE_ITO.values())
 
 
 def _color(i: int) -> str:
     return _PALETTE[i % len(_PALETTE)]
+
+
+def _slo_trace(fig: go.Figure, x: pl.Series, slo_ms: float) -> None:
+    """The SLO as a named line (a trace: add_hline's annotation lands at 10^y on a log axis)."""
+    if len(x):
+        fig.add_trace(go.Scatter(x=[x.min(), x.max()], y=[slo_ms, slo_ms], mode="lines", name=f"SLO {slo_ms:g} ms",
+                                 line=dict(color=SLO_COLOR, dash="dash"), hoverinfo="skip"))
 
 
 def typical_day_figure(day: pl.DataFrame, slo_ms: float) -> go.Figure:
@@ -26,7 +33,7 @@ def typical_day_figure(day: pl.DataFrame, slo_ms: float) -> go.Figure:
     # axis to 1e98 in a static (SVG/PNG) export.
     fig.add_trace(go.Scatter(x=[0, 24], y=[slo_ms, slo_ms], name=f"SLO {slo_ms:g} ms", mode="lines",
                              line=dict(color=SLO_COLOR, dash="dash"), hoverinfo="skip"))
-    fig.update_yaxes(type="log", title="p99 (ms, median over days)")
+    log_ms_axis(fig, [*day["p99_ms"].to_list(), slo_ms], title="p99 (median over days, log)")
     fig.update_xaxes(title="hour of day (UTC)", range=[0, 24], dtick=3)
     return apply_theme(fig, title="A typical day under each policy", height=460)
 
@@ -67,8 +74,8 @@ def bands_figure(bands: pl.DataFrame, slo_ms: float, tz: str = "UTC") -> go.Figu
                              fillcolor="rgba(0,114,178,0.25)"))
     fig.add_trace(go.Scatter(x=x, y=bands["p99_ms_p50"], mode="lines", name="median",
                              line=dict(color=_color(1), width=1.5)))
-    fig.add_hline(y=slo_ms, line=dict(color=SLO_COLOR, dash="dash"))
-    fig.update_yaxes(type="log", title="p99 (ms)")
+    _slo_trace(fig, x, slo_ms)
+    log_ms_axis(fig, [*bands["p99_ms_p10"].to_list(), *bands["p99_ms_p90"].to_list(), slo_ms], title="p99 (log)")
     return apply_theme(fig, title="p99 over random burst seeds", height=400)
 
 
@@ -80,8 +87,8 @@ def backtest_figure(frame: pl.DataFrame, slo_ms: float, tz: str = "UTC") -> go.F
                              line=dict(color=_color(0), width=1)))
     fig.add_trace(go.Scatter(x=x, y=frame["p99_ms"], name="model (replay)", mode="lines",
                              line=dict(color=_color(5), width=1)))
-    fig.add_hline(y=slo_ms, line=dict(color=SLO_COLOR, dash="dash"))
-    fig.update_yaxes(type="log", title="p99 (ms)")
+    _slo_trace(fig, x, slo_ms)
+    log_ms_axis(fig, [*frame["observed_p99_ms"].to_list(), *frame["p99_ms"].to_list(), slo_ms], title="p99 (log)")
     return apply_theme(fig, title="Backtest: observed vs replayed p99", height=400)
 
 

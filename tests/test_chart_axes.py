@@ -1,0 +1,61 @@
+"""Honest latency axes: every p99 panel is a log axis of milliseconds with labelled ticks
+(1-2-5 per decade, or decades when wide), and its range holds both the p99s and the SLOs, so
+an SLO line never merges with zero under a spike."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from analytics.charts.overview import pool_story_figure
+from analytics.charts.theme import log_ms_ticks
+from analytics.charts.whatif import backtest_figure, bands_figure, typical_day_figure
+from analytics.whatif import PRESETS, compare
+from analytics.whatif.ledger import typical_day
+
+T0 = 1_764_316_800_000
+
+
+def _log_axis_ok(axis, *must_hold_ms: float) -> None:
+    assert axis.type == "log"
+    assert axis.ticktext and all(t.endswith(("ms", " s")) for t in axis.ticktext), axis.ticktext
+    lo, hi = axis.range
+    for ms in must_hold_ms:
+        assert lo <= math.log10(ms) <= hi, (ms, axis.range)
+
+
+def test_overview_p99_panel_is_log_and_holds_both_slos_under_a_13_s_spike() -> None:
+    ts = pl.datetime_range(pl.datetime(2025, 11, 28), pl.datetime(2025, 11, 28, 1), "1m", eager=True,
+                           time_zone="UTC")
+    n = len(ts)
+    p99 = [80.0] * n
+    p99[30] = 13_000.0
+    violations = pl.DataFrame({
+        "ts": [*ts, *ts], "service": ["chat"] * n + ["rec"] * n, "p99_ms": p99 + [600.0] * n,
+        "slo_ms": [100.0] * n + [1000.0] * n, "violating": [p > 100 for p in p99] + [False] * n})
+    classes = pl.DataFrame({"ts": ts, "cls": ["inference"] * n, "gpus": [4.0] * n})
+    fig = pool_story_figure(classes, violations)
+    _log_axis_ok(fig.layout.yaxis2, 100, 1000, 13_000, 80)
+    assert "100 ms" in fig.layout.yaxis2.ticktext and "1 s" in fig.layout.yaxis2.ticktext
+
+
+def test_what_if_panels_are_log_with_units_and_hold_the_slo() -> None:
+    scn = PRESETS["morning-ramp"](2)
+    res = compare(scn, ("shared", "tidal"))
+    day = typical_day(scn, res)
+    _log_axis_ok(typical_day_figure(day, scn.service.slo_ms).layout.yaxis, scn.service.slo_ms)
+    frame = pl.DataFrame({"ts_ms": [T0, T0 + 60_000], "observed_p99_ms": [50.0, 4000.0], "p99_ms": [60.0, 3000.0]})
+    _log_axis_ok(backtest_figure(frame, 100.0).layout.yaxis, 100, 50, 4000)
+    bands = pl.DataFrame({"ts_ms": [T0, T0 + 60_000], "p99_ms_p10": [40.0, 45.0], "p99_ms_p50": [60.0, 70.0],
+                          "p99_ms_p90": [90.0, 95.0]})
+    fig = bands_figure(bands, 250.0)
+    _log_axis_ok(fig.layout.yaxis, 250, 40)
+    assert not fig.layout.shapes  # the SLO is a named trace, not an hline
+    assert any(t.name == "SLO 250 ms" for t in fig.data)
+
+
+def test_ticks_read_as_units_never_as_bare_digits() -> None:
+    vals, text = log_ms_ticks(3, 20_000)
+    assert text == ["10 ms", "100 ms", "1 s", "10 s"] and vals == [10.0, 100.0, 1000.0, 10000.0]
+    assert log_ms_ticks(80, 130)[1] == ["100 ms"]
