@@ -142,7 +142,8 @@ def store_calibration_or_stop(src: DataSource, v: ViewSettings, column: Any, key
         return cached_calibration(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version(),
                                   name, v.slo_for(name))
     except TidelensError as exc:
-        st.error(f"The store cannot be calibrated: {md(exc)} Choose a preset above to explore one.",
+        st.error(f"The store cannot be calibrated: {md(str(exc).rstrip('. '))}. Choose a preset above to "
+                 "explore one.",
                  icon=":material/error:")
         st.stop()
 

@@ -44,8 +44,8 @@ if timelines is not None:
                 help="Minutes in which at least one service's p99 was above its SLO: "
                      + (", ".join(f"{md(n)} {m:,.0f}" for n, m in s.slo_violation_min_by_service.items())
                         or "no latency data"))
-    k[4].metric("Pool GPU-hours (capacity)", f"{s.gpu_hours:,.0f}", border=True,
-                help="GPUs in the pool times hours, over the range")
+    k[4].metric("Pool GPU-hours", f"{s.gpu_hours:,.0f}", border=True,
+                help="The pool's capacity: GPUs in the pool times hours over the range (held or not)")
     if s.steps == 0:
         totals = cached_totals(src.path, src.version)
         st.info(md(no_steps_message(cached_signal_report(src.path, src.version),

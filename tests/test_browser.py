@@ -40,6 +40,12 @@ def wait_settled(page, timeout_ms: int = 60_000) -> None:
     """Wait until the script run has finished and every element is drawn (no skeletons left)."""
     page.wait_for_function(SETTLED_JS, timeout=timeout_ms, polling=100)
 
+# Text of a KPI (label or value) wider than the box that shows it, i.e. drawn with an ellipsis.
+CUT_OFF_JS = """() => Array.from(document.querySelectorAll(
+    '[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] *, [data-testid="stMetricValue"], '
+    + '[data-testid="stMetricValue"] *'))
+  .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.trim()).filter(t => t)"""
+
 NAV_TITLES = ["Overview", "Rhythm", "Tail events", "What-if", "Chargeback", "Data"]
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
@@ -183,6 +189,9 @@ def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
                 errors = page.locator('[data-testid="stException"]')
                 assert errors.count() == 0, f"{name}: {errors.first.inner_text()}"
                 assert "source=duckdb" in page.url, f"{name} lost the view settings: {page.url}"
+                # Nothing cut off on a projector: no KPI label or value wider than its box.
+                cut = page.evaluate(CUT_OFF_JS)
+                assert not cut, f"{name}: cut off: {cut}"
                 page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
             # The root opens the Overview at its own path, with the link's settings.
             open_page(page, f"{base}/?{query}")
