@@ -769,6 +769,14 @@ def source() -> DataSource:
     return found if found is not None else resolve_source(view())
 
 
+# -- KPIs -----------------------------------------------------------------------------------
+def kpi_row(n: int) -> list[Any]:
+    """``n`` slots for KPIs in one row that wraps on a narrow screen (a 1280x720 projector cut
+    five fixed columns' labels and values with an ellipsis); ``row[i].metric(...)`` as columns."""
+    row = st.container(horizontal=True, wrap=True)
+    return [row] * n
+
+
 # -- tables ---------------------------------------------------------------------------------
 def show_table(frame: Any, *, where: Any = None, **kwargs: Any) -> Any:
     """``st.dataframe`` of a frame made safe to draw and to download (its own CSV button):
@@ -820,4 +828,5 @@ __all__ = ["DataSource", "cached_inventory", "cached_series", "cached_signal_rep
            "cached_timelines", "cached_totals", "cached_workloads", "config_file",
            "config_version", "load_upload", "load_workload_map", "UploadOutcome",
            "open_store", "page_setup", "persisted", "render_sidebar", "require_source",
-           "resolve_source", "seed_from_link", "keep_in_link", "show_chart", "show_table", "source", "upload_target", "view"]
+           "kpi_row", "resolve_source", "seed_from_link", "keep_in_link", "show_chart", "show_table",
+           "source", "upload_target", "view"]

@@ -17,7 +17,7 @@ from analytics.whatif import form
 from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.ledger import bills, ledger, summarise_ledger
 from pages._analyses import store_calibration_or_stop
-from pages._common import keep_in_link, page_setup, seed_from_link, show_chart, show_table, source
+from pages._common import keep_in_link, kpi_row, page_setup, seed_from_link, show_chart, show_table, source
 
 STORE = "store"
 PRESET_DAYS = 7
@@ -85,7 +85,7 @@ keep_in_link("cb_policy", policy, default=list(POLICIES)[0])
 keep_in_link("cb_period", period, default=list(PERIODS_H)[0])
 book = ledger(scn, {policy: results[policy]}, PERIODS_H[period])
 summary = summarise_ledger(book, scn.service.team)
-k = st.columns(3)
+k = kpi_row(3)
 k[0].metric("Violation minutes", f"{summary.violation_minutes:,.0f}", border=True)
 k[1].metric("Charged to other teams", f"${summary.charged_to_others:,.0f}", border=True,
             help="Minutes caused by another team's workload holding or sharing the GPUs")

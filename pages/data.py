@@ -20,7 +20,7 @@ from analytics.workloads import CLASSES, map_to_dict, save_map
 from analytics.overview import label_inventory
 from analytics.view import (STEP_CHOICES_S, apply_workload_edits, format_step, iso_utc,
                             parse_iso_ms)
-from pages._common import (cached_inventory, cached_links, cached_series, cached_workloads, config_file,
+from pages._common import (cached_inventory, cached_links, cached_series, cached_workloads, config_file, kpi_row,
                            config_version, load_upload, load_workload_map,
                            open_store, page_setup, show_chart, show_table, source,
                            upload_target)
@@ -141,7 +141,7 @@ def _show_pull_outcome() -> None:
         if out.get("hint"):
             st.info(out["hint"], icon=":material/filter_alt:")
         return
-    c = st.columns(4)
+    c = kpi_row(4)
     c[0].metric("Series", f"{out['series']:,}")
     c[1].metric("Samples", f"{out['samples']:,}")
     c[2].metric("Sources loaded", f"{out['loaded']:,}", help="one per query and time chunk")

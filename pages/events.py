@@ -13,7 +13,8 @@ from analytics.events.evidence import regression_rows
 from analytics.events.report import dashboard_vs_found, method_text, report_html
 from analytics.view import format_step
 from pages._analyses import EVENTS_MERGE_GAP_MIN, EVENTS_MIN_DURATION_MIN, cached_events
-from pages._common import config_version, keep_in_link, require_source, seed_from_link, show_chart, show_table, view
+from pages._common import (config_version, keep_in_link, kpi_row, require_source, seed_from_link, show_chart,
+                           show_table, view)
 
 _HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in EventsConfig.__dataclass_fields__}
 _BADGE = {"batch_contention": "red", "traffic_surge": "blue", "scaling_lag": "orange", "mixed": "violet",
@@ -58,7 +59,7 @@ table = pl.DataFrame([{
     "start": e.as_dict()["start"], "service": e.service, "cause": e.cause, "minutes": round(e.duration_min),
     "peak p99 (ms)": round(e.peak_p99_ms), "SLO (ms)": e.slo_ms, "misattributed": e.misattributed,
     "recorded cause": (e.evidence.get("incident") or {}).get("recorded_cause"), "id": e.id} for e in events])
-k = st.columns(4)
+k = kpi_row(4)
 k[0].metric("Tail events", len(events), border=True)
 k[1].metric("Batch contention", sum(e.cause == "batch_contention" for e in events), border=True)
 k[2].metric("Traffic surges", sum(e.cause == "traffic_surge" for e in events), border=True)

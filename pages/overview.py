@@ -10,7 +10,7 @@ from analytics.errors import TidelensError
 from analytics.overview import (class_long, describe_class_rules, describe_signals, no_steps_message,
                                 pool_story_data, slo_violations, summarise, thin_for_display)
 from analytics.view import format_step
-from pages._common import (cached_inventory, cached_links, cached_signal_report, cached_timelines,
+from pages._common import (kpi_row, cached_inventory, cached_links, cached_signal_report, cached_timelines,
                            cached_totals, config_version, require_source, page_setup, show_chart,
                            show_table)
 
@@ -32,7 +32,7 @@ except TidelensError as exc:
 if timelines is not None:
     s = summarise(timelines["pool"], timelines["holdings"], timelines["services"], v.slo_for,
                   v.step_s)
-    k = st.columns(5)
+    k = kpi_row(5)
     k[0].metric("Pool size", f"{s.pool_gpus_max:,.0f} GPUs", border=True,
                 help="Most GPUs in the pool(s) at any step of the range")
     k[1].metric("Mean allocation", "-" if s.allocation_pct is None else f"{s.allocation_pct:.0f}%",

@@ -12,7 +12,7 @@ from analytics.rhythm import RhythmConfig, config_help
 from analytics.errors import TidelensError
 from analytics.view import format_step
 from pages._analyses import RHYTHM_RESOLUTION_S, RHYTHM_RESOLUTIONS_S, cached_rhythm
-from pages._common import config_version, require_source, show_chart, view
+from pages._common import kpi_row, config_version, require_source, show_chart, view
 
 HELP = config_help()
 
@@ -64,7 +64,7 @@ if chosen.summary is None or chosen.decomposition is None:
     st.stop()
 s = chosen.summary
 tw = s.tidal_window
-k = st.columns(5)
+k = kpi_row(5)
 k[0].metric(f"Peak hour ({s.timezone})", _hour(s.peak_hour), border=True,
             help="Hour of day with the highest expected value (trend + daily + weekly, averaged)")
 k[1].metric(f"Trough hour ({s.timezone})", _hour(s.trough_hour), border=True)
@@ -76,7 +76,7 @@ k[4].metric("Weekend / weekday", "-" if s.weekend_to_weekday is None else f"{s.w
             border=True)
 if s.batch is not None:
     b = s.batch
-    kb = st.columns(4)
+    kb = kpi_row(4)
     kb[0].metric("Batch typically starts", "-" if b.typical_start_hour is None
                  else f"{int(b.typical_start_hour):02d}:{int(b.typical_start_hour % 1 * 60):02d}", border=True)
     kb[1].metric("Batch holds (median)", "-" if b.median_hold_h is None else f"{b.median_hold_h:.1f} h",

@@ -193,6 +193,14 @@ def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
                 cut = page.evaluate(CUT_OFF_JS)
                 assert not cut, f"{name}: cut off: {cut}"
                 page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+            # A meeting room's projector at 1280x720: still nothing cut off, a screenshot of each.
+            page.set_viewport_size({"width": 1280, "height": 720})
+            for path, name in pages:
+                open_page(page, f"{base}/{path}?{query}")
+                cut = page.evaluate(CUT_OFF_JS)
+                assert not cut, f"{name} at 1280x720: cut off: {cut}"
+                page.screenshot(path=str(SCREENSHOTS / f"{name}-1280x720.png"))
+            page.set_viewport_size({"width": 1600, "height": 1800})
             # The root opens the Overview at its own path, with the link's settings.
             open_page(page, f"{base}/?{query}")
             assert page.locator('[data-testid="stMainBlockContainer"] h1').first.inner_text() == "Overview"
