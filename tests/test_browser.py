@@ -73,7 +73,8 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 60.0) -> N
     last: Exception | None = None
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {proc.returncode}: {proc.stdout.read()}")
+            told = proc.stdout.read() if proc.stdout else ""
+            raise RuntimeError(f"streamlit exited with {proc.returncode}: {told}")
         try:
             with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
                 if r.status == 200:
@@ -88,13 +89,14 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 60.0) -> N
     raise TimeoutError(f"streamlit did not answer at {url}: {last}")
 
 
-def start_app(env_extra: dict[str, str], port: int) -> subprocess.Popen:
+def start_app(env_extra: dict[str, str], port: int, log: Path | None = None) -> subprocess.Popen:
     env = {**os.environ, "TIDELENS_PREFETCH": "1", **env_extra, "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true",
            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    # With ``log``, the server's output goes to that file (the test reads its warnings after).
+    out = open(log, "w") if log is not None else subprocess.PIPE  # noqa: SIM115 - the server owns it
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
 
 
 def stop_app(proc: subprocess.Popen) -> None:
@@ -132,11 +134,11 @@ def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
     db = build_store(tmp / "hour.duckdb")
     port = free_port()
     proc = start_app({"TIDELENS_UPLOADS_DB": str(tmp / "uploads.duckdb"),
-                      "TIDELENS_CONFIG": str(tmp / "tidelens.toml")}, port)
+                      "TIDELENS_CONFIG": str(tmp / "tidelens.toml")}, port, log=tmp / "server.log")
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc)
-        yield url, urllib.parse.urlencode({"source": "duckdb", "db": str(db), "slo": "100"})
+        yield url, urllib.parse.urlencode({"source": "duckdb", "db": str(db), "slo": "100"}), tmp / "server.log"
     finally:
         stop_app(proc)
 
@@ -150,10 +152,10 @@ def open_page(page, url: str, timeout_ms: int = 60_000) -> None:
     wait_settled(page, timeout_ms)
 
 
-def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
+def test_every_page_in_chromium(app_url: tuple[str, str, Path]) -> None:
     from playwright.sync_api import sync_playwright
 
-    base, query = app_url
+    base, query, server_log = app_url
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     pages = registered_pages()
     assert pages[0][1] == "overview" and any(name == "data" for _, name in pages)
@@ -189,6 +191,7 @@ def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
                 errors = page.locator('[data-testid="stException"]')
                 assert errors.count() == 0, f"{name}: {errors.first.inner_text()}"
                 assert "source=duckdb" in page.url, f"{name} lost the view settings: {page.url}"
+                assert "Session State API" not in page.locator("body").inner_text(), name  # Streamlit's state warning
                 # Nothing cut off on a projector: no KPI label or value wider than its box.
                 cut = page.evaluate(CUT_OFF_JS)
                 assert not cut, f"{name}: cut off: {cut}"
@@ -223,6 +226,12 @@ def test_every_page_in_chromium(app_url: tuple[str, str]) -> None:
         finally:
             browser.close()
     assert (SCREENSHOTS / "overview.png").stat().st_size > 10_000
+    # The server said nothing alarming while every page was driven: no warning (e.g. a widget
+    # "created with a default value but also had its value set via the Session State API"), no traceback.
+    text = server_log.read_text()
+    assert "Streamlit" in text  # the log is the server's (its start-up banner), not an empty file
+    said = [line for line in text.splitlines() if "WARNING" in line or "Traceback" in line or "Error" in line]
+    assert not said, said[:5]
 
 
 def test_server_side_svg_uses_debian_chromium(monkeypatch: pytest.MonkeyPatch) -> None:
