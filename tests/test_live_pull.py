@@ -184,7 +184,7 @@ def test_server_down_is_a_clear_error(store):
 def test_cli_pull_prints_progress_and_a_summary_and_refuses_unlisted_servers(prometheus, tmp_path,
                                                                             capsys, monkeypatch):
     from analytics.cli import main
-    from analytics.live.pull import iso
+    from analytics.times import iso_utc as iso
 
     url, _ = prometheus
     db = str(tmp_path / "t.duckdb")

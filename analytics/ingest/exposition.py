@@ -371,7 +371,8 @@ class ExpositionParser:
                     self.saw_eof, self.eof_line = True, first + e
                 after = frame.slice(e + 1).with_row_index("i").filter(
                     (a.str.strip_chars() != "") | r.is_not_null())
-                self._drop("after_eof", after.height, first + e + 1 + int(after["i"][0]) if after.height else 0)
+                if after.height:
+                    self._drop("after_eof", after.height, first + e + 1 + int(after["i"][0]))
         for line in frame.filter(pl.col("a").str.starts_with("# TYPE ") & r.is_null())["a"]:
             self._note_type(line)
         # Byte-level splits (no character offsets): the series text ends at the first '}' on

@@ -167,19 +167,25 @@ def parse_long(frame: pl.DataFrame, sink: Sink, source: str, *, header_lines: in
 def ragged_line(data: bytes, width: int) -> tuple[int, int] | None:
     r"""``(line, fields)`` of the first non-blank line whose field count is not ``width``, or None.
 
-    Without quotes in the file the count is one more than the commas on the line (vectorised);
-    with quotes, Python's csv module reads it (a quoted comma or newline is not a separator).
+    Without quotes below the header (Grafana quotes only its header cells) the count is one more
+    than the commas on the line (vectorised); otherwise Python's csv module reads the file (a
+    quoted comma or newline is not a separator).
 
     >>> ragged_line(b"a,b,c\n1,2,3\n4,5\n", 3), ragged_line(b'a,b\n"x,y",2\n', 2)
     ((3, 2), None)
+    >>> ragged_line(b'"Time","a,b"\n1,2\n3\n', 2)
+    (3, 1)
     """
-    if b'"' not in data and b"\x1f" not in data:
-        lines = pl.read_csv(data, has_header=False, separator="\x1f", quote_char=None,
+    _, sep, body = data.partition(b"\n")
+    if not body.strip():
+        return None  # a header alone: nothing to count
+    if sep and b'"' not in body and b"\x1f" not in body:
+        lines = pl.read_csv(body, has_header=False, separator="\x1f", quote_char=None,
                             schema={"l": pl.Utf8}).with_row_index("i")
         l = pl.col("l").str.strip_chars_end("\r")
         bad = lines.filter(l.is_not_null() & (l != "") & (l.str.count_matches(",", literal=True) + 1 != width))
         if bad.height:
-            return int(bad["i"][0]) + 1, int(bad["l"][0].rstrip("\r").count(",")) + 1
+            return int(bad["i"][0]) + 2, int(bad["l"][0].rstrip("\r").count(",")) + 1
         return None
     reader = csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"), newline=""))
     for row in reader:

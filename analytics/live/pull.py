@@ -115,11 +115,6 @@ def _settled(now_ms: int | None) -> int:
     return (int(time.time() * 1000) if now_ms is None else now_ms) - SETTLE_MS
 
 
-def iso(ms: int) -> str:
-    """A PromQL range bound (RFC 3339): :func:`analytics.times.iso_utc`."""
-    return iso_utc(ms)
-
-
 def _guard(client: PromClient, promql: str, at_ms: int, max_series: int, what: str,
            *, raw_range: tuple[int, int] | None = None) -> int:
     """Count what a query would return before asking for it; raise past ``max_series``."""
@@ -290,7 +285,7 @@ def pull(store: Store, client: PromClient, start_ms: int, end_ms: int, *, step_m
             _check_series(resp, max_series, f"query {pq.metric}", server)
             if resp.data.get("result"):
                 name = (f"prom://{server.split('://', 1)[1]}/query_range?q={pq.key}&scope={scope_key}"
-                        f"&step={step_ms // 1000}s&start={iso(a)}&end={iso(b)}")
+                        f"&step={step_ms // 1000}s&start={iso_utc(a)}&end={iso_utc(b)}")
                 if pq.service_from_workload or pq.accumulate:
                     resp = _reshape(store, pq, resp, a, step_ms)
                 report.results.append(_land(store, name, "prometheus-live", pq.promql, pq.metric, resp))
@@ -298,7 +293,7 @@ def pull(store: Store, client: PromClient, start_ms: int, end_ms: int, *, step_m
                 _record_range(store, server, pq.key, step_ms, scope_key, a, min(b, settled_ms))
             done_n += 1
             if progress:
-                progress(done_n, total, f"{pq.metric} {iso(a)}..{iso(b)}")
+                progress(done_n, total, f"{pq.metric} {iso_utc(a)}..{iso_utc(b)}")
     report.requests = client.requests_made - base_requests
     report.bytes_received = client.bytes_received - base_bytes
     return report
@@ -365,13 +360,13 @@ def pull_raw(store: Store, client: PromClient, selector: str, start_ms: int, end
                             resp.content, resp.warnings)
             if resp.data["result"]:
                 name = (f"prom://{server.split('://', 1)[1]}/query?raw={selector}"
-                        f"&start={iso(t - window_ms)}&end={iso(t)}")
+                        f"&start={iso_utc(t - window_ms)}&end={iso_utc(t)}")
                 digest_q = f"{promql}@{t}&{start_ms}&{end_ms}"
                 report.results.append(_land(store, name, "prometheus-live-raw", digest_q, None, resp))
         if start_ms <= t - window_ms and t <= settled_ms:  # only whole, settled windows count as done
             _record_range(store, server, key, window_ms, "raw", t, t)
         if progress:
-            progress(i + 2, total, f"{selector} ..{iso(t)}")
+            progress(i + 2, total, f"{selector} ..{iso_utc(t)}")
     report.requests = client.requests_made - base_requests
     report.bytes_received = client.bytes_received - base_bytes
     return report

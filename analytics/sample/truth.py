@@ -24,8 +24,9 @@ weekday within ``[ramp - 30 min, ramp + 2 h)``: it rises together with the norma
 
 from __future__ import annotations
 
-
 import numpy as np
+
+from analytics.times import iso_utc as iso  # the truth's times: the one formatter
 
 CAUSES = ("batch_contention", "traffic_surge", "mixed", "scaling_lag")
 VARIANTS = ("no_batch", "no_surge", "neither")
@@ -48,11 +49,6 @@ def detect_runs(p99_ms: np.ndarray, slo_ms: float, min_len: int, merge_gap: int)
     return [(a, b) for a, b in merged if b - a >= min_len]
 
 
-def iso(ts_ms: int) -> str:
-    """ISO-8601 UTC with a ``Z`` (:func:`analytics.times.iso_utc`)."""
-    from analytics.times import iso_utc
-
-    return iso_utc(ts_ms)
 
 
 def classify(a: int, b: int, slo_ms: float, full: np.ndarray, variants: dict[str, np.ndarray],
