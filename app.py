@@ -2,7 +2,7 @@
 
 Run with ``streamlit run app.py`` (``make run``). Pages are registered in :data:`PAGES`; a page
 appears only when its file exists, so pages added later show up without touching this file.
-Each page starts with ``v = page_setup()`` (``pages/_common.py``), which draws the sidebar
+Each page starts with ``v = page_setup()`` (``pages/_sidebar.py``), which draws the sidebar
 and returns the view settings the URL and the sidebar hold.
 """
 
@@ -47,6 +47,6 @@ finally:
     # The page has drawn (or stopped early): compute in the background what the other pages
     # and steps will ask for. The root's redirect drew nothing, so it asks for nothing.
     if page.url_path != home.url_path:
-        from pages._analyses import prefetch_after_run
+        from pages._prefetch import prefetch_after_run
 
         prefetch_after_run(page.url_path)

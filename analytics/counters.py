@@ -355,20 +355,6 @@ def _quantiles_matrix(qs: Mapping[str, float], le: np.ndarray, v: np.ndarray) ->
     return out
 
 
-def parse_le(le: str | None) -> float | None:
-    """A bucket bound from its ``le`` label (``+Inf`` included); ``None`` when unreadable.
-
-    >>> parse_le("+Inf"), parse_le("0.25"), parse_le("x")
-    (inf, 0.25, None)
-    """
-    if le is None:
-        return None
-    try:
-        return float(le)
-    except ValueError:
-        return None
-
-
 def histogram_quantile(q_: float, buckets: pl.DataFrame, *, le: str = "le",
                        value: str = "value") -> pl.DataFrame:
     """Prometheus ``histogram_quantile``, vectorised over groups.

@@ -63,10 +63,7 @@ def _explain(exc: BaseException, nvml: ModuleType) -> str:
 
 def available(nvml: ModuleType | None = None) -> tuple[bool, str]:
     """Whether NVML works here, and a one-line message for the user (GPU count or why not)."""
-    try:
-        nvml = nvml or _nvml_module()
-    except ImportError:
-        return False, "the nvidia-ml-py package is not installed (pip install nvidia-ml-py)"
+    nvml = nvml or _nvml_module()  # nvidia-ml-py is a dependency: the import itself always works
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:

@@ -3,8 +3,7 @@
 Owns the Overview page's arithmetic: pool size, mean allocation and activity, minutes in which
 a service's p99 broke its SLO, the share of GPU-hours by workload class and by team, and which
 signals the store has. Inputs are the frames of :mod:`analytics.timeline` (``pool_timeline``,
-``holdings``, ``service_timeline``); nothing here reads the store's tables directly except
-:func:`signal_presence`, which only needs the list of metric names.
+``holdings``, ``service_timeline``); nothing here reads the store's tables directly.
 
 Conventions: a step's ``ts`` is its end; a step of ``step_s`` seconds held by ``g`` GPUs is
 ``g * step_s / 3600`` GPU-hours. Missing values (nulls) are left out, never taken as zero.
@@ -13,7 +12,7 @@ Conventions: a step's ``ts`` is its end; a step of ``step_s`` seconds held by ``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable
 
 import polars as pl
 
@@ -241,25 +240,6 @@ def pool_story_data(classes: pl.DataFrame, violations: pl.DataFrame) -> pl.DataF
     if violations.height == 0:
         return classes
     return pl.concat([classes, violations], how="diagonal_relaxed").sort("ts", nulls_last=True)
-
-
-def signal_presence(metrics: Iterable[str]) -> pl.DataFrame:
-    """Which of the catalogue's signals the store can provide, and what a missing one costs.
-
-    The same frame as :func:`analytics.timeline.signal_report`, from a list of metric names:
-    ``signal, found, metrics_found, needed_for, cost_if_missing``.
-    """
-    have = set(metrics)
-    # Histograms are stored under their _bucket/_sum/_count names.
-    have |= {m.rsplit("_", 1)[0] for m in have if m.endswith(("_bucket", "_sum", "_count"))}
-    rows = []
-    for sig in SIGNALS:
-        found = [m for m in (*sig.metrics, *sig.aliases) if m in have]
-        rows.append({"signal": sig.name, "found": bool(found), "metrics_found": ", ".join(found),
-                     "needed_for": sig.needed_for, "cost_if_missing": sig.cost_if_missing})
-    return pl.DataFrame(rows, schema={"signal": pl.Utf8, "found": pl.Boolean,
-                                      "metrics_found": pl.Utf8, "needed_for": pl.Utf8,
-                                      "cost_if_missing": pl.Utf8})
 
 
 def describe_signals(report: pl.DataFrame) -> str:

@@ -157,3 +157,24 @@ def escape_figure(fig: Any) -> Any:
                 trace.customdata = np.vectorize(lambda v: plot_text(v) if isinstance(v, str) else v,
                                                 otypes=[object])(arr)
     return fig
+
+
+def html_table(headers: Any, rows: Any) -> list[str]:
+    """An HTML table's lines, every header and cell escaped (a report's tables).
+
+    >>> html_table(["team"], [["<b>ml</b>"]])
+    ['<table><tr><th>team</th></tr>', '<tr><td>&lt;b&gt;ml&lt;/b&gt;</td></tr>', '</table>']
+    """
+    import html
+
+    out = ["<table><tr>" + "".join(f"<th>{html.escape(str(c))}</th>" for c in headers) + "</tr>"]
+    out.extend("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    out.append("</table>")
+    return out
+
+
+def md_table(headers: Any, rows: Any) -> list[str]:
+    """A Markdown table's lines, every header and cell through :func:`md`, then a blank line."""
+    out = ["| " + " | ".join(md(c) for c in headers) + " |", "|" + "---|" * len(headers)]
+    out.extend("| " + " | ".join(md(c) for c in row) + " |" for row in rows)
+    return out + [""]

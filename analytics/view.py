@@ -8,7 +8,7 @@ round trip is tested as plain Python. Only values that differ from the defaults 
 >>> v = ViewSettings(step_s=300, slo_ms={"*": 250.0})
 >>> v.to_query_params()
 {'step': '300', 'slo': '250'}
->>> ViewSettings.from_query_params(v.to_query_params()) == v
+>>> parse_query_params(v.to_query_params())[0] == v
 True
 """
 
@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from analytics.slo import ALL, DEFAULT_SLO_MS  # one fallback, shared with the CLI
-from analytics.times import format_span, from_local_naive, iso_utc, local_naive, parse_iso_ms  # noqa: F401
+from analytics.times import format_span, iso_utc, parse_iso_ms
 
 # Where "uploaded files" land when the user has not chosen a DuckDB file of their own.
 UPLOADS_DB_ENV = "TIDELENS_UPLOADS_DB"
@@ -221,10 +221,6 @@ class ViewSettings:
             out["tz"] = self.tz
         return out
 
-    @classmethod
-    def from_query_params(cls, params: Mapping[str, Any]) -> "ViewSettings":
-        """Settings from URL query parameters; a bad value falls back to its default."""
-        return parse_query_params(params)[0]
 
 
 def _last(value: Any) -> str | None:

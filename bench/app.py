@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             visited.close()
             # A range not opened before (the last week or eight days): once changed right after
             # the page has drawn, once after a user's reading time.
-            from analytics.view import iso_utc
+            from analytics.times import iso_utc
 
             totals = _totals(app_url, query)
             for i, read_s in enumerate((0.0, args.read_s)):

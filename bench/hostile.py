@@ -23,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """Verdicts across export variants: the full matrix, several seeds, longer runs, the README's table.
 
-Runs every case of :data:`analytics.events.robustness.MATRIX` (the same list the tests run on one
+Runs every case of :data:`variant_matrix.MATRIX` (the same list the tests run on one
 seed over 4 days) for ``--days`` days on each of ``--seeds``, and the independently written
 export (``tests/independent_export.py``, its four cases) on the same seeds; scores each run
 against its truth with the naive dashboard's reading beside it (the peer: what a dashboard that
@@ -32,7 +32,7 @@ def independent_case(case: str, *, days: int, seed: int):
 
     from analytics.events import EventsConfig
     from analytics.events.pipeline import analyse_store
-    from analytics.events.scoring import score
+    from truth_scoring import score
     from analytics.ingest import ingest_path
     from analytics.store import Store
 
@@ -46,8 +46,8 @@ def independent_case(case: str, *, days: int, seed: int):
 
 
 def main() -> int:
-    from analytics.events.robustness import MATRIX, TARGETS, pooled_by_case, run_case
-    from analytics.events.scoring import pooled
+    from variant_matrix import MATRIX, TARGETS, pooled_by_case, run_case
+    from truth_scoring import pooled
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--days", type=int, default=7)

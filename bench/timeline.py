@@ -352,7 +352,7 @@ def main() -> None:
             print(proc.stderr, file=sys.stderr)
             raise SystemExit(f"{impl} failed")
         results[impl] = json.loads(proc.stdout.strip().splitlines()[-1])
-    tl, pd_ = results["tidelens"], results["pandas"]
+    tl = results["tidelens"]
     print(f"{args.days} days x {args.gpus} GPUs, 1-min step, pool, holdings and service timelines")
     print(f"{'':10s} {'wall s':>9s} {'CPU s':>9s} {'peak MiB':>9s}")
     for impl, r in results.items():

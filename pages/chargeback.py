@@ -16,8 +16,9 @@ from analytics.whatif import POLICIES, PRESETS, capacity_plan, compare, reservat
 from analytics.whatif import form
 from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.ledger import bills, ledger, summarise_ledger
-from pages._analyses import store_calibration_or_stop
-from pages._common import keep_in_link, kpi_row, page_setup, seed_from_link, show_chart, show_table, source
+from pages._queries import store_calibration_or_stop
+from pages._show import kpi_row, show_chart, show_table
+from pages._sidebar import keep_in_link, page_setup, seed_from_link, source
 
 STORE = "store"
 PRESET_DAYS = 7
@@ -86,7 +87,9 @@ keep_in_link("cb_period", period, default=list(PERIODS_H)[0])
 book = ledger(scn, {policy: results[policy]}, PERIODS_H[period])
 summary = summarise_ledger(book, scn.service.team)
 k = kpi_row(3)
-k[0].metric("Violation minutes", f"{summary.violation_minutes:,.0f}", border=True)
+k[0].metric("Violation minutes, modelled", f"{summary.violation_minutes:,.0f}", border=True,
+            help=f"The model's minutes over the SLO under {policy} for the {period}; the What-if page's "
+                 "backtest sets the replay beside what was observed")
 k[1].metric("Charged to other teams", f"${summary.charged_to_others:,.0f}", border=True,
             help="Minutes caused by another team's workload holding or sharing the GPUs")
 # The team is the metric's value and its bill the delta line: "team: $35,123" in one value was cut

@@ -18,12 +18,13 @@ from analytics.text import code, md, safe_table
 from analytics.ingest import group_messages
 from analytics.workloads import CLASSES, map_to_dict, save_map
 from analytics.overview import label_inventory
-from analytics.view import (STEP_CHOICES_S, apply_workload_edits, format_step, iso_utc,
-                            parse_iso_ms)
-from pages._common import (cached_inventory, cached_links, cached_series, cached_workloads, config_file, kpi_row,
-                           config_version, load_upload, load_workload_map,
-                           open_store, page_setup, show_chart, show_table, source,
-                           upload_target)
+from analytics.times import iso_utc, parse_iso_ms
+from analytics.view import STEP_CHOICES_S, apply_workload_edits, format_step
+from pages._caches import cached_inventory, cached_links, cached_series, cached_workloads
+from pages._show import kpi_row, show_chart, show_table
+from pages._sidebar import page_setup, source
+from pages._store import (config_file, config_version, load_upload, load_workload_map, open_store,
+                          upload_target)
 
 v = page_setup()
 st.title("Data")
@@ -363,7 +364,7 @@ def _collect_panel() -> None:
 class _OpenPerLoad:
     """The store as :func:`analytics.nvml.collect` uses it (``load`` per flush), opened for each
     load only: a collection runs for minutes, and while the page's store is open for writing no
-    other session of the app can read it (one process-wide lock, see ``pages/_common.py``)."""
+    other session of the app can read it (one process-wide lock, see ``pages/_store.py``)."""
 
     def __init__(self, path: Any) -> None:
         self.path = path
@@ -413,7 +414,7 @@ def _interrupted(kind: str) -> bool:
 
 # -- add data --------------------------------------------------------------------------------
 # One panel at a time: a tab runs (and draws its form) only when picked. Its fields keep what
-# was typed while another tab is shown: page_setup carries them (pages/_common.PAGE_STATE_PREFIXES).
+# was typed while another tab is shown: page_setup carries them (pages/_sidebar.PAGE_STATE_PREFIXES).
 # Said above the tabs: the click that stopped a pull may have been on another tab.
 if _interrupted("pull"):
     ss.pop("pull_outcome", None)

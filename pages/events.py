@@ -12,9 +12,9 @@ from analytics.events import EventsConfig
 from analytics.events.evidence import regression_rows
 from analytics.events.report import dashboard_vs_found, method_text, report_html
 from analytics.view import format_step
-from pages._analyses import EVENTS_MERGE_GAP_MIN, EVENTS_MIN_DURATION_MIN, cached_events
-from pages._common import (config_version, keep_in_link, kpi_row, require_source, seed_from_link, show_chart,
-                           show_table, view)
+from pages._queries import EventsQuery
+from pages._show import kpi_row, show_chart, show_table
+from pages._sidebar import keep_in_link, require_source, seed_from_link, view
 
 _HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in EventsConfig.__dataclass_fields__}
 _BADGE = {"batch_contention": "red", "traffic_surge": "blue", "scaling_lag": "orange", "mixed": "violet",
@@ -30,19 +30,19 @@ st.caption(f"{md(src.label)} · step {format_step(v.step_s)} · times in {v.tz} 
            f"never against its own daily profile")
 
 c1, c2, c3 = st.columns([1, 1, 2])
-min_dur = c1.number_input("Minimum duration (min)", min_value=1.0, max_value=240.0,
-                          value=EVENTS_MIN_DURATION_MIN, step=1.0,
+seed_from_link("ev_min_dur", "ev_min", float, lambda x: 1.0 <= x <= 240.0, default=EventsQuery.min_duration_min)
+seed_from_link("ev_gap", "ev_gap", float, lambda x: 0.0 <= x <= 240.0, default=EventsQuery.merge_gap_min)
+min_dur = c1.number_input("Minimum duration (min)", min_value=1.0, max_value=240.0, step=1.0,
                           help=_HELP["min_duration_min"], key="ev_min_dur")
-gap = c2.number_input("Merge gap (min)", min_value=0.0, max_value=240.0, value=EVENTS_MERGE_GAP_MIN,
-                      step=1.0,
+gap = c2.number_input("Merge gap (min)", min_value=0.0, max_value=240.0, step=1.0,
                       help=_HELP["merge_gap_min"], key="ev_gap")
+keep_in_link("ev_min", float(min_dur), default=EventsQuery.min_duration_min)
+keep_in_link("ev_gap", float(gap), default=EventsQuery.merge_gap_min)
 upload = c3.file_uploader("Incident records (CSV: start, end, service, recorded_cause)", type=["csv"],
                           key="ev_incidents", help="Past postmortems' causes, shown beside the cause found")
 
 try:
-    analysis = cached_events(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version(),
-                             v.slo_items(), float(min_dur), float(gap),
-                             upload.name if upload else None, upload.getvalue() if upload else None)
+    analysis = EventsQuery.from_view(v, src, st.session_state, incidents=upload).run()
 except TidelensError as exc:
     st.warning(md(exc), icon=":material/warning:")
     st.stop()
@@ -73,7 +73,7 @@ seed_from_link("ev_chosen", "event", valid=labels.__contains__)
 if st.session_state.get("ev_chosen") not in labels:
     st.session_state.pop("ev_chosen", None)
 chosen = st.selectbox("Event", list(labels), format_func=labels.__getitem__, key="ev_chosen")
-keep_in_link("event", chosen, default=next(iter(labels), None))
+keep_in_link("event", chosen)  # always: a postmortem link names its event, whatever comes first later
 ev = analysis.event(chosen)
 
 head = st.columns([3, 1])

@@ -7,12 +7,15 @@ import streamlit as st
 from analytics.text import md
 from analytics.charts.overview import pool_story_figure, share_figure
 from analytics.errors import TidelensError
-from analytics.overview import (class_long, describe_class_rules, describe_signals, no_steps_message,
+from analytics.overview import (WORKLOAD_CLASSES, class_long, describe_class_rules, describe_signals, no_steps_message,
                                 pool_story_data, slo_violations, summarise, thin_for_display)
 from analytics.view import format_step
-from pages._common import (kpi_row, cached_inventory, cached_links, cached_signal_report, cached_timelines,
-                           cached_totals, config_version, require_source, page_setup, show_chart,
-                           show_table)
+from pages._queries import review_html_for
+from pages._caches import (cached_inventory, cached_links, cached_signal_report, cached_timelines,
+                           cached_totals)
+from pages._show import kpi_row, show_chart, show_table
+from pages._sidebar import page_setup, require_source
+from pages._store import config_version
 
 v = page_setup()
 st.title("Overview")
@@ -20,7 +23,13 @@ st.title("Overview")
 src = require_source()
 if src is None:
     st.stop()
-st.caption(f"{md(src.label)} · step {format_step(v.step_s)} · times in {v.tz}")
+head = st.columns([4, 1], vertical_alignment="center")
+head[0].caption(f"{md(src.label)} · step {format_step(v.step_s)} · times in {v.tz}")
+head[1].download_button("Capacity review (HTML)", data=lambda: review_html_for(v, src),
+                        file_name="tidelens-review.html", mime="text/html", on_click="ignore",
+                        icon=":material/download:", key="ov_review", width="stretch",
+                        help="One self-contained file for the meeting: the pool, the rhythm, the tail "
+                             "events, the what-if and the bill for this range; opens offline")
 
 try:
     timelines = cached_timelines(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
@@ -44,8 +53,12 @@ if timelines is not None:
                 help="Minutes in which at least one service's p99 was above its SLO: "
                      + (", ".join(f"{md(n)} {m:,.0f}" for n, m in s.slo_violation_min_by_service.items())
                         or "no latency data"))
+    held = dict(s.class_share.select("cls", "gpu_hours").iter_rows())
     k[4].metric("Pool GPU-hours", f"{s.gpu_hours:,.0f}", border=True,
-                help="The pool's capacity: GPUs in the pool times hours over the range (held or not)")
+                help="The pool's capacity: GPUs in the pool times hours over the range (held or not). "
+                     "By class: " + ", ".join(f"{c} {held.get(c, 0.0):,.0f}" for c in WORKLOAD_CLASSES
+                                             if c != "idle")
+                     + f"; idle {held.get('idle', 0.0):,.0f}")
     if s.steps == 0:
         totals = cached_totals(src.path, src.version)
         st.info(md(no_steps_message(cached_signal_report(src.path, src.version),

@@ -11,8 +11,9 @@ from analytics.charts.rhythm import (decomposition_figure, hour_of_week_figure, 
 from analytics.rhythm import RhythmConfig, config_help
 from analytics.errors import TidelensError
 from analytics.view import format_step
-from pages._analyses import RHYTHM_RESOLUTION_S, RHYTHM_RESOLUTIONS_S, cached_rhythm
-from pages._common import kpi_row, config_version, require_source, show_chart, view
+from pages._queries import RHYTHM_RESOLUTIONS_S, RhythmQuery
+from pages._show import kpi_row, show_chart
+from pages._sidebar import keep_in_link, require_source, seed_from_link, view
 
 HELP = config_help()
 
@@ -29,18 +30,23 @@ if src is None:
 st.caption(f"{md(src.label)} · step {format_step(v.step_s)} · hours in {v.tz}")
 
 c = st.columns([3, 1, 1, 1])
-resolution_s = c[1].selectbox("Decomposition step", RHYTHM_RESOLUTIONS_S,
-                              index=RHYTHM_RESOLUTIONS_S.index(RHYTHM_RESOLUTION_S), format_func=format_step,
+seed_from_link("rhythm_resolution", "rh_res", int, RHYTHM_RESOLUTIONS_S.__contains__,
+               default=RhythmConfig.resolution_s)
+seed_from_link("rhythm_tidal", "rh_tidal", float, lambda x: 0.1 <= x <= 0.9, default=RhythmConfig.tidal_share)
+seed_from_link("rhythm_band", "rh_band", float, lambda x: 0.80 <= x <= 0.995, default=RhythmConfig.band_high_q)
+seed_from_link("rhythm_signal", "rh_signal")
+resolution_s = c[1].selectbox("Decomposition step", RHYTHM_RESOLUTIONS_S, format_func=format_step,
                               key="rhythm_resolution", help=HELP["resolution_s"])
-tidal_share = c[2].slider("Tidal share of peak", 0.1, 0.9, RhythmConfig.tidal_share, 0.05,
-                          key="rhythm_tidal", help=HELP["tidal_share"])
-band_high_q = c[3].slider("Norm band upper quantile", 0.80, 0.995, RhythmConfig.band_high_q, 0.005,
-                          key="rhythm_band", help=HELP["band_high_q"])
+tidal_share = c[2].slider("Tidal share of peak", 0.1, 0.9, step=0.05, key="rhythm_tidal",
+                          help=HELP["tidal_share"])
+band_high_q = c[3].slider("Norm band upper quantile", 0.80, 0.995, step=0.005, key="rhythm_band",
+                          help=HELP["band_high_q"])
+keep_in_link("rh_res", int(resolution_s), default=RhythmConfig.resolution_s)
+keep_in_link("rh_tidal", float(tidal_share), default=RhythmConfig.tidal_share)
+keep_in_link("rh_band", float(band_high_q), default=RhythmConfig.band_high_q)
 wanted = st.session_state.get("rhythm_signal")
 try:
-    data = cached_rhythm(src.path, src.version, wanted, v.step_s, v.start_ms, v.end_ms,
-                         config_version(), int(resolution_s), float(tidal_share),
-                         float(band_high_q), v.tz)
+    data = RhythmQuery.from_view(v, src, st.session_state).run()
 except TidelensError as exc:
     st.warning(md(exc), icon=":material/warning:")
     st.stop()
@@ -53,8 +59,9 @@ names = [s.name for s in data.signals]
 labels = {s.name: s.label for s in data.signals}
 if wanted not in names:
     st.session_state["rhythm_signal"] = data.chosen.signal.name
-c[0].selectbox("Signal", names, key="rhythm_signal", format_func=lambda n: f"{labels[n]}  ({n})",
-               help="traffic per service, GPUs held by batch or inference per pool, activity, p99")
+signal = c[0].selectbox("Signal", names, key="rhythm_signal", format_func=lambda n: f"{labels[n]}  ({n})",
+                        help="traffic per service, GPUs held by batch or inference per pool, activity, p99")
+keep_in_link("rh_signal", signal, default=names[0])  # the analysis's own first choice
 
 for note in data.assumption_notes:
     st.info(md(note), icon=":material/event_busy:")

@@ -21,8 +21,9 @@ from analytics.whatif import form, reservation
 from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.calibrate import Calibration
 from analytics.whatif.ledger import policy_table, typical_day
-from pages._analyses import store_calibration_or_stop
-from pages._common import page_setup, show_chart, show_table, source
+from pages._queries import store_calibration_or_stop
+from pages._show import show_chart, show_table
+from pages._sidebar import page_setup, source
 
 STORE = "store"
 FILE = "file"
@@ -204,11 +205,11 @@ table = policy_table(results)
 st.subheader("Policies side by side")
 best = table.sort("violation_minutes").row(0, named=True)
 k = st.columns(3)
-k[0].metric("Fewest violation minutes", f"{best['policy']}: {best['violation_minutes']:,.0f}",
+k[0].metric("Fewest violation minutes, modelled", f"{best['policy']}: {best['violation_minutes']:,.0f}",
             border=True)
 shared = results.get("shared")
 if shared is not None:
-    k[1].metric("Shared pool: violation minutes",
+    k[1].metric("Shared pool: violation minutes, modelled",
                 f"{shared.summary['violation_minutes']:,.0f}", border=True)
     k[2].metric("Shared pool: externality",
                 f"${shared.summary['externality_cost']:,.0f}", border=True,

@@ -71,3 +71,20 @@ def outside_code(markdown: str) -> str:
 def sidebar_summary(at: AppTest) -> str:
     """The one line above the settings panel that names the view, as the reader sees it."""
     return shown(at.sidebar.caption[0].value)
+
+
+def morning_store(path: Path) -> Path:
+    """Three weekdays of the simulator's morning story on 64 GPUs (seed 7) in a store file: the
+    store the cross-page and cross-command agreement tests read."""
+    from analytics.sample import load_into, simulate
+    from analytics.store import Store
+
+    with Store(path) as st:
+        load_into(st, simulate("morning", days=3, gpus=64, seed=7))
+    return path
+
+
+def isolated_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """:func:`isolate`, run from an empty folder: no ./tidelens.toml for the CLI either."""
+    isolate(monkeypatch, tmp_path)
+    monkeypatch.chdir(tmp_path)

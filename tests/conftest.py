@@ -12,7 +12,7 @@ from analytics.store import Store
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
-# The app's background prefetch (pages/_analyses.py) stays off in AppTests, which would
+# The app's background prefetch (pages/_prefetch.py) stays off in AppTests, which would
 # otherwise leave a thread computing after each test; tests/test_app_prefetch.py and the
 # browser test's real server turn it on.
 os.environ.setdefault("TIDELENS_PREFETCH", "0")

@@ -12,7 +12,7 @@ from streamlit.runtime.caching import cache_data_api  # noqa: E402
 from streamlit.runtime.caching.storage.local_disk_cache_storage import (  # noqa: E402
     LocalDiskCacheStorageManager)
 
-import pages._common as common  # noqa: E402
+import pages._caches as caches  # noqa: E402
 
 
 def _restart() -> None:
@@ -30,7 +30,7 @@ def heavy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
                         LocalDiskCacheStorageManager)
     calls: list[int] = []
 
-    @common.persisted("Working...", "analytics.view")
+    @caches.persisted("Working...", "analytics.view")
     def heavy_call(n: int) -> dict[str, int]:
         calls.append(n)
         return {"n": n}
@@ -59,7 +59,7 @@ def test_a_restarted_server_reads_it_from_disk(heavy) -> None:
 def test_changed_library_code_misses(heavy, monkeypatch: pytest.MonkeyPatch) -> None:
     call, calls, _ = heavy
     call(4)
-    monkeypatch.setattr(common, "library_version", lambda *modules: "edited")
+    monkeypatch.setattr(caches, "library_version", lambda *modules: "edited")
     call(4)
     assert calls == [4, 4]
 
@@ -69,7 +69,7 @@ def test_disk_files_are_bounded_per_function(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setattr(cache_data_api._data_caches, "get_storage_manager",
                         LocalDiskCacheStorageManager)
 
-    @common.persisted("Working...", "analytics.view", max_entries=3)
+    @caches.persisted("Working...", "analytics.view", max_entries=3)
     def small(n: int) -> int:
         return n
 

@@ -152,14 +152,6 @@ def test_overview_tells_the_story(db_file: Path) -> None:
     present = dict(zip(signals["signal"], signals["found"]))
     assert present["gpu_holders"] and present["request_latency"]
     assert sorted(signals.loc[~signals["found"], "signal"]) == sorted(line.split("missing: ")[1].split(", "))
-    try:
-        import analytics.timeline as tl
-        has_timeline = hasattr(tl, "pool_timeline")
-    except ImportError:
-        has_timeline = False
-    if not has_timeline:
-        assert any("analytics.timeline" in i.value for i in at.info)
-        return
     kpis = {m.label: m.value for m in at.metric}
     assert kpis["Pool size"] == "4 GPUs"
     # chat-vllm breaks 100 ms for the last 20 minutes of the hour.

@@ -15,7 +15,9 @@ import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import analytics.timeline as timeline_mod  # noqa: E402
-import pages._analyses as analyses  # noqa: E402
+import pages._prefetch as prefetch  # noqa: E402
+from analytics.events.config import EventsConfig  # noqa: E402
+from analytics.rhythm.config import RhythmConfig  # noqa: E402
 from analytics.sample.export import load_into  # noqa: E402
 from analytics.sample.sim import simulate  # noqa: E402
 from analytics.store import Store  # noqa: E402
@@ -43,9 +45,9 @@ def heavy_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     """Every heavy analytics call made, as (what, step, thread name); a prefetcher of our own."""
     monkeypatch.setenv("TIDELENS_UPLOADS_DB", str(tmp_path / "uploads.duckdb"))
     monkeypatch.setenv("TIDELENS_CONFIG", str(tmp_path / "tidelens.toml"))
-    monkeypatch.setenv(analyses.PREFETCH_ENV, "1")
-    prefetcher = analyses.Prefetcher(delay_s=0.0)
-    monkeypatch.setattr(analyses, "PREFETCH", prefetcher)
+    monkeypatch.setenv(prefetch.PREFETCH_ENV, "1")
+    prefetcher = prefetch.Prefetcher(delay_s=0.0)
+    monkeypatch.setattr(prefetch, "PREFETCH", prefetcher)
     calls: list[tuple[str, int | None, str]] = []
 
     def counted(module, name: str, step_of) -> None:
@@ -88,15 +90,15 @@ def test_other_pages_and_steps_are_ready_before_the_click(pool_db: Path, heavy_c
     at = _opened(pool_db)
     assert at.title[0].value == "Overview"
     # The Overview computed its own timelines in the script's thread...
-    assert [(n, s) for n, s, thread in calls if thread != analyses.THREAD_NAME] == [("timelines", 60)]
+    assert [(n, s) for n, s, thread in calls if thread != prefetch.THREAD_NAME] == [("timelines", 60)]
     assert prefetcher.wait_idle(300), "the prefetch did not finish"
     assert not prefetcher.failures, list(prefetcher.failures)
     # ...and the prefetch everything the other pages and steps need, once each.
-    fetched = sorted((name, step) for name, step, thread in calls if thread == analyses.THREAD_NAME)
+    fetched = sorted((name, step) for name, step, thread in calls if thread == prefetch.THREAD_NAME)
     assert fetched == sorted([("analyse", 60), ("calibrate_frames", 60), ("rhythm_page_data", 60),
                               *(("timelines", s) for s in STEP_CHOICES_S if s != 60)])
 
-    made_by_pages = len([c for c in calls if c[2] != analyses.THREAD_NAME])
+    made_by_pages = len([c for c in calls if c[2] != prefetch.THREAD_NAME])
     for page in PAGES:
         at.switch_page(page).run()
         _no_exception(at)
@@ -106,21 +108,21 @@ def test_other_pages_and_steps_are_ready_before_the_click(pool_db: Path, heavy_c
     _no_exception(at)
     assert "step 5 min" in at.caption[0].value
     # Four pages and a step change later, no page has computed anything itself.
-    assert len([c for c in calls if c[2] != analyses.THREAD_NAME]) == made_by_pages
+    assert len([c for c in calls if c[2] != prefetch.THREAD_NAME]) == made_by_pages
 
 
 def test_off_switch_and_large_ranges(pool_db: Path, heavy_calls, monkeypatch: pytest.MonkeyPatch) -> None:
     calls, prefetcher = heavy_calls
-    monkeypatch.setenv(analyses.PREFETCH_ENV, "0")
+    monkeypatch.setenv(prefetch.PREFETCH_ENV, "0")
     at = _opened(pool_db)
-    assert prefetcher.wait_idle(5) and all(c[2] != analyses.THREAD_NAME for c in calls)
+    assert prefetcher.wait_idle(5) and all(c[2] != prefetch.THREAD_NAME for c in calls)
 
     # A range past the budget still gets the other pages' calls, but no other steps.
-    monkeypatch.setattr(analyses, "PREFETCH_MAX_SAMPLES", 1000)
-    jobs = analyses.prefetch_jobs(at.session_state["view"], at.session_state["view_source"], {})
+    monkeypatch.setattr(prefetch, "PREFETCH_MAX_SAMPLES", 1000)
+    jobs = prefetch.prefetch_jobs(at.session_state["view"], at.session_state["view_source"], {})
     assert [j.key[0] for j in jobs] == ["imports", "timelines", "rhythm", "events", "calibration"]
-    monkeypatch.setattr(analyses, "PREFETCH_MAX_SAMPLES", 10**12)
-    jobs = analyses.prefetch_jobs(at.session_state["view"], at.session_state["view_source"], {})
+    monkeypatch.setattr(prefetch, "PREFETCH_MAX_SAMPLES", 10**12)
+    jobs = prefetch.prefetch_jobs(at.session_state["view"], at.session_state["view_source"], {})
     assert sorted(j.key[5] for j in jobs if j.key[0] == "timelines") == sorted(STEP_CHOICES_S)
     # The page on screen first, then the other pages, with the next coarser step before the
     # slowest of them (the calibration).
@@ -131,13 +133,13 @@ def test_off_switch_and_large_ranges(pool_db: Path, heavy_calls, monkeypatch: py
     view, src = at.session_state["view"], at.session_state["view_source"]
     with Store(pool_db, read_only=True) as s:
         zoom = dataclasses.replace(view, start_ms=s.totals()["first_ts_ms"] + 3_600_000)
-    keys = [j.key for j in analyses.prefetch_jobs(zoom, src, {})]
+    keys = [j.key for j in prefetch.prefetch_jobs(zoom, src, {})]
     assert keys[2][0] == "timelines" and keys[2][3:6] == (None, None, 60)
 
 
 def test_a_zoom_is_cut_from_the_whole_span(pool_db: Path, heavy_calls, monkeypatch: pytest.MonkeyPatch) -> None:
     calls, _ = heavy_calls
-    monkeypatch.setenv(analyses.PREFETCH_ENV, "0")
+    monkeypatch.setenv(prefetch.PREFETCH_ENV, "0")
     at = _opened(pool_db)
     assert [c[:2] for c in calls] == [("timelines", 60)]
     open_settings(at)
@@ -159,8 +161,7 @@ def test_a_zoom_is_cut_from_the_whole_span(pool_db: Path, heavy_calls, monkeypat
     # The same zoom opened from a link on a server that has never built the whole span.
     st.cache_resource.clear()
     st.cache_data.clear()
-    common = importlib.import_module("pages._common")
-    common._WHOLE_SPANS.clear()
+    importlib.import_module("pages._caches")._WHOLE_SPANS.clear()
     link = _opened(pool_db, start=at.query_params["start"], end=at.query_params["end"])
     assert len(calls) == 2  # built for the zoom this time
     assert {m.label: m.value for m in link.metric} == zoomed_kpis
@@ -170,8 +171,8 @@ def test_a_zoom_is_cut_from_the_whole_span(pool_db: Path, heavy_calls, monkeypat
 
 STOPS_EARLY = """
 import streamlit as st
-from pages._analyses import prefetch_after_run
-from pages._common import page_setup
+from pages._prefetch import prefetch_after_run
+from pages._sidebar import page_setup
 
 try:
     page_setup()
@@ -190,30 +191,32 @@ def test_a_page_that_stops_early_still_prefetches(pool_db: Path, heavy_calls) ->
     at.run()
     _no_exception(at)
     assert prefetcher.wait_idle(300)
-    assert ("rhythm_page_data", 60, analyses.THREAD_NAME) in calls
+    assert ("rhythm_page_data", 60, prefetch.THREAD_NAME) in calls
 
 
 def test_a_page_own_settings_count_on_that_page_only(pool_db: Path, heavy_calls,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(analyses.PREFETCH_ENV, "0")
+    monkeypatch.setenv(prefetch.PREFETCH_ENV, "0")
     at = _opened(pool_db)
     view, src = at.session_state["view"], at.session_state["view_source"]
     left_behind = {"rhythm_tidal": 0.3, "ev_min_dur": 12.0, "w_svc": "chat-vllm"}
 
     def key(page: str, what: str) -> tuple:
-        return next(j.key for j in analyses.prefetch_jobs(view, src, left_behind, page)
+        return next(j.key for j in prefetch.prefetch_jobs(view, src, left_behind, page)
                     if j.key[0] == what)
 
-    # Streamlit drops a page's widget values once another page has run: elsewhere, defaults.
-    assert key("overview", "rhythm")[-3] is None and key("rhythm", "rhythm")[-3] == 0.3
-    assert key("overview", "events")[-2] == analyses.EVENTS_MIN_DURATION_MIN
-    assert key("events", "events")[-2] == 12.0
+    # Streamlit drops a page's widget values once another page has run: elsewhere, defaults
+    # (the analysis config's own, which the page's widgets start from too).
+    assert key("overview", "rhythm")[1].tidal_share == RhythmConfig.tidal_share
+    assert key("rhythm", "rhythm")[1].tidal_share == 0.3
+    assert key("overview", "events")[1].min_duration_min == EventsConfig.min_duration_min == 5.0
+    assert key("events", "events")[1].min_duration_min == 12.0
     # The What-if service is carried across pages: it always counts.
     assert key("overview", "calibration")[-2] == "chat-vllm"
 
 
 def test_a_failed_job_is_tried_again() -> None:
-    prefetcher = analyses.Prefetcher(delay_s=0.0)
+    prefetcher = prefetch.Prefetcher(delay_s=0.0)
     runs: list[int] = []
 
     def flaky() -> None:
@@ -221,7 +224,7 @@ def test_a_failed_job_is_tried_again() -> None:
         if len(runs) == 1:
             raise OSError("Could not set lock on file: a writer holds it")
 
-    job = analyses.Job(("flaky",), flaky)
+    job = prefetch.Job(("flaky",), flaky)
     prefetcher.submit([job])
     assert prefetcher.wait_idle(30) and len(prefetcher.failures) == 1
     prefetcher.submit([job])  # the next view asks again

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import pages._common as common  # noqa: E402
-from pages._common import StoreLock, open_store  # noqa: E402
+import pages._store as store_mod  # noqa: E402
+from pages._store import StoreLock, open_store  # noqa: E402
 from test_app_pages import build_store  # noqa: E402
 
 
@@ -108,7 +108,7 @@ def test_a_write_inside_a_read_is_refused() -> None:
 
 def test_two_sessions_read_one_file_at_once_then_an_upload_writes(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(common, "_STORE_LOCK", StoreLock())
+    monkeypatch.setattr(store_mod, "_STORE_LOCK", StoreLock())
     db = build_store(tmp_path / "hour.duckdb")
     inside, done = threading.Event(), threading.Event()
     counts: list[tuple[str, int]] = []
@@ -128,7 +128,7 @@ def test_two_sessions_read_one_file_at_once_then_an_upload_writes(tmp_path: Path
     assert [who for who, _ in counts] == ["B", "A"]
     before = counts[0][1]
     assert before > 0 and counts[1][1] == before
-    outcome = common.load_upload(db, "malformed.prom", b'DCGM_FI_DEV_GPU_UTIL{gpu="0" 1\n', None)
+    outcome = store_mod.load_upload(db, "malformed.prom", b'DCGM_FI_DEV_GPU_UTIL{gpu="0" 1\n', None)
     assert outcome.status == "failed" and "malformed.prom" in outcome.message
     with open_store(db) as store:
         assert store.totals()["series"] == before

@@ -186,6 +186,13 @@ def test_every_page_in_chromium(app_url: tuple[str, str, Path]) -> None:
                         page.locator(".st-key-csv_pool-story button").first.click()
                     csv = Path(dl.value.path()).read_text()
                     assert csv.splitlines()[0].startswith("ts,cls,gpus")
+                    # The capacity review, made on the server on the click (outside any script run:
+                    # the log check below shows it warned about nothing).
+                    with page.expect_download(timeout=120_000) as dl:
+                        page.locator(".st-key-ov_review button").first.click()
+                    review = Path(dl.value.path()).read_text()
+                    assert dl.value.suggested_filename == "tidelens-review.html"
+                    assert "<h1>Capacity review</h1>" in review and review.count("<h2>") == 5
                 wait_settled(page)
                 assert page.locator('[data-testid="stSkeleton"]').count() == 0
                 errors = page.locator('[data-testid="stException"]')

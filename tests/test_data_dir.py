@@ -108,7 +108,7 @@ def test_a_hostile_link_setting_is_shown_as_text(monkeypatch, tmp_path) -> None:
 
 
 def test_a_new_store_in_the_data_folder_takes_an_upload(monkeypatch, tmp_path, fixtures) -> None:
-    from pages._common import load_upload, upload_target
+    from pages._store import load_upload, upload_target
     from analytics.view import ViewSettings
 
     isolate(monkeypatch, tmp_path)

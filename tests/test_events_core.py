@@ -12,7 +12,7 @@ from analytics.errors import ConfigError
 from analytics.events import EventsConfig, analyse
 from analytics.events.detect import detect_runs
 from analytics.events.latency_model import fit_latency_model
-from analytics.events.synthetic import SynthDay, SynthSpec, build
+from synthetic_frames import SynthDay, SynthSpec, build
 
 SLO = {"chat": 100.0}
 DAY_MS = 86_400_000

@@ -8,7 +8,7 @@ import pytest
 from analytics.errors import IngestError
 from analytics.events import analyse, load_incidents
 from analytics.events.incidents import match_incident, normalise_cause
-from analytics.events.synthetic import SynthDay, SynthSpec, build
+from synthetic_frames import SynthDay, SynthSpec, build
 
 
 def test_load_keeps_extra_columns_and_reads_causes(tmp_path):

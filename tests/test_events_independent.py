@@ -5,7 +5,7 @@ Deployment, a nightly fine-tune withholding 10 GPUs at the 09:30 ramp, two after
 one ``query_range`` JSON per metric, from the exporters' documented output and its own model: it
 imports nothing of ``analytics``. Each case is ingested through the real ingest path into a real
 DuckDB file and analysed as a user's store would be; the events are scored against the story's
-truth (:func:`analytics.events.scoring.score`) with the issue's targets. The hand-written
+truth (:func:`truth_scoring.score`) with the issue's targets. The hand-written
 ``tests/fixtures/independent/*.prom`` files check the two diagnosed causes one rule at a time.
 """
 
@@ -19,7 +19,7 @@ from independent_export import write_story
 
 from analytics.events import EventsConfig
 from analytics.events.pipeline import analyse_store, timelines_for
-from analytics.events.scoring import score
+from truth_scoring import score
 from analytics.ingest import ingest_path
 from analytics.store import Store
 from analytics.timeline import TimelineConfig, autoscaler_links, pool_timeline, service_timeline

@@ -1,4 +1,4 @@
-"""The tolerance-banded scoring rule (:func:`analytics.events.scoring.score_banded`) on hand-made cases.
+"""The tolerance-banded scoring rule (:func:`truth_scoring.score_banded`) on hand-made cases.
 
 One service, SLO 120 ms, buckets 100 / 150 / 200 ms: the band is (100, 150], so a minute at
 300 ms is clearly above, 130 or 110 ms ambiguous, 50 ms clearly below. Truth events cover the
@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 
 from analytics.events.event import Event
-from analytics.events.scoring import (ABOVE, AMBIGUOUS, BELOW, could_be_events, minute_labels, score,
+from truth_scoring import (ABOVE, AMBIGUOUS, BELOW, could_be_events, minute_labels, score,
                                       score_banded, slo_band)
-from analytics.sample.truth import iso
+from analytics.times import iso_utc as iso
 
 T0 = 1_790_000_040_000
 STEP = 60_000

@@ -1,13 +1,13 @@
 """Tail events against the simulator's truth: every scenario, two seeds, through the real store.
 
 Each run: ``simulate`` -> ``load_into`` an in-memory store -> timelines ->
-:func:`analytics.events.analyse`, scored by :mod:`analytics.events.scoring` (a found event
+:func:`analytics.events.analyse`, scored by :mod:`truth_scoring` (a found event
 matches a true one, one to one, when they overlap by at least half of the shorter). The naive
 dashboard reading is scored beside it and printed in the same output (``pytest -s`` shows it).
 
 Two scorings, each printed with the naive dashboard beside it: *strict* one to one
-(:func:`analytics.events.scoring.score`) and *tolerance-banded*
-(:func:`analytics.events.scoring.score_banded`: the truth's minutes whose p99 lies in the bucket
+(:func:`truth_scoring.score`) and *tolerance-banded*
+(:func:`truth_scoring.score_banded`: the truth's minutes whose p99 lies in the bucket
 band around the SLO are ambiguous; events split or bridged across them match as one, events of
 ambiguous minutes only are optional, and clear misses and clearly-below found events still count).
 
@@ -39,7 +39,7 @@ from analytics import signals as sg
 from analytics.events import EventsConfig, analyse
 from analytics.events.detect import detect_runs
 from analytics.events.pipeline import timelines_for
-from analytics.events.scoring import Score, match, pooled, score, score_banded
+from truth_scoring import Score, match, pooled, score, score_banded
 from analytics.sample.export import load_into, truth, truth_p99
 from analytics.sample.sim import simulate
 from analytics.store import Store
@@ -99,7 +99,7 @@ def test_scores_against_truth_with_naive_reading_beside(runs, capsys):
         total = _table(runs, "score", "ours: detection on the timeline's histogram p99")
         own = _table(runs, "score_own", "ours on the simulator's own p99 (attribution isolated from the histogram)")
         banded = _table(runs, "banded", "ours, tolerance-banded scoring (truth's minutes inside the SLO's bucket band "
-                        "are ambiguous; analytics.events.scoring.score_banded)")
+                        "are ambiguous; truth_scoring.score_banded)")
         banded_own = _table(runs, "banded_own", "ours on the simulator's own p99, tolerance-banded scoring")
     assert total.n_true >= 40
     # The issue's targets, met when detection sees the p99 the truth is defined on.
@@ -112,7 +112,7 @@ def test_scores_against_truth_with_naive_reading_beside(runs, capsys):
     assert total.detection_f1_strict >= 0.95
     assert total.cause_accuracy >= 0.90
     assert total.misattribution_f1 >= 0.90
-    # Tolerance-banded (rule in analytics.events.scoring.score_banded; kept as a second reading,
+    # Tolerance-banded (rule in truth_scoring.score_banded; kept as a second reading,
     # stricter bands are no longer needed). Measured: 17 required groups, 16 optional; detection
     # F1 1.000, cause accuracy 0.970, misattribution F1 0.982.
     assert banded.n_true >= 10

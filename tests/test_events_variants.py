@@ -1,4 +1,4 @@
-"""Tail-event verdicts across the simulator's export variants (analytics.events.robustness.MATRIX).
+"""Tail-event verdicts across the simulator's export variants (variant_matrix.MATRIX).
 
 Every case of the matrix (each variant alone on the morning story, the combinations that broke the
 verdicts on an independent export, the mixed story, the partitioned control) is simulated for 4
@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from analytics.events.report import report_markdown
-from analytics.events.robustness import MATRIX, TARGETS, Case, run_case
+from variant_matrix import MATRIX, TARGETS, Case, run_case
 
 pytestmark = pytest.mark.slow
 

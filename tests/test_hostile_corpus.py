@@ -147,7 +147,7 @@ def test_the_cli_over_the_whole_corpus_gives_messages_and_a_usable_store(tmp_pat
 @pytest.mark.parametrize("name", sorted(EXPECT))
 def test_each_case_through_the_app_upload_gives_the_same_verdict(tmp_path, name) -> None:
     """The Data page's upload (bytes, not a path) reaches the same verdict and message."""
-    from pages._common import load_upload
+    from pages._store import load_upload
 
     kind, place, words = EXPECT[name]
     target = tmp_path / "up.duckdb"

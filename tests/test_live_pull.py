@@ -11,9 +11,16 @@ import live_data as d
 from analytics import signals as s
 from analytics.live import queries as lq
 from analytics.live.client import ClientConfig, PromClient, PullError, SeriesGuardError
-from analytics.live.pull import pull, pull_raw, pulled_samples
+from analytics.live.pull import pull, pull_raw
+from analytics.sql import live as live_sql
 from analytics.live.queries import PullQuery, Scope, fleet_queries
 from plugins.prometheus import prometheus  # noqa: F401  (the session fixture)
+
+
+def pulled_samples(store: Store, metric: str):
+    """``(metric, labels, ts_ms, value)`` of one stored metric: what a pull landed."""
+    return store.query(live_sql.SAMPLES_WITH_LABELS, {"metric": metric, "start_ms": 0, "end_ms": 2**62})
+
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.xdist_group("prometheus")]
 

@@ -16,11 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from apptest_helpers import isolate, metric
+from apptest_helpers import isolated_cli, metric, morning_store
 
 from analytics.cli import main
-from analytics.sample import load_into, simulate
-from analytics.store import Store
 
 pytestmark = [pytest.mark.slow]
 APP = Path(__file__).resolve().parent.parent / "app.py"
@@ -28,16 +26,12 @@ APP = Path(__file__).resolve().parent.parent / "app.py"
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("agree") / "morning.duckdb"
-    with Store(path) as st:
-        load_into(st, simulate("morning", days=3, gpus=64, seed=7))
-    return path
+    return morning_store(tmp_path_factory.mktemp("agree") / "morning.duckdb")
 
 
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    isolate(monkeypatch, tmp_path)
-    monkeypatch.chdir(tmp_path)  # no ./tidelens.toml for the CLI either
+    isolated_cli(monkeypatch, tmp_path)
 
 
 def _page(db: Path, page: str, **params: str):
@@ -82,3 +76,21 @@ def test_minutes_over_the_slo_and_pool_size_agree_across_pages_and_cli(db, capsy
         whatif = _page(db, "pages/whatif.py", w_src="store", w_svc=service)
         assert float(metric(whatif, "Violation minutes, observed").replace(",", "")) == minutes[service]
         assert any("· 64 GPUs ·" in c.value for c in whatif.caption)
+
+
+def test_gpu_hours_held_agree_across_overview_whatif_and_cli(db, capsys):
+    overview = _page(db, "pages/overview.py")
+    help_text = next(m.help for m in overview.metric if m.label == "Pool GPU-hours")
+    held = {cls: float(n.replace(",", "")) for cls, n in re.findall(r"(\w+) ([\d,]+)", help_text)}
+    capacity = float(metric(overview, "Pool GPU-hours").replace(",", ""))
+    # capacity = every class held + idle (one definition: GPUs times the step's hours)
+    assert {"inference", "batch", "other", "idle"} <= set(held) and held["batch"] > 0
+    assert sum(held.values()) == pytest.approx(capacity, abs=len(held))  # each rounded
+    assert main(["whatif", "--db", str(db), "--service", "chat-vllm", "--json", "--policy", "shared"]) == 0
+    cli = json.loads(capsys.readouterr().out)["backtest"]
+    assert round(cli["observed_batch_gpu_hours"]) == held["batch"]
+    whatif = _page(db, "pages/whatif.py", w_src="store", w_svc="chat-vllm")
+    assert float(metric(whatif, "Batch GPU-hours, observed").replace(",", "")) == held["batch"]
+    # Chargeback bills the same pool the What-if replays (its caption names the pool's size)
+    chargeback = _page(db, "pages/chargeback.py", w_src="store", w_svc="chat-vllm")
+    assert any("· 64 GPUs" in c.value for c in chargeback.caption)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analytics.overview import (WORKLOAD_CLASSES, class_long, signal_presence, slo_violations,
+from analytics.overview import (WORKLOAD_CLASSES, class_long, slo_violations,
                                 summarise)
-from analytics.signals import DCGM_GPU_UTIL, VLLM_TTFT
 
 STEP_S = 300  # 5-minute steps: each GPU-step is 1/12 GPU-hour
 
@@ -97,15 +96,6 @@ def test_class_long_sums_pools() -> None:
     at3 = dict(long.filter(pl.col("ts") == 900_000).select("cls", "gpus").iter_rows())
     assert at3 == {"inference": 6, "batch": 4, "other": 0, "unknown": 0, "idle": 2}
     assert long.group_by("ts").agg(pl.col("gpus").sum())["gpus"].to_list() == [12.0] * 3
-
-
-def test_signal_presence_counts_histogram_parts() -> None:
-    rep = signal_presence([DCGM_GPU_UTIL, VLLM_TTFT + "_bucket", VLLM_TTFT + "_count"])
-    present = dict(rep.select("signal", "found").iter_rows())
-    assert present["gpu_activity"] and present["request_latency"]
-    assert not present["autoscaler"]
-    row = rep.filter(pl.col("signal") == "autoscaler").row(0, named=True)
-    assert "scaling lag" in row["cost_if_missing"]
 
 
 def test_whatif_story_data_keeps_both_kinds_of_rows() -> None:

@@ -51,7 +51,7 @@ def test_policy_and_price_change_the_bill(tmp_path: Path) -> None:
 
 def test_what_if_edits_in_the_link_apply(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp", **{"w_pool.gpus": "96"})
-    assert _num(_metric(at, "Violation minutes")) == 0
+    assert _num(_metric(at, "Violation minutes, modelled")) == 0
 
 
 def test_ledger_and_bills_add_up() -> None:

@@ -16,7 +16,7 @@ import live_data as d  # noqa: E402
 from analytics import nvml  # noqa: E402
 from analytics import signals as s  # noqa: E402
 from analytics.store import Store  # noqa: E402
-from analytics.view import iso_utc  # noqa: E402
+from analytics.times import iso_utc  # noqa: E402
 from plugins.prometheus import prometheus  # noqa: E402,F401  (the session fixture)
 from test_live_client import FakeServer  # noqa: E402
 from test_nvml import fake_pynvml  # noqa: E402

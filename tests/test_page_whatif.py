@@ -31,7 +31,7 @@ def _num(text: str) -> float:
 
 def test_launches_with_the_morning_story(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp")
-    assert _num(_metric(at, "Shared pool: violation minutes")) > 300
+    assert _num(_metric(at, "Shared pool: violation minutes, modelled")) > 300
     assert _num(_metric(at, "Shared pool: externality")) > 0
     table = at.dataframe[0].value
     assert list(table["policy"]) == ["shared", "polite", "preemption", "tidal", "partitioned",
@@ -41,12 +41,12 @@ def test_launches_with_the_morning_story(tmp_path: Path) -> None:
 
 def test_slider_and_policy_choice_change_the_numbers(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp")
-    before = _num(_metric(at, "Shared pool: violation minutes"))
+    before = _num(_metric(at, "Shared pool: violation minutes, modelled"))
     at.session_state["w_grp_pool"] = True
     at.run()
     at.number_input(key="w_f.pool.gpus").set_value(80).run()
     assert not at.exception
-    after = _num(_metric(at, "Shared pool: violation minutes"))
+    after = _num(_metric(at, "Shared pool: violation minutes, modelled"))
     assert after < before
     assert at.query_params["w_pool.gpus"] == "80"
     at.multiselect(key="w_pol").set_value(["shared", "tidal"]).run()
@@ -107,11 +107,11 @@ def test_a_folded_group_keeps_a_changed_value(tmp_path: Path) -> None:
     at.session_state["w_grp_pool"] = True
     at.run()
     at.number_input(key="w_f.pool.gpus").set_value(80).run()
-    changed = _num(_metric(at, "Shared pool: violation minutes"))
+    changed = _num(_metric(at, "Shared pool: violation minutes, modelled"))
     at.session_state["w_grp_pool"] = False
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    assert _num(_metric(at, "Shared pool: violation minutes")) == changed
+    assert _num(_metric(at, "Shared pool: violation minutes, modelled")) == changed
     assert at.query_params["w_pool.gpus"] == "80"
 
 

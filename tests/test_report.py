@@ -10,7 +10,7 @@ from analytics.errors import ConfigError
 from analytics.events import analyse
 from analytics.events.report import dashboard_vs_found, report_html, write_report
 from analytics.text import md as md_escape
-from analytics.events.synthetic import SynthDay, SynthSpec, build
+from synthetic_frames import SynthDay, SynthSpec, build
 
 EVIL = "<script>alert(1)</script>"
 

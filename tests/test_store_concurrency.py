@@ -94,7 +94,7 @@ def test_two_ingests_and_an_events_read_at_once_all_finish(world):
 
 
 def test_an_upload_while_the_cli_writes_says_so_on_the_page(world, monkeypatch, fixtures):
-    from pages._common import load_upload
+    from pages._store import load_upload
 
     db, _ = world
     before = _totals(db)

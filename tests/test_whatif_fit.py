@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from analytics.whatif.fit import (MAX_FIT_POINTS, fit_service, patience_candidates, replica_cap,
-                                stable_p99_ms, weighted_p99)
-from analytics.whatif.queueing import step_latency
+                                  stable_p99_parts, weighted_p99)
+from analytics.whatif.queueing import busy_growth, step_latency
 
 # A time-to-first-token service: 16 slots of a 4 s hold (4 req/s a replica), 250 ms of
 # prefill that grows 5x at full slots, clients that give up after 20 s.
@@ -64,6 +64,13 @@ def test_fitted_replay_reproduces_p99(fitted) -> None:
     model = lat.p99_s * 1000.0
     assert weighted_p99(model, w) == pytest.approx(weighted_p99(p99, w), rel=0.10)
     assert np.median(model / p99) == pytest.approx(1.0, abs=0.1)
+
+
+def stable_p99_ms(lam, replicas, mu, conc, cv, floor_ms=0.0, busy_slowdown=0.0):
+    """Stable-queue p99 (ms) per step with the whole hold in the latency, floor included."""
+    q, shift = stable_p99_parts(lam, replicas, mu, conc, cv, True)
+    grow = busy_growth(busy_slowdown, lam / np.maximum(replicas * conc * mu, 1e-300))
+    return q + (shift + floor_ms) * grow
 
 
 def test_exponential_service_in_the_latency_cannot_fit_it(fitted) -> None:

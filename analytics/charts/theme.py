@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import plotly.graph_objects as go
@@ -160,7 +161,32 @@ def figure_image(fig: go.Figure, fmt: str = "svg", *, scale: float = 2.0) -> byt
         found = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
         if found:
             os.environ["BROWSER_PATH"] = found
-    return fig.to_image(format=fmt, scale=scale)
+    # Kaleido times its render out (90 s) but not Chromium's start and close, which have been
+    # seen to hang: a daemon thread and a bound, so a server request or a test never waits forever.
+    import threading
+
+    done: list[Any] = []
+    worker = threading.Thread(target=lambda: done.append(_to_image(fig, fmt, scale)),
+                              name="tidelens-kaleido", daemon=True)
+    worker.start()
+    worker.join(FIGURE_IMAGE_TIMEOUT_S)
+    if not done:
+        raise RuntimeError(f"Chromium ({os.environ.get('BROWSER_PATH', 'kaleido')}) did not render the "
+                           f"figure within {FIGURE_IMAGE_TIMEOUT_S:.0f} s; try again, or export the "
+                           "chart's CSV instead")
+    if isinstance(done[0], BaseException):
+        raise done[0]
+    return done[0]
+
+
+FIGURE_IMAGE_TIMEOUT_S = 180.0
+
+
+def _to_image(fig: go.Figure, fmt: str, scale: float) -> Any:
+    try:
+        return fig.to_image(format=fmt, scale=scale)
+    except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread and raised there
+        return exc
 
 
 __all__ = ["CLASS_COLORS", "OKABE_ITO", "PLOTLY_CONFIG", "SERVICE_COLORS", "SLO_COLOR",

@@ -14,7 +14,7 @@ import polars as pl
 from analytics.errors import ConfigError
 from analytics.store import DEFAULT_DB
 
-CONFIG_ENV = "TIDELENS_CONFIG"  # the app reads the same variable (pages/_common.py)
+CONFIG_ENV = "TIDELENS_CONFIG"  # the app reads the same variable (pages/_store.py)
 DEFAULT_CONFIG = Path("tidelens.toml")
 
 

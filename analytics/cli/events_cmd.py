@@ -26,8 +26,10 @@ def _add_settings(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", default="1m", help="timeline step, e.g. 1m or 5m (default 1m)")
     p.add_argument("--from", dest="start", default=None, help="range start, ISO-8601 UTC (default: first data)")
     p.add_argument("--to", dest="end", default=None, help="range end, ISO-8601 UTC (default: last data)")
-    p.add_argument("--min-duration-min", type=float, default=5.0, help=_HELP["min_duration_min"] + " (default 5)")
-    p.add_argument("--merge-gap-min", type=float, default=10.0, help=_HELP["merge_gap_min"] + " (default 10)")
+    for name in ("min_duration_min", "merge_gap_min"):  # the defaults are the config's (the app's too)
+        default = getattr(EventsConfig, name)
+        p.add_argument(f"--{name.replace('_', '-')}", type=float, default=default,
+                       help=f"{_HELP[name]} (default {default:g})")
     p.add_argument("--incidents", default=None, metavar="FILE",
                    help="incident CSV (start, end, service, recorded_cause, ...) to compare causes with")
     add_config(p, "[slo] and the workload map")

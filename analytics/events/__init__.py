@@ -14,14 +14,14 @@ can show? Method (DESIGN.md, "Tail events and attribution"):
 8. misattribution compares with the naive dashboard reading and with incident records
    (:mod:`~analytics.events.incidents`).
 
-:func:`analyse` runs on timeline frames; :func:`find_events` / :func:`analyse_store` on a store.
+:func:`analyse` runs on timeline frames; :func:`analyse_store` on a store.
 """
 
 from analytics.events.analysis import EventsAnalysis, analyse
 from analytics.events.config import CAUSES, SHARE_KEYS, EventsConfig
 from analytics.events.event import Event, event_id, iso_utc
 from analytics.events.incidents import load_incidents
-from analytics.events.pipeline import analyse_store, find_events
+from analytics.events.pipeline import analyse_store
 
-__all__ = ["CAUSES", "SHARE_KEYS", "Event", "EventsAnalysis", "EventsConfig", "analyse", "analyse_store", "event_id", "find_events",
+__all__ = ["CAUSES", "SHARE_KEYS", "Event", "EventsAnalysis", "EventsConfig", "analyse", "analyse_store", "event_id",
            "iso_utc", "load_incidents"]

@@ -17,7 +17,6 @@ import polars as pl
 
 from analytics.events.analysis import EventsAnalysis, analyse
 from analytics.events.config import EventsConfig
-from analytics.events.event import Event
 
 if TYPE_CHECKING:
     from analytics.slo import SloTable
@@ -34,11 +33,6 @@ def _cache_key(store: "Store", cfg: EventsConfig, wmap: "WorkloadMap | None") ->
     src = store.sources()
     sources = tuple(src.select("id", "content_hash", "status", "samples", pl.col("loaded_at").cast(pl.Utf8)).rows())
     return (os.path.realpath(store.path), sources, cfg.step_s, cfg.start_ms, cfg.end_ms, repr(wmap))
-
-
-def clear_timeline_cache() -> None:
-    """Forget every cached timeline (e.g. after changing a store behind the library's back)."""
-    _cache.clear()
 
 
 def _build_timelines(store: "Store", cfg: EventsConfig, wmap: "WorkloadMap | None") -> dict[str, pl.DataFrame]:
@@ -88,9 +82,3 @@ def analyse_store(store: "Store", cfg: EventsConfig | None = None, wmap: "Worklo
     result.notes.extend(slo_bucket_notes(store, tl["services"], result.slos_ms))
     return result
 
-
-def find_events(store: "Store", cfg: EventsConfig | None = None, wmap: "WorkloadMap | None" = None,
-                incidents: pl.DataFrame | None = None, *,
-                slos_ms: dict[str, float | None] | None = None) -> list[Event]:
-    """The attributed tail events of the store's range (see :func:`analyse_store`)."""
-    return analyse_store(store, cfg, wmap, incidents, slos_ms=slos_ms).events

@@ -145,18 +145,13 @@ def not_data_reason(path: Path) -> str | None:
     return NOT_DATA_SUFFIXES.get(path.suffix.lower())
 
 
-def failure_reason(result: LoadResult) -> str:
+def message_reason(name: str, text: str) -> str:
     """A failure's message without its file, line and quoted specifics: failures that share one
     are one problem (a folder of 162 traces in an unknown layout is one message, not 162).
 
-    >>> failure_reason(LoadResult("a/x.csv", "csv", "failed", error="a/x.csv:1: no layout; found header '0,1'"))
+    >>> message_reason("a/x.csv", "a/x.csv:1: no layout; found header '0,1'")
     "no layout; found header '…'"
     """
-    return message_reason(result.name, result.error or "")
-
-
-def message_reason(name: str, text: str) -> str:
-    """:func:`failure_reason` of a file's name and its error message."""
     if text.startswith(name):
         text = text[len(name):]
         text = re.sub(r"^(:\d+)?( at [^:]+)?: ", "", text)

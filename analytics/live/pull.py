@@ -376,9 +376,3 @@ def scope_text(scope: Scope) -> str:
     if not scope.matchers:
         return "pool"
     return ",".join(f"{k.rstrip('~')}{'=~' if k.endswith('~') else '='}{v}" for k, v in scope.matchers)
-
-
-def pulled_samples(store: Store, metric: str, start_ms: int = 0,
-                   end_ms: int = 2**62) -> pl.DataFrame:
-    """``(metric, labels, ts_ms, value)`` of one stored metric: what a pull landed."""
-    return store.query(q.SAMPLES_WITH_LABELS, {"metric": metric, "start_ms": start_ms, "end_ms": end_ms})

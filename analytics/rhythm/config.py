@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from analytics.errors import ConfigError
@@ -88,6 +87,3 @@ def config_help() -> dict[str, str]:
     """Field name -> help text, for CLI flags and page widgets."""
     return {f.name: f.metadata.get("help", "") for f in fields(RhythmConfig)}
 
-
-def config_as_dict(cfg: RhythmConfig) -> dict[str, Any]:
-    return {f.name: getattr(cfg, f.name) for f in fields(cfg)}

@@ -23,9 +23,10 @@ import polars as pl
 from analytics import signals as sg
 from analytics.sample import series as se
 from analytics.sample.cluster import ServiceConfig
-from analytics.sample.sim import SAMPLE_VERSION, SimResult
+from analytics.sample.sim import SimResult
+from analytics.sample.version import SAMPLE_VERSION
 from analytics.sample.traffic import MIN_PER_DAY
-from analytics.sample.truth import iso
+from analytics.times import iso_utc as iso
 from analytics.sample.variants import export_scrape_s, zone_name
 from analytics.sql import sample as q
 from analytics.sql import store as sq

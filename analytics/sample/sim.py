@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 
 from analytics.errors import ConfigError
-from analytics.sample.truth import VARIANTS, classify, detect_runs, iso
+from analytics.sample.truth import VARIANTS, classify, detect_runs
+from analytics.times import iso_utc as iso  # the truth's times: the one formatter
 from analytics.sample.batch import plan_jobs
 from analytics.sample.cluster import GPUS_PER_NODE, ScenarioConfig, Topology, build_topology
 from analytics.sample.latency import LatencyDraws, Uniforms, draw_latency
 from analytics.sample.pool import Pod, PoolRun, plan_dev_pods, run_pool
 from analytics.sample.scenarios import SCENARIOS
 from analytics.sample.variants import configure_scenario, parse_variants
-from analytics.sample.version import SAMPLE_VERSION  # noqa: F401 - re-exported
 from analytics.sample.traffic import (MIN_PER_DAY, Surge, ar1_noise, arrivals, plan_surges, rhythm,
                                       surge_multiplier)
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from analytics.times import iso_utc as iso  # the truth's times: the one formatter
 
 CAUSES = ("batch_contention", "traffic_surge", "mixed", "scaling_lag")
 VARIANTS = ("no_batch", "no_surge", "neither")

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from analytics.whatif.queueing import (_wait_rate, busy_growth, erlang_c, response_quantile,
+from analytics.whatif.queueing import (_wait_rate, erlang_c, response_quantile,
                                      service_shape, step_latency)
 
 CONCURRENCY_GRID = (1, 2, 4, 8, 16, 32, 64)
@@ -66,15 +66,6 @@ def stable_p99_parts(lam: np.ndarray, replicas: np.ndarray, mu: float, conc: int
     q = response_quantile(0.99, pw, wr, rate)
     q = np.where((lam >= c * mu) | (c <= 0), np.inf, q)
     return q * 1000.0, float(shift[0]) * 1000.0 if shift.size else 0.0
-
-
-def stable_p99_ms(lam: np.ndarray, replicas: np.ndarray, mu: float, conc: int, cv: float,
-                  floor_ms: float = 0.0, busy_slowdown: float = 0.0, in_latency: bool = True
-                  ) -> np.ndarray:
-    """Stable-queue p99 response (ms) per step, floor included; inf where overloaded."""
-    q, shift = stable_p99_parts(lam, replicas, mu, conc, cv, in_latency)
-    grow = busy_growth(busy_slowdown, lam / np.maximum(replicas * conc * mu, 1e-300))
-    return q + (shift + floor_ms) * grow
 
 
 def _loss_terms(weight: np.ndarray, obs: np.ndarray, slo_ms: float

@@ -5,7 +5,7 @@ One **case** is a scenario of the simulator plus a tuple of its export variants
 labels and no kube-state-metrics, ``exported_pod`` labels, 15 s scrapes, a day in UTC+8...).
 :func:`run_case` simulates it, loads it into a real in-memory DuckDB store, builds the timelines
 and analyses them exactly as a user's store would be, and scores the events against the
-simulator's truth (:func:`analytics.events.scoring.score`) with the naive dashboard's reading
+simulator's truth (:func:`truth_scoring.score`) with the naive dashboard's reading
 beside. :data:`MATRIX` is the list the tests (one seed, short runs) and ``bench/robustness.py``
 (longer runs, several seeds, the README's table) both run, so the two cannot drift apart.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from analytics import signals as sg
-from analytics.events.scoring import Score, pooled, score
+from truth_scoring import Score, pooled, score
 
 TARGETS = {"detection_f1": 0.95, "cause_accuracy": 0.90, "misattribution_f1": 0.90}
 

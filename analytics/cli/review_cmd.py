@@ -1,0 +1,66 @@
+"""``tidelens review``: the capacity-review report of a store's range (.html or .md), or its numbers."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from analytics.cli.commands import command_help
+from analytics.cli.common import add_config, add_db, add_json, config_path, print_json
+from analytics.errors import ConfigError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("review", help=command_help("review"))
+    add_db(p)
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="FILE.html (self-contained, opens offline) or FILE.md (+ a PNG per chart beside it)")
+    p.add_argument("--step", default="1m", help="timeline step, e.g. 1m or 5m (default 1m, as the app)")
+    p.add_argument("--from", dest="start", default=None, help="range start, ISO-8601 UTC (default: first data)")
+    p.add_argument("--to", dest="end", default=None, help="range end, ISO-8601 UTC (default: last data)")
+    p.add_argument("--slo-ms", type=float, default=None,
+                   help="p99 SLO in ms for every service (default: each service's, as `tidelens events`)")
+    p.add_argument("--tz", default="UTC", help="time zone of hours and chart axes (default UTC)")
+    add_config(p, "[slo] and the workload map")
+    add_json(p)
+    p.set_defaults(func=cmd_review)
+
+
+def _check_zone(tz: str) -> None:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"--tz {tz!r} is not an IANA time zone (e.g. Europe/Berlin, UTC)") from None
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    from analytics.cli.events_cmd import _ms
+    from analytics.review import review_store, write_review
+    from analytics.slo import resolve_slos
+    from analytics.store import Store
+    from analytics.timeline import parse_step_s
+    from analytics.workloads import load_map
+
+    if not args.out and not args.json:
+        raise ConfigError("say where the review goes: --out review.html (or .md), or --json for its numbers")
+    if args.out:
+        from analytics.events.report import output_format
+
+        output_format(args.out, "review")  # before the minutes of analysis, not after
+    _check_zone(args.tz)
+    if not Path(args.db).exists():
+        raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
+    config = config_path(args)
+    with Store(args.db, read_only=True) as store:
+        review = review_store(store, step_s=parse_step_s(args.step), start_ms=_ms(args.start, "--from"),
+                              end_ms=_ms(args.end, "--to"),
+                              slos=resolve_slos(store, config=config, every_ms=args.slo_ms),
+                              wmap=load_map(config), tz=args.tz)
+    if args.out:
+        for path in write_review(review, args.out):
+            print(f"wrote {path}")
+    if args.json:
+        print_json(review.numbers())
+    return 0

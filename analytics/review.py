@@ -1,0 +1,425 @@
+"""The capacity-review report: one self-contained file a reviewer reads without the app.
+
+Five sections, each with a one-sentence finding, its numbers and (where one helps) its chart:
+the pool (size, GPU-hours by class, minutes over the SLO), the rhythm and the collision of
+batch with the morning ramp, the tail events (causes, those a dashboard would misattribute),
+the what-if (the backtest first, then the policies side by side, modelled) and the chargeback
+bill (what each team would pay, by policy). Every number comes from the function the pages
+use for it (:mod:`analytics.overview`, :mod:`analytics.events`, :mod:`analytics.rhythm`,
+:mod:`analytics.whatif`), so the report, the pages and ``tidelens review --json`` agree.
+
+A part the data cannot support (no latency, no batch, a store that cannot be calibrated) is
+reported as missing with the reason, never filled from a preset. The HTML embeds plotly.js
+once and makes no external request; every label (service, team, workload) is escaped.
+
+>>> from analytics.review import REVIEW_FORMATS
+>>> REVIEW_FORMATS
+('.html', '.md')
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from analytics.errors import TidelensError
+from analytics.text import html_table, md, md_table
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+    import polars as pl
+
+    from analytics.events import EventsAnalysis
+    from analytics.overview import OverviewSummary
+    from analytics.rhythm.report import RhythmPageData
+    from analytics.slo import SloTable
+    from analytics.store import Store
+    from analytics.whatif.calibrate import Calibration
+    from analytics.workloads import WorkloadMap
+
+REVIEW_FORMATS = (".html", ".md")
+
+
+@dataclass
+class ReviewSection:
+    """One section: a finding (one sentence), paragraphs, tables and an optional figure."""
+
+    title: str
+    finding: str
+    paragraphs: list[str] = field(default_factory=list)
+    tables: list[tuple[list[str], list[list[Any]]]] = field(default_factory=list)
+    figure: "go.Figure | None" = None
+    figure_name: str = ""
+
+
+@dataclass
+class Review:
+    """What the report says, computed once; ``numbers()`` is ``tidelens review --json``."""
+
+    label: str
+    span: str
+    step_s: int
+    tz: str
+    summary: "OverviewSummary"
+    timelines: dict[str, "pl.DataFrame"]
+    slo_ms: dict[str, float]
+    events: "EventsAnalysis | None" = None
+    rhythm: "RhythmPageData | None" = None
+    calibration: "Calibration | None" = None
+    results: dict[str, Any] = field(default_factory=dict)  # policy -> PolicyResult (modelled)
+    missing: dict[str, str] = field(default_factory=dict)  # part -> why it is not shown
+
+    def numbers(self) -> dict[str, Any]:
+        """The report's numbers as JSON-ready values (the CLI's ``--json``)."""
+        s = self.summary
+        out: dict[str, Any] = {
+            "store": self.label, "range": self.span, "step_s": self.step_s,
+            "pool_gpus": s.pool_gpus_max,
+            "gpu_hours": {"capacity": round(s.gpu_hours, 1),
+                          **{c: round(g, 1) for c, g in s.class_share.select("cls", "gpu_hours").iter_rows()}},
+            "allocation_pct": s.allocation_pct, "activity_pct": s.activity_pct,
+            "minutes_over_slo": {"any_service": s.slo_violation_min,
+                                 **{k: v for k, v in s.slo_violation_min_by_service.items()}},
+            "slo_ms": self.slo_ms, "missing": self.missing,
+        }
+        if self.events is not None:
+            evs = self.events.events
+            out["events"] = {"count": len(evs), "misattributed": sum(e.misattributed for e in evs),
+                             "by_cause": _count(e.cause for e in evs), "ids": [e.id for e in evs]}
+        if self.calibration is not None:
+            bt = {k: v for k, v in self.calibration.backtest.items() if k != "frame"}
+            out["whatif"] = {"service": self.calibration.observation.service, "backtest": bt,
+                             "pool_gpus": self.calibration.scenario.pool.gpus,
+                             "policies": {n: r.summary for n, r in self.results.items()}}
+        return out
+
+
+def _count(items: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for x in items:
+        out[x] = out.get(x, 0) + 1
+    return out
+
+
+def _attempt(part: str, missing: dict[str, str], make: Callable[[], Any]) -> Any:
+    """``make()``, or ``None`` with the reason recorded when the data cannot support it."""
+    try:
+        return make()
+    except TidelensError as exc:
+        missing[part] = str(exc)
+        return None
+
+
+# -- building -----------------------------------------------------------------------------------
+def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: dict[str, float],
+                 tz: str = "UTC", label: str = "", span: str = "",
+                 events: Callable[[], "EventsAnalysis"] | None = None,
+                 rhythm: Callable[[], "RhythmPageData"] | None = None,
+                 calibration: Callable[[str], "Calibration"] | None = None) -> Review:
+    """The review of one range from its timelines and the analyses' calls.
+
+    ``slo_ms``: each service's SLO (as the view or ``resolve_slos`` decides it). ``events``,
+    ``rhythm`` and ``calibration`` are the callers' own (cached) calls, made here; one that
+    raises a :class:`TidelensError` leaves its section saying why. The what-if models the
+    service :func:`analytics.whatif.observe.pick_service` picks (the CLI's default): the one
+    most often above its SLO.
+    """
+    from analytics.overview import summarise
+    from analytics.slo import DEFAULT_SLO_MS
+
+    def slo_for(name: str) -> float:
+        return float(slo_ms.get(name, slo_ms.get("*", DEFAULT_SLO_MS)))
+
+    summary = summarise(timelines["pool"], timelines["holdings"], timelines["services"], slo_for, step_s)
+    services = sorted(timelines["services"]["service"].drop_nulls().unique().to_list())
+    review = Review(label=label, span=span, step_s=step_s, tz=tz, summary=summary, timelines=timelines,
+                    slo_ms={s: slo_for(s) for s in services})
+    missing = review.missing
+    if events is not None:
+        review.events = _attempt("tail events", missing, events)
+    if rhythm is not None:
+        review.rhythm = _attempt("rhythm", missing, rhythm)
+    if calibration is not None and services:
+        from analytics.whatif import POLICIES, compare
+        from analytics.whatif.form import MODEL_DAYS, last_days
+        from analytics.whatif.observe import pick_service
+
+        name = pick_service(timelines["services"], review.slo_ms)
+        review.calibration = _attempt("what-if", missing, lambda: calibration(name))
+        if review.calibration is not None:
+            review.results = compare(last_days(review.calibration.scenario, MODEL_DAYS), POLICIES)
+    elif calibration is not None:
+        missing["what-if"] = ("no inference service with traffic and latency in this range: "
+                              "nothing to calibrate")
+    return review
+
+
+def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = None,
+                 end_ms: int | None = None, slos: "SloTable | None" = None,
+                 wmap: "WorkloadMap | None" = None, tz: str = "UTC") -> Review:
+    """The review of a store's range, computed as ``tidelens events``/``whatif``/``rhythm`` do."""
+    from analytics.events import EventsConfig, analyse_store
+    from analytics.events.pipeline import timelines_for
+    from analytics.rhythm import RhythmConfig
+    from analytics.rhythm.report import rhythm_page_data
+    from analytics.slo import resolve_slos
+    from analytics.times import format_span
+    from analytics.whatif.calibrate import calibrate_frames, gpu_model_of
+
+    cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
+    tl = timelines_for(store, cfg, wmap)
+    table = slos if slos is not None else resolve_slos(store)
+    names = sorted(tl["services"]["service"].drop_nulls().unique().to_list())
+    slo_ms = {k: float(v) for k, v in table.for_services(names).items() if v is not None}
+    totals = store.totals()
+    first, last = totals.get("first_ts_ms"), totals.get("last_ts_ms")
+    span = format_span(start_ms if start_ms is not None else first,
+                       end_ms if end_ms is not None else last, tz) if first is not None else ""
+    return build_review(
+        tl, step_s=step_s, slo_ms=slo_ms, tz=tz, label=str(store.path), span=span,
+        events=lambda: analyse_store(store, cfg, wmap, slos_ms=table),
+        rhythm=lambda: rhythm_page_data(store, RhythmConfig(timezone=tz), step_s=step_s,
+                                        start_ms=start_ms, end_ms=end_ms, wmap=wmap, timelines=tl),
+        calibration=lambda name: calibrate_frames(
+            tl["services"], tl["pool"], tl["holdings"], service=name, step_s=step_s,
+            slo_for=slo_ms, gpu_model=gpu_model_of(store)))
+
+
+# -- sections -----------------------------------------------------------------------------------
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.0f}%"
+
+
+def _hour(h: float | None) -> str:
+    return "n/a" if h is None else f"{int(h) % 24:02d}:00"
+
+
+def review_sections(r: Review) -> list[ReviewSection]:
+    """The report's sections, in reading order."""
+    return [_pool_section(r), _rhythm_section(r), _events_section(r), _whatif_section(r),
+            _chargeback_section(r)]
+
+
+def _pool_section(r: Review) -> ReviewSection:
+    from analytics.charts.overview import pool_story_figure
+    from analytics.overview import WORKLOAD_CLASSES, class_long, slo_violations, thin_for_display
+
+    s = r.summary
+    held = dict(s.class_share.select("cls", "gpu_hours").iter_rows())
+    share = dict(s.class_share.select("cls", "share").iter_rows())
+    over = ", ".join(f"{n} {m:,.0f} min" for n, m in s.slo_violation_min_by_service.items()) or "no latency data"
+    finding = (f"A pool of {s.pool_gpus_max:,.0f} GPUs: batch held {share.get('batch', 0):.0%} of its "
+               f"GPU-hours, inference {share.get('inference', 0):.0%}, {share.get('idle', 0):.0%} sat idle; "
+               f"p99 was over the SLO for {s.slo_violation_min:,.0f} minutes ({over}).")
+    rows = [["Pool size", f"{s.pool_gpus_max:,.0f} GPUs"],
+            ["Pool GPU-hours (capacity)", f"{s.gpu_hours:,.0f}"],
+            *[[f"GPU-hours, {c}", f"{held.get(c, 0.0):,.0f}"] for c in WORKLOAD_CLASSES],
+            ["Mean allocation", _pct(s.allocation_pct)], ["Mean activity", _pct(s.activity_pct)],
+            ["Minutes over SLO (any service)", f"{s.slo_violation_min:,.0f}"],
+            *[[f"Minutes over SLO, {n} (SLO {r.slo_ms.get(n, 0):g} ms)", f"{m:,.0f}"]
+              for n, m in s.slo_violation_min_by_service.items()]]
+    fig = None
+    if s.steps:
+        classes = class_long(r.timelines["pool"])
+        violations = slo_violations(r.timelines["services"], lambda n: r.slo_ms.get(n, 0.0), r.step_s)
+        c, v, _ = thin_for_display(classes, violations, step_s=r.step_s)
+        fig = pool_story_figure(c, v, tz=r.tz)
+    return ReviewSection("The pool", finding, tables=[(["measure", "value"], rows)], figure=fig,
+                         figure_name="pool-story")
+
+
+def _rhythm_section(r: Review) -> ReviewSection:
+    if r.rhythm is None or r.rhythm.chosen is None or r.rhythm.chosen.summary is None:
+        why = r.missing.get("rhythm") or "no traffic, batch or GPU signal with enough days for a rhythm"
+        return ReviewSection("Rhythm and collision", f"No rhythm shown: {why}.")
+    from analytics.charts.rhythm import hour_of_week_figure
+
+    s = r.rhythm.chosen.summary
+    tw = s.tidal_window
+    rows = [["Signal", r.rhythm.chosen.signal.label], [f"Peak hour ({s.timezone})", _hour(s.peak_hour)],
+            [f"Trough hour ({s.timezone})", _hour(s.trough_hour)],
+            ["Trough / peak", "n/a" if s.trough_to_peak is None else f"{s.trough_to_peak:.0%}"],
+            ["Tidal window", "none" if tw is None else f"{tw['start_hour']:02d}-{tw['end_hour']:02d}"]]
+    finding = f"{r.rhythm.chosen.signal.label} peaks at {_hour(s.peak_hour)} ({s.timezone})"
+    b = s.batch
+    if b is not None:
+        rows += [["Batch typically starts", _hour(b.typical_start_hour)],
+                 ["Batch median hold", "n/a" if b.median_hold_h is None else f"{b.median_hold_h:.1f} h"],
+                 ["Days batch held GPUs into the ramp", f"{b.collision_days} of {b.days}"]]
+        finding += (f"; batch typically starts at {_hour(b.typical_start_hour)} and still held GPUs "
+                    f"into the morning ramp on {b.collision_days} of {b.days} days.")
+    else:
+        finding += "; no batch holdings in its pool to collide with."
+    fig = None
+    if r.rhythm.traffic_how is not None:
+        fig = hour_of_week_figure(r.rhythm.traffic_how, r.rhythm.batch_how, tz=r.tz)
+    return ReviewSection("Rhythm and collision", finding, paragraphs=list(r.rhythm.assumption_notes),
+                         tables=[(["measure", "value"], rows)], figure=fig, figure_name="hour-of-week")
+
+
+def _events_section(r: Review) -> ReviewSection:
+    if r.events is None:
+        why = r.missing.get("tail events", "not computed")
+        return ReviewSection("Tail events", f"No tail events shown: {why}.")
+    from analytics.times import iso_utc
+
+    evs = r.events.events
+    if not evs:
+        return ReviewSection("Tail events", "No tail events: every service's p99 stayed within its SLO.")
+    causes = _count(e.cause for e in evs)
+    mis = sum(e.misattributed for e in evs)
+    finding = (f"{len(evs)} tail event{'s' if len(evs) != 1 else ''}: " + ", ".join(f"{n} {c.replace('_', ' ')}" for c, n in
+                                                       sorted(causes.items(), key=lambda x: -x[1]))
+               + f"; {mis} {'was' if mis == 1 else 'were'} batch contention a dashboard would blame "
+                 "on users.")
+    rows = [[iso_utc(e.start_ms), e.service, e.cause.replace("_", " "), f"{e.duration_min:.0f}",
+             f"{e.peak_p99_ms:,.0f}", f"{e.slo_ms:g}", "yes" if e.misattributed else "", e.id] for e in evs]
+    return ReviewSection("Tail events", finding, paragraphs=list(r.events.notes), tables=[(
+        ["start (UTC)", "service", "cause", "minutes", "peak p99 (ms)", "SLO (ms)", "misattributed", "id"],
+        rows)])
+
+
+def _whatif_section(r: Review) -> ReviewSection:
+    if r.calibration is None:
+        why = r.missing.get("what-if", "not computed")
+        return ReviewSection("What-if", f"No what-if shown: the store cannot be calibrated ({why}).")
+    from analytics.charts.whatif import typical_day_figure
+    from analytics.whatif.ledger import typical_day
+
+    bt = r.calibration.backtest
+    svc = r.calibration.observation.service
+    check = (f"Backtest ({svc}, the observed period replayed under the shared policy): "
+             f"{bt['model_violation_minutes']:,.0f} violation minutes replayed vs "
+             f"{bt['observed_violation_minutes']:,.0f} observed; batch {bt['model_batch_gpu_hours']:,.0f} "
+             f"GPU-hours replayed vs {bt['observed_batch_gpu_hours']:,.0f} observed.")
+    names = list(r.results)
+    best = min(names, key=lambda n: r.results[n].summary["violation_minutes"])
+    shared = r.results.get("shared")
+    scn = r.calibration.scenario
+    if bt.get("within", False):
+        finding = (f"Modelled on {svc}'s own traffic: {best} would have "
+                   f"{r.results[best].summary['violation_minutes']:,.0f} violation minutes"
+                   + (f" where the shared pool has {shared.summary['violation_minutes']:,.0f}"
+                      if shared is not None and best != "shared" else "") + ".")
+    else:  # said before any policy, as on the What-if page
+        finding = (f"The model does not reproduce what {svc} went through ("
+                   + "; ".join(bt.get("misses", [])) + "), so its policies are directions, not amounts.")
+    rows = [[n, f"{s['violation_minutes']:,.0f}", f"{s['slo_compliance']:.1%}", f"{s['p99_ms']:,.0f}",
+             f"{s['pool_utilization']:.0%}", f"${s['externality_cost']:,.0f}"]
+            for n, s in ((n, r.results[n].summary) for n in names)]
+    return ReviewSection("What-if (modelled)", finding, paragraphs=[check, (
+        f"{scn.pool.gpus} GPUs in the pool, SLO p99 {scn.service.slo_ms:g} ms; the policies replay the "
+        "last days of the range.")], tables=[(
+            ["policy", "violation minutes", "SLO compliance", "p99 (ms)", "pool utilization",
+             "externality"], rows)],
+        figure=typical_day_figure(typical_day(scn, r.results), scn.service.slo_ms),
+        figure_name="whatif-typical-day")
+
+
+def _chargeback_section(r: Review) -> ReviewSection:
+    if r.calibration is None or not r.results:
+        return ReviewSection("Chargeback", "No bill: it is priced on the what-if, which the store cannot support.")
+    from analytics.charts.whatif import bills_figure
+    from analytics.whatif.ledger import bills
+
+    bill = bills(r.calibration.scenario, r.results)
+    shared = bill.filter(bill["policy"] == "shared").sort("externality_cost", descending=True)
+    own = r.calibration.scenario.service.team
+    finding = "Under the shared pool nobody else's work cost the service a violation minute."
+    if shared.height and shared["externality_cost"][0] > 0 and shared["team"][0] != own:
+        finding = (f"Under the shared pool {shared['team'][0]} would pay ${shared['externality_cost'][0]:,.0f} "
+                   f"for the violation minutes its work caused {own}'s service (modelled).")
+    if not r.calibration.backtest.get("within", False):
+        finding += " The model misses its backtest (see the what-if): a direction, not an amount."
+    rows = [[p, t, f"{g:,.0f}", f"${c:,.0f}", f"${x:,.0f}", f"${tot:,.0f}"]
+            for p, t, g, c, x, tot in bill.select("policy", "team", "gpu_hours", "gpu_cost",
+                                                  "externality_cost", "total").iter_rows()]
+    return ReviewSection("Chargeback (modelled)", finding, tables=[(
+        ["policy", "team", "GPU-hours", "GPU cost", "externality", "total"], rows)],
+        figure=bills_figure(bill), figure_name="chargeback-bills")
+
+
+# -- rendering ----------------------------------------------------------------------------------
+def _h(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+_CSS = """body{font-family:system-ui,-apple-system,'DejaVu Sans',Arial,sans-serif;max-width:1200px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}table{border-collapse:collapse;margin:.6em 0 1.2em}td,th{border:1px solid #ccc;
+padding:.3em .6em;text-align:left}th{background:#f3f3f3}.finding{font-size:1.15em;font-weight:600}"""
+
+
+def review_html(r: Review) -> str:
+    """One self-contained HTML page: plotly.js embedded once, every label escaped."""
+    from analytics.text import escape_figure
+
+    cfg = {"displaylogo": False, "responsive": True}
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f"<title>Tidelens capacity review: {_h(r.label)}</title>", f"<style>{_CSS}</style></head><body>",
+           "<h1>Capacity review</h1>",
+           f"<p>{_h(r.label)} · {_h(r.span)} · step {r.step_s} s · times in {_h(r.tz)}</p>"]
+    plotly_js = True
+    for sec in review_sections(r):
+        out.append(f"<h2>{_h(sec.title)}</h2>")
+        out.append(f'<p class="finding">{_h(sec.finding)}</p>')
+        out.extend(f"<p>{_h(p)}</p>" for p in sec.paragraphs)
+        for headers, rows in sec.tables:
+            out.extend(html_table(headers, rows))
+        if sec.figure is not None:
+            out.append(escape_figure(sec.figure).to_html(include_plotlyjs=plotly_js, full_html=False,
+                                                         config=cfg, include_mathjax=False))
+            plotly_js = False
+    for part, why in r.missing.items():
+        out.append(f"<p><small>Not shown: {_h(part)}: {_h(why)}</small></p>")
+    out.append("<p><small>Generated by Tidelens. Modelled numbers (what-if, chargeback) are labelled as "
+               "such; the rest is observed.</small></p></body></html>")
+    return "\n".join(out)
+
+
+def review_markdown(r: Review, *, image_prefix: str | None = None) -> tuple[str, list[tuple[str, "go.Figure"]]]:
+    """Markdown text and the figures it links (``(file name, figure)``, written beside it);
+    with ``image_prefix=None`` the figures are left out."""
+    out = ["# Capacity review", "", f"{md(r.label)} · {md(r.span)} · step {r.step_s} s · times in {md(r.tz)}", ""]
+    images: list[tuple[str, Any]] = []
+    for sec in review_sections(r):
+        out += [f"## {sec.title}", "", f"**{md(sec.finding)}**", ""]  # titles are ours
+        for p in sec.paragraphs:
+            out += [md(p), ""]
+        for headers, rows in sec.tables:
+            out.extend(md_table(headers, rows))
+        if sec.figure is not None and image_prefix is not None:
+            name = f"{image_prefix}-{sec.figure_name}.png"
+            images.append((name, sec.figure))
+            out += [f"![{sec.title}]({name})", ""]
+    for part, why in r.missing.items():
+        out += [f"_Not shown: {md(part)}: {md(why)}_", ""]
+    return "\n".join(out), images
+
+
+def write_review(r: Review, path: str | Path) -> list[Path]:
+    """Write the review to ``path`` (``.html``, or ``.md`` with its charts as PNGs beside it).
+
+    Raises
+    ------
+    ConfigError
+        Any other extension.
+    """
+    from analytics.events.report import output_format
+
+    p = Path(path)
+    if output_format(p, "review") == "html":
+        p.write_text(review_html(r), encoding="utf-8")
+        return [p]
+    from analytics.charts.theme import figure_image
+    from analytics.text import escape_figure
+
+    text, images = review_markdown(r, image_prefix=p.stem)
+    written = [p]
+    for name, fig in images:
+        img = p.with_name(name)
+        img.write_bytes(figure_image(escape_figure(fig).update_layout(width=1500), "png", scale=1.5))
+        written.append(img)
+    p.write_text(text, encoding="utf-8")
+    return written

@@ -1,0 +1,250 @@
+"""The app's caches: the store's cheap reads (keyed by the file's version, so a new load
+invalidates them), the disk-and-memory cache of heavy results (:func:`persisted`), and the
+timelines every page reads, with zooms cut from the whole span.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import inspect
+import logging
+import threading
+from collections import OrderedDict
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, TypeVar
+
+import polars as pl
+import streamlit as st
+
+from pages._store import config_file, load_workload_map, open_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+_OUTSIDE = threading.local()
+
+
+@contextmanager
+def outside_a_run() -> Iterator[None]:
+    """Cached calls made outside any script run on purpose (the prefetch thread, a deferred
+    download's callable): Streamlit's "missing ScriptRunContext" warning is dropped for them,
+    and only for them (the browser test fails on any warning in the server's log)."""
+    before = getattr(_OUTSIDE, "on", False)
+    _OUTSIDE.on = True
+    try:
+        yield
+    finally:
+        _OUTSIDE.on = before
+
+
+class _NoContextWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_OUTSIDE, "on", False)
+
+
+logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
+    _NoContextWarning())
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_totals(path: str, version: str) -> dict[str, Any]:
+    with open_store(path) as store:
+        return store.totals()
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_inventory(path: str, version: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``(sources, metrics)`` of a store."""
+    with open_store(path) as store:
+        return store.sources(), store.metrics()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_series(path: str, version: str, metric: str) -> pl.DataFrame:
+    with open_store(path) as store:
+        return store.series(metric)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_workloads(path: str, version: str, map_version: str) -> pl.DataFrame:
+    """Each workload in the store with its class, team and the rule that decided it."""
+    from analytics.workloads import classify_workloads
+
+    wmap = load_workload_map()
+    with open_store(path) as store:
+        return classify_workloads(store, wmap)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_links(path: str, version: str, map_version: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Each autoscaler's link to its service and the rule that made it; how each exporter's
+    GPUs without a pod label are classed."""
+    from analytics.timeline import autoscaler_links, class_rules
+
+    wmap = load_workload_map()
+    with open_store(path) as store:
+        return autoscaler_links(store, wmap), class_rules(store)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_signal_report(path: str, version: str) -> pl.DataFrame:
+    """Which signals the store has, and what each missing one costs (the timeline's report)."""
+    from analytics.timeline import signal_report
+
+    with open_store(path) as store:
+        return signal_report(store)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_known_slos(path: str, version: str, map_version: str) -> tuple[tuple[str, float], ...]:
+    """The SLOs tidelens.toml and the store declare per service (what the CLI reads too)."""
+    from analytics.slo import resolve_slos
+
+    with open_store(path) as store:
+        table = resolve_slos(store, config=config_file())
+    return tuple(sorted((k, v[0]) for k, v in table.per_service.items()))
+
+
+def library_version(*modules: str) -> str:
+    """Changes when the code of these library parts does (keys results cached on disk)."""
+    parts = []
+    for name in modules:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.origin:
+            continue
+        origin = Path(spec.origin)
+        files = sorted(origin.parent.glob("*.py")) if origin.name == "__init__.py" else [origin]
+        parts.extend(f"{f.name}:{f.stat().st_mtime_ns}" for f in files)
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+
+
+def persisted(spinner: str, *code: str, max_entries: int = 8,
+              disk_entries: int | None = None) -> Callable[[F], F]:
+    """Cache a page's heavy analytics call in memory and on disk, keyed by its arguments and
+    by the code of the library parts ``code`` names.
+
+    In memory the result is one object shared by every session and rerun (``st.cache_data``
+    alone would unpickle it on each rerun); on disk it outlives a restarted server, so a
+    colleague opening the link tomorrow does not wait for the decomposition again. A change to
+    the named library code, or to the store file (its version is an argument), misses.
+    ``max_entries`` bounds the memory layer, ``disk_entries`` (default the same) the files.
+    """
+    kept_on_disk = max_entries if disk_entries is None else disk_entries
+
+    def wrap(fn: F) -> F:
+        # The decorated function's own source is part of the key: Streamlit keys both caches
+        # by the generic wrappers below, whose source never changes.
+        own_version = hashlib.sha1(inspect.getsource(fn).encode()).hexdigest()[:12]
+
+        def compute(code_version: str, *args: Any) -> Any:
+            value = fn(*args)
+            _prune_disk_cache(on_disk, kept_on_disk - 1)  # room for the file about to be written
+            return value
+
+        def load(code_version: str, *args: Any) -> Any:
+            return on_disk(code_version, *args)
+
+        # Streamlit keys a cache by the function's module, qualified name and source: give each
+        # wrapped function's two caches names of their own.
+        for inner, kind in ((compute, "disk"), (load, "memory")):
+            inner.__module__ = fn.__module__
+            inner.__qualname__ = f"{fn.__qualname__}[{kind}]"
+        on_disk = st.cache_data(show_spinner=spinner, max_entries=kept_on_disk,
+                                persist="disk")(compute)
+        in_memory = st.cache_resource(show_spinner=False, max_entries=max_entries)(load)
+
+        @functools.wraps(fn)
+        def call(*args: Any) -> Any:
+            return in_memory(f"{library_version(*code)}-{own_version}", *args)
+
+        return call  # type: ignore[return-value]
+
+    return wrap
+
+
+def _prune_disk_cache(cached: Any, keep: int) -> None:
+    """Keep the ``keep`` newest disk files of one cached function.
+
+    Streamlit's ``max_entries`` bounds the memory layer only; every store version, code version
+    and slider position would otherwise leave a file in ``~/.streamlit/cache`` for good.
+    """
+    from streamlit.file_util import get_streamlit_file_path
+
+    key = getattr(cached, "_function_key", None)  # Streamlit's name for the function's files
+    if not key:
+        return
+    files = sorted(Path(get_streamlit_file_path("cache")).glob(f"{key}-*.memo"),
+                   key=lambda f: f.stat().st_mtime, reverse=True)
+    for old in files[max(keep, 0):]:
+        old.unlink(missing_ok=True)
+
+
+TIMELINE_CODE = ("analytics.timeline", "analytics.counters", "analytics.workloads",
+                 "analytics.sql.timeline", "analytics.sql.workloads", "analytics.store")
+
+
+def cached_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                     step_s: int, map_version: str) -> dict[str, pl.DataFrame]:
+    """Pool timeline, holdings and service timeline for one (source, range, step, map).
+
+    Built once per (source, range, step, map) and kept like every heavy result
+    (:func:`persisted`: one copy in memory for every session, a file on disk for a restarted
+    server). A part of the data's span (a zoom) is cut from the whole span's timelines when
+    this server has them (``analytics.timeline.slice_timelines``: equal to building it), in
+    milliseconds.
+    """
+    whole_key = (path, version, step_s, map_version, library_version(*TIMELINE_CODE))
+    if start_ms is None and end_ms is None:
+        found = _built_timelines(path, version, None, None, step_s, map_version)
+        with _WHOLE_LOCK:
+            _WHOLE_SPANS[whole_key] = found
+            _WHOLE_SPANS.move_to_end(whole_key)
+            while len(_WHOLE_SPANS) > 1 and (
+                    len(_WHOLE_SPANS) > WHOLE_SPANS_KEPT
+                    or sum(f.estimated_size() for tl in _WHOLE_SPANS.values()
+                           for f in tl.values()) > WHOLE_SPANS_MAX_BYTES):
+                _WHOLE_SPANS.popitem(last=False)
+        return found
+    with _WHOLE_LOCK:
+        whole = _WHOLE_SPANS.get(whole_key)
+    if whole is not None:
+        return _cut_timelines(path, version, start_ms, end_ms, step_s, map_version, whole_key[-1])
+    return _built_timelines(path, version, start_ms, end_ms, step_s, map_version)
+
+
+# The whole-span timelines last used (the frames themselves, so a zoom never rebuilds the
+# whole span that Streamlit's cache may have dropped): a zoom is cut from them. As many as
+# the steps a view offers, within a memory budget (the newest is always kept).
+WHOLE_SPANS_KEPT = 8
+WHOLE_SPANS_MAX_BYTES = 1 << 30
+_WHOLE_SPANS: OrderedDict[tuple[Any, ...], dict[str, pl.DataFrame]] = OrderedDict()
+_WHOLE_LOCK = threading.Lock()
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _cut_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                   step_s: int, map_version: str, code_version: str) -> dict[str, pl.DataFrame]:
+    with _WHOLE_LOCK:
+        whole = _WHOLE_SPANS.get((path, version, step_s, map_version, code_version))
+    if whole is None:  # dropped meanwhile: build the zoom itself
+        return _built_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    from analytics.timeline import slice_timelines
+
+    return slice_timelines(whole, step_s, start_ms, end_ms)
+
+
+# Eight in memory (tens of MB each for three weeks; polars frames are not mutated in place),
+# sixteen on disk.
+@persisted("Building timelines (first time for this source, range and step)...", *TIMELINE_CODE,
+           max_entries=8, disk_entries=16)
+def _built_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                     step_s: int, map_version: str) -> dict[str, pl.DataFrame]:
+    from analytics.timeline import TimelineConfig, timelines
+
+    cfg = TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
+    with open_store(path) as store:
+        return timelines(store, cfg, load_workload_map()).as_dict()  # one device pass for all three

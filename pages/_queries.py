@@ -1,0 +1,235 @@
+"""The analysis pages' questions as query objects, and the cached heavy calls that answer them.
+
+One query object per analysis page (:class:`RhythmQuery`, :class:`EventsQuery`,
+:class:`CalibrationQuery`): keyword-only, built by ``from_view`` from the view settings and the
+page's widget values, with the analysis config's own defaults for a widget not drawn. The
+page and the background prefetch (``pages/_prefetch.py``) build the same object for the same
+view, so what the prefetch computes is exactly what the page asks for; ``run()`` makes the
+cached call (memory and disk, :func:`pages._caches.persisted`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+import streamlit as st
+
+from analytics.events.config import EventsConfig
+from analytics.rhythm.config import RhythmConfig
+from analytics.text import md
+from analytics.view import ViewSettings
+from pages._caches import TIMELINE_CODE, cached_timelines, cached_totals, outside_a_run, persisted
+from pages._store import DataSource, config_version, load_workload_map, open_store
+
+if TYPE_CHECKING:
+    from analytics.events import EventsAnalysis
+    from analytics.rhythm.report import RhythmPageData
+
+# The decomposition steps the Rhythm page offers (each divides a day).
+RHYTHM_RESOLUTIONS_S = (300, 600, 900, 1800, 3600)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViewQuery:
+    """What every page's question starts from: the store, its version, the range, the step and
+    the workload map's version (each a cache key)."""
+
+    path: str
+    version: str
+    start_ms: int | None
+    end_ms: int | None
+    step_s: int
+    map_version: str
+
+    @staticmethod
+    def on_view(v: ViewSettings, src: DataSource) -> dict[str, Any]:
+        assert src.path is not None
+        return {"path": src.path, "version": src.version, "start_ms": v.start_ms, "end_ms": v.end_ms,
+                "step_s": v.step_s, "map_version": config_version()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RhythmQuery(ViewQuery):
+    """The Rhythm page's question: one signal's rhythm for a view (``signal=None``: the page's
+    first signal)."""
+
+    tz: str
+    signal: str | None = None
+    resolution_s: int = RhythmConfig.resolution_s
+    tidal_share: float = RhythmConfig.tidal_share
+    band_high_q: float = RhythmConfig.band_high_q
+
+    @classmethod
+    def from_view(cls, v: ViewSettings, src: DataSource, state: Mapping[str, Any]) -> "RhythmQuery":
+        """``state`` holds the page's widget values (``rhythm_*``); missing ones are defaults."""
+        return cls(**cls.on_view(v, src), tz=v.tz,
+                   signal=state.get("rhythm_signal"),
+                   resolution_s=int(state.get("rhythm_resolution", cls.resolution_s)),
+                   tidal_share=float(state.get("rhythm_tidal", cls.tidal_share)),
+                   band_high_q=float(state.get("rhythm_band", cls.band_high_q)))
+
+    def run(self) -> "RhythmPageData":
+        return cached_rhythm(self.path, self.version, self.signal, self.step_s, self.start_ms,
+                             self.end_ms, self.map_version, self.resolution_s, self.tidal_share,
+                             self.band_high_q, self.tz)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventsQuery(ViewQuery):
+    """The Tail events page's question: every tail event of a view, with the page's detection
+    rule and (optionally) an uploaded incident record."""
+
+    slo_items: tuple[tuple[str, float], ...]
+    min_duration_min: float = EventsConfig.min_duration_min
+    merge_gap_min: float = EventsConfig.merge_gap_min
+    incidents_name: str | None = None
+    incidents_csv: bytes | None = None
+
+    @classmethod
+    def from_view(cls, v: ViewSettings, src: DataSource, state: Mapping[str, Any], *,
+                  incidents: Any = None) -> "EventsQuery":
+        """``state`` holds the page's widget values (``ev_*``); ``incidents`` an uploaded file."""
+        return cls(**cls.on_view(v, src), slo_items=v.slo_items(),
+                   min_duration_min=float(state.get("ev_min_dur", cls.min_duration_min)),
+                   merge_gap_min=float(state.get("ev_gap", cls.merge_gap_min)),
+                   incidents_name=incidents.name if incidents is not None else None,
+                   incidents_csv=incidents.getvalue() if incidents is not None else None)
+
+    def run(self) -> "EventsAnalysis":
+        return cached_events(self.path, self.version, self.start_ms, self.end_ms, self.step_s,
+                             self.map_version, self.slo_items, self.min_duration_min,
+                             self.merge_gap_min, self.incidents_name, self.incidents_csv)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrationQuery(ViewQuery):
+    """What-if and Chargeback's question: the model calibrated on one service of a view."""
+
+    service: str
+    slo_ms: float
+
+    @classmethod
+    def from_view(cls, v: ViewSettings, src: DataSource, service: str) -> "CalibrationQuery":
+        return cls(**cls.on_view(v, src), service=service, slo_ms=v.slo_for(service))
+
+    @staticmethod
+    def services(v: ViewSettings, src: DataSource) -> list[str]:
+        """The services of a view that could be calibrated (those with a timeline)."""
+        assert src.path is not None
+        return cached_services(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
+                               config_version())
+
+    def run(self) -> Any:  # analytics.whatif.calibrate.Calibration
+        return cached_calibration(self.path, self.version, self.start_ms, self.end_ms,
+                                  self.step_s, self.map_version, self.service, self.slo_ms)
+
+
+# -- the heavy calls ------------------------------------------------------------------------
+@persisted("Decomposing the rhythm...", *TIMELINE_CODE, "analytics.rhythm", "analytics.sql",
+           max_entries=32)
+def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, start_ms: int | None,
+                  end_ms: int | None, map_version: str, resolution_s: int, tidal_share: float,
+                  band_high_q: float, tz: str) -> "RhythmPageData":
+    from analytics.rhythm.report import rhythm_page_data
+
+    cfg = RhythmConfig(resolution_s=resolution_s, tidal_share=tidal_share,
+                       band_low_q=round(1 - band_high_q, 4), band_high_q=band_high_q, timezone=tz)
+    # The timelines every page shares (and their workload map): the rhythm reads the same
+    # holdings and traffic as the Overview, and does not build them a second time.
+    timelines = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    with open_store(path) as store:
+        return rhythm_page_data(store, cfg, signal=signal, step_s=step_s, start_ms=start_ms,
+                                end_ms=end_ms, wmap=load_workload_map(), timelines=timelines)
+
+
+@persisted("Finding and attributing tail events...", *TIMELINE_CODE, "analytics.events", "analytics.sql")
+def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | None, step_s: int,
+                  map_version: str, slo_items: tuple[tuple[str, float], ...], min_duration_min: float,
+                  merge_gap_min: float, incidents_name: str | None,
+                  incidents_csv: bytes | None) -> "EventsAnalysis":
+    from analytics.events import analyse, load_incidents
+
+    timelines = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    slo = dict(slo_items)
+    services = timelines["services"]["service"].unique().to_list()
+    cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms,
+                       min_duration_min=min_duration_min, merge_gap_min=merge_gap_min)
+    incidents = load_incidents(incidents_name or "upload.csv", incidents_csv) if incidents_csv else None
+    return analyse(timelines["services"], timelines["pool"], timelines["holdings"], cfg=cfg,
+                   slos_ms={s: slo.get(s, slo.get("*")) for s in services}, incidents=incidents)
+
+
+# What-if and Chargeback share one calibration per (source, range, step, service, SLO).
+@persisted("Calibrating the model on the store (first time for this range)...",
+           *TIMELINE_CODE, "analytics.whatif", "analytics.sql")
+def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                       step_s: int, map_version: str, service: str | None,
+                       slo_ms: float) -> Any:  # analytics.whatif.calibrate.Calibration
+    from analytics.whatif.calibrate import calibrate_frames, gpu_model_of
+
+    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    with open_store(path) as store:  # the frames do not carry the GPU model
+        gpu_model = gpu_model_of(store)
+    return calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=service,
+                            step_s=step_s, slo_for=slo_ms, gpu_model=gpu_model)
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def cached_services(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                    step_s: int, map_version: str) -> list[str]:
+    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    return sorted(tl["services"]["service"].drop_nulls().unique().to_list()) if tl else []
+
+
+def store_calibration_or_stop(src: DataSource, v: ViewSettings, column: Any, key: str) -> Any:
+    """The store's calibration for the service chosen in ``column`` (a selectbox under ``key``);
+    with no service to calibrate, or a calibration that fails, an error saying which signal is
+    missing and ``st.stop()``: a page never shows a preset's numbers under the store's name."""
+    from analytics.errors import TidelensError
+
+    ss = st.session_state
+    services = CalibrationQuery.services(v, src)
+    if not services:
+        st.error("The store has no inference service with both traffic and latency in this range "
+                 "(request-latency histograms and request counts: vLLM, "
+                 "http_server_request_duration_seconds), so there is nothing to calibrate. Choose a "
+                 "preset above to explore one.", icon=":material/error:")
+        st.stop()
+    if ss.get(key) not in services:
+        ss.pop(key, None)
+    name = column.selectbox("Service", services, key=key, help="The inference service the model replays")
+    try:
+        return CalibrationQuery.from_view(v, src, name).run()
+    except TidelensError as exc:
+        st.error(f"The store cannot be calibrated: {md(str(exc).rstrip('. '))}. Choose a preset above to "
+                 "explore one.",
+                 icon=":material/error:")
+        st.stop()
+
+
+def review_for(v: ViewSettings, src: DataSource) -> Any:  # analytics.review.Review
+    """The capacity review of a view, from the same cached calls the pages make (the Rhythm,
+    Tail events and What-if pages with their defaults), so the report repeats their numbers."""
+    from analytics.review import build_review
+    from analytics.times import format_span
+
+    assert src.path is not None
+    tl = cached_timelines(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version())
+    names = sorted(tl["services"]["service"].drop_nulls().unique().to_list())
+    totals = cached_totals(src.path, src.version)
+    first, last = totals.get("first_ts_ms"), totals.get("last_ts_ms")
+    span = "" if first is None or last is None else format_span(*v.clamp_range(first, last), v.tz)
+    return build_review(
+        tl, step_s=v.step_s, slo_ms={n: v.slo_for(n) for n in names}, tz=v.tz, label=src.label, span=span,
+        events=EventsQuery.from_view(v, src, {}).run, rhythm=RhythmQuery.from_view(v, src, {}).run,
+        calibration=lambda name: CalibrationQuery.from_view(v, src, name).run())
+
+
+def review_html_for(v: ViewSettings, src: DataSource) -> str:
+    """:func:`review_for` as the self-contained HTML file (a download button's deferred data:
+    Streamlit calls it on the click, outside the script run)."""
+    from analytics.review import review_html
+
+    with outside_a_run():
+        return review_html(review_for(v, src))

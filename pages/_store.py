@@ -1,0 +1,180 @@
+"""Store access for the app: the process-wide readers-writer lock, opening a store file, the
+workload map's file, and loading an upload.
+
+Streamlit runs every browser session (and the prefetch, ``pages/_prefetch.py``) in a thread of
+the same process, and DuckDB refuses a read-write connection to a file that the process also
+has open read-only: readers share one process-wide lock, a writer (an upload) holds it alone.
+Stores are opened read-only for reading and closed at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from analytics.data_dir import data_dir
+from analytics.store import Store
+from analytics.view import ViewSettings, uploads_db_path
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG_ENV = "TIDELENS_CONFIG"  # the CLI reads the same variable (analytics/cli/common.py)
+
+
+class StoreLock:
+    """Any number of readers at once, or one writer (who may nest reads and writes).
+
+    A waiting writer goes first: new readers wait for it, so a stream of reads (sessions, the
+    prefetch) cannot hold an upload off forever. A thread already reading reads again without
+    waiting (its read would otherwise deadlock behind the writer waiting for it), and may not
+    start to write: DuckDB refuses a read-write connection to a file the process has open
+    read-only.
+    """
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._readers = 0
+        self._writer: int | None = None
+        self._depth = 0
+        self._writers_waiting = 0
+        self._mine = threading.local()  # this thread's read depth
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        me = threading.get_ident()
+        depth = getattr(self._mine, "depth", 0)
+        with self._cv:
+            if depth == 0 and self._writer != me:
+                self._cv.wait_for(lambda: self._writer is None and self._writers_waiting == 0)
+            self._readers += 1
+        self._mine.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._mine.depth = depth
+            with self._cv:
+                self._readers -= 1
+                self._cv.notify_all()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        me = threading.get_ident()
+        if getattr(self._mine, "depth", 0) and self._writer != me:
+            raise RuntimeError("a store read is open in this thread: close it before writing")
+        with self._cv:
+            self._writers_waiting += 1
+            try:
+                self._cv.wait_for(lambda: self._writer == me
+                                  or (self._writer is None and self._readers == 0))
+            finally:
+                self._writers_waiting -= 1
+            self._writer = me
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._writer = None
+                self._cv.notify_all()
+
+
+_STORE_LOCK = StoreLock()
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """The store a view reads: its file, a version that changes when the file does, or why not
+    (``problem`` is Markdown-safe: its data-borne parts went through code() or md())."""
+
+    label: str
+    path: str | None
+    version: str
+    problem: str | None = None
+
+
+def file_version(path: Path) -> str:
+    """Changes whenever the store file does: keys the caches of everything read from it."""
+    try:
+        st_ = path.stat()
+    except OSError:
+        return "missing"
+    wal = path.with_name(path.name + ".wal")
+    wal_part = f"-{wal.stat().st_mtime_ns}" if wal.exists() else ""
+    return f"{st_.st_mtime_ns}-{st_.st_size}{wal_part}"
+
+
+def store_folder() -> Path:
+    """The data folder that store paths from links and the sidebar are confined to."""
+    return data_dir(config_file())
+
+
+def upload_target(v: ViewSettings) -> Path:
+    """Where uploads are written: the chosen DuckDB file, else the uploads store (never the sample).
+
+    Raises ConfigError when the chosen file is outside the data folder (nothing is created).
+    """
+    file = v.db_file(store_folder()) if v.source == "duckdb" else None
+    return file if file is not None else uploads_db_path()
+
+
+@contextmanager
+def open_store(path: str | Path, *, read_only: bool = True) -> Iterator[Store]:
+    with _STORE_LOCK.reading() if read_only else _STORE_LOCK.writing():
+        store = Store(path, read_only=read_only)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+def config_file() -> Path:
+    """``tidelens.toml``: the workload map the app reads and the Data page saves."""
+    return Path(os.environ.get(CONFIG_ENV) or ROOT / "tidelens.toml")
+
+
+def config_version() -> str:
+    return file_version(config_file())
+
+
+def load_workload_map() -> Any:
+    from analytics.workloads import load_map
+
+    return load_map(config_file())
+
+
+@dataclass
+class UploadOutcome:
+    """One uploaded file's result as the Data page lists it."""
+
+    file: str
+    status: str
+    series: int = 0
+    samples: int = 0
+    message: str = ""
+
+
+def load_upload(target: Path, name: str, data: bytes, at_ms: int | None) -> UploadOutcome:
+    """Load one uploaded file into ``target`` through a short-lived read-write connection."""
+    from analytics.errors import TidelensError
+    from analytics.ingest import ingest_bytes, not_data_reason
+
+    why = not_data_reason(Path(name))
+    if why is not None:
+        return UploadOutcome(name, "skipped", message=f"not a data file ({why})")
+    try:
+        with open_store(target, read_only=False) as store:
+            r = ingest_bytes(store, name, data, at_ms=at_ms)
+    except TidelensError as exc:
+        return UploadOutcome(name, "failed", message=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a parser bug must not take the page down
+        return UploadOutcome(name, "failed", message=f"{name}: internal error "
+                             f"({type(exc).__name__}: {exc}); please report it with the file")
+    note = r.error or r.note or ""
+    if r.status == "loaded" and r.duplicates:
+        note = (note + "; " if note else "") + f"{r.duplicates} duplicate samples (last kept)"
+    return UploadOutcome(name, r.status, r.series, r.samples, note)

@@ -1,0 +1,163 @@
+"""``tidelens review`` and the Overview's capacity-review download: one self-contained file with
+the pool, the rhythm and collision, the tail events, the what-if and the bill, each with its
+finding; the same numbers as the pages and the other commands; labels escaped; a store that
+cannot support a part says so instead of showing a preset's numbers."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from apptest_helpers import isolated_cli, morning_store
+from test_hostile_labels import FORMULA, SERVICE, TEAM, hostile_scrapes
+
+from analytics.cli import main
+from analytics.ingest import ingest_bytes
+from analytics.review import review_html, review_markdown, review_store
+from analytics.store import Store
+
+pytestmark = [pytest.mark.slow]
+APP = Path(__file__).resolve().parent.parent / "app.py"
+SECTIONS = ["The pool", "Rhythm and collision", "Tail events", "What-if (modelled)", "Chargeback (modelled)"]
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> Path:
+    return morning_store(tmp_path_factory.mktemp("review") / "morning.duckdb")
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    isolated_cli(monkeypatch, tmp_path)
+
+
+def _cli_json(capsys, *argv: str):
+    assert main(list(argv)) == 0
+    out = capsys.readouterr().out
+    return json.loads(out[out.index("{"):] if not out.lstrip().startswith(("{", "[")) else out)
+
+
+def test_review_html_is_one_offline_file_with_every_section(db, tmp_path, capsys) -> None:
+    out = tmp_path / "review.html"
+    numbers = _cli_json(capsys, "review", "--db", str(db), "--out", str(out), "--json")
+    text = out.read_text(encoding="utf-8")
+    assert re.findall(r"<h2>([^<]*)</h2>", text) == [s.replace("&", "&amp;") for s in SECTIONS]
+    findings = re.findall(r'<p class="finding">([^<]*)</p>', text)
+    assert len(findings) == 5 and all(f.endswith(".") for f in findings)
+    # plotly.js embedded once, and nothing fetched from anywhere
+    assert len(re.findall(r"plotly\.js v\d", text)) == 1
+    assert text.count('class="plotly-graph-div"') == 4  # pool story, hour of week, typical day, bills
+    assert not re.search(r'<(script|link|img|iframe)[^>]+(src|href)="(https?:)?//', text)
+    # the findings say what the numbers say
+    assert f"A pool of {numbers['pool_gpus']:,.0f} GPUs" in findings[0]
+    ev = numbers["events"]
+    assert findings[2].startswith(f"{ev['count']} tail events")
+    assert f"{ev['misattributed']} were batch contention a dashboard would blame on users" in findings[2]
+    assert numbers["missing"] == {}
+
+
+def test_review_numbers_are_the_other_commands_numbers(db, capsys) -> None:
+    review = _cli_json(capsys, "review", "--db", str(db), "--json")
+    events = _cli_json(capsys, "events", "--db", str(db), "--json")
+    assert review["events"]["ids"] == [e["id"] for e in events]
+    assert review["events"]["count"] == len(events)
+    assert review["events"]["misattributed"] == sum(e["misattributed"] for e in events)
+    service = review["whatif"]["service"]
+    whatif = _cli_json(capsys, "whatif", "--db", str(db), "--service", service, "--json")
+    assert review["whatif"]["backtest"] == whatif["backtest"]
+    assert review["whatif"]["pool_gpus"] == whatif["scenario"]["pool_gpus"] == review["pool_gpus"] == 64
+    for name, summary in whatif["policies"].items():
+        got = review["whatif"]["policies"][name]
+        assert got["violation_minutes"] == summary["violation_minutes"], name
+    # the backtest's observed minutes are the pool section's minutes over the SLO for that service
+    assert review["minutes_over_slo"][service] == whatif["backtest"]["observed_violation_minutes"]
+    assert review["gpu_hours"]["batch"] == pytest.approx(whatif["backtest"]["observed_batch_gpu_hours"], abs=0.05)
+    capacity = review["gpu_hours"].pop("capacity")
+    assert sum(review["gpu_hours"].values()) == pytest.approx(capacity, abs=0.5)
+
+
+def test_the_overview_download_is_the_cli_review(db, capsys) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from pages._queries import review_for, review_html_for
+
+    at = AppTest.from_file(str(APP), default_timeout=180)
+    at.query_params.update({"source": "duckdb", "db": str(db)})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    # the button sits on the Overview, its file made on the click (deferred)
+    assert [b.proto.label for b in at.get("download_button")] == ["Capacity review (HTML)"]
+    v, src = at.session_state["view"], at.session_state["view_source"]
+    page = review_for(v, src).numbers()
+    cli = _cli_json(capsys, "review", "--db", str(db), "--json")
+    for key in ("pool_gpus", "gpu_hours", "minutes_over_slo", "slo_ms", "events", "whatif", "missing"):
+        assert page[key] == cli[key], key
+    html_text = review_html_for(v, src)
+    assert "<h1>Capacity review</h1>" in html_text and html.escape(src.label) in html_text
+    assert re.findall(r"<h2>([^<]*)</h2>", html_text) == [s.replace("&", "&amp;") for s in SECTIONS]
+
+
+def test_hostile_labels_stay_text(tmp_path) -> None:
+    path = tmp_path / "hostile.duckdb"
+    with Store(path) as st:
+        assert ingest_bytes(st, "hostile.prom", hostile_scrapes()).status == "loaded"
+    with Store(path, read_only=True) as st:
+        review = review_store(st)
+    text = review_html(review)
+    body = re.sub(r"<script.*?</script>", "", text, flags=re.S)  # plotly's own code and figure JSON
+    # HTML: a label is text in a cell or a sentence; its markup is escaped, never a tag
+    assert "<b>x</b>" not in body
+    assert SERVICE in body and html.escape(FORMULA) in body and FORMULA not in body  # the batch team
+    assert not re.search(r'<(img|a|iframe)\b', body)
+    # Markdown: a label that would make an image, a link or a tag is shown as a code span
+    markdown, _ = review_markdown(review)
+    assert SERVICE in markdown
+    outside_code = re.sub(r"`[^`]*`", "", markdown)
+    for raw in (SERVICE, TEAM, "<b>x</b>", "](http"):
+        assert raw not in outside_code, raw
+
+
+def test_a_store_without_latency_says_what_is_missing(tmp_path, capsys) -> None:
+    path = tmp_path / "gpus-only.duckdb"
+    lines = [f'DCGM_FI_DEV_GPU_UTIL{{gpu="{g}",UUID="GPU-{g}",Hostname="n1"}} 50 {1_764_316_800_000 + m * 60_000}'
+             for m in range(120) for g in range(4)]
+    with Store(path) as st:
+        assert ingest_bytes(st, "gpus.prom", ("\n".join(lines) + "\n").encode()).status == "loaded"
+    out = tmp_path / "r.html"
+    numbers = _cli_json(capsys, "review", "--db", str(path), "--out", str(out), "--json")
+    assert "whatif" not in numbers and "what-if" in numbers["missing"]
+    assert numbers["pool_gpus"] == 4
+    text = out.read_text()
+    assert "No what-if shown" in text and "No bill" in text
+    assert "ml-research" not in text and "morning-ramp" not in text  # never a preset's team or name
+
+
+def test_review_markdown_writes_its_charts_beside_it(db, tmp_path, capsys) -> None:
+    out = tmp_path / "review.md"
+    assert main(["review", "--db", str(db), "--out", str(out)]) == 0
+    written = [line.split(" ", 1)[1] for line in capsys.readouterr().out.splitlines() if line.startswith("wrote ")]
+    assert written[0] == str(out) and len(written) == 5
+    text = out.read_text()
+    for name in written[1:]:
+        assert Path(name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"]({Path(name).name})" in text
+    assert [line[3:] for line in text.splitlines() if line.startswith("## ")] == SECTIONS
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["--out", "r.pdf"], "written as .html or .md"),
+    ([], "--out review.html"),
+    (["--out", "r.html", "--tz", "Mars/Olympus"], "not an IANA time zone"),
+])
+def test_bad_arguments_say_what_to_do(db, capsys, argv, said) -> None:
+    assert main(["review", "--db", str(db), *argv]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_a_missing_store_is_named(tmp_path, capsys) -> None:
+    assert main(["review", "--db", str(tmp_path / "nope.duckdb"), "--json"]) == 2
+    assert "nope.duckdb: no such store" in capsys.readouterr().err
