@@ -329,8 +329,9 @@ def _chargeback_section(r: Review) -> ReviewSection:
     own = r.calibration.scenario.service.team
     finding = "Under the shared pool nobody else's work cost the service a violation minute."
     if shared.height and shared["externality_cost"][0] > 0 and shared["team"][0] != own:
+        svc = r.calibration.observation.service
         finding = (f"Under the shared pool {shared['team'][0]} would pay ${shared['externality_cost'][0]:,.0f} "
-                   f"for the violation minutes its work caused {own}'s service (modelled).")
+                   f"for the violation minutes its work caused {svc} (team {own}; modelled).")
     if not r.calibration.backtest.get("within", False):
         finding += " The model misses its backtest (see the what-if): a direction, not an amount."
     rows = [[p, t, f"{g:,.0f}", f"${c:,.0f}", f"${x:,.0f}", f"${tot:,.0f}"]

@@ -47,8 +47,15 @@ from test_browser import (APP_IDLE, wait_settled, CHROMIUM, CHROMIUM_ARGS, free_
 # The floor for any charted page: Streamlit's own page load plus Plotly.js drawing one small chart.
 PEER_APP = ('import plotly.graph_objects as go\nimport streamlit as st\nst.title("Peer")\n'
             'st.plotly_chart(go.Figure(go.Scatter(y=[1, 3, 2])), theme=None)\n')
+# The floor for a slider: the same page load, one slider and a chart redrawn from its value.
+PEER_SLIDER_APP = ('import plotly.graph_objects as go\nimport streamlit as st\nst.title("Peer")\n'
+                   'x = st.slider("x", 0.0, 1.0, 0.3, 0.05, key="x")\n'
+                   'st.plotly_chart(go.Figure(go.Scatter(y=[1, 3 * x, 2])), theme=None)\n')
 TARGET_RENDER_S = 2.0
 TARGET_CHANGE_S = 1.0
+TARGET_SLIDER_S = 0.5  # a What-if decision slider (issue 17)
+TARGET_TAB_X_PEER = 1.3  # a page's first render in a new tab on a warm server, against the peer
+TARGET_CHARGEBACK_RESTART_S = 3.0
 READ_S = 5.0  # default seconds a user spends on a page before the next click (--read-s)
 
 
@@ -68,8 +75,12 @@ def _serve(script: Path, env: dict[str, str]) -> tuple[str, object]:
     return url, proc
 
 
-def _render_s(browser, url: str, *, chart: bool, shot: Path | None = None) -> float:
-    page = browser.new_page(viewport={"width": 1600, "height": 1800 if shot else 1000})
+SHOT_SIZES = ((1600, 1000), (1280, 720))  # a meeting room's screens (issue 17)
+
+
+def _render_s(browser, url: str, *, chart: bool, shot: Path | None = None,
+              size: tuple[int, int] = (1600, 1000)) -> float:
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
     try:
         t0 = time.perf_counter()
         page.goto(url, wait_until="commit")
@@ -192,14 +203,73 @@ def _change_s(browser, url: str, *, read_s: float) -> list[tuple[str, float]]:
     return out
 
 
+def _slider_s(browser, url: str, key: str, *, presses: int = 3, read_s: float = 2.0) -> list[float]:
+    """Move the slider under ``key`` one step right from the keyboard, ``presses`` times, each
+    ``read_s`` after the last answer (a user reads the numbers before the next move); the
+    seconds each takes until the run has finished and every element is drawn again."""
+    import re
+
+    key = re.sub(r"[^a-zA-Z0-9_-]", "-", key)  # the CSS class Streamlit gives a widget key
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    out = []
+    try:
+        page.goto(url)
+        page.wait_for_selector(f".st-key-{key}", timeout=300_000)
+        wait_settled(page, 300_000)
+        thumb = page.locator(f'.st-key-{key} input[type="range"]').first
+        for _ in range(presses):
+            page.wait_for_timeout(read_s * 1000)
+            wait_settled(page, 300_000)
+            before = thumb.input_value()
+            thumb.focus()
+            t0 = time.perf_counter()
+            page.keyboard.press("ArrowRight")
+            page.wait_for_function(
+                "([k, b]) => { const t = document.querySelector(`.st-key-${k} input[type=range]`);"
+                " return t && t.value !== b; }", arg=[key, before], timeout=300_000)
+            page.wait_for_selector(APP_IDLE, timeout=300_000)
+            wait_settled(page, 300_000)
+            out.append(time.perf_counter() - t0)
+    finally:
+        page.close()
+    return out
+
+
+def _screenshots(browser, app_url: str, qs: str) -> None:
+    """Every page at each of :data:`SHOT_SIZES`, after a first open that warms its caches."""
+    out = ROOT / "docs" / "screenshots"
+    for path, name in registered_pages():
+        url = f"{app_url}/{path}?{qs}"
+        _render_s(browser, url, chart=name == "overview")
+        for w, h in SHOT_SIZES:
+            shot = out / f"sample-{name}-{w}x{h}.png"
+            _render_s(browser, url, chart=name == "overview", shot=shot, size=(w, h))
+            print(f"wrote {shot.relative_to(ROOT)}")
+
+
+def _slider_report(browser, slider_url: str, app_url: str, query: dict[str, str]) -> None:
+    """A What-if decision slider, on the store's own calibrated scenario, against the peer's."""
+    wq = urllib.parse.urlencode({**query, "w_src": "store"})
+    _slider_s(browser, f"{app_url}/whatif?{wq}", "w_f.pool.headroom", presses=1)  # calibrated, cached
+    peer_moves = _slider_s(browser, slider_url, "x", presses=5)
+    moves = _slider_s(browser, f"{app_url}/whatif?{wq}", "w_f.pool.headroom", presses=5)
+    p_med, m_med = statistics.median(peer_moves), statistics.median(moves)
+    print(f"What-if headroom slider, one step (5 moves, 2 s apart): median {m_med:.2f} s, worst {max(moves):.2f} s; "
+          f"peer (one slider, one chart) median {p_med:.2f} s, {m_med / p_med:.2f}x; target "
+          f"{TARGET_SLIDER_S:g} s: {'met' if max(moves) < TARGET_SLIDER_S else 'MISSED'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", help="DuckDB store to open (default: the sample, else a generated hour)")
     ap.add_argument("--repeat", type=int, default=3, help="warm renders per page (median shown)")
     ap.add_argument("--read-s", type=float, default=READ_S,
                     help="seconds on a page before the next click or setting (the prefetch's head start)")
+    ap.add_argument("--slider-only", action="store_true",
+                    help="only the What-if decision slider against the peer's slider (quick)")
     ap.add_argument("--screenshots", action="store_true",
-                    help="save each page (warm) to docs/screenshots/sample-<page>.png")
+                    help="only save each page (warm) at 1600x1000 and 1280x720 to "
+                         "docs/screenshots/sample-<page>-<W>x<H>.png")
     args = ap.parse_args(argv)
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} missing: apt-get install chromium", file=sys.stderr)
@@ -225,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     qs = urllib.parse.urlencode(query)
     peer_file = tmp / "peer.py"
     peer_file.write_text(PEER_APP)
+    slider_file = tmp / "peer_slider.py"
+    slider_file.write_text(PEER_SLIDER_APP)
     # The app's own home: its disk caches start empty ("first" open ever), then survive a
     # restart ("restart"), as on a user's machine.
     env = {"TIDELENS_UPLOADS_DB": str(tmp / "uploads.duckdb"), "TIDELENS_CONFIG": str(tmp / "t.toml"),
@@ -232,11 +304,20 @@ def main(argv: list[str] | None = None) -> int:
     (tmp / "home").mkdir()
     app_url, app_proc = _serve(ROOT / "app.py", env)
     peer_url, peer_proc = _serve(peer_file, env)
+    slider_url, slider_proc = _serve(slider_file, env)
     print(f"data: {what}")
-    procs = [app_proc, peer_proc]
+    procs = [app_proc, peer_proc, slider_proc]
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            if args.slider_only:
+                _slider_report(browser, slider_url, app_url, query)
+                browser.close()
+                return 0
+            if args.screenshots:
+                _screenshots(browser, app_url, qs)
+                browser.close()
+                return 0
             _render_s(browser, peer_url, chart=True)  # warm the browser's own caches
             peer = statistics.median(_render_s(browser, peer_url, chart=True)
                                      for _ in range(args.repeat))
@@ -285,9 +366,6 @@ def main(argv: list[str] | None = None) -> int:
                                           for _ in range(args.repeat))
                 worst_tab = max(worst_tab, warm)
                 worst_click = max(worst_click, clicks[name])
-                if args.screenshots:
-                    _render_s(browser, url, chart=chart,
-                              shot=ROOT / "docs" / "screenshots" / f"sample-{name}.png")
                 ok = "ok" if clicks[name] < TARGET_RENDER_S else "SLOW"
                 print(f"{name:<12} {first[name]:7.2f} {restart[name]:7.2f} {warm:7.2f} "
                       f"{warm / peer:7.2f} {again:7.2f} {again / peer_revisit:7.2f} "
@@ -296,7 +374,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"slowest {worst_click:.2f} s")
             print(f"a new tab on a fresh browser profile: slowest {worst_tab:.2f} s, "
                   f"{worst_tab / peer:.2f}x the peer (one small chart: {peer:.2f} s, Streamlit's "
-                  f"own floor on this machine)")
+                  f"own floor on this machine; target {TARGET_TAB_X_PEER:g}x: "
+                  f"{'met' if worst_tab / peer <= TARGET_TAB_X_PEER else 'MISSED'})")
+            cb = restart.get("chargeback")
+            if cb is not None:
+                print(f"Chargeback's first open after the server restart: {cb:.2f} s (target "
+                      f"{TARGET_CHARGEBACK_RESTART_S:g} s: {'met' if cb < TARGET_CHARGEBACK_RESTART_S else 'MISSED'})")
+            _slider_report(browser, slider_url, app_url, query)
             visited.close()
             # A range not opened before (the last week or eight days): once changed right after
             # the page has drawn, once after a user's reading time.

@@ -10,8 +10,12 @@ cached call (memory and disk, :func:`pages._caches.persisted`).
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Mapping
 
 import streamlit as st
 
@@ -233,3 +237,53 @@ def review_html_for(v: ViewSettings, src: DataSource) -> str:
 
     with outside_a_run():
         return review_html(review_for(v, src))
+
+
+# -- work a page shows when it is ready -----------------------------------------------------
+# One worker for a page's slow extras (the What-if's "next GPUs" sweep): a slider answers at
+# once, and the extra is drawn when it is done. It starts after a moment of quiet, so it never
+# competes with the run that asked for it, and per slot only the newest request runs: a dragged
+# slider does not compute a sweep per position.
+_BACKGROUND = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidelens-background")
+_JOBS: OrderedDict[Hashable, Future] = OrderedDict()
+_NEWEST: dict[str, Hashable] = {}
+_JOBS_LOCK = threading.Lock()
+JOBS_KEPT = 32
+QUIET_S = 0.4
+
+
+class Superseded(Exception):
+    """A background job a newer request of its slot replaced before it started."""
+
+
+def in_background(slot: str, key: Hashable, fn: Callable[[], Any]) -> Future:
+    """The job computing ``fn()`` for ``key``: the one already started or done, else a new one
+    (and ``slot``'s older request, if it has not started yet, never will)."""
+    with _JOBS_LOCK:
+        _NEWEST[slot] = key
+        job = _JOBS.get(key)
+        if job is not None and not (job.done() and isinstance(job.exception(), Superseded)):
+            _JOBS.move_to_end(key)
+            return job
+
+        def run() -> Any:
+            time.sleep(QUIET_S)  # the run that asked draws first
+            with _JOBS_LOCK:
+                if _NEWEST.get(slot) != key:
+                    raise Superseded(key)
+            with outside_a_run():
+                return fn()
+
+        job = _BACKGROUND.submit(run)
+        _JOBS[key] = job
+        while len(_JOBS) > JOBS_KEPT:
+            _JOBS.popitem(last=False)
+        return job
+
+
+@st.fragment(run_every=0.5)
+def rerun_when_done(job: Future, message: str) -> None:
+    """A caption while ``job`` runs; the page runs again (and draws its result) once it is done."""
+    if job.done():
+        st.rerun()
+    st.caption(message)

@@ -140,7 +140,7 @@ def _range_slider(src: DataSource, tz: str, step_s: int) -> tuple[int | None, in
 PAGE_STATE_PREFIXES = ("w_", "cb_", "pull_", "nvml_")
 PAGE_VIEW_KEYS = ("rhythm_view", "ev_view", "data_add", "ov_signals", "inv_series", "upload_at")
 NOT_ASSIGNABLE = frozenset({"w_upload"})
-NOT_ASSIGNABLE_SUFFIXES = ("_go", "_table")
+NOT_ASSIGNABLE_SUFFIXES = ("_go", "_table", "_download")  # buttons, tables, downloads
 
 
 def _page_keys(ss: Any) -> list[str]:

@@ -7,28 +7,30 @@ reopens the same what-if. Calibration is cached; a slider move only re-runs the 
 
 from __future__ import annotations
 
+import uuid
+
 import orjson
 import streamlit as st
 
 from analytics.text import md
-from analytics.charts.whatif import (backtest_figure, bands_figure, frontier_figure,
-                                     headroom_figure, typical_day_figure)
+from analytics.charts.whatif import (backtest_figure, bands_figure, headroom_figure, next_gpus_figure,
+                                     typical_day_figure)
 from analytics.errors import TidelensError
 from analytics.whatif import (POLICIES, POLICY_HELP, PRESETS, PoolParams, ServiceParams,
-                            burst_bands, compare, field_specs, frontier, headroom_by_hour,
+                            burst_bands, compare, field_specs, headroom_by_hour, next_gpus,
                             scenario_from_toml, scenario_to_toml)
 from analytics.whatif import form, reservation
 from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.calibrate import Calibration
 from analytics.whatif.ledger import policy_table, typical_day
-from pages._queries import store_calibration_or_stop
+from analytics.plan import make_plan, plan_zip
+from pages._queries import in_background, rerun_when_done, store_calibration_or_stop
 from pages._show import show_chart, show_table
 from pages._sidebar import page_setup, source
 
 STORE = "store"
 FILE = "file"
 PRESET_DAYS = 7
-FRONTIER_POINTS = 12
 BAND_SEEDS = 6
 
 
@@ -88,6 +90,7 @@ if ss.get("w_base_id") != base_id:
     first = "w_base_id" not in ss
     for key in [k for k in ss if isinstance(k, str) and k.startswith("w_f.")]:
         del ss[key]
+    ss.pop("w_res_auto", None)
     ss["w_base_id"] = base_id
     if not first:
         ss["w_url"] = {}
@@ -105,10 +108,13 @@ changes: dict[str, object] = {}
 for key in [k for k in ss if isinstance(k, str) and k.startswith("w_f.")]:
     ss[key] = ss[key]
 with st.sidebar:
-    st.subheader("Scenario parameters")
+    st.subheader("Advanced: model parameters")
+    st.caption("Calibrated from the store or the preset (each with its source); the decisions "
+               "are on the page")
     for group, cls in (("service", ServiceParams), ("pool", PoolParams)):
         # Folded groups run no widgets (a page with every parameter drawn opens a second slower).
-        panel = st.expander(f"{group.title()} ({len(field_specs(cls))})", key=f"w_grp_{group}",
+        shown = [spec for spec in field_specs(cls) if f"{group}.{spec['name']}" not in form.DECISIONS]
+        panel = st.expander(f"{group.title()} ({len(shown)})", key=f"w_grp_{group}",
                             on_change="rerun")
         for spec in field_specs(cls):
             key = f"{group}.{spec['name']}"
@@ -119,12 +125,11 @@ with st.sidebar:
                     ss[wkey] = form.parse_value(url.get(key, default), default, key)
                 except TidelensError:
                     ss[wkey] = default
-            if not panel.open:
+            if not panel.open or key in form.DECISIONS:  # decisions: drawn on the page
                 changes[key] = ss[wkey]
                 continue
             label = f"{spec['name']} ({spec['unit']})" if spec.get("unit") else spec["name"]
-            help_ = spec.get("help", "") + (f" · from {base.provenance.get(key)}"
-                                            if key in base.provenance else "")
+            help_ = form.param_help(key, base)
             if isinstance(default, bool):
                 changes[key] = panel.checkbox(label, key=wkey, help=help_)
             elif isinstance(default, (int, float)):
@@ -137,6 +142,62 @@ with st.sidebar:
                 changes[key] = panel.selectbox(label, list(spec["choices"]), key=wkey, help=help_)
             else:
                 changes[key] = panel.text_input(label, key=wkey, help=help_)
+
+# The decisions a review takes, first and with units: the same parameters (and URL keys) as the
+# advanced panel, drawn once, here.
+decide = st.container(border=True)
+decide.markdown("**Decisions**")
+d = decide.columns([1, 1, 2])  # what the pool is and what inference owns
+changes["pool.gpus"] = d[0].number_input("GPUs in the pool", min_value=1, max_value=100000, step=1,
+                                         key="w_f.pool.gpus", help=form.param_help("pool.gpus", base))
+if ss["w_f.pool.headroom"] > 1.0:
+    ss["w_f.pool.headroom"] = 1.0
+changes["pool.headroom"] = d[1].slider("Headroom", 0.0, 1.0, step=0.05, format="percent",
+                                       key="w_f.pool.headroom", help=form.param_help("pool.headroom", base))
+if "w_res_auto" not in ss:
+    ss["w_res_auto"] = int(ss["w_f.pool.reservation_gpus"]) < 0
+auto_gpus, _ = reservation(form.apply(base, {**changes, "pool.reservation_gpus": -1}))
+with d[2]:
+    if st.toggle("Automatic reservation", key="w_res_auto",
+                 help="What the observed peak needed (desired replicas at peak x GPUs per replica) "
+                      "plus the headroom"):
+        changes["pool.reservation_gpus"] = -1
+        st.metric("GPUs reserved for inference", f"{auto_gpus:,} GPUs", border=False,
+                  help="The partitioned, MIG and three-pool plans all use this one reservation")
+    else:
+        top_gpus = int(changes["pool.gpus"])
+        if not 0 <= int(ss["w_f.pool.reservation_gpus"]) <= top_gpus:
+            ss["w_f.pool.reservation_gpus"] = min(auto_gpus, top_gpus)
+        changes["pool.reservation_gpus"] = st.slider(
+            "GPUs reserved for inference", 0, top_gpus, step=1, key="w_f.pool.reservation_gpus",
+            format="%d GPUs", help=form.param_help("pool.reservation_gpus", base))
+h = decide.columns(4)  # when batch may run, and how GPUs are shared
+changes["pool.polite_release_hour"] = h[0].selectbox(
+    "Batch leaves at (polite)", form.hour_choices(ss["w_f.pool.polite_release_hour"]),
+    format_func=form.hour_text, key="w_f.pool.polite_release_hour",
+    help=form.param_help("pool.polite_release_hour", base))
+changes["pool.tidal_start_hour"] = h[1].selectbox(
+    "Tidal: batch from", form.hour_choices(ss["w_f.pool.tidal_start_hour"]),
+    format_func=form.hour_text, key="w_f.pool.tidal_start_hour",
+    help=form.param_help("pool.tidal_start_hour", base))
+changes["pool.tidal_end_hour"] = h[2].selectbox(
+    "until", form.hour_choices(ss["w_f.pool.tidal_end_hour"]), format_func=form.hour_text,
+    key="w_f.pool.tidal_end_hour", help=form.param_help("pool.tidal_end_hour", base))
+mig = form.mig_choices(str(ss["w_f.pool.gpu_model"]))
+if ss["w_f.pool.mig_profile"] not in mig:
+    mig.append(ss["w_f.pool.mig_profile"])
+changes["pool.mig_profile"] = h[3].selectbox("MIG slice", mig, key="w_f.pool.mig_profile",
+                                             help=form.param_help("pool.mig_profile", base))
+d2 = decide.columns(4)
+changes["pool.timeslice_replicas"] = d2[0].number_input(
+    "Time-slicing: pods per GPU", min_value=2, max_value=16, step=1, key="w_f.pool.timeslice_replicas",
+    help=form.param_help("pool.timeslice_replicas", base))
+checkpoints = list(form.CHECKPOINT_CHOICES_MIN)
+if ss["w_f.pool.checkpoint_interval_min"] not in checkpoints:
+    checkpoints = sorted({*checkpoints, float(ss["w_f.pool.checkpoint_interval_min"])})
+changes["pool.checkpoint_interval_min"] = d2[1].selectbox(
+    "Batch checkpoints", checkpoints, format_func=form.checkpoint_text,
+    key="w_f.pool.checkpoint_interval_min", help=form.param_help("pool.checkpoint_interval_min", base))
 
 try:
     scn = form.apply(base, changes)
@@ -214,35 +275,77 @@ if shared is not None:
     k[2].metric("Shared pool: externality",
                 f"${shared.summary['externality_cost']:,.0f}", border=True,
                 help="Violation minutes priced and charged to the team that caused them")
+num = st.column_config.NumberColumn
 show_table(table, column_config={
-    "slo_compliance": st.column_config.NumberColumn(format="percent"),
-    "pool_utilization": st.column_config.NumberColumn(format="percent"),
-    "pool_utilization_active": st.column_config.NumberColumn(format="percent")})
+    "policy": st.column_config.TextColumn("Policy", pinned=True),
+    "best": st.column_config.TextColumn("Best", help="Fewest violation minutes (ties: the cheaper), "
+                                        "and the lowest total cost"),
+    "p99_ms": num("p99 (ms)", format="%,.0f", help="The period's p99 latency, modelled"),
+    "worst_minute_p99_ms": num("Worst minute p99 (ms)", format="%,.0f"),
+    "slo_compliance": num("SLO compliance", format="percent", help="Share of requests within the SLO"),
+    "violation_minutes": num("Violation minutes", format="%,.0f", help="Minutes the p99 was over the SLO"),
+    "pool_utilization": num("Pool allocated", format="percent", help="GPU-hours held / the pool's"),
+    "pool_utilization_active": num("Pool busy", format="percent", help="GPU-hours doing work / the pool's"),
+    "batch_goodput_gpu_hours": num("Batch goodput (GPU-h)", format="%,.0f",
+                                   help="Batch GPU-hours that advanced a job (lost work excluded)"),
+    "cost_total": num("GPU cost", format="dollar", help="The pool's GPUs for the period, each at its "
+                      "price (reserved, spot, on-demand)"),
+    "cost_per_useful_gpu_hour": num("Cost per useful GPU-h", format="dollar"),
+    "externality_cost": num("Externality", format="dollar",
+                            help="Violation minutes priced and charged to the team that caused them")})
 day = typical_day(scn, results)
 show_chart(typical_day_figure(day, scn.service.slo_ms), day, "whatif-typical-day")
 
-st.subheader("Frontier, headroom and bursts")
+st.subheader("What the next GPUs buy")
+next_key = (ss["w_base_id"], src.version, int(ss.get("w_days", 0)),
+            tuple(sorted(form.changed(scn, base).items())), tuple(policies))
+if "w_session" not in ss:  # a slot of this browser session's own: another user's drag cancels nothing here
+    ss["w_session"] = uuid.uuid4().hex
+job = in_background(f"whatif-next-gpus-{ss['w_session']}", next_key, lambda: next_gpus(scn, tuple(policies)))
+if not job.done():
+    rerun_when_done(job, "Replaying every policy at half to 1.5x the pool, in the background: the "
+                         "controls above answer meanwhile.")
+elif job.exception() is not None:
+    st.warning(f"What the next GPUs buy: {md(job.exception())}", icon=":material/warning:")
+else:
+    front = job.result()
+    show_chart(next_gpus_figure(front), front, "whatif-next-gpus")
+    st.caption("Each point is the pool at another size (the reservation as set, or automatic at "
+               "each size), replayed under each policy; a pool too small for the batch job shows "
+               "few violation minutes only because batch never ran: its goodput is in the hover.")
+
+st.subheader("Headroom and bursts")
 if "w_sweeps" not in ss:
     ss["w_sweeps"] = qp.get("w_sweeps") == "1"
-if st.toggle("Sweep: the utilization/compliance frontier, burst headroom by hour, and p99 "
-             "bands over random bursts", key="w_sweeps",
+if st.toggle("Sweep: burst headroom by hour, and p99 bands over random bursts", key="w_sweeps",
              help="Each replays the scenario many times (a second or more); off, a parameter "
                   "change answers at once"):
-    c = st.columns(2)
-    knob = c[0].radio("Frontier knob", ["reservation", "mig"], horizontal=True, key="w_knob",
-                      help="reservation: the partitioned class-A share; mig: the pool size "
-                           "under MIG")
-    focus = c[1].selectbox("Policy for headroom and bursts", policies, key="w_focus")
-    try:
-        front = frontier(scn, knob, points=FRONTIER_POINTS)
-    except TidelensError as exc:
-        st.warning(f"Frontier: {md(exc)}", icon=":material/warning:")
-    else:
-        show_chart(frontier_figure(front, knob), front, "whatif-frontier")
+    focus = st.selectbox("Policy for headroom and bursts", policies, key="w_focus")
     head = headroom_by_hour(scn, focus)
     show_chart(headroom_figure(head, focus), head, "whatif-headroom")
     bands = burst_bands(scn, focus, seeds=BAND_SEEDS)
     show_chart(bands_figure(bands, scn.service.slo_ms, v.tz), bands, "whatif-bands")
+
+# From the chosen policy to the cluster: folded, and made only when opened.
+real = st.expander("Make it real: the manifests that enforce a policy", icon=":material/deployed_code:",
+                   key="w_make_real", on_change="rerun")
+if real.open:
+    with real:
+        chosen = st.selectbox("Policy to enforce", policies, key="w_plan_policy",
+                              index=policies.index(best["policy"]) if best["policy"] in policies else 0,
+                              help="Kueue queues, quotas and preemption; the batch window's CronJobs; "
+                                   "the MIG or time-slicing config: with the numbers modelled above")
+        try:
+            plan = make_plan(scn, chosen)
+        except TidelensError as exc:
+            st.warning(md(exc), icon=":material/warning:")
+        else:
+            st.caption(md(", ".join(f"{k} {v}" for k, v in plan.numbers.items())))
+            st.download_button("Manifests and README (zip)", data=plan_zip(plan),
+                               file_name=f"tidelens-plan-{chosen}.zip", mime="application/zip",
+                               on_click="ignore", icon=":material/download:", key="w_plan_download")
+            show_table([{"file": name, "objects": ", ".join(sorted({o["kind"] for o in objs}))}
+                        for name, objs in plan.files.items()])
 
 # Folded, and run only when opened: saving and loading are occasional.
 files = st.expander("Save, load, export", icon=":material/save:", key="w_files", on_change="rerun")

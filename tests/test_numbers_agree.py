@@ -94,3 +94,12 @@ def test_gpu_hours_held_agree_across_overview_whatif_and_cli(db, capsys):
     # Chargeback bills the same pool the What-if replays (its caption names the pool's size)
     chargeback = _page(db, "pages/chargeback.py", w_src="store", w_svc="chat-vllm")
     assert any("· 64 GPUs" in c.value for c in chargeback.caption)
+    # and bills only teams the store has (never a preset's), plus the partitioned plan's tenants
+    from analytics.store import Store
+    from analytics.whatif.policies import CLASS_B_TEAM
+    from analytics.workloads import classify_workloads, load_map
+
+    with Store(db, read_only=True) as st:
+        teams = set(classify_workloads(st, load_map(None))["team"].drop_nulls())
+    billed = {t for df in chargeback.dataframe if "team" in df.value.columns for t in df.value["team"]}
+    assert billed and billed <= teams | {CLASS_B_TEAM}, billed - teams

@@ -93,13 +93,31 @@ def test_form_round_trip() -> None:
         form.apply(base, {"pool.gpuz": "1"})
 
 
-def test_sweeps_draw_frontier_headroom_and_bands(tmp_path: Path) -> None:
+def test_sweeps_draw_headroom_and_bands(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp", w_pol="shared,partitioned")
     charts = len(at.get("plotly_chart"))
     at.toggle(key="w_sweeps").set_value(True).run()
     assert not at.exception, [e.value for e in at.exception]
-    assert len(at.get("plotly_chart")) == charts + 3
+    assert len(at.get("plotly_chart")) == charts + 2
     assert at.query_params["w_sweeps"] == "1"
+
+
+def test_what_the_next_gpus_buy_is_drawn_once_computed_in_the_background(tmp_path: Path) -> None:
+    from pages import _queries
+
+    at = _page(tmp_path, w_src="morning-ramp", w_pol="shared,partitioned")
+    job = next(iter(reversed(_queries._JOBS.values())))
+    front = job.result(timeout=120)  # computed off the page's run
+    at.run()
+    assert not at.exception
+    # the next run draws it (Streamlit's element ids end with the chart's key)
+    assert any(c.proto.id.endswith("chart_whatif-next-gpus") for c in at.get("plotly_chart"))
+    assert set(front["policy"]) == {"shared", "partitioned"} and front.filter(front["current"]).height == 2
+    # the pool as it is sits on each policy's line, at the page's own numbers
+    table = at.dataframe[0].value.set_index("policy")
+    now = front.filter(front["current"])
+    for pol, minutes in zip(now["policy"], now["violation_minutes"]):
+        assert minutes == table.loc[pol, "violation_minutes"]
 
 
 def test_a_folded_group_keeps_a_changed_value(tmp_path: Path) -> None:
@@ -168,3 +186,118 @@ def test_a_store_without_latency_says_what_is_missing_and_shows_no_preset(tmp_pa
     assert any("no inference service with both traffic and latency" in e for e in errors), errors
     assert not at.metric and not at.dataframe  # no numbers at all
     assert not any("morning-ramp" in c.value for c in at.caption)
+
+
+DECISION_LABELS = ["GPUs in the pool", "Headroom", "Automatic reservation",
+                   "GPUs reserved for inference", "Batch leaves at (polite)", "Tidal: batch from", "until", "MIG slice",
+                   "Time-slicing: pods per GPU", "Batch checkpoints"]
+
+
+def _main_labels(at: AppTest) -> list[str]:
+    """Every widget label of the main area, in page order (the sidebar's left out)."""
+    sidebar = {id(w) for w in at.sidebar}
+    out = []
+    for node in at.main:
+        for w in _walk(node):
+            label = getattr(w.proto, "label", None) if hasattr(w, "proto") else None
+            if label and id(w) not in sidebar:
+                out.append(label)
+    return out
+
+
+def _walk(node):
+    yield node
+    for child in getattr(node, "children", {}).values():
+        yield from _walk(child)
+
+
+def test_the_first_controls_are_the_decisions_with_units(tmp_path: Path) -> None:
+    at = _page(tmp_path, w_src="morning-ramp")
+    labels = _main_labels(at)
+    start = labels.index("GPUs in the pool")
+    assert labels[start:start + len(DECISION_LABELS)] == DECISION_LABELS
+    assert labels.index("Policies") < start  # the page's start and policies, then the decisions
+    # the advanced panel does not draw a second widget for a decision
+    at.session_state["w_grp_pool"] = True
+    at.run()
+    side = [w.proto.label for w in at.sidebar if hasattr(w, "proto") and hasattr(w.proto, "label")]
+    assert "gpus (GPUs)" not in side and "headroom (share)" not in side and "split_b (share)" in side
+    assert at.slider(key="w_f.pool.headroom").proto.format == "percent"
+    release = at.selectbox(key="w_f.pool.polite_release_hour")
+    assert release.format_func(release.value) == "09:00"
+
+
+def test_the_reservation_decision_moves_partitioned_and_the_link(tmp_path: Path) -> None:
+    at = _page(tmp_path, w_src="morning-ramp")
+    preset = PRESETS["morning-ramp"](7).pool.reservation_gpus
+    assert preset > 0  # the preset states its reservation: the manual slider shows it
+    assert at.toggle(key="w_res_auto").value is False
+    assert at.slider(key="w_f.pool.reservation_gpus").value == preset
+    assert at.dataframe[0].value.set_index("policy").loc["partitioned", "violation_minutes"] == 0
+    at.toggle(key="w_res_auto").set_value(True).run()
+    auto = [m for m in at.metric if m.label == "GPUs reserved for inference"]
+    assert len(auto) == 1 and auto[0].value.endswith(" GPUs")
+    assert at.query_params["w_pool.reservation_gpus"] == "-1"
+    at.toggle(key="w_res_auto").set_value(False).run()
+    slider = at.slider(key="w_f.pool.reservation_gpus")
+    assert slider.value == preset
+    slider.set_value(max(preset // 4, 1)).run()
+    assert not at.exception
+    starved = at.dataframe[0].value.set_index("policy")
+    assert starved.loc["partitioned", "violation_minutes"] > 0  # a quarter of it is too little
+    assert at.query_params["w_pool.reservation_gpus"] == str(max(preset // 4, 1))
+    # exactly one row is the best on violation minutes, one the cheapest
+    assert starved["best"].str.contains("fewest violation minutes").sum() == 1
+    assert starved["best"].str.contains("lowest cost").sum() == 1
+
+
+def test_hours_read_as_a_clock() -> None:
+    assert [form.hour_text(h) for h in (0.0, 9.0, 22.25, 23.75)] == ["00:00", "09:00", "22:15", "23:45"]
+    assert form.mig_choices("H100-80GB")[:2] == ["auto", "1g.10gb"]
+    assert form.mig_choices("no-such-gpu") == ["auto"]
+
+
+def test_time_slicing_pods_and_checkpoints_are_decisions_with_an_effect(tmp_path: Path) -> None:
+    at = _page(tmp_path, w_src="morning-ramp", w_pol="shared,timeslice,preemption")
+    before = at.dataframe[0].value.set_index("policy")
+    at.number_input(key="w_f.pool.timeslice_replicas").set_value(4).run()
+    after = at.dataframe[0].value.set_index("policy")
+    assert after.loc["timeslice", "p99_ms"] > before.loc["timeslice", "p99_ms"]
+    assert after.loc["shared", "p99_ms"] == before.loc["shared", "p99_ms"]  # only time-slicing shares
+    assert at.query_params["w_pool.timeslice_replicas"] == "4"
+    box = at.selectbox(key="w_f.pool.checkpoint_interval_min")
+    assert box.format_func(box.value) == "each job's own"
+    box.set_value(120.0).run()
+    assert at.query_params["w_pool.checkpoint_interval_min"] == "120"
+    rare = at.dataframe[0].value.set_index("policy")
+    # checkpoints two hours apart lose more work at each preemption: the same work holds the
+    # pool longer than at the job's own (Young/Daly) interval
+    assert rare.loc["preemption", "batch_goodput_gpu_hours"] == after.loc["preemption", "batch_goodput_gpu_hours"]
+    assert rare.loc["preemption", "pool_utilization"] > after.loc["preemption", "pool_utilization"]
+
+
+def test_make_it_real_downloads_the_chosen_policys_manifests(tmp_path: Path) -> None:
+    import io
+    import zipfile
+
+    import yaml
+
+    at = _page(tmp_path, w_src="morning-ramp", w_pol="shared,partitioned")
+    assert all(b.proto.label != "Manifests and README (zip)" for b in at.get("download_button"))  # folded
+    at.session_state["w_make_real"] = True
+    at.run()
+    at.selectbox(key="w_plan_policy").set_value("partitioned").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(b.proto.label == "Manifests and README (zip)" for b in at.get("download_button"))
+    # the numbers on the page are the scenario's: the reservation the What-if shows
+    from apptest_helpers import shown
+
+    caption = next(shown(c.value) for c in at.caption if "reservation_gpus" in shown(c.value))
+    reserved = PRESETS["morning-ramp"](7).pool.reservation_gpus
+    assert f"reservation_gpus {reserved}" in caption
+    from analytics.plan import make_plan, plan_zip
+
+    z = zipfile.ZipFile(io.BytesIO(plan_zip(make_plan(PRESETS["morning-ramp"](7), "partitioned"))))
+    queues = list(yaml.safe_load_all(z.read("tidelens-plan-partitioned/30-kueue-clusterqueues.yaml")))
+    inference = next(q for q in queues if q["metadata"]["name"] == "inference")
+    assert inference["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == reserved

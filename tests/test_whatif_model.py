@@ -249,3 +249,31 @@ def test_latency_floor_and_busy_slowdown_raise_p99_and_violations() -> None:
     assert busy["worst_minute_p99_ms"] > floored["worst_minute_p99_ms"]
     assert busy["violation_minutes"] >= floored["violation_minutes"] > \
         plain["violation_minutes"]
+
+
+def test_timeslice_replicas_add_interference_and_two_is_the_old_model() -> None:
+    """The device plugin's time-slicing ``replicas`` (pods per GPU): two is one batch pod beside
+    the inference pod (the interference as given); each further pod adds the same again."""
+    scn = small_scenario(gpus=20, job_gpus=18, start_hour=9.0, duration_h=10.0)
+    base = simulate(scn, "timeslice").summary
+    two = simulate(replace(scn, pool=replace(scn.pool, timeslice_replicas=2)), "timeslice").summary
+    assert two == base  # the default is the model as it was
+    four = simulate(replace(scn, pool=replace(scn.pool, timeslice_replicas=4)), "timeslice").summary
+    assert four["p99_ms"] > two["p99_ms"] and four["violation_minutes"] >= two["violation_minutes"]
+    # batch is slowed too: the same work holds its GPUs longer
+    assert four["batch_gpu_hours"] > two["batch_gpu_hours"]
+    # other policies never time-slice: unchanged
+    for policy in ("shared", "partitioned"):
+        assert simulate(replace(scn, pool=replace(scn.pool, timeslice_replicas=4)), policy).summary \
+            == simulate(scn, policy).summary
+    with pytest.raises(ConfigError, match="timeslice_replicas"):
+        replace(scn, pool=replace(scn.pool, timeslice_replicas=1)).validate()
+
+
+def test_one_checkpoint_interval_for_every_job(morning: dict) -> None:
+    scn = PRESETS["morning-ramp"](3)
+    own = simulate(scn, "preemption").summary["checkpoint_interval_min"]
+    assert simulate(replace(scn, pool=replace(scn.pool, checkpoint_interval_min=-1.0)),
+                    "preemption").summary["checkpoint_interval_min"] == own  # -1: each job's own
+    fixed = simulate(replace(scn, pool=replace(scn.pool, checkpoint_interval_min=30.0)), "preemption").summary
+    assert set(fixed["checkpoint_interval_min"].values()) == {30.0}

@@ -92,6 +92,29 @@ def backtest_figure(frame: pl.DataFrame, slo_ms: float, tz: str = "UTC") -> go.F
     return apply_theme(fig, title="Backtest: observed vs replayed p99", height=400)
 
 
+def next_gpus_figure(front: pl.DataFrame) -> go.Figure:
+    """What the next GPUs buy: violation minutes against the pool's GPU cost, one line per
+    policy, a point per pool size (hover: GPUs, batch goodput); the pool as it is ringed."""
+    fig = go.Figure()
+    for i, pol in enumerate(front["policy"].unique(maintain_order=True).to_list()):
+        part = front.filter(pl.col("policy") == pol)
+        fig.add_trace(go.Scatter(
+            x=part["gpu_cost"], y=part["violation_minutes"], name=pol, mode="lines+markers",
+            line=dict(color=_color(i), width=2),
+            customdata=list(zip(part["gpus"].to_list(), part["batch_goodput_gpu_hours"].to_list())),
+            hovertemplate=(f"{pol}<br>%{{customdata[0]:,.0f}} GPUs, $%{{x:,.0f}}<br>%{{y:,.0f}} violation "
+                           "minutes<br>batch goodput %{customdata[1]:,.0f} GPU-h<extra></extra>")))
+    now = front.filter(pl.col("current"))
+    if now.height:
+        fig.add_trace(go.Scatter(x=now["gpu_cost"], y=now["violation_minutes"], mode="markers",
+                                 name="the pool as it is", hoverinfo="skip",
+                                 marker=dict(size=16, symbol="circle-open", color="#000000",
+                                             line=dict(width=2))))
+    fig.update_xaxes(title="GPU cost over the period ($)", tickprefix="$", separatethousands=True)
+    fig.update_yaxes(title="violation minutes (modelled)", separatethousands=True, rangemode="tozero")
+    return apply_theme(fig, title="What the next GPUs buy: half to 1.5x the pool", height=460)
+
+
 def bills_figure(bills: pl.DataFrame) -> go.Figure:
     """What each team pays under each policy: GPU cost and externality, stacked by team."""
     fig = go.Figure()

@@ -20,8 +20,9 @@ from analytics.workloads import load_map
 from analytics.store import Store
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("whatif", help=command_help("whatif"))
+def add_scenario_source(p: argparse.ArgumentParser) -> None:
+    """The flags that name a scenario (``whatif`` and ``plan`` alike): a store to calibrate, a
+    preset or a saved TOML, and the settings :func:`load_scenario` reads."""
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--db", default=None,
                      help="calibrate the scenario from this store (traffic, service rate, "
@@ -30,8 +31,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="a built-in scenario: " + ", ".join(sorted(PRESETS)))
     src.add_argument("--scenario", default=None, metavar="FILE.toml",
                      help="a scenario saved as TOML (the What-if page's 'save')")
-    p.add_argument("--policy", action="append", choices=POLICIES, default=None,
-                   help="policy to model (repeatable; default: all)")
     p.add_argument("--slo-ms", type=float, default=None,
                    help="override the service's p99 SLO (ms)")
     p.add_argument("--days", type=int, default=None,
@@ -43,10 +42,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "often above its SLO)")
     p.add_argument("--step", type=int, default=60, metavar="SECONDS",
                    help="with --db: timeline step in seconds (default 60)")
+    add_config(p, "[slo] and the workload map (with --db; the What-if page reads the same)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("whatif", help=command_help("whatif"))
+    add_scenario_source(p)
+    p.add_argument("--policy", action="append", choices=POLICIES, default=None,
+                   help="policy to model (repeatable; default: all)")
     p.add_argument("--backtest", action="store_true",
                    help="kept for old scripts: with --db the backtest (the observed period replayed "
                         "under the observed, shared policy, against the store) is always reported")
-    add_config(p, "[slo] and the workload map (with --db; the What-if page reads the same)")
     add_json(p)
     p.set_defaults(func=cmd_whatif)
 

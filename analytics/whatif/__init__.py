@@ -7,7 +7,8 @@ a ``PoolScenario`` from the store, ``PRESETS`` build the design's two stories.
 from analytics.whatif.calibrate import backtest, calibrate
 from analytics.whatif.mig import MIG_PROFILES, MigProfile, choose_layout, placements
 from analytics.whatif.outputs import (SUMMARY_KEYS, PolicyResult, burst_bands, capacity_plan,
-                                    compare, frontier, headroom_by_hour, simulate)
+                                    compare, frontier, headroom_by_hour, next_gpus,
+                                    simulate)
 from analytics.whatif.params import (BatchJob, BatchParams, PoolParams, PoolScenario,
                                    ServiceParams, field_specs)
 from analytics.whatif.policies import POLICIES, POLICY_HELP, reservation
@@ -19,6 +20,6 @@ __all__ = [
     "BatchParams", "MigProfile", "PolicyResult", "PoolParams", "PoolScenario", "ServiceParams",
     "backtest", "burst_bands", "calibrate", "capacity_plan", "choose_layout", "compare",
     "field_specs",
-    "frontier", "headroom_by_hour", "placements", "scenario_from_toml", "scenario_to_toml",
+    "frontier", "headroom_by_hour", "next_gpus", "placements", "scenario_from_toml", "scenario_to_toml",
     "reservation", "simulate",
 ]

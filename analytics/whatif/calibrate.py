@@ -141,8 +141,10 @@ def scenario_from(obs: Observation, *, slo_ms: float | None = None,
     patience = patience_candidates(obs.p99_ms, slo)
     fit = fit_service(obs.rps, obs.ready, obs.p99_ms, slo, step_s=obs.step_s,
                       timeouts_s=patience or (svc.timeout_s,))
-    kw: dict[str, Any] = {"team": obs.service, "slo_ms": slo, "gpus_per_replica": gpr_i}
-    prov["service.team"] = "store: the service's name (its violations are its own)"
+    # The team the data names (a bill goes to a team the store has), else the service itself.
+    kw: dict[str, Any] = {"team": obs.team or obs.service, "slo_ms": slo, "gpus_per_replica": gpr_i}
+    prov["service.team"] = (f"store: the team of {obs.service}'s workloads" if obs.team
+                            else "store: the service's name (its workloads carry no team)")
     if fit is not None:
         kw.update(service_rate_per_slot_rps=float(f"{fit.service_rate_per_slot_rps:.4g}"),
                   concurrency=fit.concurrency, service_cv=fit.service_cv,

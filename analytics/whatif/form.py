@@ -17,6 +17,63 @@ GROUPS: dict[str, type] = {"service": ServiceParams, "pool": PoolParams}
 # Days of a calibrated store's period the what-ifs replay (the page and the CLI alike); the
 # backtest replays the whole period.
 MODEL_DAYS = 7
+# The parameters a capacity review decides (the What-if page's first controls, with units);
+# every other parameter is calibrated or a model detail, under "Advanced: model parameters".
+DECISIONS: tuple[str, ...] = ("pool.gpus", "pool.headroom", "pool.reservation_gpus",
+                              "pool.polite_release_hour", "pool.tidal_start_hour",
+                              "pool.tidal_end_hour", "pool.mig_profile", "pool.timeslice_replicas",
+                              "pool.checkpoint_interval_min")
+# Checkpoint intervals a room picks from (minutes; -1 each job's own, 0 Young/Daly).
+CHECKPOINT_CHOICES_MIN: tuple[float, ...] = (-1.0, 0.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0)
+
+
+def checkpoint_text(minutes: float) -> str:
+    """A checkpoint interval as the decision reads.
+
+    >>> checkpoint_text(-1), checkpoint_text(0), checkpoint_text(30)
+    ("each job's own", 'optimal (Young/Daly)', 'every 30 min')
+    """
+    if minutes < 0:
+        return "each job's own"
+    return "optimal (Young/Daly)" if minutes == 0 else f"every {minutes:g} min"
+
+
+def param_help(key: str, scn: PoolScenario) -> str:
+    """A ``group.field`` parameter's help text, and where ``scn``'s value came from."""
+    group, name = key.split(".", 1)
+    meta = next(f.metadata for f in fields(GROUPS[group]) if f.name == name)
+    where = scn.provenance.get(key)
+    return str(meta.get("help", "")) + (f" · from {where}" if where else "")
+
+
+def hour_text(hour: float) -> str:
+    """An hour of day as a clock reads it.
+
+    >>> hour_text(9.0), hour_text(22.25), hour_text(7.5 + 24)
+    ('09:00', '22:15', '07:30')
+    """
+    minutes = int(round((hour % 24) * 60)) % 1440
+    return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def hour_choices(current: float, step_h: float = 0.25) -> list[float]:
+    """Hours of day every ``step_h`` (a quarter hour), with ``current`` among them.
+
+    >>> len(hour_choices(9.0)), hour_choices(9.1)[36:39]
+    (96, [9.0, 9.1, 9.25])
+    """
+    n = int(round(24 / step_h))
+    out = [round(i * step_h, 4) for i in range(n)]
+    if current not in out:
+        out = sorted([*out, float(current)])
+    return out
+
+
+def mig_choices(gpu_model: str) -> list[str]:
+    """``auto`` and the MIG profiles of ``gpu_model`` (none for a model without a MIG table)."""
+    from analytics.whatif.mig import MIG_PROFILES
+
+    return ["auto", *(p.name for p in MIG_PROFILES.get(gpu_model, ()))]
 
 
 def editable(scn: PoolScenario) -> dict[str, Any]:

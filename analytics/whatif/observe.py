@@ -52,6 +52,7 @@ class Observation:
     unknown_gpus: np.ndarray | None = None  # of others_gpus: no pod label, nothing says free
     desired_source: str = "autoscaler"  # or how desired replicas were inferred from traffic
     services: list[str] = field(default_factory=list)  # every service the frame had
+    team: str | None = None  # the team whose workloads serve it (most GPU-steps), if labelled
 
     @property
     def steps(self) -> int:
@@ -183,6 +184,10 @@ def observe(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         idle_gpus=idle,
         pool_gpus=np.nan_to_num(_num(p, "gpus_total"), nan=0.0), services=known,
         unknown_gpus=per_step["unknown"].to_numpy().astype(float), desired_source=desired_source)
+    mine = (h.filter((pl.col("cls") == "inference") & (pl.col("workload") == name)
+                     & (pl.col("team") != "(no team)"))
+            .group_by("team").agg(pl.col("gpus").sum()).sort(["gpus", "team"], descending=[True, False]))
+    obs.team = mine["team"][0] if mine.height else None
     obs.runs = batch_runs(h.filter(pl.col("cls") == "batch"), ts, step_s)
     return obs
 

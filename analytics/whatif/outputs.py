@@ -275,8 +275,35 @@ def frontier(scenario: PoolScenario, sweep: str = "reservation", points: int = 5
                      "violation_minutes": r["violation_minutes"],
                      "batch_goodput_gpu_hours": r["batch_goodput_gpu_hours"],
                      "cost_per_useful_gpu_hour": r["cost_per_useful_gpu_hour"],
-                     "externality_cost": r["externality_cost"]})
+                     "externality_cost": r["externality_cost"], "gpu_cost": r["cost_total"]})
     return pl.DataFrame(rows)
+
+
+def next_gpus(scenario: PoolScenario, policies: tuple[str, ...] = POLICIES,
+              points: int = 9) -> pl.DataFrame:
+    """What the next GPUs buy: each policy's violation minutes against the pool's GPU cost as
+    the pool grows or shrinks (half to 1.5x the GPUs it has; the inference reservation as set,
+    or automatic, within each size).
+
+    Columns ``policy``, ``gpus``, ``gpu_cost`` ($ for the period), ``violation_minutes``,
+    ``slo_compliance``, ``batch_goodput_gpu_hours`` (a smaller pool can "cut" violations only
+    by leaving the batch job no room to run: this says so), ``current`` (the pool as it is).
+
+    >>> from analytics.whatif import PRESETS
+    >>> f = next_gpus(PRESETS["morning-ramp"](2), ("shared",), points=3)
+    >>> f["gpus"].to_list(), f.filter(f["current"])["gpus"].to_list()
+    ([32.0, 64.0, 96.0], [64.0])
+    """
+    parts = []
+    for pol in policies:
+        sweep = "mig" if pol == "mig" else "gpus"
+        f = frontier(scenario, sweep, points=points, policy=pol)
+        parts.append(f.select(pl.lit(pol).alias("policy"), pl.col("x").alias("gpus"), "gpu_cost",
+                              "violation_minutes", "slo_compliance", "batch_goodput_gpu_hours"))
+    out = pl.concat(parts) if parts else pl.DataFrame(schema={
+        "policy": pl.Utf8, "gpus": pl.Float64, "gpu_cost": pl.Float64, "violation_minutes": pl.Float64,
+        "slo_compliance": pl.Float64, "batch_goodput_gpu_hours": pl.Float64})
+    return out.with_columns((pl.col("gpus") == float(scenario.pool.gpus)).alias("current"))
 
 
 def capacity_plan(scenario: PoolScenario) -> pl.DataFrame:

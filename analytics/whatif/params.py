@@ -145,6 +145,12 @@ class PoolParams:
     timeslice_interference: float = _f(0.6, "time-slicing: extra service time while batch "
                                        "shares the GPU (0.6 = 60% slower)", min=0.0, max=5.0,
                                        step=0.05, unit="share")
+    timeslice_replicas: int = _f(2, "time-slicing: pods sharing one GPU (the NVIDIA device plugin's "
+                                 "sharing.timeSlicing replicas); each pod beyond the first adds the "
+                                 "interference again", min=2, max=16, step=1, unit="pods")
+    checkpoint_interval_min: float = _f(-1.0, "minutes between checkpoints for every batch job; -1 = each job's "
+                               "own, 0 = Young/Daly from the interruptions", min=-1.0, max=10000.0,
+                               step=1.0, unit="min")
     tidal_start_hour: float = _f(22.0, "tidal window start: batch admitted in [start, end)",
                                  min=0.0, max=23.99, step=0.25, unit="h")
     tidal_end_hour: float = _f(8.0, "tidal window end: batch drained by then (may cross "

@@ -12,7 +12,8 @@ the first removed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -224,9 +225,11 @@ def capacity(scn: PoolScenario, policy: str) -> CapacityTrace:
         rules.admit_always = True
         # Both sides of a time-sliced GPU slow down: batch progresses at 1 / (1 + f) there.
         rules.co_located_inference = np.minimum(need_gpus, avail)
-        rules.co_located_slowdown = pool.timeslice_interference
+        rules.co_located_slowdown = _timeslice_slowdown(pool)
 
-    outcome, tau = schedule_with_checkpoints(scn.batch.jobs, rules, hours, step_min)
+    jobs = scn.batch.jobs if pool.checkpoint_interval_min < 0 else tuple(
+        replace(j, checkpoint_interval_min=pool.checkpoint_interval_min) for j in scn.batch.jobs)  # one for all
+    outcome, tau = schedule_with_checkpoints(jobs, rules, hours, step_min)
     held = outcome.held
 
     slow = np.zeros(n)  # share of inference replicas slowed by co-location
@@ -245,7 +248,7 @@ def capacity(scn: PoolScenario, policy: str) -> CapacityTrace:
     alloc_rep = np.minimum(want, np.floor(alloc_gpus * per_gpu + 1e-9))
     warm = int(math.ceil(svc.warmup_min / step_min - 1e-9))
     ready = _trailing(alloc_rep, warm + 1, "min")
-    f = pool.timeslice_interference
+    f = _timeslice_slowdown(pool) if policy == "timeslice" else pool.timeslice_interference
     mu_steps = mu * ((1.0 - slow) + slow / (1.0 + f))
 
     # GPU-equivalents inference holds: whole GPUs per replica, or on MIG the instances in
@@ -265,6 +268,16 @@ def capacity(scn: PoolScenario, policy: str) -> CapacityTrace:
         batch_gpus=held, allocated_gpus=allocated, blame_by_team=blame, runs=outcome.runs,
         gpus_by_price=gpus_by_price, pool_gpus=pool.gpus, checkpoint_interval_min=tau,
         mean_interruption_interval_min=mtbi, layout=layout, notes=notes)
+
+
+def _timeslice_slowdown(pool: Any) -> float:
+    """Extra service time on a time-sliced GPU: the interference once per pod beyond the first.
+
+    >>> from analytics.whatif.params import PoolParams
+    >>> _timeslice_slowdown(PoolParams(timeslice_interference=0.6, timeslice_replicas=4))
+    1.7999999999999998
+    """
+    return float(pool.timeslice_interference) * (int(pool.timeslice_replicas) - 1)
 
 
 def _blame(policy: str, need: np.ndarray, alloc: np.ndarray, slow: np.ndarray,

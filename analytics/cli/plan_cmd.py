@@ -1,0 +1,47 @@
+"""``tidelens plan``: the chosen policy as the Kueue, MIG and time-slicing manifests that enforce it."""
+
+from __future__ import annotations
+
+import argparse
+
+from analytics.cli.commands import command_help
+from analytics.cli.common import add_json, print_json
+from analytics.cli.whatif_cmd import add_scenario_source
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from analytics.whatif import POLICIES
+
+    p = sub.add_parser("plan", help=command_help("plan"))
+    add_scenario_source(p)
+    p.add_argument("--policy", required=True, choices=POLICIES, help="the policy to enforce")
+    p.add_argument("--reservation-gpus", type=int, default=None, metavar="N",
+                   help="GPUs the inference class owns (default: the scenario's, -1 = what the "
+                        "peak needed plus the headroom, as the What-if page)")
+    p.add_argument("--headroom", type=float, default=None, metavar="SHARE",
+                   help="share above the peak need an automatic reservation keeps (0.3 = 30%%)")
+    p.add_argument("--kubectl-image", default=None, metavar="IMAGE",
+                   help="the image the window CronJobs run kubectl from (default "
+                        "registry.k8s.io/kubectl:v1.34.1)")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder the manifests and README.md go to")
+    add_json(p)
+    p.set_defaults(func=cmd_plan)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from analytics.cli.whatif_cmd import load_scenario
+    from analytics.plan import DEFAULT_KUBECTL_IMAGE, make_plan, write_plan
+    from analytics.whatif import form
+
+    scn = load_scenario(args)
+    edits = {k: v for k, v in (("pool.reservation_gpus", args.reservation_gpus),
+                               ("pool.headroom", args.headroom)) if v is not None}
+    scn = form.apply(scn, edits)
+    plan = make_plan(scn, args.policy, kubectl_image=args.kubectl_image or DEFAULT_KUBECTL_IMAGE)
+    written = write_plan(plan, args.out)
+    if args.json:
+        print_json({"numbers": plan.numbers, "names": plan.names, "files": [str(p) for p in written]})
+    else:
+        for path in written:
+            print(f"wrote {path}")
+    return 0
