@@ -331,18 +331,21 @@ real = st.expander("Make it real: the manifests that enforce a policy", icon=":m
                    key="w_make_real", on_change="rerun")
 if real.open:
     with real:
-        chosen = st.selectbox("Policy to enforce", policies, key="w_plan_policy",
-                              index=policies.index(best["policy"]) if best["policy"] in policies else 0,
-                              help="Kueue queues, quotas and preemption; the batch window's CronJobs; "
-                                   "the MIG or time-slicing config: with the numbers modelled above")
+        c = st.columns([2, 1])
+        chosen = c[0].selectbox("Policy to enforce", policies, key="w_plan_policy",
+                                index=policies.index(best["policy"]) if best["policy"] in policies else 0,
+                                help="Kueue queues, quotas and preemption; the batch window's CronJobs; "
+                                     "the MIG or time-slicing config: with the numbers modelled above")
+        scheduler = c[1].radio("Scheduler", ["kueue", "kai"], horizontal=True, key="w_plan_scheduler",
+                               format_func={"kueue": "Kueue", "kai": "KAI Scheduler"}.__getitem__)
         try:
-            plan = make_plan(scn, chosen)
+            plan = make_plan(scn, chosen, scheduler=scheduler)
         except TidelensError as exc:
             st.warning(md(exc), icon=":material/warning:")
         else:
             st.caption(md(", ".join(f"{k} {v}" for k, v in plan.numbers.items())))
             st.download_button("Manifests and README (zip)", data=plan_zip(plan),
-                               file_name=f"tidelens-plan-{chosen}.zip", mime="application/zip",
+                               file_name=f"tidelens-plan-{chosen}-{scheduler}.zip", mime="application/zip",
                                on_click="ignore", icon=":material/download:", key="w_plan_download")
             show_table([{"file": name, "objects": ", ".join(sorted({o["kind"] for o in objs}))}
                         for name, objs in plan.files.items()])

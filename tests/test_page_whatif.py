@@ -301,3 +301,7 @@ def test_make_it_real_downloads_the_chosen_policys_manifests(tmp_path: Path) -> 
     queues = list(yaml.safe_load_all(z.read("tidelens-plan-partitioned/30-kueue-clusterqueues.yaml")))
     inference = next(q for q in queues if q["metadata"]["name"] == "inference")
     assert inference["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == reserved
+    at.radio(key="w_plan_scheduler").set_value("kai").run()  # the alternative scheduler
+    assert not at.exception
+    caption = next(shown(c.value) for c in at.caption if "reservation_gpus" in shown(c.value))
+    assert "scheduler kai" in caption

@@ -15,6 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help=command_help("plan"))
     add_scenario_source(p)
     p.add_argument("--policy", required=True, choices=POLICIES, help="the policy to enforce")
+    p.add_argument("--scheduler", choices=("kueue", "kai"), default="kueue",
+                   help="write Kueue objects (default) or KAI Scheduler queues")
     p.add_argument("--reservation-gpus", type=int, default=None, metavar="N",
                    help="GPUs the inference class owns (default: the scenario's, -1 = what the "
                         "peak needed plus the headroom, as the What-if page)")
@@ -37,7 +39,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     edits = {k: v for k, v in (("pool.reservation_gpus", args.reservation_gpus),
                                ("pool.headroom", args.headroom)) if v is not None}
     scn = form.apply(scn, edits)
-    plan = make_plan(scn, args.policy, kubectl_image=args.kubectl_image or DEFAULT_KUBECTL_IMAGE)
+    plan = make_plan(scn, args.policy, scheduler=args.scheduler,
+                     kubectl_image=args.kubectl_image or DEFAULT_KUBECTL_IMAGE)
     written = write_plan(plan, args.out)
     if args.json:
         print_json({"numbers": plan.numbers, "names": plan.names, "files": [str(p) for p in written]})

@@ -36,6 +36,8 @@ from typing import Any
 from analytics.errors import ConfigError
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
+KAI_API = "scheduling.run.ai/v2"
+SCHEDULERS = ("kueue", "kai")
 GPU = "nvidia.com/gpu"
 COHORT = "tidelens-pool"
 SYSTEM_NS = "tidelens-system"
@@ -166,12 +168,48 @@ def _switch_rbac() -> list[dict[str, Any]]:
     ]
 
 
+def _kai_queue(name: str, gpu_quota: float, gpu_limit: float, *, weight: float = 1.0,
+               parent: str | None = None, priority: int | None = None) -> dict[str, Any]:
+    """A KAI Scheduler queue: GPUs by quota, over-quota weight and limit (-1: no quota or limit);
+    CPU and memory left unlimited (the what-if models GPUs)."""
+    free = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    spec: dict[str, Any] = {"resources": {"cpu": dict(free), "memory": dict(free), "gpu": {
+        "quota": gpu_quota, "limit": gpu_limit, "overQuotaWeight": weight}}}
+    if parent:
+        spec["parentQueue"] = parent
+    if priority is not None:
+        spec["priority"] = priority
+    return {"apiVersion": KAI_API, "kind": "Queue", "metadata": _meta(name), "spec": spec}
+
+
+def _kai_queues(policy: str, gpus: int, reserved: int, soft: int) -> tuple[list[dict[str, Any]], str]:
+    """The KAI queues of a policy, and what they enforce (quota in GPUs; under time-slicing and
+    MIG still in GPUs: KAI counts a fraction of a GPU, not replicas or instances)."""
+    top = _kai_queue(COHORT, gpus, gpus)
+    if policy in ("shared", "timeslice"):
+        return [top, _kai_queue("gpu-pool", gpus, gpus, parent=COHORT)], (
+            "one queue under the pool's for every team: first come first served")
+    if policy == "partitioned":
+        return [top, _kai_queue("inference", reserved, reserved + soft, parent=COHORT, priority=200, weight=0),
+                _kai_queue("soft-shared", soft, soft, parent=COHORT, weight=0),
+                _kai_queue("batch", gpus - reserved - soft, gpus - reserved - soft, parent=COHORT, weight=0)], (
+            f"inference's quota {reserved} GPUs, its limit {reserved + soft} (class B as overflow); "
+            f"batch limited to its {gpus - reserved - soft} (no over-quota weight: nobody borrows)")
+    # polite, preemption, tidal, mig: inference owns its reservation and reclaims it (KAI
+    # reclaims over-quota use for a queue under its quota); batch may use what is idle.
+    return [top, _kai_queue("inference", reserved, gpus, parent=COHORT, priority=200),
+            _kai_queue("batch", gpus - reserved, gpus, parent=COHORT, priority=100)], (
+        f"inference's quota {reserved} GPUs, batch's {gpus - reserved}; either may run over quota "
+        "on idle GPUs, and KAI reclaims it for a queue under its quota")
+
+
 def _config_map(name: str, namespace: str, key: str, text: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(name, namespace), "data": {key: text}}
 
 
 # -- the plan ---------------------------------------------------------------------------------
-def make_plan(scn: Any, policy: str, *, kubectl_image: str = DEFAULT_KUBECTL_IMAGE) -> Plan:
+def make_plan(scn: Any, policy: str, *, scheduler: str = "kueue",
+              kubectl_image: str = DEFAULT_KUBECTL_IMAGE) -> Plan:
     """The manifests that enforce ``policy`` for the pool and service of ``scn``.
 
     The window CronJobs run in UTC (``spec.timeZone: UTC``): the what-if's hours are UTC hours of
@@ -184,10 +222,12 @@ def make_plan(scn: Any, policy: str, *, kubectl_image: str = DEFAULT_KUBECTL_IMA
     """
     import yaml
 
-    from analytics.whatif import POLICIES, reservation
+    from analytics.whatif import POLICIES, reservation, simulate
 
     if policy not in POLICIES:
         raise ConfigError(f"--policy {policy!r}: choose one of {', '.join(POLICIES)}")
+    if scheduler not in SCHEDULERS:
+        raise ConfigError(f"--scheduler {scheduler!r}: choose one of {', '.join(SCHEDULERS)}")
     pool, svc = scn.pool, scn.service
     gpus = int(pool.gpus)
     reserved, reserved_why = reservation(scn)
@@ -208,8 +248,14 @@ def make_plan(scn: Any, policy: str, *, kubectl_image: str = DEFAULT_KUBECTL_IMA
     files: dict[str, list[dict[str, Any]]] = {}
     notes: list[str] = []
     timezone = "UTC"
+    modelled = simulate(scn, policy).summary  # what the plan is expected to deliver, as modelled
     numbers: dict[str, Any] = {"policy": policy, "pool_gpus": gpus, "reservation_gpus": reserved,
-                               "reservation_source": reserved_why, "timezone": timezone}
+                               "reservation_source": reserved_why, "timezone": timezone,
+                               "modelled_violation_minutes": round(float(modelled["violation_minutes"]), 1),
+                               "modelled_batch_goodput_gpu_hours": round(float(modelled["batch_goodput_gpu_hours"]), 1),
+                               "modelled_cost_per_useful_gpu_hour": (
+                                   None if modelled["cost_per_useful_gpu_hour"] is None
+                                   else round(float(modelled["cost_per_useful_gpu_hour"]), 2))}
     flavors = [_flavor(gpu_flavor, product)]
     priorities = [_priority(*INFERENCE_PRIORITY, "latency-critical inference: admitted first, may "
                             "preempt training"),
@@ -312,6 +358,28 @@ def make_plan(scn: Any, policy: str, *, kubectl_image: str = DEFAULT_KUBECTL_IMA
                      f"nvidia.com/mig.config={MIG_CONFIG} (the rest all-disabled); the device plugin in "
                      f"mixed strategy then offers {mig_resource}; re-splitting drains a node first "
                      f"(modelled: {pool.mig_resplit_drain_min:g} min a GPU)")
+    numbers["scheduler"] = scheduler
+    if scheduler == "kai":
+        # The same plan with KAI Scheduler queues in place of Kueue's objects: KAI has no queue
+        # stop, so a window is not enforced (said in the README), and its MIG/time-slicing
+        # device configs are the same files.
+        soft = int(round(pool.split_b * gpus)) if policy == "partitioned" else 0
+        kai, what = _kai_queues(policy, gpus, reserved, soft)
+        files["10-kai-queues.yaml"] = kai
+        notes[:] = [n for n in notes if not n.startswith("30-kueue")]
+        notes.insert(0, f"10-kai-queues.yaml: {what}; label each workload's pods "
+                        "`kai.scheduler/queue: <queue>` and `schedulerName: kai-scheduler`")
+        if windows:
+            notes.append("Not enforced under KAI: the batch window (KAI has no queue stop; the Kueue "
+                         f"plan switches it at {numbers['release_hour']:05.2f} and "
+                         f"{numbers['open_hour']:05.2f} UTC): schedule batch submissions in it")
+        files = {k: v for k, v in files.items() if not k.startswith(("6", "5"))}
+        files["00-namespace.yaml"] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(ns)}
+                                      for ns in sorted({inference_ns, *batch_ns})]
+        files = dict(sorted(files.items()))
+        plan = Plan(policy=policy, files=files, numbers=numbers, names=names, notes=notes)
+        plan.readme = _readme(plan, scn)
+        return plan
     files["00-namespace.yaml"] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(ns)}
                                   for ns in sorted({inference_ns, *batch_ns, *( [SYSTEM_NS] if windows else [])})]
     files["10-kueue-flavors.yaml"] = flavors
@@ -343,19 +411,24 @@ def _readme(plan: Plan, scn: Any) -> str:
     lines += [f"- `{k}`: {v}" for k, v in n.items()]
     lines += ["", "## What each file enforces", ""]
     lines += [f"- {note}" for note in plan.notes]
-    lines += ["- 00-namespace.yaml: the team namespaces the LocalQueues live in (and the switch's own)",
-              "- 10-kueue-flavors.yaml: the GPU flavors; `nodeLabels` use GPU Feature Discovery's "
-              "`nvidia.com/gpu.product` (check yours: `kubectl get nodes -L nvidia.com/gpu.product`)",
-              f"- 20-kueue-priorities.yaml: WorkloadPriorityClasses {INFERENCE_PRIORITY[0]} "
-              f"({INFERENCE_PRIORITY[1]}) and {TRAINING_PRIORITY[0]} ({TRAINING_PRIORITY[1]}); label "
-              "workloads `kueue.x-k8s.io/priority-class`",
-              "- 40-kueue-localqueues.yaml: one LocalQueue per team namespace; label jobs "
-              "`kueue.x-k8s.io/queue-name` with it", "",
+    static = {
+        "00-namespace.yaml": "the team namespaces the queues serve (and the window switch's own)",
+        "10-kueue-flavors.yaml": "the GPU flavors; `nodeLabels` use GPU Feature Discovery's "
+                                 "`nvidia.com/gpu.product` (check yours: `kubectl get nodes -L "
+                                 "nvidia.com/gpu.product`)",
+        "20-kueue-priorities.yaml": f"WorkloadPriorityClasses {INFERENCE_PRIORITY[0]} "
+                                    f"({INFERENCE_PRIORITY[1]}) and {TRAINING_PRIORITY[0]} "
+                                    f"({TRAINING_PRIORITY[1]}); label workloads "
+                                    "`kueue.x-k8s.io/priority-class`",
+        "40-kueue-localqueues.yaml": "one LocalQueue per team namespace; label jobs "
+                                     "`kueue.x-k8s.io/queue-name` with it"}
+    lines += [f"- {name}: {what}" for name, what in static.items() if name in plan.files]
+    lines += ["",
               "## Apply in this order", "",
-              "Kueue (v0.14 or later, for `kueue.x-k8s.io/v1beta2`) and, for MIG or time-slicing, the "
-              "NVIDIA GPU Operator installed first; then `kubectl apply -f` each file in name order "
-              "(namespaces, flavors, priorities, cluster queues, local queues, RBAC, CronJobs, device "
-              "configs).", "", "## Team names", "",
+              ("Kueue (v0.14 or later, for `kueue.x-k8s.io/v1beta2`)" if n["scheduler"] == "kueue"
+               else "The KAI Scheduler (queues `scheduling.run.ai/v2`)")
+              + " and, for MIG or time-slicing, the NVIDIA GPU Operator installed first; then "
+              "`kubectl apply -f` each file in name order.", "", "## Team names", "",
               "Kubernetes names are lower-case letters, digits and `-` (63 at most): other characters "
               "become `-`, and a name too long is cut with a hash suffix. The mapping:", ""]
     lines += [f"- `{team}` -> `{name}`" for team, name in plan.names.items()]
@@ -371,7 +444,8 @@ def _readme(plan: Plan, scn: Any) -> str:
               "- mig: inference on MIG instances (mig-parted config, mixed strategy), batch on whole GPUs "
               "in the tidal window.",
               "- timeslice: the device plugin's time-slicing config and one queue counting replicas.",
-              "- KAI Scheduler queues are not written yet (Kueue only).", ""]
+              "- With `--scheduler kai`, KAI Scheduler queues (`scheduling.run.ai/v2`: GPU quota, "
+              "over-quota weight, limit) take Kueue's place; the device configs are the same.", ""]
     return "\n".join(lines)
 
 
