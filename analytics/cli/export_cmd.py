@@ -1,0 +1,75 @@
+"""``tidelens export grafana``: the tail events as Grafana annotations and the pool story as a
+dashboard, written to a folder and, with ``--url``, posted to a Grafana."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from analytics.cli.commands import command_help
+from analytics.cli.common import add_config, add_db, add_json, config_path, print_json
+
+TOKEN_ENV = "TIDELENS_GRAFANA_TOKEN"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help=command_help("export"))
+    p.add_argument("target", choices=("grafana",), help="where to: grafana")
+    add_db(p)
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="folder for annotations.json and dashboard.json")
+    p.add_argument("--url", default=None, help="Grafana's base URL: post the annotations there")
+    p.add_argument("--token-file", default=None, metavar="FILE",
+                   help=f"file holding a Grafana service-account token (else ${TOKEN_ENV})")
+    p.add_argument("--dashboard-uid", default=None, metavar="UID",
+                   help="attach the annotations to this dashboard (default: org-wide, by tag)")
+    p.add_argument("--step", default="1m", help="timeline step of the events (default 1m, as the app)")
+    add_config(p, "[slo] and the workload map")
+    add_json(p)
+    p.set_defaults(func=cmd_export)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    import json
+
+    from analytics.errors import ConfigError
+    from analytics.events import EventsConfig, analyse_store
+    from analytics.grafana import dashboard_model, event_annotations, post_annotations
+    from analytics.slo import resolve_slos
+    from analytics.store import Store
+    from analytics.timeline import parse_step_s
+    from analytics.workloads import load_map
+
+    if not Path(args.db).exists():
+        raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
+    config = config_path(args)
+    wmap = load_map(config)
+    with Store(args.db, read_only=True) as store:
+        slos = resolve_slos(store, config=config)
+        analysis = analyse_store(store, EventsConfig(step_s=parse_step_s(args.step)), wmap, slos_ms=slos)
+        model = dashboard_model(store, wmap=wmap, slos_ms=dict(analysis.slos_ms))
+    annotations = event_annotations(analysis, dashboard_uid=args.dashboard_uid)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "annotations.json").write_text(json.dumps(annotations, indent=2), encoding="utf-8")
+    (out / "dashboard.json").write_text(json.dumps(model, indent=2), encoding="utf-8")
+    report: dict = {"annotations": len(annotations), "panels": len(model.get("panels", [])),
+                    "files": [str(out / "annotations.json"), str(out / "dashboard.json")]}
+    if args.url:
+        if args.token_file:
+            try:
+                token = Path(args.token_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(f"--token-file {args.token_file}: cannot read it ({exc.strerror})") from None
+        else:
+            token = os.environ.get(TOKEN_ENV, "")
+        report["posted"] = post_annotations(args.url, token, annotations)
+    if args.json:
+        print_json(report)
+    else:
+        for f in report["files"]:
+            print(f"wrote {f}")
+        for done in report.get("posted", []):
+            print(f"{done['action']} annotation {done['id']} for event {done['event']}")
+    return 0
