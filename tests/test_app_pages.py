@@ -236,7 +236,9 @@ def test_an_uploaded_folder_skips_docs_and_groups_failures_by_reason(tmp_path: P
     box naming them, not twelve; a file failing for its own reason keeps its own box and line."""
     at = _app(source="uploads")
     at.switch_page("pages/data.py").run()
-    traces = [(f"chunk-{i}-trace.csv", f"0,{i}.5,3.9,Gamma,0.06,68.1\n1,2,3,Gamma,4,5\n".encode(), "text/csv")
+    # pod tables in OpenB's layout (a scheduler trace, no time series): one unknown layout
+    traces = [(f"openb-pods-{i}.csv", (f"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos\n"
+                                       f"pod-{i},8000,30000,1,1000,V100M16,LS\n").encode(), "text/csv")
               for i in range(12)]
     at.file_uploader(key="upload_files").set_value([
         ("README.md", b"# data\n", "text/markdown"), ("LICENSE", b"MIT\n", "text/plain"),
@@ -249,7 +251,7 @@ def test_an_uploaded_folder_skips_docs_and_groups_failures_by_reason(tmp_path: P
     errors = [shown(e.value) for e in at.error]
     assert len(errors) == 2, errors
     grouped = next(e for e in errors if e.startswith("12 files:"))
-    assert "no known layout" in grouped and "chunk-0-trace.csv" in grouped and "and 7 more" in grouped
+    assert "no known layout" in grouped and "openb-pods-0.csv" in grouped and "and 7 more" in grouped
     assert any(e.startswith("broken.prom:2:") for e in errors), errors
 
 

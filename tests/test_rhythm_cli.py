@@ -11,7 +11,8 @@ import pytest
 
 from analytics.cli import main
 from analytics.rhythm import daily_profile
-from analytics.rhythm.servegen import SERVEGEN_ZONE, read_servegen_rate
+from analytics.ingest.servegen import SERVEGEN_ZONE
+from analytics.rhythm.servegen import read_servegen_rate
 from analytics.store import Store, Sink, content_hash
 
 FIXTURE = Path(__file__).parent / "fixtures" / "servegen_m_large_rate.csv"

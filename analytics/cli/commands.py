@@ -9,8 +9,8 @@ from __future__ import annotations
 COMMANDS: dict[str, tuple[str, str]] = {
     "sources": ("analytics.cli.store_cmds", "list loaded (and failed) sources"),
     "series": ("analytics.cli.store_cmds", "list series, optionally of one metric"),
-    "ingest": ("analytics.cli.ingest_cmd", "load export files (Prometheus text/OpenMetrics, API JSON, CSV, "
-                                          "Parquet; gzip too) into the store"),
+    "ingest": ("analytics.cli.ingest_cmd", "load export files (Prometheus text/OpenMetrics, API JSON, Datadog, "
+                                          "Telegraf, ServeGen, CSV, Parquet; gzip too) into the store"),
     "rhythm": ("analytics.cli.rhythm_cmd", "daily/weekly rhythm: peak and trough hour, tidal window, batch vs ramp"),
     "timeline": ("analytics.cli.timeline_cmd", "pool or service timeline at a step, as a table or CSV"),
     "signals": ("analytics.cli.timeline_cmd", "which recognised signals the store has, and what missing ones cost"),

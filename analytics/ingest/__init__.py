@@ -59,6 +59,18 @@ def _data_parse(name: str, fmt: str, data: bytes) -> Callable[[Sink], str | None
     stem = Path(name).name.split(".")[0] or "value"
     if fmt == "prom-json":
         return lambda sink: parse_prom_json(data, sink, name, default_metric=stem)
+    if fmt == "influx-lp":
+        from analytics.ingest.lineprotocol import parse_line_protocol
+
+        return lambda sink: parse_line_protocol(data, sink, name)
+    if fmt == "servegen-rate":
+        from analytics.ingest.servegen import parse_servegen_chunk
+
+        return lambda sink: parse_servegen_chunk(data, sink, name)
+    if fmt == "datadog-v1":
+        from analytics.ingest.datadog import parse_datadog_v1
+
+        return lambda sink: parse_datadog_v1(data, sink, name)
     if fmt == "csv-long":
         return lambda sink: parse_csv_long(data, sink, name)
     if fmt == "csv-grafana":

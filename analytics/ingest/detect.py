@@ -12,8 +12,10 @@ import zlib
 from analytics.errors import IngestError
 from analytics.ingest.sources import is_gzip
 
-FORMATS: tuple[str, ...] = ("prom-text", "openmetrics", "prom-json", "csv-long", "csv-grafana",
-                            "nvidia-smi-csv", "parquet-long")
+FORMATS: tuple[str, ...] = ("prom-text", "openmetrics", "prom-json", "datadog-v1", "csv-long",
+                            "csv-grafana", "nvidia-smi-csv", "parquet-long", "servegen-rate", "influx-lp")
+# ServeGen's published client files: no header, `timestamp_s, rate_rps, cv, arrival_dist, p1, p2`.
+_SERVEGEN_ROW = re.compile(rb"^\d+,[0-9.eE+-]+,[0-9.eE+-]*,[A-Za-z]*,[0-9.eE+-]*,[0-9.eE+-]*\r?$")
 EXPOSITION_FORMATS = ("prom-text", "openmetrics")
 
 _SAMPLE_LINE = re.compile(rb"^[ \t]*([a-zA-Z_:][a-zA-Z0-9_:]*[ \t]*\{|[a-zA-Z_:][a-zA-Z0-9_:]*[ \t]+[-+0-9.NIn])")
@@ -73,7 +75,9 @@ def detect_format(data: bytes, name: str = "") -> str:
         return "parquet-long"
     stripped = data.lstrip()
     if stripped[:1] in (b"{", b"["):
-        return "prom-json"
+        # Datadog's /api/v1/query answers series[].pointlist; Prometheus data.result
+        return "datadog-v1" if b'"pointlist"' in stripped[:1 << 20] and b'"series"' in stripped[:1 << 20] \
+            else "prom-json"
     lines = [ln for ln in data[:1 << 16].split(b"\n")[:200] if ln.strip()]
     if not lines:
         raise IngestError(name or "<data>", "the file is empty")
@@ -81,6 +85,14 @@ def detect_format(data: bytes, name: str = "") -> str:
         all(ln.startswith(b"#") or _SAMPLE_LINE.match(ln) for ln in lines[:50])
     if exposition:
         return exposition_flavour(data)[0]
+    from analytics.ingest.lineprotocol import looks_like_line_protocol
+
+    if looks_like_line_protocol(lines):
+        return "influx-lp"
+    head_rows = lines[:20]
+    if lines[0].startswith(b"timestamp_s,rate_rps") or (  # a bad row further down: the parser names it
+            _SERVEGEN_ROW.match(lines[0]) and 2 * sum(bool(_SERVEGEN_ROW.match(ln)) for ln in head_rows) > len(head_rows)):
+        return "servegen-rate"
     if b"," in lines[0]:
         kind = _csv_kind(csv_header(lines[0]))
         if kind:

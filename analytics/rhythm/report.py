@@ -9,7 +9,7 @@ import polars as pl
 
 from analytics.rhythm.config import RhythmConfig
 from analytics.rhythm.decompose import Decomposition, decompose
-from analytics.rhythm.servegen import ASSUMPTION_NOTE
+from analytics.ingest.servegen import ASSUMPTION_NOTE
 from analytics.rhythm.signals import RhythmSignal, SignalSource
 from analytics.rhythm.summary import RhythmSummary, hour_of_week, summarise
 from analytics.errors import NotEnoughDataError

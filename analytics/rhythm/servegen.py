@@ -1,8 +1,9 @@
 """Reading Alibaba ServeGen rate traces (``timestamp_s, rate_rps, ...``) as a traffic timeline.
 
 ServeGen's timestamp 0 is local midnight of an unnamed day in an unnamed zone (the provider is
-in UTC+8): the date, weekday and zone given here are assumptions, and :data:`ASSUMPTION_NOTE`
-says so wherever a result from this trace is shown.
+in UTC+8): the date, weekday and zone given here are assumptions, and :data:`analytics.ingest.servegen.ASSUMPTION_NOTE`
+says so wherever a result from this trace is shown
+(the constants and the ingest format live in :mod:`analytics.ingest.servegen`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,7 @@ from zoneinfo import ZoneInfo
 import polars as pl
 
 from analytics.errors import IngestError
-
-SERVEGEN_ZONE = "Asia/Shanghai"
-SERVEGEN_START_LOCAL = "2025-01-06"  # a Monday; the trace does not say which day it began
-SERVEGEN_BIN_S = 600
-ASSUMPTION_NOTE = ("ServeGen trace: timestamp 0 is local midnight of an unnamed day in an unnamed "
-                   f"zone; assumed {SERVEGEN_START_LOCAL} (a Monday) in {SERVEGEN_ZONE} (UTC+8, the "
-                   "provider's). Dates, weekdays and the zone are assumptions.")
+from analytics.ingest.servegen import SERVEGEN_BIN_S, SERVEGEN_START_LOCAL, SERVEGEN_ZONE
 
 
 def read_servegen_rate(path: str | Path, *, start_local: str = SERVEGEN_START_LOCAL,
@@ -55,3 +50,4 @@ def read_servegen_rate(path: str | Path, *, start_local: str = SERVEGEN_START_LO
             .sort("timestamp_s")
             .select(((pl.col("timestamp_s") + bin_s) * 1000 + t0_ms).cast(pl.Datetime("ms", "UTC")).alias("ts"),
                     "rps"))
+

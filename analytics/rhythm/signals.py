@@ -166,4 +166,5 @@ class SignalSource:
     def is_servegen(self) -> bool:
         """Whether a loaded source is the ServeGen trace (whose date and zone are assumptions)."""
         names = self.store.sources()
-        return bool(names.height and names["name"].str.to_lowercase().str.contains("servegen").any())
+        return bool(names.height and (names["name"].str.to_lowercase().str.contains("servegen").any()
+                                      or (names["format"] == "servegen-rate").any()))

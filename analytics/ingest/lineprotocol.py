@@ -1,0 +1,222 @@
+"""InfluxDB line protocol as Telegraf writes it, onto the names the analyses read.
+
+``measurement[,tag=value...] field=value[,field=value...] [timestamp]``, nanoseconds by default.
+Three shapes are recognised:
+
+- Telegraf's ``nvidia_smi`` input (``nvidia_smi,index=0,uuid=GPU-..,name=.. utilization_gpu=87i,
+  memory_used=61000i,...``): fields onto dcgm-exporter's names (``utilization_gpu`` ->
+  ``DCGM_FI_DEV_GPU_UTIL``, ``memory_used`` -> ``DCGM_FI_DEV_FB_USED``, ...), tags onto its labels
+  (``uuid`` -> ``UUID``, ``index`` -> ``gpu``, ``name`` -> ``modelName``, ``host`` -> ``Hostname``). It
+  has no pod tags: its GPUs follow the idle/unknown rule of GPUs without a pod label;
+- its ``prometheus`` input, ``metric_version = 2``: measurement ``prometheus``, one field per
+  metric named as Prometheus names it, labels (``le`` included) as tags;
+- ``metric_version = 1``: the metric is the measurement; a gauge or counter is field ``gauge``,
+  ``counter`` or ``value``; a histogram's buckets are fields named by their bound (``0.1=``,
+  ``+Inf=``) beside ``count`` and ``sum``, read back as ``<name>_bucket{le=..}``, ``_count``, ``_sum``.
+
+Any other measurement is kept as ``<measurement>_<field>``. String and boolean fields are skipped
+(counted in the note).
+
+>>> split_line('nvidia_smi,index=0,name=Tesla\\\\ T4 utilization_gpu=87i 1700000000000000000')
+('nvidia_smi', {'index': '0', 'name': 'Tesla T4'}, {'utilization_gpu': 87.0}, 1700000000000000000)
+"""
+
+from __future__ import annotations
+
+import orjson
+import polars as pl
+
+from analytics.errors import IngestError
+from analytics.store import Sink
+
+NVIDIA_SMI_FIELDS = {
+    "utilization_gpu": "DCGM_FI_DEV_GPU_UTIL", "memory_used": "DCGM_FI_DEV_FB_USED",
+    "memory_free": "DCGM_FI_DEV_FB_FREE", "memory_total": "DCGM_FI_DEV_FB_TOTAL",
+    "power_draw": "DCGM_FI_DEV_POWER_USAGE", "temperature_gpu": "DCGM_FI_DEV_GPU_TEMP",
+    "utilization_memory": "DCGM_FI_DEV_MEM_COPY_UTIL", "fan_speed": "DCGM_FI_DEV_FAN_SPEED",
+    "clocks_current_sm": "DCGM_FI_DEV_SM_CLOCK", "clocks_current_memory": "DCGM_FI_DEV_MEM_CLOCK",
+    "utilization_encoder": "DCGM_FI_DEV_ENC_UTIL", "utilization_decoder": "DCGM_FI_DEV_DEC_UTIL",
+}
+NVIDIA_SMI_TAGS = {"uuid": "UUID", "index": "gpu", "name": "modelName", "host": "Hostname",
+                   "pci_bus_id": "pci_bus_id", "compute_mode": "compute_mode", "pstate": "pstate"}
+_V1_SCALARS = ("gauge", "counter", "value", "untyped")
+
+
+class _Bad(ValueError):
+    pass
+
+
+def _unescape(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text):
+            out.append(text[i + 1])
+            i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def _split(text: str, sep: str) -> list[str]:
+    """Split on ``sep`` outside backslash escapes and double-quoted strings."""
+    parts, cur, i, quoted = [], [], 0, False
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            cur.append(text[i:i + 2])
+            i += 2
+            continue
+        if c == '"':
+            quoted = not quoted
+        if c == sep and not quoted:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    if quoted:
+        raise _Bad("an unterminated string field")
+    parts.append("".join(cur))
+    return parts
+
+
+def _key_value(kv: str) -> tuple[str, str, bool]:
+    """``key, value, found`` split at the first ``=`` not escaped by a backslash."""
+    i = 0
+    while i < len(kv):
+        if kv[i] == "\\":
+            i += 2
+            continue
+        if kv[i] == "=":
+            return kv[:i], kv[i + 1:], True
+        i += 1
+    return kv, "", False
+
+
+def _field_value(raw: str) -> float | None:
+    """A numeric field's value; ``None`` for a string or boolean field."""
+    if raw.startswith('"'):
+        return None
+    if raw in ("t", "T", "true", "True", "TRUE", "f", "F", "false", "False", "FALSE"):
+        return None
+    text = raw[:-1] if raw[-1:] in ("i", "u") else raw
+    try:
+        return float(text)
+    except ValueError:
+        raise _Bad(f"field value {raw!r} is not a number, a string or a boolean") from None
+
+
+def split_line(line: str) -> tuple[str, dict[str, str], dict[str, float | None], int | None]:
+    """``(measurement, tags, fields, timestamp_ns or None)`` of one line."""
+    sections = [s for s in _split(line.strip(), " ") if s != ""]
+    if len(sections) not in (2, 3):
+        raise _Bad("expected 'measurement[,tags] fields [timestamp]'")
+    head = _split(sections[0], ",")
+    measurement = _unescape(head[0])
+    if not measurement:
+        raise _Bad("the measurement name is empty")
+    tags = {}
+    for kv in head[1:]:
+        k, v, eq = _key_value(kv)
+        if not eq or not k:
+            raise _Bad(f"tag {kv!r} is not key=value")
+        tags[_unescape(k)] = _unescape(v)
+    fields: dict[str, float | None] = {}
+    for kv in _split(sections[1], ","):
+        k, v, eq = _key_value(kv)
+        if not eq or not k or not v:
+            raise _Bad(f"field {kv!r} is not key=value")
+        fields[_unescape(k)] = _field_value(v)
+    ts = None
+    if len(sections) == 3:
+        try:
+            ts = int(sections[2])
+        except ValueError:
+            raise _Bad(f"timestamp {sections[2]!r} is not an integer (nanoseconds)") from None
+    return measurement, tags, fields, ts
+
+
+def _samples_of(measurement: str, tags: dict[str, str], fields: dict[str, float | None]
+                ) -> list[tuple[str, dict[str, str], float]]:
+    if measurement == "nvidia_smi":
+        labels = {NVIDIA_SMI_TAGS.get(k, k): v for k, v in tags.items()}
+        return [(NVIDIA_SMI_FIELDS.get(f, f"nvidia_smi_{f}"), labels, v) for f, v in fields.items() if v is not None]
+    if measurement == "prometheus":  # metric_version = 2
+        return [(f, tags, v) for f, v in fields.items() if v is not None]
+    numeric = {f: v for f, v in fields.items() if v is not None}
+    bounds = {f: v for f, v in numeric.items() if f == "+Inf" or _is_number(f)}
+    if bounds and "count" in numeric:  # metric_version = 1 histogram
+        out = [(f"{measurement}_bucket", {**tags, "le": _le(f)}, v) for f, v in bounds.items()]
+        out.append((f"{measurement}_count", tags, numeric["count"]))
+        if "sum" in numeric:
+            out.append((f"{measurement}_sum", tags, numeric["sum"]))
+        return out
+    if len(numeric) == 1 and next(iter(numeric)) in _V1_SCALARS:  # metric_version = 1 gauge/counter
+        return [(measurement, tags, next(iter(numeric.values())))]
+    return [(f"{measurement}_{f}", tags, v) for f, v in numeric.items()]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _le(bound: str) -> str:
+    return "+Inf" if bound == "+Inf" else f"{float(bound):g}"
+
+
+def parse_line_protocol(data: bytes, sink: Sink, source: str, *, default_ts_ms: int | None = None) -> str | None:
+    """Load Telegraf's line protocol into ``sink``; returns a note or None."""
+    text = data.decode("utf-8", errors="strict") if isinstance(data, bytes) else data
+    series: dict[tuple[str, str], int] = {}
+    rows: list[tuple[int, int, float]] = []
+    lines_of: list[int] = []
+    skipped = 0
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            measurement, tags, fields, ts = split_line(line)
+        except _Bad as exc:
+            raise IngestError(source, f"not InfluxDB line protocol: {exc}", line=n) from None
+        if ts is None:
+            if default_ts_ms is None:
+                raise IngestError(source, "a line without a timestamp: write Telegraf's output with timestamps (precision ns)", line=n)
+            ts_ms = default_ts_ms
+        else:
+            ts_ms = ts // 1_000_000  # nanoseconds, Telegraf's default precision
+        skipped += sum(v is None for v in fields.values())
+        for metric, labels, value in _samples_of(measurement, tags, fields):
+            key = (metric, orjson.dumps(dict(sorted(labels.items()))).decode())
+            skey = series.setdefault(key, len(series))
+            rows.append((skey, ts_ms, value))
+            lines_of.append(n)
+    if not rows:
+        raise IngestError(source, "no numeric field in any line")
+    sink.add_series(pl.DataFrame({"skey": list(series.values()), "metric": [k[0] for k in series],
+                                  "labels": [k[1] for k in series]},
+                                 schema={"skey": pl.Int64, "metric": pl.Utf8, "labels": pl.Utf8}))
+    skeys, ts_col, vals = zip(*rows)
+    sink.add_samples(pl.DataFrame({"skey": list(skeys), "ts_ms": list(ts_col), "value": list(vals)},
+                                  schema={"skey": pl.Int64, "ts_ms": pl.Int64, "value": pl.Float64}),
+                     locate=lambda i: {"line": lines_of[i]})
+    return f"{skipped} string or boolean field(s) skipped" if skipped else None
+
+
+def looks_like_line_protocol(lines: list[bytes]) -> bool:
+    """Whether the first lines read as line protocol (``name[,tags] k=v[,k=v] [ns]``)."""
+    import re
+
+    tok = rb'(?:\\.|"(?:[^"\\]|\\.)*"|[^ \\"])+'  # escapes and quoted strings may hold spaces
+    pat = re.compile(rb"^[A-Za-z_](?:\\.|[^ ,\\])*(," + tok + rb")? " + tok + rb"=" + tok
+                     + rb"( [0-9]{9,19})?\r?$")
+    body = [ln for ln in lines[:20] if ln.strip() and not ln.lstrip().startswith(b"#")]
+    # the first line and most of the rest: a bad line further down gets the parser's message
+    return bool(body) and bool(pat.match(body[0])) and 2 * sum(bool(pat.match(ln)) for ln in body) > len(body)
+
+
+__all__ = ["parse_line_protocol", "split_line", "looks_like_line_protocol", "NVIDIA_SMI_FIELDS"]
