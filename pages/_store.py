@@ -132,6 +132,11 @@ def open_store(path: str | Path, *, read_only: bool = True) -> Iterator[Store]:
             store.close()
 
 
+def mapping_file(target: Path) -> Path:
+    """Where the Data page keeps a store's column mapping: beside it, so a re-load reuses it."""
+    return target.with_name(target.name + ".columns.toml")
+
+
 def config_file() -> Path:
     """``tidelens.toml``: the workload map the app reads and the Data page saves."""
     return Path(os.environ.get(CONFIG_ENV) or ROOT / "tidelens.toml")
@@ -158,8 +163,9 @@ class UploadOutcome:
     message: str = ""
 
 
-def load_upload(target: Path, name: str, data: bytes, at_ms: int | None) -> UploadOutcome:
-    """Load one uploaded file into ``target`` through a short-lived read-write connection."""
+def load_upload(target: Path, name: str, data: bytes, at_ms: int | None, columns: Any = None) -> UploadOutcome:
+    """Load one uploaded file into ``target`` through a short-lived read-write connection
+    (through a column mapping, :mod:`analytics.ingest.mapping`, when ``columns`` is one)."""
     from analytics.errors import TidelensError
     from analytics.ingest import ingest_bytes, not_data_reason
 
@@ -168,7 +174,7 @@ def load_upload(target: Path, name: str, data: bytes, at_ms: int | None) -> Uplo
         return UploadOutcome(name, "skipped", message=f"not a data file ({why})")
     try:
         with open_store(target, read_only=False) as store:
-            r = ingest_bytes(store, name, data, at_ms=at_ms)
+            r = ingest_bytes(store, name, data, at_ms=at_ms, columns=columns)
     except TidelensError as exc:
         return UploadOutcome(name, "failed", message=str(exc))
     except Exception as exc:  # noqa: BLE001 - a parser bug must not take the page down

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import asdict, fields
+from pathlib import Path
 from typing import Any, Callable
 
 import duckdb
@@ -23,8 +24,8 @@ from analytics.view import STEP_CHOICES_S, apply_workload_edits, format_step
 from pages._caches import cached_inventory, cached_links, cached_series, cached_workloads
 from pages._show import kpi_row, show_chart, show_table
 from pages._sidebar import page_setup, source
-from pages._store import (config_file, config_version, load_upload, load_workload_map, open_store,
-                          upload_target)
+from pages._store import (config_file, config_version, load_upload, load_workload_map, mapping_file,
+                          open_store, upload_target)
 
 v = page_setup()
 st.title("Data")
@@ -203,6 +204,88 @@ def _run_pull(what: str, make_client: Callable[[], Any],
     if d["loaded"]:
         _offer_switch()
     return outcome
+
+
+def _mapping_panel() -> None:
+    """A CSV or Parquet in no known layout: preview it, say what its columns mean, load it."""
+    from analytics.ingest.mapping import (STANDARD_SIGNALS, ColumnMapping, guess_mapping, load_mapping,
+                                          mapping_toml, read_table)
+
+    st.caption("A table Tidelens has no layout for (a warehouse export, a per-container CSV): say which "
+               "column is time, which are values and labels, and which standard signal a value stands "
+               f"for. The mapping is saved beside {code(target)} and used again next time.")
+    up = st.file_uploader("Table (CSV or Parquet)", type=["csv", "parquet", "gz"], key="map_file")
+    if up is None:
+        return
+    try:
+        frame = read_table(up.getvalue(), up.name)
+    except TidelensError as exc:
+        st.error(md(exc), icon=":material/error:")
+        return
+    show_table(frame.head(8), key="map_preview_table")
+    saved_at = mapping_file(target)
+    start = guess_mapping(frame, up.name)
+    if saved_at.exists():
+        try:
+            saved = load_mapping(saved_at)
+            if saved.time in frame.columns and set(saved.values) <= set(frame.columns):
+                start = saved
+        except TidelensError as exc:
+            st.warning(f"The saved mapping was not used: {md(exc)}", icon=":material/warning:")
+    cols = list(frame.columns)
+    units = ["s", "ms", "us", "ns", "iso"]
+    c = st.columns(3)
+    time_col = c[0].selectbox("Time column", cols, index=cols.index(start.time) if start.time in cols else 0,
+                              key="map_time")
+    unit = c[1].selectbox("Time unit", units, index=units.index(start.time_unit), key="map_unit",
+                          help="epoch seconds, milliseconds, micro- or nanoseconds, or ISO-8601 text")
+    zone = c[2].text_input("Zone of times without one", value=start.time_zone, key="map_zone")
+    values = st.multiselect("Value columns", [x for x in cols if x != time_col],
+                            default=[x for x in start.values if x != time_col], key="map_values",
+                            help="one column: each row one value of one metric; several: a wide table")
+    labels = st.multiselect("Label columns", [x for x in cols if x != time_col and x not in values],
+                            default=[x for x in start.labels if x != time_col and x not in values],
+                            key="map_labels")
+    renames = st.text_input("Rename labels (column:label)", key="map_renames",
+                            value=", ".join(f"{k}:{v}" for k, v in start.labels.items() if k != v),
+                            placeholder="container_ip:pod, host:Hostname")
+    metric = st.text_input("Metric name (one value column)", value=start.metric or Path(up.name).stem,
+                           key="map_metric", disabled=len(values) > 1)
+    choices = ["(as it is)", *STANDARD_SIGNALS]
+    signals: dict[str, tuple[str, float]] = {}
+    for i, col in enumerate(values):
+        name = col if len(values) > 1 else metric
+        have = start.signals.get(name, ("(as it is)", 1.0))
+        s1, s2 = st.columns([2, 1])
+        std = s1.selectbox(f"{col} stands for", choices, key=f"map_sig_{i}",
+                           index=choices.index(have[0]) if have[0] in choices else 0,
+                           format_func=lambda k: STANDARD_SIGNALS.get(k, k))
+        scale = s2.number_input(f"{col} scale", value=float(have[1]), key=f"map_scale_{i}",
+                                help="multiplies every value (0.01 turns a percent into 0-1)")
+        if std != "(as it is)":
+            signals[name] = (std, float(scale))
+    rename = dict(part.split(":", 1) for part in (x.strip() for x in renames.split(",")) if ":" in part)
+    mapping = ColumnMapping(time=time_col, time_unit=unit, time_zone=zone or "UTC", values=tuple(values),
+                            metric=(metric or None) if len(values) <= 1 else None,
+                            labels={x: rename.get(x, x).strip() for x in labels}, signals=signals)
+    show_table([{"value column": col, "becomes": signals.get(col if len(values) > 1 else metric, (
+        col if len(values) > 1 else metric, 1.0))[0],
+        "scale": signals.get(col if len(values) > 1 else metric, ("", 1.0))[1]} for col in values],
+        key="map_becomes_table")
+    if st.button("Load with this mapping", key="map_load_go", type="primary", disabled=not values):
+        try:
+            mapping.check("the mapping")
+        except TidelensError as exc:
+            st.error(md(exc), icon=":material/error:")
+            return
+        out = load_upload(target, up.name, up.getvalue(), None, columns=mapping)
+        ss.setdefault("upload_results", [])[:0] = [asdict(out)]
+        if out.status == "failed":
+            st.error(md(out.message), icon=":material/error:")
+            return
+        saved_at.write_text(mapping_toml(mapping), encoding="utf-8")
+        st.success(f"{md(up.name)}: {out.status}, {out.series} series, {out.samples:,} samples. Mapping saved "
+                   f"as {code(saved_at)}.", icon=":material/check_circle:")
 
 
 def _seeded(key: str, default: Any) -> str:
@@ -424,8 +507,8 @@ if _interrupted("nvml"):
     ss.pop("nvml_outcome", None)
     st.warning("Sampling stopped early (the page was used while it ran): what was read up to "
                "then is in the store.", icon=":material/stop_circle:")
-files_tab, pull_tab, nvml_tab = st.tabs(
-    ["Files", PULL_TAB, "Local GPUs (NVML)"], key="data_add", on_change="rerun")
+files_tab, map_tab, pull_tab, nvml_tab = st.tabs(
+    ["Files", "Your own table", PULL_TAB, "Local GPUs (NVML)"], key="data_add", on_change="rerun")
 if files_tab.open:
     with files_tab:
         st.caption(f"Prometheus/OpenMetrics text, Prometheus API JSON, CSV or Parquet, optionally "
@@ -468,6 +551,9 @@ if files_tab.open:
                 listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
                 st.error(f"{md(f'{len(names)} files: {reason}')}  \n{md(listed)} (each file's line is in "
                          "the table above)", icon=":material/error:")
+if map_tab.open:
+    with map_tab:
+        _mapping_panel()
 if pull_tab.open:
     with pull_tab:
         _pull_panel()

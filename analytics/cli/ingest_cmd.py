@@ -43,15 +43,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (recursed)")
     p.add_argument("--at", default=None, metavar="TIME",
                    help="time for samples without timestamps (ISO-8601 or epoch s); default: the file's mtime")
+    p.add_argument("--columns", default=None, metavar="MAPPING.toml",
+                   help="read every CSV/Parquet through this column mapping (time, values, metric, labels, "
+                        "signals; see README 'Your own table')")
     p.set_defaults(func=cmd_ingest)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     at_ms = parse_time_ms(args.at) if args.at else None
+    columns = None
+    if args.columns:
+        from analytics.ingest.mapping import load_mapping
+
+        columns = load_mapping(args.columns)  # refused before the store is opened
     results = []
     with Store(args.db) as st:
         for path in args.paths:
-            results.extend(ingest_path(st, path, at_ms=at_ms))
+            results.extend(ingest_path(st, path, at_ms=at_ms, columns=columns))
     loaded = [r for r in results if r.status == "loaded"]
     failed = [r for r in results if r.status == "failed"]
     if args.json:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from analytics.errors import IngestError
 from analytics.times import iso_utc
@@ -30,6 +30,9 @@ from analytics.ingest.sources import (HashedChunks, gunzip, iter_bytes_chunks, l
                                       tail_path)
 from analytics.ingest.tabular import parse_csv_grafana, parse_csv_long, parse_nvidia_smi, parse_parquet_long
 from analytics.store import LoadResult, Sink, Store, content_hash
+
+if TYPE_CHECKING:
+    from analytics.ingest.mapping import ColumnMapping
 
 __all__ = ["ingest_path", "ingest_bytes", "detect_format", "FORMATS", "iso_utc", "group_failures",
            "group_messages", "not_data_reason"]
@@ -82,8 +85,19 @@ def _data_parse(name: str, fmt: str, data: bytes) -> Callable[[Sink], str | None
     raise IngestError(name, f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
 
 
+def _mapped(store: Store, name: str, data: bytes, columns: "ColumnMapping") -> LoadResult:
+    """A table read through a column mapping: the mapping's digest is part of its identity."""
+    import hashlib
+
+    from analytics.ingest.mapping import parse_mapped
+
+    fmt = "mapped-parquet" if data[:4] == b"PAR1" else "mapped-csv"
+    identity = hashlib.sha256(f"{content_hash(data)}:{columns.digest()}".encode()).hexdigest()
+    return store.load(name, fmt, identity, lambda sink: parse_mapped(data, sink, name, columns))
+
+
 def ingest_bytes(store: Store, name: str, data: bytes, *, at_ms: int | None = None,
-                 mtime_ms: int | None = None) -> LoadResult:
+                 mtime_ms: int | None = None, columns: "ColumnMapping | None" = None) -> LoadResult:
     """Load one source given as bytes (an upload), gzip or not.
 
     Parameters
@@ -98,6 +112,8 @@ def ingest_bytes(store: Store, name: str, data: bytes, *, at_ms: int | None = No
         Time for samples without a timestamp (wins over ``mtime_ms``).
     mtime_ms:
         The file's modification time, used when ``at_ms`` is not given.
+    columns:
+        A column mapping (:mod:`analytics.ingest.mapping`): read the table through it.
 
     Raises
     ------
@@ -105,6 +121,8 @@ def ingest_bytes(store: Store, name: str, data: bytes, *, at_ms: int | None = No
         On bad input; nothing of the source is left in the store.
     """
     data = gunzip(name, data)
+    if columns is not None:
+        return _mapped(store, name, data, columns)
     fmt = detect_format(data, name)
     if fmt in EXPOSITION_FORMATS:
         fmt, why = exposition_flavour(data[:1 << 20], data[-4096:])
@@ -114,8 +132,11 @@ def ingest_bytes(store: Store, name: str, data: bytes, *, at_ms: int | None = No
     return store.load(name, fmt, content_hash(data), parse)
 
 
-def _ingest_file(store: Store, path: Path, at_ms: int | None) -> LoadResult:
+def _ingest_file(store: Store, path: Path, at_ms: int | None,
+                 columns: "ColumnMapping | None" = None) -> LoadResult:
     name = str(path)
+    if columns is not None:
+        return _mapped(store, name, read_path(path), columns)
     head = peek_path(path)
     fmt = detect_format(head, name)
     why = None
@@ -189,7 +210,8 @@ def group_messages(failures: Iterable[tuple[str, str]]) -> list[tuple[str, list[
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
-def ingest_path(store: Store, path: str | Path, *, at_ms: int | None = None) -> list[LoadResult]:
+def ingest_path(store: Store, path: str | Path, *, at_ms: int | None = None,
+                columns: "ColumnMapping | None" = None) -> list[LoadResult]:
     """Load a file, or every file under a folder (recursed, sorted).
 
     A file that fails is reported as ``LoadResult(status="failed", error=...)`` (the message
@@ -207,7 +229,7 @@ def ingest_path(store: Store, path: str | Path, *, at_ms: int | None = None) -> 
                                       note=f"not a data file ({why})"))
             continue
         try:
-            results.append(_ingest_file(store, file, at_ms))
+            results.append(_ingest_file(store, file, at_ms, columns))
         except IngestError as exc:
             fmt = "unknown"
             try:

@@ -1,0 +1,285 @@
+"""A column mapping for any CSV or Parquet: which column is time, which are values, where the
+metric name comes from, which columns are labels, and which standard signal a metric stands for.
+
+Written as TOML (``tidelens ingest --columns mapping.toml FILE...``)::
+
+    [time]
+    column = "timestamp_anon"
+    unit = "s"            # s, ms, us, ns, or iso (ISO-8601; zone below for times without one)
+    zone = "UTC"
+
+    [metric]              # one of: column = "...", name = "...", or from_file = true
+    name = "duty_cycle"
+
+    [values]              # one column: long layout; several: wide (each column its own metric)
+    columns = ["value"]
+
+    [labels]              # column -> label
+    container_ip = "pod"
+
+    [signals.duty_cycle]  # a metric -> the standard metric it stands for, times a scale
+    metric = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+    scale = 0.01
+
+The mapping's digest is part of the source's identity: the same file under another mapping is a
+new load. Errors name the file, the line and the column; a mapping that gives no signal any
+analysis reads says so before anything is loaded.
+
+>>> m = ColumnMapping(time="t", values=("v",), metric="request_rate")
+>>> m.layout, len(m.digest())
+('long', 16)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+
+from analytics.errors import ConfigError, IngestError
+from analytics.store import Sink
+
+TIME_UNITS_MS = {"s": 1000.0, "ms": 1.0, "us": 1e-3, "ns": 1e-6}
+_RATE = re.compile(r"(^|[^a-z])(rps|qps|request_rate|requests_per_second|rate_rps|req_rate|request_rps)([^a-z]|$)")
+
+
+@dataclass(frozen=True)
+class ColumnMapping:
+    """What each column of a table means (see the module's TOML)."""
+
+    time: str
+    time_unit: str = "s"
+    time_zone: str = "UTC"
+    values: tuple[str, ...] = ()
+    metric: str | None = None  # a constant name
+    metric_column: str | None = None  # or a column holding it
+    metric_from_file: bool = False  # or the file's name
+    labels: dict[str, str] = field(default_factory=dict)  # column -> label
+    signals: dict[str, tuple[str, float]] = field(default_factory=dict)  # metric -> (standard, scale)
+
+    @property
+    def layout(self) -> str:
+        return "wide" if len(self.values) > 1 else "long"
+
+    def digest(self) -> str:
+        """A short hash of the mapping (part of the source's identity)."""
+        blob = orjson.dumps({"time": [self.time, self.time_unit, self.time_zone], "values": list(self.values),
+                             "metric": [self.metric, self.metric_column, self.metric_from_file],
+                             "labels": self.labels, "signals": {k: list(v) for k, v in self.signals.items()}},
+                            option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def check(self, where: str) -> None:
+        if not self.time:
+            raise ConfigError(f"{where}: [time] column is required")
+        if self.time_unit not in (*TIME_UNITS_MS, "iso"):
+            raise ConfigError(f"{where}: [time] unit {self.time_unit!r}: one of s, ms, us, ns, iso")
+        if not self.values:
+            raise ConfigError(f"{where}: [values] columns is required (one column, or several for a wide table)")
+        named = sum((self.metric is not None, self.metric_column is not None, self.metric_from_file))
+        if self.layout == "long" and named != 1:
+            raise ConfigError(f"{where}: [metric] needs exactly one of column, name or from_file = true")
+
+
+def load_mapping(path: str | Path) -> ColumnMapping:
+    """A mapping from its TOML file; errors name the file and the key."""
+    import tomllib
+
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read the column mapping ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML ({exc})") from None
+    t, m, v = doc.get("time", {}), doc.get("metric", {}), doc.get("values", {})
+    signals = {}
+    for name, s in (doc.get("signals") or {}).items():
+        if not isinstance(s, dict) or not isinstance(s.get("metric"), str):
+            raise ConfigError(f"{p}: [signals.{name}] needs metric = \"<standard metric name>\"")
+        try:
+            signals[name] = (s["metric"], float(s.get("scale", 1.0)))
+        except (TypeError, ValueError):
+            raise ConfigError(f"{p}: [signals.{name}] scale must be a number") from None
+    cols = v.get("columns", [])
+    if isinstance(cols, str):
+        cols = [cols]
+    mapping = ColumnMapping(
+        time=str(t.get("column", "")), time_unit=str(t.get("unit", "s")), time_zone=str(t.get("zone", "UTC")),
+        values=tuple(str(c) for c in cols), metric=m.get("name"), metric_column=m.get("column"),
+        metric_from_file=bool(m.get("from_file", False)),
+        labels={str(k): str(x) for k, x in (doc.get("labels") or {}).items()}, signals=signals)
+    mapping.check(str(p))
+    return mapping
+
+
+def _known_metrics() -> set[str]:
+    from analytics.signals import SIGNALS
+
+    out: set[str] = set()
+    for s in SIGNALS:
+        out.update(s.metrics)
+        out.update(s.aliases)
+    return out
+
+
+def _read(data: bytes, source: str) -> pl.DataFrame:
+    if data[:4] == b"PAR1":
+        try:
+            frame = pl.read_parquet(io.BytesIO(data))
+        except pl.exceptions.PolarsError as exc:
+            raise IngestError(source, f"not a readable Parquet file ({exc})") from None
+        return frame.select(pl.all().cast(pl.Utf8))
+    try:
+        return pl.read_csv(io.BytesIO(data), infer_schema=False)
+    except pl.exceptions.PolarsError as exc:
+        raise IngestError(source, f"not a readable CSV ({exc})") from None
+
+
+def _bad(frame: pl.DataFrame, mask: pl.Series, column: str, what: str, source: str) -> None:
+    rows = mask.arg_true()
+    if rows.len():
+        i = int(rows[0])
+        raise IngestError(source, f"column {column!r}: {frame[column][i]!r} is not {what}", line=i + 2)
+
+
+def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping) -> str | None:
+    """Load a CSV or Parquet table through ``mapping`` into ``sink``; returns a note or None."""
+    frame = _read(data, source)
+    needed = [mapping.time, *mapping.values, *mapping.labels,
+              *([mapping.metric_column] if mapping.metric_column else [])]
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise IngestError(source, f"the mapping names column(s) {', '.join(map(repr, missing))} the table does "
+                          f"not have; its columns: {', '.join(frame.columns)}", line=1)
+    raw_t = frame[mapping.time]
+    if mapping.time_unit == "iso":
+        parsed = raw_t.str.strip_chars().str.to_datetime(time_zone=mapping.time_zone, strict=False,
+                                                          time_unit="ms", ambiguous="earliest")
+        _bad(frame, parsed.is_null() & raw_t.is_not_null(), mapping.time, "an ISO-8601 time", source)
+        ts = parsed.dt.convert_time_zone("UTC").dt.epoch("ms")
+    else:
+        num = raw_t.cast(pl.Float64, strict=False)
+        _bad(frame, num.is_null() & raw_t.is_not_null(), mapping.time,
+             f"a number of {mapping.time_unit} since the epoch", source)
+        ts = (num * TIME_UNITS_MS[mapping.time_unit]).round(0).cast(pl.Int64)
+    labels = frame.select([pl.col(c).alias(lb) for c, lb in mapping.labels.items()]) if mapping.labels else None
+    parts = []
+    stem = Path(source).name.split(".")[0] or "value"
+    for col in mapping.values:
+        vals = frame[col].cast(pl.Float64, strict=False)
+        _bad(frame, vals.is_null() & frame[col].is_not_null() & (frame[col] != ""), col, "a number", source)
+        if mapping.layout == "wide":
+            metric = pl.lit(col)
+        elif mapping.metric_column:
+            metric = pl.col("__metric")
+        else:
+            metric = pl.lit(mapping.metric or stem)
+        part = pl.DataFrame({"ts_ms": ts, "value": vals, "__row": pl.int_range(0, frame.height, eager=True)})
+        if mapping.metric_column:
+            part = part.with_columns(frame[mapping.metric_column].alias("__metric"))
+        part = part.with_columns(metric.alias("metric"))
+        if labels is not None:
+            part = pl.concat([part, labels], how="horizontal")
+        parts.append(part.drop("__metric", strict=False))
+    long = pl.concat(parts, how="vertical").filter(pl.col("value").is_not_null() & pl.col("ts_ms").is_not_null())
+    if long.height == 0:
+        raise IngestError(source, "the mapping gives no rows with both a time and a value")
+    # a metric standing for a standard signal: renamed and scaled
+    for name, (standard, scale) in mapping.signals.items():
+        hit = pl.col("metric") == name
+        long = long.with_columns(pl.when(hit).then(pl.lit(standard)).otherwise(pl.col("metric")).alias("metric"),
+                                 pl.when(hit).then(pl.col("value") * scale).otherwise(pl.col("value")).alias("value"))
+    out_metrics = sorted(long["metric"].unique().to_list())
+    known = _known_metrics()
+    if not any(m in known or _RATE.search(m.lower()) for m in out_metrics):
+        raise IngestError(source, f"the mapping gives metric(s) {', '.join(out_metrics)}, none of which any "
+                          "analysis reads: map one onto a standard signal with [signals.<metric>] (e.g. "
+                          "metric = \"DCGM_FI_PROF_GR_ENGINE_ACTIVE\", or a request_rate), see `tidelens signals`")
+    label_cols = list(mapping.labels.values())
+    keyed = long.with_columns(
+        (pl.struct(label_cols).map_elements(lambda s: orjson.dumps({k: v for k, v in s.items() if v is not None},
+                                                                   option=orjson.OPT_SORT_KEYS).decode(),
+                                            return_dtype=pl.Utf8) if label_cols else pl.lit("{}")).alias("labels"))
+    series = keyed.select("metric", "labels").unique(maintain_order=True).with_row_index("skey")
+    joined = keyed.join(series, on=["metric", "labels"], how="left")
+    sink.add_series(series.select(pl.col("skey").cast(pl.Int64), "metric", "labels"))
+    rows = joined["__row"].to_list()
+    sink.add_samples(joined.select(pl.col("skey").cast(pl.Int64), "ts_ms", "value"),
+                     locate=lambda i: {"line": int(rows[i]) + 2})
+    return f"column mapping {mapping.digest()}: {series.height} series of {', '.join(out_metrics)}"
+
+
+# The standard metrics a mapped column most often stands for (the Data page's choices).
+STANDARD_SIGNALS: dict[str, str] = {
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "GPU activity, 0-1 (GR_ENGINE_ACTIVE)",
+    "DCGM_FI_DEV_GPU_UTIL": "GPU utilisation, % (GPU_UTIL)",
+    "DCGM_FI_DEV_FB_USED": "GPU memory used, MiB (FB_USED)",
+    "DCGM_FI_DEV_POWER_USAGE": "GPU power, W",
+    "request_rate": "requests per second (traffic)",
+}
+_TIME_NAMES = ("timestamp", "time", "ts", "ts_ms", "ts_s", "datetime", "date", "when")
+
+
+def read_table(data: bytes, source: str) -> pl.DataFrame:
+    """The table as text columns (what a mapping is applied to, and what the form previews)."""
+    return _read(data, source)
+
+
+def guess_mapping(frame: pl.DataFrame, name: str = "") -> ColumnMapping:
+    """A first mapping for a table: the time column (by name, else the first column of epoch
+    numbers or ISO times) and its unit, numeric columns as values, the rest as labels.
+
+    >>> f = pl.DataFrame({"timestamp_anon": ["1767571200"], "container_ip": ["10.0.0.1"], "duty": ["45"]})
+    >>> m = guess_mapping(f)
+    >>> (m.time, m.time_unit, m.values, m.labels)
+    ('timestamp_anon', 's', ('duty',), {'container_ip': 'container_ip'})
+    """
+    def numeric(col: str) -> bool:
+        s = frame[col].drop_nulls()
+        return s.len() > 0 and s.cast(pl.Float64, strict=False).null_count() == 0
+
+    def isoish(col: str) -> bool:
+        s = frame[col].drop_nulls().head(20)
+        return s.len() > 0 and s.str.strip_chars().str.to_datetime(strict=False).null_count() == 0
+
+    cols = frame.columns
+    by_name = [c for c in cols if c.lower() in _TIME_NAMES or c.lower().startswith(("timestamp", "time"))]
+    time = next(iter(by_name), None) or next((c for c in cols if numeric(c) or isoish(c)), cols[0] if cols else "")
+    unit = "iso"
+    if time and numeric(time):
+        first = float(frame[time].drop_nulls().cast(pl.Float64)[0])
+        unit = "ns" if first > 1e17 else "us" if first > 1e14 else "ms" if first > 1e11 else "s"
+    values = tuple(c for c in cols if c != time and numeric(c))
+    labels = {c: c for c in cols if c != time and c not in values}
+    stem = Path(name).name.split(".")[0] or "value"
+    return ColumnMapping(time=time, time_unit=unit, values=values, metric=stem if len(values) <= 1 else None,
+                         labels=labels)
+
+
+def mapping_toml(m: ColumnMapping) -> str:
+    """The mapping as the TOML :func:`load_mapping` reads (saved beside the store by the Data page)."""
+    import tomli_w
+
+    doc: dict[str, Any] = {"time": {"column": m.time, "unit": m.time_unit, "zone": m.time_zone},
+                           "values": {"columns": list(m.values)}}
+    metric: dict[str, Any] = {}
+    if m.metric is not None:
+        metric["name"] = m.metric
+    elif m.metric_column is not None:
+        metric["column"] = m.metric_column
+    elif m.metric_from_file:
+        metric["from_file"] = True
+    if metric:
+        doc["metric"] = metric
+    if m.labels:
+        doc["labels"] = dict(m.labels)
+    if m.signals:
+        doc["signals"] = {k: {"metric": std, "scale": scale} for k, (std, scale) in m.signals.items()}
+    return tomli_w.dumps(doc)
