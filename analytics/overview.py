@@ -43,6 +43,12 @@ class OverviewSummary:
     class_share: pl.DataFrame = field(default_factory=pl.DataFrame)
     team_share: pl.DataFrame = field(default_factory=pl.DataFrame)
 
+    @property
+    def gpu_hours_by_class(self) -> dict[str, float]:
+        """GPU-hours of each class in :data:`WORKLOAD_CLASSES` order (idle included; 0 if absent)."""
+        got = dict(self.class_share.select("cls", "gpu_hours").iter_rows()) if self.class_share.height else {}
+        return {c: float(got.get(c, 0.0)) for c in WORKLOAD_CLASSES}
+
 
 def _per_step_totals(pool: pl.DataFrame) -> pl.DataFrame:
     """Sum the pools of each step: the fleet the overview talks about."""

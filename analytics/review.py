@@ -204,10 +204,10 @@ def review_sections(r: Review) -> list[ReviewSection]:
 
 def _pool_section(r: Review) -> ReviewSection:
     from analytics.charts.overview import pool_story_figure
-    from analytics.overview import WORKLOAD_CLASSES, class_long, slo_violations, thin_for_display
+    from analytics.overview import class_long, slo_violations, thin_for_display
 
     s = r.summary
-    held = dict(s.class_share.select("cls", "gpu_hours").iter_rows())
+    held = s.gpu_hours_by_class
     share = dict(s.class_share.select("cls", "share").iter_rows())
     over = ", ".join(f"{n} {m:,.0f} min" for n, m in s.slo_violation_min_by_service.items()) or "no latency data"
     finding = (f"A pool of {s.pool_gpus_max:,.0f} GPUs: batch held {share.get('batch', 0):.0%} of its "
@@ -215,7 +215,7 @@ def _pool_section(r: Review) -> ReviewSection:
                f"p99 was over the SLO for {s.slo_violation_min:,.0f} minutes ({over}).")
     rows = [["Pool size", f"{s.pool_gpus_max:,.0f} GPUs"],
             ["Pool GPU-hours (capacity)", f"{s.gpu_hours:,.0f}"],
-            *[[f"GPU-hours, {c}", f"{held.get(c, 0.0):,.0f}"] for c in WORKLOAD_CLASSES],
+            *[[f"GPU-hours, {c}", f"{h:,.0f}"] for c, h in held.items()],
             ["Mean allocation", _pct(s.allocation_pct)], ["Mean activity", _pct(s.activity_pct)],
             ["Minutes over SLO (any service)", f"{s.slo_violation_min:,.0f}"],
             *[[f"Minutes over SLO, {n} (SLO {r.slo_ms.get(n, 0):g} ms)", f"{m:,.0f}"]

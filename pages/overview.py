@@ -7,7 +7,7 @@ import streamlit as st
 from analytics.text import md
 from analytics.charts.overview import pool_story_figure, share_figure
 from analytics.errors import TidelensError
-from analytics.overview import (WORKLOAD_CLASSES, class_long, describe_class_rules, describe_signals, no_steps_message,
+from analytics.overview import (class_long, describe_class_rules, describe_signals, no_steps_message,
                                 pool_story_data, slo_violations, summarise, thin_for_display)
 from analytics.view import format_step
 from pages._queries import review_html_for
@@ -53,12 +53,11 @@ if timelines is not None:
                 help="Minutes in which at least one service's p99 was above its SLO: "
                      + (", ".join(f"{md(n)} {m:,.0f}" for n, m in s.slo_violation_min_by_service.items())
                         or "no latency data"))
-    held = dict(s.class_share.select("cls", "gpu_hours").iter_rows())
+    held = s.gpu_hours_by_class
     k[4].metric("Pool GPU-hours", f"{s.gpu_hours:,.0f}", border=True,
                 help="The pool's capacity: GPUs in the pool times hours over the range (held or not). "
-                     "By class: " + ", ".join(f"{c} {held.get(c, 0.0):,.0f}" for c in WORKLOAD_CLASSES
-                                             if c != "idle")
-                     + f"; idle {held.get('idle', 0.0):,.0f}")
+                     "By class: " + ", ".join(f"{c} {h:,.0f}" for c, h in held.items() if c != "idle")
+                     + f"; idle {held['idle']:,.0f}")
     if s.steps == 0:
         totals = cached_totals(src.path, src.version)
         st.info(md(no_steps_message(cached_signal_report(src.path, src.version),
