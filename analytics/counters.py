@@ -53,8 +53,7 @@ def step_range(store: "Store", cfg: "TimelineConfig") -> tuple[int, int, int] | 
     if start is None or end is None:
         from analytics.store import plausible_window_ms
 
-        lo, hi = plausible_window_ms()
-        row = store.con.execute(q.DATA_RANGE, {"lo_ms": lo, "hi_ms": hi}).fetchall()[0]
+        row = store.data_range_ms(plausible_window_ms())
         if row[0] is None:
             return None
         start = row[0] if start is None else start

@@ -7,7 +7,7 @@ bounded amount of work and memory, with the file named, instead of filling the m
 - decompressed bytes at most ``max_gzip_ratio`` times the compressed size and at most
   ``max_decompressed_bytes`` (both: whichever is smaller);
 - a line at most ``max_line_bytes`` long (a file with no newline is one line);
-- at most ``max_series`` distinct series per source.
+- at most ``max_series`` distinct series per source, and ``max_services`` services per request log.
 
 Each is set by an environment variable (the field's ``env``), for servers that load more.
 """
@@ -36,6 +36,8 @@ class IngestLimits:
                              "a line of a text source at most this many bytes (default 16 MiB)")
     max_series: int = _f(2_000_000, "TIDELENS_MAX_SERIES_PER_SOURCE",
                          "distinct series in one source at most this many")
+    max_services: int = _f(10_000, "TIDELENS_MAX_SERVICES_PER_SOURCE",
+                           "distinct services in one request log at most this many")
 
     @classmethod
     def from_env(cls) -> "IngestLimits":

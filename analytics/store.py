@@ -31,12 +31,17 @@ import polars as pl
 from analytics.errors import IngestError, StoreBusyError
 from analytics.labels import NORMALISED_COLUMNS, normalise_labels
 from analytics.signals import canonical_metric
+from analytics.sql import requests as rq
 from analytics.sql import store as q
 
 import xxhash as _xxhash
 
 DEFAULT_DB = Path(__file__).resolve().parent.parent / "data" / "tidelens.duckdb"
 STAGE_SCHEMA = {"skey": pl.Int64, "ts_ms": pl.Int64, "value": pl.Float64, "seq": pl.Int64}
+# One row per request of a request log (analytics.ingest.requests), as the requests table holds it.
+REQUEST_SCHEMA = {"ts_ms": pl.Int64, "service": pl.Utf8, "latency_ms": pl.Float64, "ttft_ms": pl.Float64,
+                  "error": pl.Boolean, "status": pl.Utf8, "tokens": pl.Float64, "pod": pl.Utf8,
+                  "namespace": pl.Utf8}
 
 # A store's file lock is held by one writer (or by readers) at a time, across processes. Opening
 # waits this long for it, polling, then says who holds it; a load that takes minutes is reported,
@@ -208,6 +213,7 @@ class Sink:
         self._tail_skeys = np.empty(0, dtype=np.int64)
         self._max_skey = -1  # largest skey checked so far: frames of only larger skeys cannot overlap earlier ones
         self._pending: list[pl.DataFrame] = []  # samples, scanned in place by the merge
+        self.requests: list[pl.DataFrame] = []  # a request log's rows (REQUEST_SCHEMA), merged after its source
         self.final_is_view = False  # set by the merge: how stage_final was made, hence how to drop it
 
     def _count_series(self, n: int) -> None:
@@ -258,6 +264,36 @@ class Sink:
             self._check_order(stage_samples_in)
         self._pending.append(stage_samples_in)
 
+    def add_requests(self, frame: pl.DataFrame, *,
+                     locate: Callable[[int], dict[str, Any]] | None = None) -> None:
+        """Stage a request log's rows (:data:`REQUEST_SCHEMA`); refuse implausible times, NUL
+        bytes and more services than :class:`~analytics.limits.IngestLimits` allows.
+
+        ``locate(i)`` gives the ``line`` (or ``where``) of the frame's row ``i``, for the message.
+        """
+        from analytics.limits import IngestLimits
+
+        if frame.height == 0:
+            return
+        # text columns may come as Categorical (a log's few services and pods, held once each)
+        frame = frame.select(*(pl.col(c) if t == pl.Utf8 and frame.schema[c] == pl.Categorical else pl.col(c).cast(t)
+                               for c, t in REQUEST_SCHEMA.items()))
+        check_plausible_times(frame["ts_ms"], self.source, locate, self.window)
+        for col in ("service", "pod", "namespace", "status"):
+            values = frame[col].unique().drop_nulls().cast(pl.Utf8)
+            bad = values.filter(values.str.contains("\x00", literal=True))
+            if bad.len():
+                i = int((frame[col].cast(pl.Utf8) == bad[0]).arg_true()[0])
+                raise IngestError(self.source, f"column {col!r} holds a NUL byte, which no log writes: the file "
+                                  "is damaged or hostile", **(locate(i) if locate else {}))
+        services = pl.concat([f["service"].unique().cast(pl.Utf8) for f in (*self.requests, frame)]).n_unique()
+        limit = IngestLimits.from_env().max_services
+        if services > limit:
+            raise IngestError(self.source, f"more than {limit:,} services in one request log: refused (is the "
+                              "service column a per-request id?); map another column as the service, or raise "
+                              "TIDELENS_MAX_SERVICES_PER_SOURCE")
+        self.requests.append(frame)
+
     def finish(self) -> None:
         """Expose the buffered samples to the merge as ``stage_samples`` (the store calls this)."""
         frames = self._pending or [pl.DataFrame(schema=STAGE_SCHEMA)]
@@ -267,10 +303,12 @@ class Sink:
     def release(self) -> None:
         """Drop the buffered samples once merged (or rolled back)."""
         self._pending = []
-        try:
-            self._con.unregister("stage_samples")
-        except duckdb.Error:
-            pass
+        self.requests = []
+        for view in ("stage_samples", "stage_requests"):
+            try:
+                self._con.unregister(view)
+            except duckdb.Error:
+                pass
 
     def _check_order(self, frame: pl.DataFrame) -> None:
         # Three checks, cheapest first; "scrapes" keeps no per-series state, so once the first
@@ -382,7 +420,8 @@ class LoadResult:
         return {"name": self.name, "format": self.format, "series": self.series,
                 "samples": self.samples, "status": self.status, "error": self.error,
                 "duplicates": self.duplicates, "blanks": self.blanks,
-                "first_ts_ms": self.first_ts_ms, "last_ts_ms": self.last_ts_ms, "note": self.note}
+                "first_ts_ms": self.first_ts_ms, "last_ts_ms": self.last_ts_ms, "note": self.note,
+                "requests": int(self.extra.get("requests", 0))}
 
 
 def _skipped(name: str, fmt: str) -> LoadResult:
@@ -531,13 +570,25 @@ class Store:
         con.execute(q.SAMPLES_INSERT)
         duplicates = int(conflicts) + int(changed)
         con.execute(q.SOURCE_DELETE_FAILED, {"hash": hash_})
-        self._row(q.SOURCE_INSERT, {
+        n_requests = 0
+        if sink.requests:
+            stage_requests = pl.concat(sink.requests, rechunk=False)
+            con.register("stage_requests", stage_requests)
+            n_requests, n_services, r_first, r_last = self._row(rq.STAGE_REQUESTS_SUMMARY)
+            first = r_first if first is None else min(first, r_first)
+            last = r_last if last is None else max(last, r_last)
+            what = f"{n_requests:,} requests of {n_services} service{'s' if n_services != 1 else ''}"
+            note = f"{what}; {note}" if note else what
+        source_id = self._row(q.SOURCE_INSERT, {
             "name": name, "format": fmt, "hash": hash_, "series": n_series, "samples": samples,
             "first_ts_ms": first, "last_ts_ms": last, "status": "loaded", "error": None,
-            "duplicates": duplicates, "blanks": blanks, "note": note})
+            "duplicates": duplicates, "blanks": blanks, "note": note})[0]
+        if sink.requests:
+            con.execute(rq.REQUESTS_INSERT, {"source_id": source_id})
         return LoadResult(name=name, format=fmt, status="loaded", series=int(n_series),
                           samples=int(samples), first_ts_ms=first, last_ts_ms=last,
-                          duplicates=duplicates, blanks=int(blanks), note=note)
+                          duplicates=duplicates, blanks=int(blanks), note=note,
+                          extra={"requests": int(n_requests)} if sink.requests else {})
 
     def _assign_series_ids(self, staged: pl.DataFrame, old_max_id: int, name: str) -> pl.DataFrame:
         """Key each staged series, reuse ids of known series, and insert the new ones."""
@@ -587,10 +638,28 @@ class Store:
         return self.query(q.METRICS_INVENTORY)
 
     def totals(self) -> dict[str, Any]:
-        """Series, samples, loaded sources, and the span of the samples a view can show."""
-        lo, hi = plausible_window_ms()
-        row = self._row(q.TOTALS, {"lo_ms": lo, "hi_ms": hi})
-        return dict(zip(("series", "samples", "first_ts_ms", "last_ts_ms", "sources"), row))
+        """Series, samples, loaded sources, and the span of the samples and requests a view can show."""
+        out = dict(zip(("series", "samples", "sources"), self._row(q.TOTALS)))
+        # the span inside the plausible window (plausible_window_ms): what a view can show
+        out["first_ts_ms"], out["last_ts_ms"] = self.data_range_ms(plausible_window_ms())
+        out["requests"] = self._row(rq.REQUESTS_COUNT)[0] if self.has_requests() else 0
+        return out
+
+    def has_requests(self) -> bool:
+        """Whether the store has a ``requests`` table (a read-only store from before may not)."""
+        return bool(self._row(rq.HAS_REQUESTS_TABLE)[0])
+
+    def data_range_ms(self, window: tuple[int, int]) -> tuple[int | None, int | None]:
+        """First and last time of any sample or request inside ``window`` (``lo_ms, hi_ms``)."""
+        from analytics.sql import timeline as tq
+
+        params = {"lo_ms": window[0], "hi_ms": window[1]}
+        spans = [self._row(tq.DATA_RANGE, params)]
+        if self.has_requests():
+            spans.append(self._row(rq.REQUESTS_RANGE, params))
+        firsts = [s[0] for s in spans if s and s[0] is not None]
+        lasts = [s[1] for s in spans if s and s[1] is not None]
+        return (min(firsts) if firsts else None, max(lasts) if lasts else None)
 
     def _row(self, sql: str, params: dict[str, Any] | None = None) -> tuple:
         # DuckDB 2.0 refuses new work while an execute() result is unfetched: fetch it all.

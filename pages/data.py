@@ -21,7 +21,7 @@ from analytics.workloads import CLASSES, map_to_dict, save_map
 from analytics.overview import label_inventory
 from analytics.times import iso_utc, parse_iso_ms
 from analytics.view import STEP_CHOICES_S, apply_workload_edits, format_step
-from pages._caches import cached_inventory, cached_links, cached_series, cached_workloads
+from pages._caches import cached_inventory, cached_links, cached_request_logs, cached_series, cached_workloads
 from pages._show import kpi_row, show_chart, show_table
 from pages._sidebar import page_setup, source
 from pages._store import (config_file, config_version, load_upload, load_workload_map, mapping_file,
@@ -208,8 +208,7 @@ def _run_pull(what: str, make_client: Callable[[], Any],
 
 def _mapping_panel() -> None:
     """A CSV or Parquet in no known layout: preview it, say what its columns mean, load it."""
-    from analytics.ingest.mapping import (STANDARD_SIGNALS, ColumnMapping, guess_mapping, load_mapping,
-                                          mapping_toml, read_table)
+    from analytics.ingest.mapping import STANDARD_SIGNALS, ColumnMapping, guess_mapping, load_mapping, read_table
 
     st.caption("A table Tidelens has no layout for (a warehouse export, a per-container CSV): say which "
                "column is time, which are values and labels, and which standard signal a value stands "
@@ -233,13 +232,20 @@ def _mapping_panel() -> None:
         except TidelensError as exc:
             st.warning(f"The saved mapping was not used: {md(exc)}", icon=":material/warning:")
     cols = list(frame.columns)
-    units = ["s", "ms", "us", "ns", "iso"]
+    units = ["s", "ms", "us", "ns", "iso", "clf"]
     c = st.columns(3)
     time_col = c[0].selectbox("Time column", cols, index=cols.index(start.time) if start.time in cols else 0,
                               key="map_time")
-    unit = c[1].selectbox("Time unit", units, index=units.index(start.time_unit), key="map_unit",
-                          help="epoch seconds, milliseconds, micro- or nanoseconds, or ISO-8601 text")
+    unit = c[1].selectbox("Time unit", units, index=units.index(start.time_unit) if start.time_unit in units else 0,
+                          key="map_unit", help="epoch seconds, milliseconds, micro- or nanoseconds, ISO-8601 "
+                          "text, or (request logs) nginx's $time_local")
     zone = c[2].text_input("Zone of times without one", value=start.time_zone, key="map_zone")
+    kind = st.radio("Each row is", ["a value of a metric", "one request"], horizontal=True, key="map_kind",
+                    index=1 if start.requests is not None else 0,
+                    help="one request: a per-request log (gateway, access log), one row per request with its latency")
+    if kind == "one request":
+        _request_mapping_form(up, cols, time_col, unit, zone, start, saved_at)
+        return
     values = st.multiselect("Value columns", [x for x in cols if x != time_col],
                             default=[x for x in start.values if x != time_col], key="map_values",
                             help="one column: each row one value of one metric; several: a wide table")
@@ -273,19 +279,61 @@ def _mapping_panel() -> None:
         "scale": signals.get(col if len(values) > 1 else metric, ("", 1.0))[1]} for col in values],
         key="map_becomes_table")
     if st.button("Load with this mapping", key="map_load_go", type="primary", disabled=not values):
-        try:
-            mapping.check("the mapping")
-        except TidelensError as exc:
-            st.error(md(exc), icon=":material/error:")
-            return
-        out = load_upload(target, up.name, up.getvalue(), None, columns=mapping)
-        ss.setdefault("upload_results", [])[:0] = [asdict(out)]
-        if out.status == "failed":
-            st.error(md(out.message), icon=":material/error:")
-            return
-        saved_at.write_text(mapping_toml(mapping), encoding="utf-8")
-        st.success(f"{md(up.name)}: {out.status}, {out.series} series, {out.samples:,} samples. Mapping saved "
-                   f"as {code(saved_at)}.", icon=":material/check_circle:")
+        _load_mapped(up, mapping, saved_at, "series")
+
+
+def _request_mapping_form(up: Any, cols: list[str], time_col: str, unit: str, zone: str, start: Any,
+                          saved_at: Path) -> None:
+    """The mapping form for a per-request log: which column is the latency (and its unit), the
+    service, the status and the pod."""
+    from analytics.ingest.mapping import ColumnMapping
+    from analytics.ingest.requests import RequestColumns
+
+    guess = start.requests or RequestColumns(time=time_col)
+    rest = [x for x in cols if x != time_col]
+    none = "(none)"
+    c = st.columns(4)
+    latency = c[0].selectbox("Latency column", rest, key="map_req_latency",
+                             index=rest.index(guess.latency) if guess.latency in rest else 0)
+    lat_unit = c[1].selectbox("Latency unit", ["ms", "s", "us"], key="map_req_unit",
+                              index=["ms", "s", "us"].index(guess.latency_unit))
+    service = c[2].selectbox("Service column", [none, *rest], key="map_req_service",
+                             index=[none, *rest].index(guess.service) if guess.service in rest else 0,
+                             help="none: every request is of the service named on the right")
+    service_name = c[3].text_input("Service (no column)", value=Path(up.name).name.split(".")[0], key="map_req_name",
+                                   disabled=service != none)
+    c = st.columns(2)
+    status = c[0].selectbox("HTTP status column (5xx and 429 are errors)", [none, *rest], key="map_req_status",
+                            index=[none, *rest].index(guess.status) if guess.status in rest else 0)
+    pod = c[1].selectbox("Pod column", [none, *rest], key="map_req_pod",
+                         index=[none, *rest].index(guess.pod) if guess.pod in rest else 0)
+    req = RequestColumns(time="", latency=latency, latency_unit=lat_unit,
+                         service=None if service == none else service,
+                         service_name=(service_name or None) if service == none else None,
+                         status=None if status == none else status, pod=None if pod == none else pod)
+    mapping = ColumnMapping(time=time_col, time_unit=unit, time_zone=zone or "UTC", requests=req)
+    if st.button("Load with this mapping", key="map_load_go", type="primary"):
+        _load_mapped(up, mapping, saved_at, "requests")
+
+
+def _load_mapped(up: Any, mapping: Any, saved_at: Path, what: str) -> None:
+    """Load the uploaded table through ``mapping``; on success save the mapping beside the store."""
+    from analytics.ingest.mapping import mapping_toml
+
+    try:
+        mapping.check("the mapping")
+    except TidelensError as exc:
+        st.error(md(exc), icon=":material/error:")
+        return
+    out = load_upload(target, up.name, up.getvalue(), None, columns=mapping)
+    ss.setdefault("upload_results", [])[:0] = [asdict(out)]
+    if out.status == "failed":
+        st.error(md(out.message), icon=":material/error:")
+        return
+    saved_at.write_text(mapping_toml(mapping), encoding="utf-8")
+    loaded = md(out.message) if what == "requests" else f"{out.series} series, {out.samples:,} samples"
+    st.success(f"{md(up.name)}: {out.status}, {loaded}. Mapping saved as {code(saved_at)}.",
+               icon=":material/check_circle:")
 
 
 def _seeded(key: str, default: Any) -> str:
@@ -511,7 +559,8 @@ files_tab, map_tab, pull_tab, nvml_tab = st.tabs(
     ["Files", "Your own table", PULL_TAB, "Local GPUs (NVML)"], key="data_add", on_change="rerun")
 if files_tab.open:
     with files_tab:
-        st.caption(f"Prometheus/OpenMetrics text, Prometheus API JSON, CSV or Parquet, optionally "
+        st.caption(f"Prometheus/OpenMetrics text, Prometheus API JSON, CSV or Parquet, per-request logs "
+                   f"(CSV, JSON lines or Parquet with a time and a latency_ms / latency_s column), optionally "
                    f"gzipped. Files are added to {code(target)}; the same file twice is skipped.")
         at_text = st.text_input("Time of untimestamped scrapes (UTC)", key="upload_at",
                                 placeholder="2026-11-28T09:30Z, only for a single scrape without timestamps")
@@ -577,9 +626,11 @@ show_table(sources.drop("content_hash"), key="sources_table")
 if sources.filter(pl.col("status") == "loaded").height:
     show_chart(coverage_figure(sources, tz=v.tz), sources.drop("content_hash"), "source-coverage")
 
+request_logs = cached_request_logs(src.path, src.version, config_version())
 st.subheader("Series inventory")
 if metrics.height == 0:
-    st.info("The store holds no samples yet.", icon=":material/info:")
+    st.info("No metric series: the store holds request logs only (below)." if request_logs.height
+            else "The store holds no samples yet.", icon=":material/info:")
 else:
     left, right = st.columns([3, 2])
     with left:
@@ -591,6 +642,12 @@ else:
     every = st.expander(f"Series of {metric}", key="inv_series", on_change="rerun")
     if every.open:
         show_table(series, where=every)
+
+if request_logs.height:
+    st.subheader("Request logs")
+    st.caption("Services with a per-request log: their traffic and p50/p95/p99 come from it, exactly, on every "
+               "step it covers (errors counted apart); a histogram of the same service is used only outside.")
+    show_table(request_logs, key="request_logs_table")
 
 # -- autoscalers and unlabelled GPUs -----------------------------------------------------------
 links, gpu_rules = cached_links(src.path, src.version, config_version())

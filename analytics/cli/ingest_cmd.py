@@ -62,9 +62,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             results.extend(ingest_path(st, path, at_ms=at_ms, columns=columns))
     loaded = [r for r in results if r.status == "loaded"]
     failed = [r for r in results if r.status == "failed"]
+    requests = sum(int(r.extra.get("requests", 0)) for r in loaded)
     if args.json:
         print_json({"sources": [r.as_dict() for r in results],
-                    "series": sum(r.series for r in loaded), "samples": sum(r.samples for r in loaded)})
+                    "series": sum(r.series for r in loaded), "samples": sum(r.samples for r in loaded),
+                    "requests": requests})
     else:
         for r in results:
             line = f"{r.status:8} {r.format:15} {r.series:>8} series {r.samples:>10} samples  {r.name}"
@@ -76,7 +78,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 line += f"  [{r.note}]"
             print(line)
         print(f"{len(loaded)} loaded, {len(results) - len(loaded) - len(failed)} skipped, {len(failed)} failed: "
-              f"{sum(r.series for r in loaded)} series, {sum(r.samples for r in loaded)} samples")
+              f"{sum(r.series for r in loaded)} series, {sum(r.samples for r in loaded)} samples"
+              + (f", {requests:,} requests" if requests else ""))
     for r in failed:
         print(f"tidelens: {r.error}", file=sys.stderr)
     groups = group_failures(failed)

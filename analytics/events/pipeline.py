@@ -71,7 +71,6 @@ def analyse_store(store: "Store", cfg: EventsConfig | None = None, wmap: "Worklo
         every service. A service with none in a plain dict is judged by the relative rule
         (``cfg.relative_k``).
     """
-    from analytics.events.slo import slo_bucket_notes
     from analytics.slo import SloTable
 
     cfg = cfg or EventsConfig()
@@ -79,6 +78,20 @@ def analyse_store(store: "Store", cfg: EventsConfig | None = None, wmap: "Worklo
     if isinstance(slos_ms, SloTable):
         slos_ms = slos_ms.for_services(tl["services"]["service"].unique().to_list())
     result = analyse(tl["services"], tl["pool"], tl["holdings"], cfg=cfg, slos_ms=slos_ms, incidents=incidents)
-    result.notes.extend(slo_bucket_notes(store, tl["services"], result.slos_ms))
+    result.notes.extend(store_notes(store, tl["services"], result.slos_ms, wmap))
     return result
+
+
+def store_notes(store: "Store", services: pl.DataFrame, slos_ms: "dict[str, float | None]",
+                wmap: "WorkloadMap | None" = None) -> list[str]:
+    """What the store says of how exactly the events could be judged (the page and the CLI add the
+    same): an SLO inside a histogram bucket; a service whose request log wins over its histogram."""
+    from analytics.events.slo import slo_bucket_notes
+
+    notes = slo_bucket_notes(store, services, slos_ms)
+    if store.has_requests() and services["slo_metric"].str.starts_with("requests.").any():
+        from analytics.timeline.service import latency_source_notes, request_log_summary
+
+        notes.extend(latency_source_notes(request_log_summary(store, wmap)))
+    return notes
 

@@ -8,7 +8,8 @@ Public API
 :func:`ingest_bytes`
     One upload's bytes (possibly gzip); raises :class:`~analytics.errors.IngestError` on bad input.
 :func:`detect_format`
-    ``prom-text | openmetrics | prom-json | csv-long | csv-grafana | nvidia-smi-csv | parquet-long``.
+    ``prom-text | openmetrics | prom-json | csv-long | csv-grafana | nvidia-smi-csv | parquet-long``, the
+    other formats of :data:`FORMATS`, and per-request logs (``requests-csv | -jsonl | -parquet``).
 
 Each source loads atomically through :meth:`Store.load`; the content hash is over the
 decompressed bytes, so the same data again (compressed or not) is ``skipped``.
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from analytics.errors import IngestError
 from analytics.times import iso_utc
-from analytics.ingest.detect import EXPOSITION_FORMATS, FORMATS, detect_format, exposition_flavour
+from analytics.ingest.detect import EXPOSITION_FORMATS, FORMATS, detect_format, exposition_flavour, refine_format
 from analytics.ingest.exposition import parse_exposition
 from analytics.ingest.promjson import parse_prom_json
 from analytics.ingest.sources import (HashedChunks, gunzip, iter_bytes_chunks, list_files, peek_path, read_path,
@@ -74,6 +75,10 @@ def _data_parse(name: str, fmt: str, data: bytes) -> Callable[[Sink], str | None
         from analytics.ingest.datadog import parse_datadog_v1
 
         return lambda sink: parse_datadog_v1(data, sink, name)
+    if fmt in ("requests-csv", "requests-jsonl", "requests-parquet"):
+        from analytics.ingest.requests import parse_requests
+
+        return lambda sink: parse_requests(data, sink, name)
     if fmt == "csv-long":
         return lambda sink: parse_csv_long(data, sink, name)
     if fmt == "csv-grafana":
@@ -128,6 +133,7 @@ def ingest_bytes(store: Store, name: str, data: bytes, *, at_ms: int | None = No
         fmt, why = exposition_flavour(data[:1 << 20], data[-4096:])
         parse = _exposition_parse(name, fmt, lambda: iter_bytes_chunks(data, name=name), at_ms, mtime_ms, why)
     else:
+        fmt = refine_format(fmt, data, name)
         parse = _data_parse(name, fmt, data)
     return store.load(name, fmt, content_hash(data), parse)
 
@@ -149,6 +155,7 @@ def _ingest_file(store: Store, path: Path, at_ms: int | None,
         parse = _exposition_parse(name, fmt, lambda: chunks, at_ms, mtime_ms, why)
         return store.load(name, fmt, chunks.hexdigest, parse)
     data = read_path(path)
+    fmt = refine_format(fmt, data, name)
     return store.load(name, fmt, content_hash(data), _data_parse(name, fmt, data))
 
 

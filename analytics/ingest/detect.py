@@ -1,7 +1,8 @@
 """Format detection from content (the extension only breaks ties).
 
 Formats: ``prom-text`` (exposition 0.0.4), ``openmetrics``, ``prom-json`` (HTTP API responses),
-``csv-long``, ``csv-grafana`` (series joined by time), ``nvidia-smi-csv`` and ``parquet-long``.
+``csv-long``, ``csv-grafana`` (series joined by time), ``nvidia-smi-csv``, ``parquet-long``, and
+per-request logs ``requests-csv | requests-jsonl | requests-parquet`` (a time and a latency column).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from analytics.errors import IngestError
 from analytics.ingest.sources import is_gzip
 
 FORMATS: tuple[str, ...] = ("prom-text", "openmetrics", "prom-json", "datadog-v1", "csv-long",
-                            "csv-grafana", "nvidia-smi-csv", "parquet-long", "servegen-rate", "influx-lp")
+                            "csv-grafana", "nvidia-smi-csv", "parquet-long", "servegen-rate", "influx-lp",
+                            "requests-csv", "requests-jsonl", "requests-parquet")
 # ServeGen's published client files: no header, `timestamp_s, rate_rps, cv, arrival_dist, p1, p2`.
 _SERVEGEN_ROW = re.compile(rb"^\d+,[0-9.eE+-]+,[0-9.eE+-]*,[A-Za-z]*,[0-9.eE+-]*,[0-9.eE+-]*\r?$")
 EXPOSITION_FORMATS = ("prom-text", "openmetrics")
@@ -41,6 +43,12 @@ def _csv_kind(cols: list[str]) -> str | None:
     if any(c in METRIC_COLUMNS for c in low) and any(c in VALUE_COLUMNS for c in low) \
             and any(c in TIME_COLUMNS for c in low):
         return "csv-long"
+    from analytics.ingest.requests import detect_request_columns, unitless_latency
+
+    if detect_request_columns(cols) is not None:
+        return "requests-csv"
+    if unitless_latency(cols) and any(c in TIME_COLUMNS for c in low):
+        return "requests-csv"  # its parser says which unit to name
     if len(cols) >= 2 and low[0] in TIME_COLUMNS:
         return "csv-grafana"
     return None
@@ -72,8 +80,14 @@ def detect_format(data: bytes, name: str = "") -> str:
     if is_gzip(data):  # only the head is needed: decompress at most 1 MB of it
         data = zlib.decompressobj(31).decompress(data, 1 << 20)
     if data[:4] == b"PAR1":
-        return "parquet-long"
+        return "parquet-long"  # a request log's columns are in its footer: see refine_format
     stripped = data.lstrip()
+    if stripped[:1] == b"{" and b"\n{" in stripped[:1 << 20]:
+        from analytics.ingest.requests import detect_request_columns, jsonl_keys
+
+        keys = jsonl_keys(stripped)
+        if keys is not None and detect_request_columns(keys) is not None:
+            return "requests-jsonl"
     if stripped[:1] in (b"{", b"["):
         # Datadog's /api/v1/query answers series[].pointlist; Prometheus data.result
         return "datadog-v1" if b'"pointlist"' in stripped[:1 << 20] and b'"series"' in stripped[:1 << 20] \
@@ -99,10 +113,26 @@ def detect_format(data: bytes, name: str = "") -> str:
             return kind
         raise IngestError(name or "<data>", "a CSV whose header names no known layout: expected a long "
                           "layout (timestamp, metric, value, label columns...), Grafana's 'series joined "
-                          "by time' (Time, series...), or nvidia-smi --query-gpu --format=csv output; "
+                          "by time' (Time, series...), nvidia-smi --query-gpu --format=csv output, or a "
+                          "request log (a time and a latency_ms / latency_s column; any other table: "
+                          "tidelens ingest --columns mapping.toml); "
                           f"found header {','.join(csv_header(lines[0]))[:200]!r}", line=1)
     raise IngestError(name or "<data>", "unrecognised format: expected Prometheus text/OpenMetrics, "
                       "Prometheus API JSON, CSV (long, Grafana, nvidia-smi) or Parquet", line=1)
+
+
+def refine_format(fmt: str, data: bytes, name: str = "") -> str:
+    """The format once the whole source is at hand: a Parquet file with a request log's columns
+    is ``requests-parquet`` (its schema is in the footer, which the head does not hold)."""
+    if fmt != "parquet-long":
+        return fmt
+    from analytics.ingest.requests import detect_request_columns, header_columns
+
+    try:
+        cols = header_columns(data, name)
+    except IngestError:
+        return fmt  # the long-layout reader names what is wrong
+    return "requests-parquet" if detect_request_columns(cols) is not None else fmt
 
 
 _TS_TOKEN = re.compile(rb"(?:\}|\s)\s*[-+0-9.eEaNInf]+[ \t]+([-+]?[0-9][0-9.eE+-]*)[ \t]*\r?$")
@@ -142,4 +172,4 @@ def exposition_flavour(head: bytes, tail: bytes = b"") -> tuple[str, str | None]
     return ("openmetrics" if marked else "prom-text"), None
 
 
-__all__ = ["detect_format", "exposition_flavour", "FORMATS", "EXPOSITION_FORMATS"]
+__all__ = ["detect_format", "exposition_flavour", "refine_format", "FORMATS", "EXPOSITION_FORMATS"]

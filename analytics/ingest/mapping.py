@@ -21,6 +21,15 @@ Written as TOML (``tidelens ingest --columns mapping.toml FILE...``)::
     metric = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
     scale = 0.01
 
+A per-request log (one row per request) takes a ``[requests]`` table instead of ``[values]``
+(:mod:`analytics.ingest.requests`; ``[time]`` as above, its unit also ``clf`` or ``auto``)::
+
+    [requests]
+    latency = "elapsed"   # and latency_unit = "s" | "ms" | "us"; or ttft = "..." with ttft_unit
+    latency_unit = "ms"
+    service = "upstream"  # a column; or service_name = "chat-vllm"
+    status = "code"       # optional: status, error, success, tokens, pod, namespace
+
 The mapping's digest is part of the source's identity: the same file under another mapping is a
 new load. Errors name the file, the line and the column; a mapping that gives no signal any
 analysis reads says so before anything is loaded.
@@ -37,13 +46,16 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import polars as pl
 
 from analytics.errors import ConfigError, IngestError
 from analytics.store import Sink
+
+if TYPE_CHECKING:
+    from analytics.ingest.requests import RequestColumns
 
 TIME_UNITS_MS = {"s": 1000.0, "ms": 1.0, "us": 1e-3, "ns": 1e-6}
 _RATE = re.compile(r"(^|[^a-z])(rps|qps|request_rate|requests_per_second|rate_rps|req_rate|request_rps)([^a-z]|$)")
@@ -62,22 +74,36 @@ class ColumnMapping:
     metric_from_file: bool = False  # or the file's name
     labels: dict[str, str] = field(default_factory=dict)  # column -> label
     signals: dict[str, tuple[str, float]] = field(default_factory=dict)  # metric -> (standard, scale)
+    requests: "RequestColumns | None" = None  # a per-request log: which column is what
 
     @property
     def layout(self) -> str:
+        if self.requests is not None:
+            return "requests"
         return "wide" if len(self.values) > 1 else "long"
+
+    def request_columns(self) -> "RequestColumns":
+        """The ``[requests]`` reading with this mapping's ``[time]``."""
+        from analytics.ingest.requests import with_time
+
+        assert self.requests is not None
+        return with_time(self.requests, self.time, self.time_unit, self.time_zone)
 
     def digest(self) -> str:
         """A short hash of the mapping (part of the source's identity)."""
         blob = orjson.dumps({"time": [self.time, self.time_unit, self.time_zone], "values": list(self.values),
                              "metric": [self.metric, self.metric_column, self.metric_from_file],
-                             "labels": self.labels, "signals": {k: list(v) for k, v in self.signals.items()}},
+                             "labels": self.labels, "signals": {k: list(v) for k, v in self.signals.items()},
+                             **({"requests": self.requests.as_dict()} if self.requests is not None else {})},
                             option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def check(self, where: str) -> None:
         if not self.time:
             raise ConfigError(f"{where}: [time] column is required")
+        if self.requests is not None:
+            self.request_columns().check(where)
+            return
         if self.time_unit not in (*TIME_UNITS_MS, "iso"):
             raise ConfigError(f"{where}: [time] unit {self.time_unit!r}: one of s, ms, us, ns, iso")
         if not self.values:
@@ -110,13 +136,34 @@ def load_mapping(path: str | Path) -> ColumnMapping:
     cols = v.get("columns", [])
     if isinstance(cols, str):
         cols = [cols]
+    requests = None
+    if "requests" in doc:
+        requests = _request_table(doc["requests"], p)
     mapping = ColumnMapping(
         time=str(t.get("column", "")), time_unit=str(t.get("unit", "s")), time_zone=str(t.get("zone", "UTC")),
         values=tuple(str(c) for c in cols), metric=m.get("name"), metric_column=m.get("column"),
         metric_from_file=bool(m.get("from_file", False)),
-        labels={str(k): str(x) for k, x in (doc.get("labels") or {}).items()}, signals=signals)
+        labels={str(k): str(x) for k, x in (doc.get("labels") or {}).items()}, signals=signals, requests=requests)
     mapping.check(str(p))
     return mapping
+
+
+_REQUEST_KEYS = ("latency", "latency_unit", "ttft", "ttft_unit", "service", "service_name", "status", "error",
+                 "success", "tokens", "pod", "namespace")
+
+
+def _request_table(table: Any, where: Path) -> "RequestColumns":
+    from analytics.ingest.requests import RequestColumns
+
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [requests] must be a table (latency = \"<column>\", ...)")
+    unknown = sorted(set(table) - set(_REQUEST_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: [requests] has no key {', '.join(unknown)}; its keys: {', '.join(_REQUEST_KEYS)}")
+    bad = [k for k, x in table.items() if not isinstance(x, str)]
+    if bad:
+        raise ConfigError(f"{where}: [requests] {bad[0]} must be a string (a column name or a unit)")
+    return RequestColumns(time="", **table)
 
 
 def _known_metrics() -> set[str]:
@@ -151,6 +198,11 @@ def _bad(frame: pl.DataFrame, mask: pl.Series, column: str, what: str, source: s
 
 def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping) -> str | None:
     """Load a CSV or Parquet table through ``mapping`` into ``sink``; returns a note or None."""
+    if mapping.requests is not None:
+        from analytics.ingest.requests import parse_requests
+
+        note = parse_requests(data, sink, source, mapping.request_columns())
+        return f"column mapping {mapping.digest()} (a request log): {note}"
     frame = _read(data, source)
     needed = [mapping.time, *mapping.values, *mapping.labels,
               *([mapping.metric_column] if mapping.metric_column else [])]
@@ -252,10 +304,20 @@ def guess_mapping(frame: pl.DataFrame, name: str = "") -> ColumnMapping:
     cols = frame.columns
     by_name = [c for c in cols if c.lower() in _TIME_NAMES or c.lower().startswith(("timestamp", "time"))]
     time = next(iter(by_name), None) or next((c for c in cols if numeric(c) or isoish(c)), cols[0] if cols else "")
-    unit = "iso"
-    if time and numeric(time):
-        first = float(frame[time].drop_nulls().cast(pl.Float64)[0])
-        unit = "ns" if first > 1e17 else "us" if first > 1e14 else "ms" if first > 1e11 else "s"
+    def unit_of(col: str) -> str:
+        if col and numeric(col):
+            first = float(frame[col].drop_nulls().cast(pl.Float64)[0])
+            return "ns" if first > 1e17 else "us" if first > 1e14 else "ms" if first > 1e11 else "s"
+        clf = frame[col].drop_nulls().head(20).str.strip_chars().str.to_datetime(
+            "%d/%b/%Y:%H:%M:%S %z", strict=False) if col else None
+        return "clf" if clf is not None and clf.len() and clf.null_count() == 0 else "iso"
+
+    from analytics.ingest.requests import detect_request_columns
+
+    logged = detect_request_columns(cols)
+    if logged is not None:  # a request log's header: one row per request
+        return ColumnMapping(time=logged.time, time_unit=unit_of(logged.time), requests=logged)
+    unit = unit_of(time)
     values = tuple(c for c in cols if c != time and numeric(c))
     labels = {c: c for c in cols if c != time and c not in values}
     stem = Path(name).name.split(".")[0] or "value"
@@ -267,8 +329,13 @@ def mapping_toml(m: ColumnMapping) -> str:
     """The mapping as the TOML :func:`load_mapping` reads (saved beside the store by the Data page)."""
     import tomli_w
 
-    doc: dict[str, Any] = {"time": {"column": m.time, "unit": m.time_unit, "zone": m.time_zone},
-                           "values": {"columns": list(m.values)}}
+    doc: dict[str, Any] = {"time": {"column": m.time, "unit": m.time_unit, "zone": m.time_zone}}
+    if m.requests is not None:
+        doc["requests"] = {k: v for k, v in m.requests.as_dict().items()
+                           if k in _REQUEST_KEYS and not (k.endswith("_unit") and v == "ms"
+                                                          and getattr(m.requests, k[:-5]) is None)}
+        return tomli_w.dumps(doc)
+    doc["values"] = {"columns": list(m.values)}
     metric: dict[str, Any] = {}
     if m.metric is not None:
         metric["name"] = m.metric

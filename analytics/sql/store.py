@@ -38,6 +38,20 @@ CREATE TABLE IF NOT EXISTS samples (
     ts_ms      BIGINT NOT NULL,            -- UTC epoch milliseconds
     value      DOUBLE
 );
+-- Per-request logs (analytics.ingest.requests): one row per request, many per timestamp; the
+-- service timeline takes a service's traffic and latency from them where they cover a step.
+CREATE TABLE IF NOT EXISTS requests (
+    source_id   BIGINT NOT NULL,            -- sources.id of the log it came from
+    ts_ms       BIGINT NOT NULL,            -- UTC epoch ms, as the log states it (usually its end)
+    service     VARCHAR NOT NULL,
+    latency_ms  DOUBLE,                     -- the request's whole latency
+    ttft_ms     DOUBLE,                     -- time to first token, where the log has it
+    error       BOOLEAN NOT NULL,           -- failed (5xx, 429, or the log's own error flag)
+    status      VARCHAR,
+    tokens      DOUBLE,
+    pod         VARCHAR,
+    namespace   VARCHAR
+);
 -- SLOs the data declares for its services (the bundled sample writes its scenario's): read by
 -- the app and the CLI alike, after the user's settings and tidelens.toml.
 CREATE TABLE IF NOT EXISTS slos (
@@ -151,11 +165,8 @@ SELECT s.metric, count(DISTINCT s.id) AS series, count(*) AS samples,
 FROM series s JOIN samples x ON x.series_id = s.id
 GROUP BY s.metric ORDER BY s.metric
 """
-# The span inside the plausible window (analytics.store.plausible_window_ms): what a view can show.
 TOTALS = """
 SELECT (SELECT count(*) FROM series) AS series, (SELECT count(*) FROM samples) AS samples,
-       (SELECT min(ts_ms) FROM samples WHERE ts_ms BETWEEN $lo_ms AND $hi_ms) AS first_ts_ms,
-       (SELECT max(ts_ms) FROM samples WHERE ts_ms BETWEEN $lo_ms AND $hi_ms) AS last_ts_ms,
        (SELECT count(*) FROM sources WHERE status = 'loaded') AS sources
 """
 SAMPLES_OF_METRIC = """

@@ -86,6 +86,11 @@ class _Cursor:
     def query(self, sql: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
         return self.con.sql(sql, params=params or None).pl()
 
+    def has_requests(self) -> bool:
+        from analytics.sql.requests import HAS_REQUESTS_TABLE
+
+        return bool(self.con.execute(HAS_REQUESTS_TABLE).fetchall()[0][0])
+
     def __enter__(self) -> "_Cursor":
         return self
 

@@ -15,11 +15,13 @@ else its pod's workload. HPA and Deployment series are linked to the service the
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import polars as pl
 
 from analytics import signals as sg
 from analytics.counters import histogram_quantiles, increase_by_group, register_temp, step_range
+from analytics.sql import requests as rq
 from analytics.sql import timeline as q
 from analytics.store import Store
 from analytics.timeline.autoscaler import Hpa, Link, ServiceTargets, link_deployments, link_hpas, links_frame
@@ -38,7 +40,12 @@ GAUGES: dict[str, str] = {sg.VLLM_RUNNING: "running", sg.VLLM_WAITING: "waiting"
 SERVICE_SCHEMA = {"ts": pl.Datetime("ms", "UTC"), "service": pl.Utf8, "pool": pl.Utf8, "rps": pl.Float64,
                   "p50_ms": pl.Float64, "p95_ms": pl.Float64, "p99_ms": pl.Float64, "replicas": pl.Int64,
                   "desired_replicas": pl.Float64, "ready_replicas": pl.Float64, "running": pl.Float64,
-                  "waiting": pl.Float64, "slo_metric": pl.Utf8}
+                  "waiting": pl.Float64, "slo_metric": pl.Utf8, "error_rps": pl.Float64}
+# What slo_metric says on a step whose traffic and latency came from the service's request log.
+LOG_TTFT = "requests.ttft_ms"
+LOG_LATENCY = "requests.latency_ms"
+SERVICES_SCHEMA = {"service": pl.Utf8, "service_id": pl.Int64, "namespace": pl.Utf8, "slo_metric": pl.Utf8,
+                   "pool": pl.Utf8, "log_metric": pl.Utf8}
 
 
 def ms_per_unit(metric: str) -> float:
@@ -59,13 +66,17 @@ def _histogram_metrics() -> list[str]:
             *SUMMARY_METRICS, *(f"{m}_count" for m in SUMMARY_METRICS)]
 
 
-def _autoscaler_series_links(s: pl.DataFrame, lat: pl.DataFrame,
-                             wmap: WorkloadMap) -> tuple[list[Link], list[Link]]:
+def _autoscaler_series_links(s: pl.DataFrame, lat: pl.DataFrame, wmap: WorkloadMap,
+                             logged: Sequence[tuple[str, str | None]] = ()) -> tuple[list[Link], list[Link]]:
     """HPA and Deployment links (:mod:`analytics.timeline.autoscaler`) from the series frame."""
     by_service = lat.group_by("service").agg(pl.col("_workload").drop_nulls().unique(),
                                               pl.col("namespace").drop_nulls().mode().first())
     targets = [ServiceTargets(r["service"], r["namespace"], tuple(sorted({r["service"], *r["_workload"]})))
                for r in by_service.sort("service").iter_rows(named=True)]
+    # a service known only from its request log is scaled by an autoscaler too
+    known = {t.service for t in targets}
+    targets += [ServiceTargets(name, ns, (name,)) for name, ns in logged if name not in known]
+    targets.sort(key=lambda t: t.service)
     hpa_rows = s.filter(pl.col("hpa").is_not_null() & pl.col("metric").is_in([sg.KSM_HPA_DESIRED, sg.KSM_HPA_INFO]))
     info = (hpa_rows.filter(pl.col("metric") == sg.KSM_HPA_INFO).group_by("namespace", "hpa")
             .agg(pl.col("target_kind").drop_nulls().first(), pl.col("target_name").drop_nulls().first()))
@@ -98,7 +109,8 @@ def _resolve(store: Store, wmap: WorkloadMap) -> tuple[pl.DataFrame, pl.DataFram
     s = s.with_columns(pl.when(pl.col("hpa").is_null() & pl.col("deployment").is_null())
                        .then(pl.coalesce("service_label", "_workload", "model_name")).alias("service"))
     lat = s.filter(pl.col("role").is_in(["bucket", "count", "summary"]) & pl.col("service").is_not_null())
-    hpa_links, dep_links = _autoscaler_series_links(s, lat, wmap)
+    logged = [(r[0], r[1]) for r in request_log_services(store).select("service", "namespace").iter_rows()]
+    hpa_links, dep_links = _autoscaler_series_links(s, lat, wmap, logged)
     hpa_to = {(x.namespace, x.name): x.service for x in hpa_links if x.status == "linked"}
     dep_to = {(x.namespace, x.name): x.service for x in dep_links if x.status == "linked"}
     # a Deployment's ready replicas; _available where it reports no _ready
@@ -143,42 +155,84 @@ def service_series(store: Store, wmap: WorkloadMap,
 
     Returns ``(series, services)``: ``series`` has ``series_id, metric, base, service, pod_key,
     le`` (float), ``quantile``, ``role`` (bucket / count / summary / a gauge name); ``services`` has ``service,
-    service_id, namespace, slo_metric, pool``.
+    service_id, namespace, slo_metric`` (the histogram, null for a service known only from its request
+    log), ``pool``, ``log_metric`` (:data:`LOG_TTFT` / :data:`LOG_LATENCY` where the service has a request
+    log, else null).
     """
-    empty = (pl.DataFrame(schema={"series_id": pl.Int64, "metric": pl.Utf8, "base": pl.Utf8, "service": pl.Utf8,
-                                  "pod_key": pl.Utf8, "le": pl.Float64, "quantile": pl.Utf8, "role": pl.Utf8}),
-             pl.DataFrame(schema={"service": pl.Utf8, "service_id": pl.Int64, "namespace": pl.Utf8,
-                                  "slo_metric": pl.Utf8, "pool": pl.Utf8}))
+    series_schema = {"series_id": pl.Int64, "metric": pl.Utf8, "base": pl.Utf8, "service": pl.Utf8,
+                     "pod_key": pl.Utf8, "le": pl.Float64, "quantile": pl.Utf8, "role": pl.Utf8}
     resolved = _resolve(store, wmap)
-    if resolved is None:
-        return empty
-    s, lat, _ = resolved
-    if lat.height == 0:
-        return empty
-    names = sorted(lat["service"].unique().to_list())
-    present = lat.group_by("service").agg(pl.col("base").unique(), pl.col("namespace").drop_nulls().mode().first())
+    s, lat = (resolved[0], resolved[1]) if resolved is not None else (None, None)
+    logs = request_log_services(store)
+    if (lat is None or lat.height == 0) and logs.height == 0:
+        return pl.DataFrame(schema=series_schema), pl.DataFrame(schema=SERVICES_SCHEMA)
+    present = (lat.group_by("service").agg(pl.col("base").unique(), pl.col("namespace").drop_nulls().mode().first())
+               if lat is not None and lat.height else pl.DataFrame(schema={"service": pl.Utf8, "base": pl.List(pl.Utf8),
+                                                                           "namespace": pl.Utf8}))
+    log_by = {r["service"]: r for r in logs.iter_rows(named=True)}
+    hist_by = {r["service"]: r for r in present.iter_rows(named=True)}
+    names = sorted({*hist_by, *log_by})
     pods = classify_pods(store, wmap) if classified is None else classified
     host_by_pod = {(r["namespace"], r["pod"]): r["hostname"] for r in pods.iter_rows(named=True)}
+    host_by_name = {r["pod"]: r["hostname"] for r in pods.iter_rows(named=True)}
+    log_pods = _request_pods(store) if logs.height else {}
     rows = []
-    for r in present.sort("service").iter_rows(named=True):
-        d = classify(wmap, {"namespace": r["namespace"], "workload": r["service"], "service": r["service"]})
-        bases = set(r["base"])
+    for name in names:
+        h, lg = hist_by.get(name), log_by.get(name)
+        namespace = h["namespace"] if h and h["namespace"] else (lg["namespace"] if lg else None)
+        d = classify(wmap, {"namespace": namespace, "workload": name, "service": name})
+        bases = set(h["base"]) if h else set()
         slo = d.slo_metric if d.slo_metric in bases else next(
             (m for m in (*SLO_PREFERENCE, *SUMMARY_METRICS) if m in bases), None)
         pool = d.pool
-        if not any(rule.pool is not None and rule.matches({"namespace": r["namespace"], "workload": r["service"],
-                                                           "service": r["service"]}) for rule in wmap.rules):
+        if not any(rule.pool is not None and rule.matches({"namespace": namespace, "workload": name,
+                                                           "service": name}) for rule in wmap.rules):
             # no rule placed the service: the pool its pods' nodes are in (most pods win)
-            svc_pods = lat.filter(pl.col("service") == r["service"]).select("namespace", "pod").unique()
-            hosts = [host_by_pod.get((ns, p)) for ns, p in svc_pods.iter_rows()]
-            pools = [pool_of_host(wmap, h) for h in hosts if h]
+            hosts = []
+            if h:
+                svc_pods = lat.filter(pl.col("service") == name).select("namespace", "pod").unique()
+                hosts = [host_by_pod.get((ns, p)) for ns, p in svc_pods.iter_rows()]
+            hosts += [host_by_pod.get((ns, p), host_by_name.get(p)) for ns, p in log_pods.get(name, ())]
+            pools = [pool_of_host(wmap, x) for x in hosts if x]
             if pools:
                 pool = max(sorted(set(pools)), key=pools.count)
-        rows.append({"service": r["service"], "service_id": names.index(r["service"]),
-                     "namespace": r["namespace"], "slo_metric": slo, "pool": pool})
-    services = pl.DataFrame(rows, schema=empty[1].schema)
+        log_metric = _log_metric(lg, d.slo_metric, slo) if lg else None
+        rows.append({"service": name, "service_id": names.index(name), "namespace": namespace,
+                     "slo_metric": slo, "pool": pool, "log_metric": log_metric})
+    services = pl.DataFrame(rows, schema=SERVICES_SCHEMA)
+    if s is None:
+        return pl.DataFrame(schema=series_schema), services
     s = s.filter(pl.col("service").is_in(names))
     return s.select("series_id", "metric", "base", "service", "pod_key", "le", "quantile", "role"), services
+
+
+def _log_metric(log: dict, wanted: str | None, histogram: str | None) -> str:
+    """Which latency of a service's request log its p50/p95/p99 are: the workload map's
+    ``slo_metric`` when it names one the log has; else time to first token where the log has it
+    and the service's histogram (if any) is TTFT too, as the histograms prefer; else the latency."""
+    has = {LOG_TTFT: log["with_ttft"] > 0, LOG_LATENCY: log["with_latency"] > 0}
+    if wanted in has and has[wanted]:
+        return wanted
+    if has[LOG_TTFT] and (histogram in (None, sg.VLLM_TTFT) or not has[LOG_LATENCY]):
+        return LOG_TTFT
+    return LOG_LATENCY
+
+
+def request_log_services(store: Store) -> pl.DataFrame:
+    """One row per service of the store's request logs (``analytics.sql.requests.REQUEST_SERVICES``)."""
+    schema = {"service": pl.Utf8, "requests": pl.Int64, "errors": pl.Int64, "with_ttft": pl.Int64,
+              "with_latency": pl.Int64, "with_pod": pl.Int64, "with_status": pl.Int64, "namespace": pl.Utf8,
+              "first_ms": pl.Int64, "last_ms": pl.Int64}
+    if not store.has_requests():
+        return pl.DataFrame(schema=schema)
+    return store.query(rq.REQUEST_SERVICES).select(*(pl.col(c).cast(t) for c, t in schema.items()))
+
+
+def _request_pods(store: Store) -> dict[str, list[tuple[str | None, str]]]:
+    out: dict[str, list[tuple[str | None, str]]] = {}
+    for service, ns, pod in store.query(rq.REQUEST_PODS).iter_rows():
+        out.setdefault(service, []).append((ns, pod))
+    return out
 
 
 def service_timeline(store: Store, cfg: TimelineConfig = TimelineConfig(),
@@ -266,8 +320,51 @@ def service_frame(store: Store, rng: tuple[int, int, int],
         *(((pl.col(c).fill_nan(None).fill_null(pl.col(f"summary_{c}"))
             * pl.col("slo_metric").replace_strict(unit_ms, default=None, return_dtype=pl.Float64))).alias(c)
           for c in QUANTILES),
-        pl.col("replicas").fill_null(0).cast(pl.Int64))
+        pl.col("replicas").fill_null(0).cast(pl.Int64),
+        pl.lit(None, dtype=pl.Float64).alias("error_rps"))
+    logged = services.filter(pl.col("log_metric").is_not_null())
+    if logged.height:
+        out = _with_request_logs(store, rng, out, services, logged)
     return out.select(*(pl.col(c).cast(t) for c, t in SERVICE_SCHEMA.items())).sort("service", "ts")
+
+
+def _with_request_logs(store: Store, rng: tuple[int, int, int], out: pl.DataFrame, services: pl.DataFrame,
+                       logged: pl.DataFrame) -> pl.DataFrame:
+    """``out`` with each logged service's steps, over its log's span, taken from its request log:
+    request rate (every request), exact p50/p95/p99 of the successful ones, failed requests per
+    second apart, and the pods serving where the log names pods. The logs win over histograms."""
+    from analytics.counters import step_end
+
+    step_ms, lo_ms, hi_ms = rng
+    step_s = step_ms / 1000
+    ttft = logged.filter(pl.col("log_metric") == LOG_TTFT)["service"].to_list()
+    raw = store.query(rq.REQUEST_STEPS, {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms,
+                                         "ttft_services": ttft})
+    spans = request_log_services(store).join(logged.select("service", "service_id", "log_metric"), on="service")
+    grid = pl.concat([pl.DataFrame({"service_id": r["service_id"], "ts_end_ms": pl.int_range(
+        max(step_end(step_ms, r["first_ms"]), lo_ms + step_ms), min(step_end(step_ms, r["last_ms"]), hi_ms) + 1,
+        step_ms, eager=True, dtype=pl.Int64), "_log_metric": r["log_metric"]})
+        for r in spans.iter_rows(named=True)])
+    steps = raw.join(logged.select("service", "service_id"), on="service").select(
+        "service_id", pl.col("ts_end_ms").cast(pl.Int64), "requests", "errors", "pods",
+        *(pl.col("q").list.get(i).alias(f"_log_{c}") for i, c in enumerate(QUANTILES)))
+    logs = grid.join(steps, on=["service_id", "ts_end_ms"], how="left").with_columns(
+        (pl.col("requests").fill_null(0) / step_s).alias("_log_rps"),
+        (pl.col("errors").fill_null(0) / step_s).alias("_log_error_rps"),
+        pl.col("pods").fill_null(0).alias("_log_pods"))
+    keys = ["service_id", "ts_end_ms"]
+    merged = out.join(logs.drop("requests", "errors", "pods"), on=keys, how="full", coalesce=True)
+    by_log = pl.col("_log_metric").is_not_null()
+    merged = merged.drop("service", "pool", "slo_metric", "namespace", "log_metric", strict=False).join(
+        services.select("service_id", "service", "pool", "slo_metric"), on="service_id", how="left").with_columns(
+        pl.col("ts_end_ms").cast(pl.Datetime("ms")).dt.replace_time_zone("UTC").alias("ts"),
+        pl.when(by_log).then(pl.col("_log_rps")).otherwise(pl.col("rps")).alias("rps"),
+        *(pl.when(by_log).then(pl.col(f"_log_{c}")).otherwise(pl.col(c)).alias(c) for c in QUANTILES),
+        pl.when(by_log).then(pl.col("_log_error_rps")).otherwise(pl.col("error_rps")).alias("error_rps"),
+        pl.when(by_log & (pl.col("replicas").fill_null(0) == 0)).then(pl.col("_log_pods"))
+        .otherwise(pl.col("replicas")).fill_null(0).cast(pl.Int64).alias("replicas"),
+        pl.when(by_log).then(pl.col("_log_metric")).otherwise(pl.col("slo_metric")).alias("slo_metric"))
+    return merged
 
 
 def _gauges(store: Store, g: pl.DataFrame, params: dict[str, int], roles: list[str]) -> pl.DataFrame:
@@ -313,3 +410,48 @@ def autoscaler_by_pool(store: Store, params: dict[str, int], wmap: WorkloadMap,
             .group_by("ts_end_ms", "pool")
             .agg(*(pl.when(pl.col(c).count() > 0).then(pl.col(c).sum()).alias(c)
                    for c in ("desired_replicas", "ready_replicas"))))
+
+
+REQUEST_LOG_SCHEMA = {"service": pl.Utf8, "requests": pl.Int64, "errors": pl.Int64, "first_ts": pl.Utf8,
+                      "last_ts": pl.Utf8, "latency": pl.Utf8, "histogram": pl.Utf8, "note": pl.Utf8}
+
+
+def request_log_summary(store: Store, wmap: WorkloadMap | None = None) -> pl.DataFrame:
+    """One row per service of the store's request logs: how many requests and errors, the span,
+    which latency its percentiles are (``latency`` / ``time to first token``), the histogram the
+    service also has (null if none) and a note saying which wins where (what the Data page shows).
+    """
+    from analytics.times import iso_utc
+
+    logs = request_log_services(store)
+    if logs.height == 0:
+        return pl.DataFrame(schema=REQUEST_LOG_SCHEMA)
+    _, services = service_series(store, wmap or WorkloadMap())
+    info = {r["service"]: r for r in services.iter_rows(named=True)}
+    rows = []
+    for r in logs.iter_rows(named=True):
+        s = info.get(r["service"], {})
+        which = "time to first token" if s.get("log_metric") == LOG_TTFT else "latency"
+        hist = s.get("slo_metric")
+        note = (f"traffic and p50/p95/p99 ({which}) from the log on every step from its first to its last "
+                "request, exact; " + (f"its {hist} histogram is used only outside that span" if hist
+                                     else "no histogram of it"))
+        if not r["with_status"]:
+            note += "; the log has no status: no request counts as an error"
+        rows.append({"service": r["service"], "requests": r["requests"], "errors": r["errors"],
+                     "first_ts": iso_utc(r["first_ms"]), "last_ts": iso_utc(r["last_ms"]), "latency": which,
+                     "histogram": hist, "note": note})
+    return pl.DataFrame(rows, schema=REQUEST_LOG_SCHEMA)
+
+
+def latency_source_notes(summary: pl.DataFrame) -> list[str]:
+    """What an analysis page says of services whose request log wins over their histogram.
+
+    >>> s = pl.DataFrame({"service": ["chat"], "histogram": ["vllm:time_to_first_token_seconds"],
+    ...                   "latency": ["time to first token"]})
+    >>> latency_source_notes(s)[0].startswith("chat: traffic and latency come from its request log")
+    True
+    """
+    return [f"{r['service']}: traffic and latency come from its request log (exact per-step percentiles of "
+            f"{r['latency']}, errors counted apart), not from its {r['histogram']} histogram, on the steps the "
+            "log covers" for r in summary.filter(pl.col("histogram").is_not_null()).iter_rows(named=True)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import polars as pl
 
 from analytics.signals import SIGNALS
+from analytics.sql import requests as rq
+from analytics.sql import rhythm as rhq
 from analytics.sql import timeline as q
 from analytics.store import Store
 
@@ -22,9 +24,20 @@ def signal_report(store: Store) -> pl.DataFrame:
     """
     present = set(store.query(q.SIGNAL_METRICS)["metric"].to_list())
     bases = present | {m[: -len(s)] for m in present for s in _SUFFIXES if m.endswith(s)}
+    # a per-request log gives both traffic and latency; a rate gauge (request_rate, rps ...) traffic
+    logged = ""
+    if store.has_requests():
+        n = store.query(rq.REQUEST_SERVICES).height
+        if n:
+            logged = f"request log ({n} service{'s' if n != 1 else ''})"
+    rates = set(store.query(rhq.RATE_METRICS)["metric"].to_list()) - bases
     rows = []
     for sig in SIGNALS:
         found = [m for m in (*sig.metrics, *sig.aliases) if m in bases]
+        if sig.name in ("request_latency", "request_rate") and logged:
+            found.append(logged)
+        if sig.name == "request_rate":
+            found += sorted(rates)
         rows.append({"signal": sig.name, "found": bool(found), "metrics_found": ", ".join(found),
                      "needed_for": sig.needed_for, "cost_if_missing": None if found else sig.cost_if_missing})
     return pl.DataFrame(rows, schema={"signal": pl.Utf8, "found": pl.Boolean, "metrics_found": pl.Utf8,

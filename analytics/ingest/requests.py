@@ -1,0 +1,417 @@
+"""Per-request logs: one row per request (a gateway's or an access log, vLLM's request log) as
+CSV, JSON lines or Parquet, into the store's ``requests`` table.
+
+Which column is what comes from the header (:func:`detect_request_columns`, names real tools
+write: nginx ``request_time`` in seconds, Envoy ``duration`` in ms, ``latency_ms``, ``ttft_s``,
+...) or from a column mapping's ``[requests]`` table (:mod:`analytics.ingest.mapping`). A
+latency column must say its unit (a ``_ms``/``_s``/``_us`` suffix, or a tool's documented
+field); a bare ``latency`` is refused rather than guessed.
+
+A request is an error when its HTTP status is 5xx or 429 (refused for capacity), or when the
+log's own error flag says so (``error``/``is_error``/``failed`` true, ``success``/``ok``
+false); errors are counted apart from the latency percentiles.
+
+>>> cols = detect_request_columns(["timestamp", "service", "latency_ms", "status"])
+>>> (cols.time, cols.latency, cols.latency_unit, cols.service, cols.status)
+('timestamp', 'latency_ms', 'ms', 'service', 'status')
+>>> detect_request_columns(["timestamp", "metric", "value"]) is None
+True
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import polars as pl
+
+from analytics.errors import IngestError
+from analytics.store import Sink
+
+REQUEST_FORMATS: tuple[str, ...] = ("requests-csv", "requests-jsonl", "requests-parquet")
+UNITS_MS: dict[str, float] = {"s": 1000.0, "ms": 1.0, "us": 1e-3}
+TIME_UNITS = ("s", "ms", "us", "ns", "iso", "clf", "auto")
+# nginx's $time_local (common log format): 02/Dec/2026:10:00:00 +0000
+CLF_FORMAT = "%d/%b/%Y:%H:%M:%S %z"
+
+_TIME_NAMES = ("timestamp", "time", "ts", "@timestamp", "start_time", "end_time", "arrival_time",
+               "finish_time", "finished_at", "completed_at", "time_local", "time_iso8601", "datetime",
+               "created_at", "request_time_utc")
+_UNIT_SUFFIX = {"ms": "ms", "milliseconds": "ms", "millis": "ms", "s": "s", "sec": "s", "secs": "s",
+                "seconds": "s", "us": "us", "microseconds": "us", "micros": "us"}
+_LATENCY = re.compile(r"^(?:(?:e2e|request|response|total|upstream|end_to_end)_)?"
+                      r"(?:latency|duration|response_time|request_time|elapsed|e2e|e2e_latency|request_latency)"
+                      r"(?:_(?P<unit>ms|milliseconds|millis|s|sec|secs|seconds|us|microseconds|micros))?$")
+_TTFT = re.compile(r"^(?:ttft|time_to_first_token|first_token_latency|first_token_time)"
+                   r"(?:_(?P<unit>ms|milliseconds|millis|s|sec|secs|seconds|us|microseconds|micros))?$")
+# fields whose unit their tool documents: nginx's $request_time / $upstream_response_time (s),
+# Envoy's %DURATION% (ms)
+_TOOL_UNITS = {"request_time": "s", "upstream_response_time": "s", "duration": "ms"}
+_SERVICE_NAMES = ("service", "service_name", "model", "model_name", "served_model_name", "upstream_cluster",
+                  "upstream", "app", "deployment", "backend", "route")
+_STATUS_NAMES = ("status", "status_code", "http_status", "response_code", "code")
+_ERROR_NAMES = ("error", "is_error", "failed")
+_SUCCESS_NAMES = ("success", "ok", "succeeded")
+_TOKEN_NAMES = ("output_tokens", "completion_tokens", "generated_tokens", "num_generated_tokens", "tokens",
+                "total_tokens")
+_POD_NAMES = ("pod", "pod_name", "kubernetes_pod_name", "exported_pod")
+_NAMESPACE_NAMES = ("namespace", "kube_namespace", "kubernetes_namespace", "exported_namespace")
+_TRUE = ("true", "1", "yes", "y", "t")
+
+
+@dataclass(frozen=True)
+class RequestColumns:
+    """Which column of a request log is what.
+
+    ``time_unit``: ``s | ms | us | ns`` (epoch), ``iso`` (ISO-8601; ``time_zone`` for times
+    without an offset), ``clf`` (nginx ``$time_local``) or ``auto`` (from the first values).
+    ``latency_unit`` / ``ttft_unit``: ``s | ms | us``. The service is a column (``service``) or
+    a constant (``service_name``; default the file's name).
+    """
+
+    time: str
+    latency: str | None = None
+    latency_unit: str = "ms"
+    ttft: str | None = None
+    ttft_unit: str = "ms"
+    service: str | None = None
+    service_name: str | None = None
+    time_unit: str = "auto"
+    time_zone: str = "UTC"
+    status: str | None = None
+    error: str | None = None
+    success: str | None = None
+    tokens: str | None = None
+    pod: str | None = None
+    namespace: str | None = None
+
+    def check(self, where: str) -> None:
+        from analytics.errors import ConfigError
+
+        if not self.time:
+            raise ConfigError(f"{where}: a request log needs its time column ([time] column)")
+        if self.latency is None and self.ttft is None:
+            raise ConfigError(f"{where}: [requests] needs latency = \"<column>\" (or ttft = \"<column>\")")
+        for what, unit in (("latency_unit", self.latency_unit), ("ttft_unit", self.ttft_unit)):
+            if unit not in UNITS_MS:
+                raise ConfigError(f"{where}: [requests] {what} {unit!r}: one of s, ms, us")
+        if self.time_unit not in TIME_UNITS:
+            raise ConfigError(f"{where}: [time] unit {self.time_unit!r}: one of {', '.join(TIME_UNITS)}")
+        if self.service is not None and self.service_name is not None:
+            raise ConfigError(f"{where}: [requests] takes service (a column) or service_name (a constant), not both")
+
+    def columns(self) -> list[str]:
+        """The table's columns this reads, in a stable order."""
+        cols = [self.time, self.latency, self.ttft, self.service, self.status, self.error, self.success,
+                self.tokens, self.pod, self.namespace]
+        return list(dict.fromkeys(c for c in cols if c))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+def _first(cols: list[str], names: tuple[str, ...]) -> str | None:
+    low = {c.lower(): c for c in reversed(cols)}
+    return next((low[n] for n in names if n in low), None)
+
+
+def _unit_of(col: str, pattern: re.Pattern[str]) -> str | None:
+    m = pattern.match(col.lower())
+    if not m:
+        return None
+    if m.group("unit"):
+        return _UNIT_SUFFIX[m.group("unit")]
+    return _TOOL_UNITS.get(col.lower())
+
+
+def unitless_latency(cols: list[str]) -> str | None:
+    """A latency-like column whose unit its name does not say (``latency``), or None.
+
+    >>> unitless_latency(["ts", "latency", "service"]), unitless_latency(["ts", "latency_ms"])
+    ('latency', None)
+    """
+    for c in cols:
+        if (_LATENCY.match(c.lower()) or _TTFT.match(c.lower())) and _unit_of(c, _LATENCY) is None \
+                and _unit_of(c, _TTFT) is None:
+            return c
+    return None
+
+
+def detect_request_columns(cols: list[str]) -> RequestColumns | None:
+    """The request-log reading of a header, or None when it is no request log.
+
+    A request log has a time column and a latency (or time-to-first-token) column whose unit is
+    known; the other roles are optional (the service defaults to the file's name).
+    """
+    time = _first(cols, _TIME_NAMES)
+    latency = next((c for c in cols if _unit_of(c, _LATENCY)), None)
+    ttft = next((c for c in cols if _unit_of(c, _TTFT)), None)
+    if time is None or (latency is None and ttft is None):
+        return None
+    return RequestColumns(
+        time=time, latency=latency, latency_unit=_unit_of(latency, _LATENCY) or "ms" if latency else "ms",
+        ttft=ttft, ttft_unit=_unit_of(ttft, _TTFT) or "ms" if ttft else "ms",
+        service=_first(cols, _SERVICE_NAMES), status=_first(cols, _STATUS_NAMES),
+        error=_first(cols, _ERROR_NAMES), success=_first(cols, _SUCCESS_NAMES), tokens=_first(cols, _TOKEN_NAMES),
+        pod=_first(cols, _POD_NAMES), namespace=_first(cols, _NAMESPACE_NAMES))
+
+
+def jsonl_keys(head: bytes) -> list[str] | None:
+    """The keys of the first line of JSON lines (None unless it is a flat JSON object)."""
+    import orjson
+
+    first = head.lstrip().split(b"\n", 1)[0]
+    try:
+        obj = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return None
+    return list(obj) if isinstance(obj, dict) else None
+
+
+# -- reading -------------------------------------------------------------------------------
+def _container(data: bytes) -> str:
+    if data[:4] == b"PAR1":
+        return "parquet"
+    return "jsonl" if data.lstrip()[:1] == b"{" else "csv"
+
+
+def _read_text_columns(data: bytes, source: str, kind: str, cols: list[str]) -> pl.DataFrame:
+    """Every needed column as text: the slow, exact path that finds a bad row's line."""
+    try:
+        if kind == "csv":
+            return pl.read_csv(io.BytesIO(data), columns=cols, infer_schema=False)
+        if kind == "jsonl":
+            import orjson
+
+            rows = []
+            for i, line in enumerate(data.split(b"\n")):
+                if not line.strip():
+                    continue
+                try:
+                    obj = orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    raise IngestError(source, f"not a JSON object ({exc})", line=i + 1) from None
+                if not isinstance(obj, dict):
+                    raise IngestError(source, "each line must be a JSON object", line=i + 1)
+                rows.append({c: None if obj.get(c) is None else str(obj[c]).lower()
+                             if isinstance(obj.get(c), bool) else str(obj[c]) for c in cols})
+            return pl.DataFrame(rows, schema={c: pl.Utf8 for c in cols})
+        return pl.read_parquet(io.BytesIO(data), columns=cols).select(pl.all().cast(pl.Utf8))
+    except pl.exceptions.PolarsError as exc:
+        raise IngestError(source, f"not a readable {kind.upper()} request log ({exc})") from None
+
+
+def _read_typed(data: bytes, kind: str, rc: RequestColumns) -> pl.DataFrame:
+    """The fast path: numbers read as numbers (raises PolarsError on a bad value)."""
+    cols = rc.columns()
+    numeric = [c for c in (rc.latency, rc.ttft, rc.tokens) if c]
+    if kind == "csv":
+        # strings as Categorical (a log repeats its services, pods and statuses: 10M rows of them as
+        # text were half the load's peak memory); an epoch time as a number
+        overrides: dict[str, Any] = {c: pl.Categorical for c in cols if c not in numeric}
+        overrides.update({c: pl.Float64 for c in numeric})
+        head = pl.read_csv(io.BytesIO(data), columns=[rc.time], n_rows=50, infer_schema=False)[rc.time]
+        if rc.time_unit in ("s", "ms", "us", "ns", "auto") and head.drop_nulls().len() \
+                and head.cast(pl.Float64, strict=False).null_count() == head.null_count():
+            overrides[rc.time] = pl.Float64
+        else:
+            overrides[rc.time] = pl.Utf8
+        return pl.read_csv(io.BytesIO(data), columns=cols, schema_overrides=overrides)
+    if kind == "jsonl":
+        frame = pl.read_ndjson(io.BytesIO(data), infer_schema_length=1000)
+    else:
+        frame = pl.read_parquet(io.BytesIO(data), columns=cols)
+    missing = [c for c in cols if c not in frame.columns]
+    if missing:
+        frame = frame.with_columns(*(pl.lit(None, dtype=pl.Utf8).alias(c) for c in missing))
+    return frame.select(*(pl.col(c).cast(pl.Float64, strict=True) if c in numeric
+                          else pl.col(c).cast(pl.Utf8) for c in cols))
+
+
+def _bad_row(frame: pl.DataFrame, mask: pl.Series, column: str, what: str, source: str,
+             locate: Callable[[int], dict[str, Any]]) -> None:
+    rows = mask.fill_null(False).arg_true()
+    if rows.len():
+        i = int(rows[0])
+        raise IngestError(source, f"column {column!r}: {frame[column][i]!r} is not {what}", **locate(i))
+
+
+def _times_ms(raw: pl.Series, rc: RequestColumns, source: str, frame: pl.DataFrame,
+              locate: Callable[[int], dict[str, Any]]) -> pl.Series:
+    unit = rc.time_unit
+    if unit == "auto":
+        sample = raw.drop_nulls().head(50).cast(pl.Utf8).str.strip_chars()
+        if sample.len() and sample.cast(pl.Float64, strict=False).null_count() == 0:
+            first = abs(float(sample.cast(pl.Float64)[0]))
+            unit = "ns" if first > 1e17 else "us" if first > 1e14 else "ms" if first > 1e11 else "s"
+        elif sample.len() and sample.str.to_datetime(CLF_FORMAT, strict=False).null_count() == 0:
+            unit = "clf"
+        else:
+            unit = "iso"
+    if unit in ("s", "ms", "us", "ns"):
+        num = raw.cast(pl.Float64, strict=False) if raw.dtype != pl.Float64 else raw
+        _bad_row(frame, num.is_null() & raw.is_not_null(), rc.time, f"a number of {unit} since the epoch",
+                 source, locate)
+        scale = {"s": 1000.0, "ms": 1.0, "us": 1e-3, "ns": 1e-6}[unit]
+        return (num * scale).round(0).cast(pl.Int64)
+    text = raw.cast(pl.Utf8).str.strip_chars()
+    if unit == "clf":
+        parsed = text.str.to_datetime(CLF_FORMAT, strict=False, time_unit="ms")
+        what = "a time like 02/Dec/2026:10:00:00 +0000"
+    else:
+        parsed = text.str.to_datetime(strict=False, time_unit="ms", time_zone=rc.time_zone, ambiguous="earliest")
+        what = "an ISO-8601 time"
+    _bad_row(frame, parsed.is_null() & text.is_not_null() & (text != ""), rc.time, what, source, locate)
+    if parsed.dtype.time_zone is None:  # type: ignore[union-attr]
+        parsed = parsed.dt.replace_time_zone(rc.time_zone, ambiguous="earliest")
+    return parsed.dt.convert_time_zone("UTC").dt.epoch("ms")
+
+
+def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.DataFrame, Callable[[int], dict]]:
+    """The log's rows as :data:`~analytics.store.REQUEST_SCHEMA` and a row -> line locator.
+
+    Raises
+    ------
+    IngestError
+        A named column the log lacks, a time that does not parse, a latency that is not a
+        non-negative number: with the file, the line (JSON lines, CSV) or row (Parquet) and column.
+    """
+    kind = _container(data)
+    locate: Callable[[int], dict[str, Any]] = (
+        (lambda i: {"where": f"row {i + 1}"}) if kind == "parquet"
+        else (lambda i: {"line": i + 2}) if kind == "csv" else (lambda i: {"line": i + 1}))
+    header = _header(data, kind, source)
+    missing = [c for c in rc.columns() if c not in header]
+    if missing:
+        raise IngestError(source, f"the request log has no column {', '.join(map(repr, missing))}; its columns: "
+                          f"{', '.join(header)[:300]}", **({"line": 1} if kind == "csv" else {}))
+    numeric = [c for c in (rc.latency, rc.ttft, rc.tokens) if c]
+    try:
+        frame = _read_typed(data, kind, rc)
+    except (pl.exceptions.PolarsError, ValueError):
+        frame = _read_text_columns(data, source, kind, rc.columns())
+        if kind == "jsonl":
+            # blank lines are skipped by the reader: locate by the lines that hold objects
+            lines = [i for i, ln in enumerate(data.split(b"\n")) if ln.strip()]
+            locate = lambda i: {"line": lines[i] + 1}  # noqa: E731
+    for c in numeric:
+        raw = frame[c]
+        if raw.dtype == pl.Float64:
+            num = raw
+        else:  # the text path: a value that is not a number is named
+            num = raw.cast(pl.Float64, strict=False)
+            text = raw.cast(pl.Utf8).str.strip_chars()
+            _bad_row(frame, num.is_null() & raw.is_not_null() & (text != "") & (text != "-"), c, "a number",
+                     source, locate)
+        if c != rc.tokens:
+            _bad_row(frame, num < 0, c, "a latency (it is negative)", source, locate)
+        frame = frame.with_columns(num.fill_nan(None).alias(c))
+    ts = _times_ms(frame[rc.time], rc, source, frame, locate)
+    error = pl.repeat(False, frame.height, eager=True)
+    if rc.status:
+        error = error | _by_value(frame[rc.status], _is_error_status)
+    if rc.error:
+        error = error | _by_value(frame[rc.error], lambda v: v.strip().lower() in _TRUE)
+    if rc.success:
+        error = error | _by_value(frame[rc.success], lambda v: v.strip().lower() not in _TRUE)
+    name = rc.service_name or Path(source).name.split(".")[0] or "requests"
+    if rc.service:
+        from analytics.limits import IngestLimits
+
+        raw_service = frame[rc.service]
+        limit = IngestLimits.from_env().max_services
+        if raw_service.n_unique() > limit:
+            raise IngestError(source, f"more than {limit:,} services in one request log: refused (is the service "
+                              f"column {rc.service!r} a per-request id?); map another column as the service, or "
+                              "raise TIDELENS_MAX_SERVICES_PER_SOURCE")
+        service = _by_value(raw_service, lambda v: v.strip() or None, pl.Utf8)
+        _bad_row(frame, service.is_null(), rc.service, "a service name", source, locate)
+    else:
+        service = pl.repeat(name, frame.height, dtype=pl.Utf8, eager=True)
+
+    def number(col: str | None, scale: float = 1.0) -> pl.Series:
+        return (frame[col] * scale) if col else pl.repeat(None, frame.height, dtype=pl.Float64, eager=True)
+
+    def text(col: str | None) -> pl.Series:
+        if col is None:
+            return pl.repeat(None, frame.height, dtype=pl.Utf8, eager=True)
+        return frame[col] if frame[col].dtype == pl.Categorical else frame[col].cast(pl.Utf8)
+
+    out = pl.DataFrame({"ts_ms": ts, "service": service,
+                        "latency_ms": number(rc.latency, UNITS_MS[rc.latency_unit]),
+                        "ttft_ms": number(rc.ttft, UNITS_MS[rc.ttft_unit]), "error": error,
+                        "status": text(rc.status), "tokens": number(rc.tokens), "pod": text(rc.pod),
+                        "namespace": text(rc.namespace)})
+    return out, locate
+
+
+def _is_error_status(v: str) -> bool:
+    v = v.strip()
+    return v.isdigit() and (int(v) >= 500 or int(v) == 429)
+
+
+def _by_value(s: pl.Series, fn: Callable[[str], Any], dtype: Any = pl.Boolean) -> pl.Series:
+    """``fn`` of each distinct value of ``s`` (a log repeats few), mapped back onto every row; a
+    null stays null for text and is False for a flag."""
+    if s.dtype == pl.Boolean:
+        s = s.cast(pl.Utf8).str.to_lowercase()
+    elif s.dtype not in (pl.Utf8, pl.Categorical):
+        s = s.cast(pl.Utf8)
+    values = s.unique().drop_nulls().cast(pl.Utf8).to_list()
+    out = s.replace_strict({v: fn(v) for v in values}, default=None, return_dtype=dtype)
+    return out.fill_null(False) if dtype == pl.Boolean else out
+
+
+def _header(data: bytes, kind: str, source: str) -> list[str]:
+    if kind == "parquet":
+        try:
+            return list(pl.read_parquet_schema(io.BytesIO(data)))
+        except pl.exceptions.PolarsError as exc:
+            raise IngestError(source, f"not a readable Parquet file ({exc})") from None
+    if kind == "jsonl":
+        keys = jsonl_keys(data)
+        if keys is None:
+            raise IngestError(source, "the first line is not a JSON object", line=1)
+        return keys
+    from analytics.ingest.detect import csv_header
+
+    return csv_header(data)
+
+
+def header_columns(data: bytes, source: str) -> list[str]:
+    """The column names of a CSV, JSON-lines or Parquet log (what detection reads)."""
+    return _header(data, _container(data), source)
+
+
+def parse_requests(data: bytes, sink: Sink, source: str, rc: RequestColumns | None = None) -> str | None:
+    """Load a request log into ``sink``; returns the load's note.
+
+    ``rc``: which column is what; default :func:`detect_request_columns` of the header.
+    """
+    if rc is None:
+        cols = header_columns(data, source)
+        rc = detect_request_columns(cols)
+        if rc is None:
+            raise IngestError(source, "no time and latency columns a request log has; name them with a column "
+                              "mapping's [requests] table (tidelens ingest --columns)", line=1)
+    frame, locate = read_requests(data, source, rc)
+    frame = frame.filter(pl.col("ts_ms").is_not_null())
+    if frame.height == 0:
+        raise IngestError(source, "the request log has no rows with a time")
+    sink.add_requests(frame, locate=locate)
+    which = rc.ttft if rc.ttft else rc.latency
+    parts = [f"latency from {which!r}" + (" (time to first token)" if rc.ttft else "")]
+    if rc.service is None:
+        parts.append(f"service {rc.service_name or Path(source).name.split('.')[0]!r} from "
+                     + ("the mapping" if rc.service_name else "the file name"))
+    if not (rc.status or rc.error or rc.success):
+        parts.append("no status column: no request counts as an error")
+    return "; ".join(parts)
+
+
+def with_time(rc: RequestColumns, time: str, unit: str, zone: str) -> RequestColumns:
+    """``rc`` reading its time from ``time`` in ``unit`` and ``zone`` (a mapping's [time])."""
+    return replace(rc, time=time, time_unit=unit, time_zone=zone)
