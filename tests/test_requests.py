@@ -396,3 +396,30 @@ def test_the_cli_loads_a_log_and_counts_its_requests(tmp_path, capsys) -> None:
     assert main(["ingest", "--db", str(db), "--json", str(log)]) == 0
     again = orjson.loads(capsys.readouterr().out)
     assert again["requests"] == 0 and again["sources"][0]["status"] == "skipped"
+
+
+def test_a_view_outside_the_logs_span_keeps_the_histogram_and_a_logs_only_store_opens_every_page(
+        store, tmp_path, monkeypatch) -> None:
+    _histogram_store(store)
+    log = _log(500, seed=9, span_s=600, t0=T0 + 3000).with_columns(pl.lit("chat").alias("service"))
+    assert ingest_bytes(store, "g.csv", _csv(log)).status == "loaded"
+    zoom = service_timeline(store, TimelineConfig(step_s=60, start_ms=T0 * 1000, end_ms=(T0 + 1200) * 1000))
+    assert zoom.height == 21 and set(zoom["slo_metric"]) == {"http_server_request_duration_seconds"}
+    coarse = service_timeline(store, TimelineConfig(step_s=300))
+    assert coarse["slo_metric"].to_list()[-2:] == [LOG_LATENCY, LOG_LATENCY]
+
+    from streamlit.testing.v1 import AppTest
+
+    from analytics.store import Store
+    from apptest_helpers import isolate
+
+    isolate(monkeypatch, tmp_path)
+    db = tmp_path / "logs.duckdb"
+    with Store(db) as st:
+        assert ingest_bytes(st, "g.csv", _csv(_log(3000, seed=2, span_s=7200))).status == "loaded"
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=120)
+    at.query_params.update({"source": "duckdb", "db": str(db)})
+    at.run()
+    for page in ("overview", "data", "rhythm", "events", "whatif", "chargeback"):
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, (page, [e.value for e in at.exception])

@@ -341,13 +341,21 @@ def _with_request_logs(store: Store, rng: tuple[int, int, int], out: pl.DataFram
     raw = store.query(rq.REQUEST_STEPS, {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms,
                                          "ttft_services": ttft})
     spans = request_log_services(store).join(logged.select("service", "service_id", "log_metric"), on="service")
-    grid = pl.concat([pl.DataFrame({"service_id": r["service_id"], "ts_end_ms": pl.int_range(
-        max(step_end(step_ms, r["first_ms"]), lo_ms + step_ms), min(step_end(step_ms, r["last_ms"]), hi_ms) + 1,
-        step_ms, eager=True, dtype=pl.Int64), "_log_metric": r["log_metric"]})
-        for r in spans.iter_rows(named=True)])
+    grid_schema = {"service_id": pl.Int64, "ts_end_ms": pl.Int64, "_log_metric": pl.Utf8}
+    parts = []
+    for r in spans.iter_rows(named=True):
+        ends = pl.int_range(max(step_end(step_ms, r["first_ms"]), lo_ms + step_ms),
+                            min(step_end(step_ms, r["last_ms"]), hi_ms) + 1, step_ms, eager=True, dtype=pl.Int64)
+        parts.append(pl.DataFrame({"service_id": pl.repeat(r["service_id"], ends.len(), dtype=pl.Int64, eager=True),
+                                   "ts_end_ms": ends,
+                                   "_log_metric": pl.repeat(r["log_metric"], ends.len(), dtype=pl.Utf8, eager=True)},
+                                  schema=grid_schema))
+    grid = pl.concat(parts) if parts else pl.DataFrame(schema=grid_schema)
     steps = raw.join(logged.select("service", "service_id"), on="service").select(
-        "service_id", pl.col("ts_end_ms").cast(pl.Int64), "requests", "errors", "pods",
-        *(pl.col("q").list.get(i).alias(f"_log_{c}") for i, c in enumerate(QUANTILES)))
+        "service_id", pl.col("ts_end_ms").cast(pl.Int64), pl.col("requests").cast(pl.Int64),
+        pl.col("errors").cast(pl.Int64), pl.col("pods").cast(pl.Int64),
+        *(pl.col("q").cast(pl.List(pl.Float64)).list.get(i, null_on_oob=True).alias(f"_log_{c}")
+          for i, c in enumerate(QUANTILES)))
     logs = grid.join(steps, on=["service_id", "ts_end_ms"], how="left").with_columns(
         (pl.col("requests").fill_null(0) / step_s).alias("_log_rps"),
         (pl.col("errors").fill_null(0) / step_s).alias("_log_error_rps"),
