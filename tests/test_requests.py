@@ -423,3 +423,9 @@ def test_a_view_outside_the_logs_span_keeps_the_histogram_and_a_logs_only_store_
     for page in ("overview", "data", "rhythm", "events", "whatif", "chargeback"):
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception, (page, [e.value for e in at.exception])
+
+
+def test_a_grafana_panel_of_latency_stays_a_grafana_export() -> None:
+    # Grafana's CSV of a latency panel is series joined by time ("Time" first), not one row per request
+    assert detect_format(b"Time,latency_ms\n2026-01-05 00:00:00,12.5\n", "panel.csv") == "csv-grafana"
+    assert detect_format(b"time,latency_ms,service\n2026-01-05T00:00:00Z,12.5,chat\n", "gw.csv") == "requests-csv"

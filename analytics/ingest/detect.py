@@ -45,9 +45,11 @@ def _csv_kind(cols: list[str]) -> str | None:
         return "csv-long"
     from analytics.ingest.requests import detect_request_columns, unitless_latency
 
-    if detect_request_columns(cols) is not None:
+    # Grafana's "series joined by time" export starts with "Time": a panel of latency_ms is no request log
+    grafana = cols[0] == "Time"
+    if detect_request_columns(cols) is not None and not grafana:
         return "requests-csv"
-    if unitless_latency(cols) and any(c in TIME_COLUMNS for c in low):
+    if unitless_latency(cols) and any(c in TIME_COLUMNS for c in low) and not grafana:
         return "requests-csv"  # its parser says which unit to name
     if len(cols) >= 2 and low[0] in TIME_COLUMNS:
         return "csv-grafana"
