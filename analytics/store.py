@@ -179,6 +179,18 @@ def check_plausible_times(ts_ms: pl.Series, source: str, locate: Callable[[int],
     raise IngestError(source, implausible_time_message(int(ts_ms[i]), (lo, hi)), **(locate(i) if locate else {}))
 
 
+def check_service_count(services: int, source: str, column: str | None = None) -> None:
+    """Refuse a request log with more services than :class:`~analytics.limits.IngestLimits` allows."""
+    from analytics.limits import IngestLimits
+
+    limit = IngestLimits.from_env().max_services
+    if services > limit:
+        which = f"column {column!r}" if column else "column"
+        raise IngestError(source, f"more than {limit:,} services in one request log: refused (is the service "
+                          f"{which} a per-request id?); map another column as the service, or raise "
+                          "TIDELENS_MAX_SERVICES_PER_SOURCE")
+
+
 class Sink:
     """Where a parser writes one source: series and samples keyed by a source-local ``skey``.
 
@@ -267,12 +279,10 @@ class Sink:
     def add_requests(self, frame: pl.DataFrame, *,
                      locate: Callable[[int], dict[str, Any]] | None = None) -> None:
         """Stage a request log's rows (:data:`REQUEST_SCHEMA`); refuse implausible times, NUL
-        bytes and more services than :class:`~analytics.limits.IngestLimits` allows.
+        bytes and more services than :func:`check_service_count` allows.
 
         ``locate(i)`` gives the ``line`` (or ``where``) of the frame's row ``i``, for the message.
         """
-        from analytics.limits import IngestLimits
-
         if frame.height == 0:
             return
         # text columns may come as Categorical (a log's few services and pods, held once each)
@@ -286,12 +296,8 @@ class Sink:
                 i = int((frame[col].cast(pl.Utf8) == bad[0]).arg_true()[0])
                 raise IngestError(self.source, f"column {col!r} holds a NUL byte, which no log writes: the file "
                                   "is damaged or hostile", **(locate(i) if locate else {}))
-        services = pl.concat([f["service"].unique().cast(pl.Utf8) for f in (*self.requests, frame)]).n_unique()
-        limit = IngestLimits.from_env().max_services
-        if services > limit:
-            raise IngestError(self.source, f"more than {limit:,} services in one request log: refused (is the "
-                              "service column a per-request id?); map another column as the service, or raise "
-                              "TIDELENS_MAX_SERVICES_PER_SOURCE")
+        check_service_count(pl.concat([f["service"].unique().cast(pl.Utf8)
+                                       for f in (*self.requests, frame)]).n_unique(), self.source)
         self.requests.append(frame)
 
     def finish(self) -> None:

@@ -31,6 +31,19 @@ def open_page(page: str, tmp_path: Path, **params: str) -> AppTest:
     return at
 
 
+def open_store_page(page: str, db: Path, tab: str | None = None) -> AppTest:
+    """Run ``page`` on the DuckDB store ``db`` (created on first write), on the Data page's
+    ``tab`` ("Your own table", ...) when given."""
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params.update({"source": "duckdb", "db": str(db)})
+    at.run()
+    at.switch_page(page).run()
+    if tab is not None:
+        at.session_state["data_add"] = tab
+        at.run()
+    return at
+
+
 def metric(at: AppTest, label: str) -> str:
     for m in at.metric:
         if m.label == label:

@@ -133,18 +133,11 @@ def test_the_cli_reads_a_folder_through_the_mapping(tmp_path, capsys) -> None:
 
 
 def test_the_data_page_maps_a_table_and_saves_the_mapping_beside_the_store(tmp_path, monkeypatch) -> None:
-    from streamlit.testing.v1 import AppTest
-
-    from apptest_helpers import isolate
+    from apptest_helpers import isolate, open_store_page
 
     isolate(monkeypatch, tmp_path)
     db = tmp_path / "mine.duckdb"
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=120)
-    at.query_params.update({"source": "duckdb", "db": str(db)})
-    at.run()
-    at.switch_page("pages/data.py").run()
-    at.session_state["data_add"] = "Your own table"
-    at.run()
+    at = open_store_page("pages/data.py", db, tab="Your own table")
     at.file_uploader(key="map_file").set_value([("gpu_duty.csv", WAREHOUSE, "text/csv")]).run()
     assert not at.exception, [e.value for e in at.exception]
     # the guess: time and unit, numeric values, the rest as labels

@@ -318,9 +318,7 @@ def test_done_when_three_files_give_signals_rhythm_and_the_planted_event(tmp_pat
 
 
 def test_the_data_page_loads_a_request_log_and_events_say_where_latency_came_from(tmp_path, monkeypatch) -> None:
-    from streamlit.testing.v1 import AppTest
-
-    from apptest_helpers import isolate
+    from apptest_helpers import isolate, open_store_page
 
     isolate(monkeypatch, tmp_path)
     db = tmp_path / "mine.duckdb"
@@ -329,10 +327,7 @@ def test_the_data_page_loads_a_request_log_and_events_say_where_latency_came_fro
     with Store(db) as st:
         _histogram_store(st)
     log = _log(2000, seed=7, span_s=3000, t0=T0 + 300).with_columns(pl.lit("chat").alias("service"))
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=120)
-    at.query_params.update({"source": "duckdb", "db": str(db)})
-    at.run()
-    at.switch_page("pages/data.py").run()
+    at = open_store_page("pages/data.py", db)
     at.file_uploader(key="upload_files").set_value([("gateway.csv", _csv(log), "text/csv")]).run()
     assert not at.exception, [e.value for e in at.exception]
     uploads = next(df.value for df in at.dataframe if "file" in df.value.columns and "status" in df.value.columns)
@@ -348,19 +343,12 @@ def test_the_data_page_loads_a_request_log_and_events_say_where_latency_came_fro
 
 
 def test_the_data_page_maps_a_request_log_with_an_unknown_header(tmp_path, monkeypatch) -> None:
-    from streamlit.testing.v1 import AppTest
-
-    from apptest_helpers import isolate
+    from apptest_helpers import isolate, open_store_page
 
     isolate(monkeypatch, tmp_path)
     db = tmp_path / "mine.duckdb"
     data = b"when,took,upstream,code\n1767571200000,0.25,chat,200\n1767571201000,0.5,chat,503\n"
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=120)
-    at.query_params.update({"source": "duckdb", "db": str(db)})
-    at.run()
-    at.switch_page("pages/data.py").run()
-    at.session_state["data_add"] = "Your own table"
-    at.run()
+    at = open_store_page("pages/data.py", db, tab="Your own table")
     at.file_uploader(key="map_file").set_value([("gw.csv", data, "text/csv")]).run()
     at.radio(key="map_kind").set_value("one request").run()
     at.selectbox(key="map_time").set_value("when")
@@ -408,19 +396,16 @@ def test_a_view_outside_the_logs_span_keeps_the_histogram_and_a_logs_only_store_
     coarse = service_timeline(store, TimelineConfig(step_s=300))
     assert coarse["slo_metric"].to_list()[-2:] == [LOG_LATENCY, LOG_LATENCY]
 
-    from streamlit.testing.v1 import AppTest
-
     from analytics.store import Store
-    from apptest_helpers import isolate
+    from apptest_helpers import isolate, open_store_page
 
     isolate(monkeypatch, tmp_path)
     db = tmp_path / "logs.duckdb"
     with Store(db) as st:
         assert ingest_bytes(st, "g.csv", _csv(_log(3000, seed=2, span_s=7200))).status == "loaded"
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=120)
-    at.query_params.update({"source": "duckdb", "db": str(db)})
-    at.run()
-    for page in ("overview", "data", "rhythm", "events", "whatif", "chargeback"):
+    at = open_store_page("pages/overview.py", db)
+    assert not at.exception, [e.value for e in at.exception]
+    for page in ("data", "rhythm", "events", "whatif", "chargeback"):
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception, (page, [e.value for e in at.exception])
 
@@ -429,3 +414,14 @@ def test_a_grafana_panel_of_latency_stays_a_grafana_export() -> None:
     # Grafana's CSV of a latency panel is series joined by time ("Time" first), not one row per request
     assert detect_format(b"Time,latency_ms\n2026-01-05 00:00:00,12.5\n", "panel.csv") == "csv-grafana"
     assert detect_format(b"time,latency_ms,service\n2026-01-05T00:00:00Z,12.5,chat\n", "gw.csv") == "requests-csv"
+
+
+def test_a_rate_gauge_alone_is_found_as_traffic(store) -> None:
+    # a traffic trace (a request_rate gauge, e.g. ServeGen's) is traffic without any request log
+    from analytics.timeline import signal_report
+
+    trace = b"timestamp,metric,value,model\n1767571200,request_rate,3.5,embed\n1767571260,request_rate,4.0,embed\n"
+    assert ingest_bytes(store, "embed-rate.csv", trace).status == "loaded"
+    rep = {r["signal"]: r for r in signal_report(store).iter_rows(named=True)}
+    assert rep["request_rate"]["found"] and rep["request_rate"]["metrics_found"] == "request_rate"
+    assert not rep["request_latency"]["found"] and rep["request_latency"]["cost_if_missing"]

@@ -293,6 +293,8 @@ def guess_mapping(frame: pl.DataFrame, name: str = "") -> ColumnMapping:
     >>> (m.time, m.time_unit, m.values, m.labels)
     ('timestamp_anon', 's', ('duty',), {'container_ip': 'container_ip'})
     """
+    from analytics.ingest.requests import CLF_FORMAT, detect_request_columns
+
     def numeric(col: str) -> bool:
         s = frame[col].drop_nulls()
         return s.len() > 0 and s.cast(pl.Float64, strict=False).null_count() == 0
@@ -309,10 +311,8 @@ def guess_mapping(frame: pl.DataFrame, name: str = "") -> ColumnMapping:
             first = float(frame[col].drop_nulls().cast(pl.Float64)[0])
             return "ns" if first > 1e17 else "us" if first > 1e14 else "ms" if first > 1e11 else "s"
         clf = frame[col].drop_nulls().head(20).str.strip_chars().str.to_datetime(
-            "%d/%b/%Y:%H:%M:%S %z", strict=False) if col else None
+            CLF_FORMAT, strict=False) if col else None
         return "clf" if clf is not None and clf.len() and clf.null_count() == 0 else "iso"
-
-    from analytics.ingest.requests import detect_request_columns
 
     logged = detect_request_columns(cols)
     if logged is not None:  # a request log's header: one row per request

@@ -319,14 +319,11 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
         error = error | _by_value(frame[rc.success], lambda v: v.strip().lower() not in _TRUE)
     name = rc.service_name or Path(source).name.split(".")[0] or "requests"
     if rc.service:
-        from analytics.limits import IngestLimits
+        from analytics.store import check_service_count
 
         raw_service = frame[rc.service]
-        limit = IngestLimits.from_env().max_services
-        if raw_service.n_unique() > limit:
-            raise IngestError(source, f"more than {limit:,} services in one request log: refused (is the service "
-                              f"column {rc.service!r} a per-request id?); map another column as the service, or "
-                              "raise TIDELENS_MAX_SERVICES_PER_SOURCE")
+        # before mapping each distinct value: a per-request id would make that 10M Python calls
+        check_service_count(raw_service.n_unique(), source, rc.service)
         service = _by_value(raw_service, lambda v: v.strip() or None, pl.Utf8)
         _bad_row(frame, service.is_null(), rc.service, "a service name", source, locate)
     else:

@@ -28,6 +28,7 @@ SELECT min(ts_ms) AS first_ms, max(ts_ms) AS last_ms FROM requests WHERE ts_ms B
 """
 
 REQUESTS_COUNT = "SELECT count(*) FROM requests"
+REQUEST_SERVICE_COUNT = "SELECT count(DISTINCT service) AS services FROM requests"
 
 # One row per service of the logs: what the service timeline and the signal report need.
 REQUEST_SERVICES = """

@@ -45,7 +45,7 @@ SERVICE_SCHEMA = {"ts": pl.Datetime("ms", "UTC"), "service": pl.Utf8, "pool": pl
 LOG_TTFT = "requests.ttft_ms"
 LOG_LATENCY = "requests.latency_ms"
 SERVICES_SCHEMA = {"service": pl.Utf8, "service_id": pl.Int64, "namespace": pl.Utf8, "slo_metric": pl.Utf8,
-                   "pool": pl.Utf8, "log_metric": pl.Utf8}
+                   "pool": pl.Utf8, "log_metric": pl.Utf8, "log_first_ms": pl.Int64, "log_last_ms": pl.Int64}
 
 
 def ms_per_unit(metric: str) -> float:
@@ -90,7 +90,8 @@ def _autoscaler_series_links(s: pl.DataFrame, lat: pl.DataFrame, wmap: WorkloadM
     return hpa_links, link_deployments(list(deps.iter_rows()), targets, hpa_links)
 
 
-def _resolve(store: Store, wmap: WorkloadMap) -> tuple[pl.DataFrame, pl.DataFrame, list[Link]] | None:
+def _resolve(store: Store, wmap: WorkloadMap,
+             logs: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame, list[Link]] | None:
     """Every candidate series with its role and service, the latency series, and the autoscaler links."""
     metrics = [*_histogram_metrics(), *GAUGES, sg.KSM_HPA_INFO, sg.KSM_DEPLOY_AVAILABLE]
     s = store.query(q.SERVICE_SERIES, {"metrics": metrics})
@@ -109,7 +110,8 @@ def _resolve(store: Store, wmap: WorkloadMap) -> tuple[pl.DataFrame, pl.DataFram
     s = s.with_columns(pl.when(pl.col("hpa").is_null() & pl.col("deployment").is_null())
                        .then(pl.coalesce("service_label", "_workload", "model_name")).alias("service"))
     lat = s.filter(pl.col("role").is_in(["bucket", "count", "summary"]) & pl.col("service").is_not_null())
-    logged = [(r[0], r[1]) for r in request_log_services(store).select("service", "namespace").iter_rows()]
+    logs = request_log_services(store) if logs is None else logs
+    logged = [(r[0], r[1]) for r in logs.select("service", "namespace").iter_rows()]
     hpa_links, dep_links = _autoscaler_series_links(s, lat, wmap, logged)
     hpa_to = {(x.namespace, x.name): x.service for x in hpa_links if x.status == "linked"}
     dep_to = {(x.namespace, x.name): x.service for x in dep_links if x.status == "linked"}
@@ -157,13 +159,13 @@ def service_series(store: Store, wmap: WorkloadMap,
     le`` (float), ``quantile``, ``role`` (bucket / count / summary / a gauge name); ``services`` has ``service,
     service_id, namespace, slo_metric`` (the histogram, null for a service known only from its request
     log), ``pool``, ``log_metric`` (:data:`LOG_TTFT` / :data:`LOG_LATENCY` where the service has a request
-    log, else null).
+    log, else null) and ``log_first_ms, log_last_ms`` (the log's span).
     """
     series_schema = {"series_id": pl.Int64, "metric": pl.Utf8, "base": pl.Utf8, "service": pl.Utf8,
                      "pod_key": pl.Utf8, "le": pl.Float64, "quantile": pl.Utf8, "role": pl.Utf8}
-    resolved = _resolve(store, wmap)
-    s, lat = (resolved[0], resolved[1]) if resolved is not None else (None, None)
     logs = request_log_services(store)
+    resolved = _resolve(store, wmap, logs)
+    s, lat = (resolved[0], resolved[1]) if resolved is not None else (None, None)
     if (lat is None or lat.height == 0) and logs.height == 0:
         return pl.DataFrame(schema=series_schema), pl.DataFrame(schema=SERVICES_SCHEMA)
     present = (lat.group_by("service").agg(pl.col("base").unique(), pl.col("namespace").drop_nulls().mode().first())
@@ -198,7 +200,8 @@ def service_series(store: Store, wmap: WorkloadMap,
                 pool = max(sorted(set(pools)), key=pools.count)
         log_metric = _log_metric(lg, d.slo_metric, slo) if lg else None
         rows.append({"service": name, "service_id": names.index(name), "namespace": namespace,
-                     "slo_metric": slo, "pool": pool, "log_metric": log_metric})
+                     "slo_metric": slo, "pool": pool, "log_metric": log_metric,
+                     "log_first_ms": lg["first_ms"] if lg else None, "log_last_ms": lg["last_ms"] if lg else None})
     services = pl.DataFrame(rows, schema=SERVICES_SCHEMA)
     if s is None:
         return pl.DataFrame(schema=series_schema), services
@@ -340,12 +343,12 @@ def _with_request_logs(store: Store, rng: tuple[int, int, int], out: pl.DataFram
     ttft = logged.filter(pl.col("log_metric") == LOG_TTFT)["service"].to_list()
     raw = store.query(rq.REQUEST_STEPS, {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms,
                                          "ttft_services": ttft})
-    spans = request_log_services(store).join(logged.select("service", "service_id", "log_metric"), on="service")
     grid_schema = {"service_id": pl.Int64, "ts_end_ms": pl.Int64, "_log_metric": pl.Utf8}
     parts = []
-    for r in spans.iter_rows(named=True):
-        ends = pl.int_range(max(step_end(step_ms, r["first_ms"]), lo_ms + step_ms),
-                            min(step_end(step_ms, r["last_ms"]), hi_ms) + 1, step_ms, eager=True, dtype=pl.Int64)
+    for r in logged.iter_rows(named=True):
+        ends = pl.int_range(max(step_end(step_ms, r["log_first_ms"]), lo_ms + step_ms),
+                            min(step_end(step_ms, r["log_last_ms"]), hi_ms) + 1, step_ms, eager=True,
+                            dtype=pl.Int64)
         parts.append(pl.DataFrame({"service_id": pl.repeat(r["service_id"], ends.len(), dtype=pl.Int64, eager=True),
                                    "ts_end_ms": ends,
                                    "_log_metric": pl.repeat(r["log_metric"], ends.len(), dtype=pl.Utf8, eager=True)},
@@ -363,7 +366,7 @@ def _with_request_logs(store: Store, rng: tuple[int, int, int], out: pl.DataFram
     keys = ["service_id", "ts_end_ms"]
     merged = out.join(logs.drop("requests", "errors", "pods"), on=keys, how="full", coalesce=True)
     by_log = pl.col("_log_metric").is_not_null()
-    merged = merged.drop("service", "pool", "slo_metric", "namespace", "log_metric", strict=False).join(
+    merged = merged.drop(*(c for c in SERVICES_SCHEMA if c != "service_id"), strict=False).join(
         services.select("service_id", "service", "pool", "slo_metric"), on="service_id", how="left").with_columns(
         pl.col("ts_end_ms").cast(pl.Datetime("ms")).dt.replace_time_zone("UTC").alias("ts"),
         pl.when(by_log).then(pl.col("_log_rps")).otherwise(pl.col("rps")).alias("rps"),

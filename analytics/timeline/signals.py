@@ -27,17 +27,17 @@ def signal_report(store: Store) -> pl.DataFrame:
     # a per-request log gives both traffic and latency; a rate gauge (request_rate, rps ...) traffic
     logged = ""
     if store.has_requests():
-        n = store.query(rq.REQUEST_SERVICES).height
+        n = int(store.query(rq.REQUEST_SERVICE_COUNT)["services"][0])
         if n:
             logged = f"request log ({n} service{'s' if n != 1 else ''})"
-    rates = set(store.query(rhq.RATE_METRICS)["metric"].to_list()) - bases
+    rates = set(store.query(rhq.RATE_METRICS)["metric"].to_list())
     rows = []
     for sig in SIGNALS:
         found = [m for m in (*sig.metrics, *sig.aliases) if m in bases]
         if sig.name in ("request_latency", "request_rate") and logged:
             found.append(logged)
         if sig.name == "request_rate":
-            found += sorted(rates)
+            found += sorted(rates - set(found))
         rows.append({"signal": sig.name, "found": bool(found), "metrics_found": ", ".join(found),
                      "needed_for": sig.needed_for, "cost_if_missing": None if found else sig.cost_if_missing})
     return pl.DataFrame(rows, schema={"signal": pl.Utf8, "found": pl.Boolean, "metrics_found": pl.Utf8,
