@@ -297,20 +297,22 @@ def _request_mapping_form(up: Any, cols: list[str], time_col: str, unit: str, zo
                              index=rest.index(guess.latency) if guess.latency in rest else 0)
     lat_unit = c[1].selectbox("Latency unit", ["ms", "s", "us"], key="map_req_unit",
                               index=["ms", "s", "us"].index(guess.latency_unit))
-    service = c[2].selectbox("Service column", [none, *rest], key="map_req_service",
-                             index=[none, *rest].index(guess.service) if guess.service in rest else 0,
-                             help="none: every request is of the service named on the right")
+    optional = [none, *rest]
+
+    def pick(where: Any, label: str, current: str | None, key: str, **kw: Any) -> str | None:
+        chosen = where.selectbox(label, optional, key=key, index=optional.index(current) if current in rest else 0,
+                                 **kw)
+        return None if chosen == none else chosen
+
+    service = pick(c[2], "Service column", guess.service, "map_req_service",
+                   help="none: every request is of the service named on the right")
     service_name = c[3].text_input("Service (no column)", value=Path(up.name).name.split(".")[0], key="map_req_name",
-                                   disabled=service != none)
+                                   disabled=service is not None)
     c = st.columns(2)
-    status = c[0].selectbox("HTTP status column (5xx and 429 are errors)", [none, *rest], key="map_req_status",
-                            index=[none, *rest].index(guess.status) if guess.status in rest else 0)
-    pod = c[1].selectbox("Pod column", [none, *rest], key="map_req_pod",
-                         index=[none, *rest].index(guess.pod) if guess.pod in rest else 0)
-    req = RequestColumns(time="", latency=latency, latency_unit=lat_unit,
-                         service=None if service == none else service,
-                         service_name=(service_name or None) if service == none else None,
-                         status=None if status == none else status, pod=None if pod == none else pod)
+    status = pick(c[0], "HTTP status column (5xx and 429 are errors)", guess.status, "map_req_status")
+    pod = pick(c[1], "Pod column", guess.pod, "map_req_pod")
+    req = RequestColumns(time="", latency=latency, latency_unit=lat_unit, service=service,
+                         service_name=(service_name or None) if service is None else None, status=status, pod=pod)
     mapping = ColumnMapping(time=time_col, time_unit=unit, time_zone=zone or "UTC", requests=req)
     if st.button("Load with this mapping", key="map_load_go", type="primary"):
         _load_mapped(up, mapping, saved_at, "requests")

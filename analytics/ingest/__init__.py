@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from analytics.errors import IngestError
 from analytics.times import iso_utc
-from analytics.ingest.detect import EXPOSITION_FORMATS, FORMATS, detect_format, exposition_flavour, refine_format
+from analytics.ingest.detect import (EXPOSITION_FORMATS, FORMATS, REQUEST_FORMATS, detect_format, exposition_flavour,
+                                     refine_format)
 from analytics.ingest.exposition import parse_exposition
 from analytics.ingest.promjson import parse_prom_json
 from analytics.ingest.sources import (HashedChunks, gunzip, iter_bytes_chunks, list_files, peek_path, read_path,
@@ -75,7 +76,7 @@ def _data_parse(name: str, fmt: str, data: bytes) -> Callable[[Sink], str | None
         from analytics.ingest.datadog import parse_datadog_v1
 
         return lambda sink: parse_datadog_v1(data, sink, name)
-    if fmt in ("requests-csv", "requests-jsonl", "requests-parquet"):
+    if fmt in REQUEST_FORMATS:
         from analytics.ingest.requests import parse_requests
 
         return lambda sink: parse_requests(data, sink, name)

@@ -13,9 +13,11 @@ import zlib
 from analytics.errors import IngestError
 from analytics.ingest.sources import is_gzip
 
+# Per-request logs (analytics.ingest.requests): one row per request, into the requests table.
+REQUEST_FORMATS: tuple[str, ...] = ("requests-csv", "requests-jsonl", "requests-parquet")
 FORMATS: tuple[str, ...] = ("prom-text", "openmetrics", "prom-json", "datadog-v1", "csv-long",
                             "csv-grafana", "nvidia-smi-csv", "parquet-long", "servegen-rate", "influx-lp",
-                            "requests-csv", "requests-jsonl", "requests-parquet")
+                            *REQUEST_FORMATS)
 # ServeGen's published client files: no header, `timestamp_s, rate_rps, cv, arrival_dist, p1, p2`.
 _SERVEGEN_ROW = re.compile(rb"^\d+,[0-9.eE+-]+,[0-9.eE+-]*,[A-Za-z]*,[0-9.eE+-]*,[0-9.eE+-]*\r?$")
 EXPOSITION_FORMATS = ("prom-text", "openmetrics")

@@ -331,9 +331,10 @@ def mapping_toml(m: ColumnMapping) -> str:
 
     doc: dict[str, Any] = {"time": {"column": m.time, "unit": m.time_unit, "zone": m.time_zone}}
     if m.requests is not None:
-        doc["requests"] = {k: v for k, v in m.requests.as_dict().items()
-                           if k in _REQUEST_KEYS and not (k.endswith("_unit") and v == "ms"
-                                                          and getattr(m.requests, k[:-5]) is None)}
+        r = m.requests  # a unit is written only beside its column
+        doc["requests"] = {k: v for k in _REQUEST_KEYS if (v := getattr(r, k)) is not None
+                           and not (k == "latency_unit" and r.latency is None)
+                           and not (k == "ttft_unit" and r.ttft is None)}
         return tomli_w.dumps(doc)
     doc["values"] = {"columns": list(m.values)}
     metric: dict[str, Any] = {}

@@ -31,7 +31,6 @@ import polars as pl
 from analytics.errors import IngestError
 from analytics.store import Sink
 
-REQUEST_FORMATS: tuple[str, ...] = ("requests-csv", "requests-jsonl", "requests-parquet")
 UNITS_MS: dict[str, float] = {"s": 1000.0, "ms": 1.0, "us": 1e-3}
 TIME_UNITS = ("s", "ms", "us", "ns", "iso", "clf", "auto")
 # nginx's $time_local (common log format): 02/Dec/2026:10:00:00 +0000
