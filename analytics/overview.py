@@ -173,11 +173,19 @@ def class_long(pool: pl.DataFrame) -> pl.DataFrame:
                              pl.col("gpus").cast(pl.Float64)).sort("ts")
 
 
-def label_inventory(series: pl.DataFrame, *, examples: int = 3) -> pl.DataFrame:
+def label_inventory(series: pl.DataFrame, *, examples: int = 3, examples_chars: int = 48) -> pl.DataFrame:
     """Labels of one metric's series (``Store.series(metric)``): how many series carry each
     raw label, how many distinct values it takes, and a few of them.
 
-    Returns ``label, series, values, examples``, most common label first.
+    Returns ``label, series, values, examples``, most common label first. ``examples`` holds
+    the commonest values, at most ``examples`` of them and as many as fit in
+    ``examples_chars`` characters (at least one, shortened with an ellipsis): a table cell a
+    projector shows whole, where three GPU UUIDs were cut off.
+
+    >>> s = pl.DataFrame({"labels": ['{"uuid": "GPU-407297d2-13ba-d1ac-fb18-8cd87a15d246"}',
+    ...                              '{"uuid": "GPU-2ef3fb9d-91c4-4b1e-9c3e-6a1d2b7c8e90"}']})
+    >>> label_inventory(s, examples_chars=30)["examples"][0]
+    'GPU-2ef3fb9d-91c4-4b1e-9c3e-6…'
     """
     import orjson
 
@@ -186,8 +194,17 @@ def label_inventory(series: pl.DataFrame, *, examples: int = 3) -> pl.DataFrame:
         for key, value in (orjson.loads(raw) if raw else {}).items():
             counts = seen.setdefault(key, {})
             counts[str(value)] = counts.get(str(value), 0) + 1
-    rows = [{"label": k, "series": sum(c.values()), "values": len(c),
-             "examples": ", ".join(sorted(c, key=lambda x: (-c[x], x))[:examples])}
+
+    def shown(counts: dict[str, int]) -> str:
+        common = sorted(counts, key=lambda x: (-counts[x], x))[:examples]
+        text = common[0] if len(common[0]) <= examples_chars else common[0][:examples_chars - 1] + "…"
+        for value in common[1:]:
+            if len(text) + 2 + len(value) > examples_chars:
+                break
+            text += ", " + value
+        return text
+
+    rows = [{"label": k, "series": sum(c.values()), "values": len(c), "examples": shown(c)}
             for k, c in seen.items()]
     schema = {"label": pl.Utf8, "series": pl.Int64, "values": pl.Int64, "examples": pl.Utf8}
     return pl.DataFrame(rows, schema=schema).sort(["series", "label"], descending=[True, False])

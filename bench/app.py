@@ -41,8 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from test_browser import (APP_IDLE, wait_settled, CHROMIUM, CHROMIUM_ARGS, free_port,  # noqa: E402
-                          registered_pages, wait_healthy)
+from test_browser import (APP_IDLE, wait_settled, CHROMIUM, CHROMIUM_ARGS, cut_off,  # noqa: E402
+                          free_port, registered_pages, wait_healthy)
 
 # The floor for any charted page: Streamlit's own page load plus Plotly.js drawing one small chart.
 PEER_APP = ('import plotly.graph_objects as go\nimport streamlit as st\nst.title("Peer")\n'
@@ -79,7 +79,9 @@ SHOT_SIZES = ((1600, 1000), (1280, 720))  # a meeting room's screens (issue 17)
 
 
 def _render_s(browser, url: str, *, chart: bool, shot: Path | None = None,
-              size: tuple[int, int] = (1600, 1000)) -> float:
+              size: tuple[int, int] = (1600, 1000), cut: list[str] | None = None) -> float:
+    """Seconds to a page's complete first render in a new tab; with ``shot``, a screenshot,
+    and with ``cut``, what the page draws cut off appended to it."""
     page = browser.new_page(viewport={"width": size[0], "height": size[1]})
     try:
         t0 = time.perf_counter()
@@ -91,6 +93,8 @@ def _render_s(browser, url: str, *, chart: bool, shot: Path | None = None,
         elapsed = time.perf_counter() - t0
         if shot is not None:
             page.screenshot(path=str(shot))
+        if cut is not None:
+            cut.extend(cut_off(page))
         return elapsed
     finally:
         page.close()
@@ -235,16 +239,21 @@ def _slider_s(browser, url: str, key: str, *, presses: int = 3, read_s: float = 
     return out
 
 
-def _screenshots(browser, app_url: str, qs: str) -> None:
-    """Every page at each of :data:`SHOT_SIZES`, after a first open that warms its caches."""
+def _screenshots(browser, app_url: str, qs: str) -> int:
+    """Every page at each of :data:`SHOT_SIZES`, after a first open that warms its caches; 1
+    when any page draws a KPI or table cut off (listed), else 0."""
     out = ROOT / "docs" / "screenshots"
+    failed = 0
     for path, name in registered_pages():
         url = f"{app_url}/{path}?{qs}"
         _render_s(browser, url, chart=name == "overview")
         for w, h in SHOT_SIZES:
             shot = out / f"sample-{name}-{w}x{h}.png"
-            _render_s(browser, url, chart=name == "overview", shot=shot, size=(w, h))
-            print(f"wrote {shot.relative_to(ROOT)}")
+            cut: list[str] = []
+            _render_s(browser, url, chart=name == "overview", shot=shot, size=(w, h), cut=cut)
+            print(f"wrote {shot.relative_to(ROOT)}" + "".join(f"\n  CUT OFF: {c}" for c in cut))
+            failed |= bool(cut)
+    return int(failed)
 
 
 def _slider_report(browser, slider_url: str, app_url: str, query: dict[str, str]) -> None:
@@ -269,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="only the What-if decision slider against the peer's slider (quick)")
     ap.add_argument("--screenshots", action="store_true",
                     help="only save each page (warm) at 1600x1000 and 1280x720 to "
-                         "docs/screenshots/sample-<page>-<W>x<H>.png")
+                         "docs/screenshots/sample-<page>-<W>x<H>.png; exit 1 if a KPI or table is cut off")
     args = ap.parse_args(argv)
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} missing: apt-get install chromium", file=sys.stderr)
@@ -315,9 +324,9 @@ def main(argv: list[str] | None = None) -> int:
                 browser.close()
                 return 0
             if args.screenshots:
-                _screenshots(browser, app_url, qs)
+                failed = _screenshots(browser, app_url, qs)
                 browser.close()
-                return 0
+                return failed
             _render_s(browser, peer_url, chart=True)  # warm the browser's own caches
             peer = statistics.median(_render_s(browser, peer_url, chart=True)
                                      for _ in range(args.repeat))

@@ -624,7 +624,17 @@ if src.problem or not src.path:
 
 sources, metrics = cached_inventory(src.path, src.version)
 st.subheader("Sources")
-show_table(sources.drop("content_hash"), key="sources_table")
+# The columns a room reads; the rest (ids, series, counts of duplicates and blanks, notes) in a
+# panel: all fourteen were twice a 1280x720 projector's width.
+when = st.column_config.DatetimeColumn
+show_table(sources.with_columns(pl.col("first_ts", "last_ts").dt.replace_time_zone("UTC")),  # the store's are UTC
+           key="sources_table", column_order=("name", "format", "status", "samples",
+                                                       "first_ts", "last_ts"),
+           column_config={"first_ts": when("first", format="YYYY-MM-DD HH:mm", timezone=v.tz),
+                          "last_ts": when("last", format="YYYY-MM-DD HH:mm", timezone=v.tz)})
+every_column = st.expander("Every column of the sources", key="src_every", on_change="rerun")
+if every_column.open:
+    show_table(sources.drop("content_hash"), where=every_column, key="sources_every")
 if sources.filter(pl.col("status") == "loaded").height:
     show_chart(coverage_figure(sources, tz=v.tz), sources.drop("content_hash"), "source-coverage")
 
@@ -639,8 +649,8 @@ else:
         show_chart(inventory_figure(metrics), metrics, "series-per-metric")
     with right:
         metric = st.selectbox("Metric", metrics["metric"].to_list(), key="inv_metric")
-        series = cached_series(src.path, src.version, metric)
-        show_table(label_inventory(series), key="labels_table")
+    series = cached_series(src.path, src.version, metric)
+    show_table(label_inventory(series), key="labels_table")  # the page's width: a column's cut it
     every = st.expander(f"Series of {metric}", key="inv_series", on_change="rerun")
     if every.open:
         show_table(series, where=every)
@@ -669,7 +679,10 @@ else:
 st.subheader("GPUs without a pod label")
 st.caption("How each exporter's GPUs without a pod label are counted: idle, unmanaged (busy outside "
            "Kubernetes) or unknown.")
-show_table(gpu_rules, key="gpu_class_rules")
+show_table(gpu_rules, key="gpu_class_rules", column_order=[c for c in gpu_rules.columns if c != "rule"])
+# The rule is a sentence: listed under the table it wraps, where a cell was cut at its widest.
+st.markdown("\n".join(f"- **{md(row['job'] or 'no job label')}**: {md(row['rule'])}"
+                       for row in gpu_rules.iter_rows(named=True)))
 
 # -- workload map ---------------------------------------------------------------------------
 st.subheader("Workload map")
@@ -684,10 +697,11 @@ if workloads.height == 0:
 st.caption(f"Change a workload's class or team; the change is saved to `{config_file()}` as a "
            "rule and every page uses it at once. `rule` names what decided the class.")
 classes = list(CLASSES)
-shown = workloads[["namespace", "workload", "pods", "cls", "team", "pool", "rule"]]
+# Without the pool (the Overview's): with it the editor was wider than a 1280x720 projector.
+shown = workloads[["namespace", "workload", "pods", "cls", "team", "rule"]]
 edited = st.data_editor(
     safe_table(shown), key="workload_editor",  # drawn escaped; the edits apply to the raw rows
-    disabled=["namespace", "workload", "pods", "pool", "rule"],
+    disabled=["namespace", "workload", "pods", "rule"],
     column_config={"cls": st.column_config.SelectboxColumn("class", options=classes, required=True),
                    "team": st.column_config.TextColumn("team")})
 edited = pl.DataFrame(edited) if not isinstance(edited, pl.DataFrame) else edited

@@ -56,16 +56,21 @@ if not events:
     st.stop()
 
 table = pl.DataFrame([{
-    "start": e.as_dict()["start"], "service": e.service, "cause": e.cause, "minutes": round(e.duration_min),
+    "start": e.start_ms, "service": e.service, "cause": e.cause, "minutes": round(e.duration_min),
     "peak p99 (ms)": round(e.peak_p99_ms), "SLO (ms)": e.slo_ms, "misattributed": e.misattributed,
-    "recorded cause": (e.evidence.get("incident") or {}).get("recorded_cause"), "id": e.id} for e in events])
+    "recorded cause": (e.evidence.get("incident") or {}).get("recorded_cause"), "id": e.id} for e in events]).with_columns(pl.from_epoch("start", time_unit="ms").dt.replace_time_zone("UTC"))
+# The id is for the CSV and the link; a recorded cause only where incident records were given:
+# a column fewer each, and the table fits a 1280x720 projector.
+shown_columns = [c for c in table.columns if c != "id"
+                 and (c != "recorded cause" or table[c].null_count() < table.height)]
 k = kpi_row(4)
 k[0].metric("Tail events", len(events), border=True)
 k[1].metric("Batch contention", sum(e.cause == "batch_contention" for e in events), border=True)
 k[2].metric("Traffic surges", sum(e.cause == "traffic_surge" for e in events), border=True)
 k[3].metric("Misattributed", sum(e.misattributed for e in events), border=True,
             help="Batch contention that a dashboard (or the incident record) blames on users")
-show_table(table)  # its download is a CSV
+show_table(table, column_order=shown_columns, column_config={  # its download is a CSV
+    "start": st.column_config.DatetimeColumn("start", format="YYYY-MM-DD HH:mm", timezone=v.tz)})
 
 labels = {e.id: f"{e.as_dict()['start']} · {e.service} · {e.cause}" + (" · misattributed" if e.misattributed else "")
           for e in events}

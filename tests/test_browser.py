@@ -46,6 +46,50 @@ CUT_OFF_JS = """() => Array.from(document.querySelectorAll(
     + '[data-testid="stMetricValue"] *'))
   .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.trim()).filter(t => t)"""
 
+# Tables a projector would cut. ``st.dataframe`` draws on a canvas, so its cells have no box to
+# measure; but its scroller is a real element (columns wider than the table's box scroll out of
+# sight), and each visible cell's text is in its accessibility table: text wider than a column
+# can grow (Streamlit's maxColumnAutoWidth, 31.25rem = 500 px, less 2 x 8 px of padding) ends in
+# an ellipsis. Cells of HTML tables are measured directly. Hidden tables (a closed panel) count
+# only once shown.
+TABLE_CUT_OFF_JS = """() => {
+  const out = [];
+  const shown = e => e.offsetParent !== null && e.getBoundingClientRect().width > 0;
+  const ctx = document.createElement('canvas').getContext('2d');
+  document.querySelectorAll('[data-testid="stDataFrame"]').forEach(df => {
+    if (!shown(df)) return;
+    const name = Array.from(df.querySelectorAll('table th')).slice(0, 3).map(t => t.textContent.trim()).join(', ');
+    const sc = df.querySelector('.dvn-scroller');
+    if (sc && sc.scrollWidth > sc.clientWidth + 1)
+      out.push(`table (${name}, ...): ${sc.scrollWidth} px of columns in a ${sc.clientWidth} px box`);
+    const style = getComputedStyle(df);
+    ctx.font = `${style.fontSize} ${style.fontFamily}`;
+    df.querySelectorAll('table td, table th').forEach(c => {
+      const t = c.textContent.trim();
+      if (t && ctx.measureText(t).width + 16 > 500)
+        out.push(`table (${name}, ...): cell "${t.slice(0, 60)}" is wider than a column grows`);
+    });
+  });
+  document.querySelectorAll('[data-testid="stTable"] td, [data-testid="stTable"] th, '
+                            + '[data-testid="stMarkdownContainer"] td, [data-testid="stMarkdownContainer"] th')
+    .forEach(c => { if (shown(c) && c.scrollWidth > c.clientWidth + 1) out.push(`cell "${c.textContent.trim().slice(0, 60)}"`); });
+  return out;
+}"""
+
+
+# Every shown grid has drawn its header into its accessibility table (it fills it after the
+# canvas: measured before, a table's cells would be missed).
+GRIDS_DRAWN_JS = """() => Array.from(document.querySelectorAll('[data-testid="stDataFrame"]'))
+  .filter(df => df.offsetParent !== null)
+  .every(df => Array.from(df.querySelectorAll('table th')).some(t => t.textContent.trim()))"""
+
+
+def cut_off(page) -> list[str]:
+    """What the page draws cut off: KPI labels and values, tables and their cells."""
+    page.wait_for_function(GRIDS_DRAWN_JS, timeout=30_000, polling=100)
+    return [f"KPI {t!r}" for t in page.evaluate(CUT_OFF_JS)] + page.evaluate(TABLE_CUT_OFF_JS)
+
+
 NAV_TITLES = ["Overview", "Rhythm", "Tail events", "What-if", "Chargeback", "Data"]
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
@@ -199,15 +243,15 @@ def test_every_page_in_chromium(app_url: tuple[str, str, Path]) -> None:
                 assert errors.count() == 0, f"{name}: {errors.first.inner_text()}"
                 assert "source=duckdb" in page.url, f"{name} lost the view settings: {page.url}"
                 assert "Session State API" not in page.locator("body").inner_text(), name  # Streamlit's state warning
-                # Nothing cut off on a projector: no KPI label or value wider than its box.
-                cut = page.evaluate(CUT_OFF_JS)
+                # Nothing cut off on a projector: no KPI or table wider than its box.
+                cut = cut_off(page)
                 assert not cut, f"{name}: cut off: {cut}"
                 page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
             # A meeting room's projector at 1280x720: still nothing cut off, a screenshot of each.
             page.set_viewport_size({"width": 1280, "height": 720})
             for path, name in pages:
                 open_page(page, f"{base}/{path}?{query}")
-                cut = page.evaluate(CUT_OFF_JS)
+                cut = cut_off(page)
                 assert not cut, f"{name} at 1280x720: cut off: {cut}"
                 page.screenshot(path=str(SCREENSHOTS / f"{name}-1280x720.png"))
             page.set_viewport_size({"width": 1600, "height": 1800})
