@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import polars as pl
+import pytest
 
 from analytics.charts.overview import pool_story_figure
 from analytics.charts.theme import log_ms_ticks
@@ -59,3 +60,39 @@ def test_ticks_read_as_units_never_as_bare_digits() -> None:
     vals, text = log_ms_ticks(3, 20_000)
     assert text == ["10 ms", "100 ms", "1 s", "10 s"] and vals == [10.0, 100.0, 1000.0, 10000.0]
     assert log_ms_ticks(80, 130)[1] == ["100 ms"]
+
+
+def test_the_theme_assigned_unvalidated_is_the_template_plotly_would_validate() -> None:
+    import plotly.graph_objects as go
+
+    from analytics.charts.theme import TEMPLATE_NAME, apply_theme
+
+    fig = apply_theme(go.Figure(go.Scatter(y=[1, 2])), title="t", height=300)
+    validated = go.Figure(layout=dict(template=TEMPLATE_NAME))
+    assert fig.layout.template.to_plotly_json() == validated.layout.template.to_plotly_json()
+    assert fig.layout.template.layout.colorway == validated.layout.template.layout.colorway
+    assert fig.layout._validate  # validation is back on for what the chart sets next
+    with pytest.raises(ValueError):  # a bad value set after the theme is still refused
+        fig.update_layout(height="tall")
+
+
+def test_event_story_has_a_log_p99_row_and_one_band_over_the_event_on_every_row() -> None:
+    from analytics.charts.events import CAUSE_COLORS, event_figure
+    from analytics.charts.theme import display_ts
+    from analytics.events.pipeline import analyse_store
+    from analytics.sample import load_into, simulate, truth
+    from analytics.store import Store
+
+    res = simulate("morning", days=2, gpus=64, seed=4)
+    with Store(":memory:") as st:
+        load_into(st, res)
+        analysis = analyse_store(st, slos_ms={k: v["p99_ms"] for k, v in truth(res)["slos"].items()})
+    ev = max(analysis.events, key=lambda e: e.peak_p99_ms)
+    fig = event_figure(analysis.event_window(ev), analysis.holdings_window(ev), ev, tz="Asia/Tokyo")
+    _log_axis_ok(fig.layout.yaxis2, ev.slo_ms, ev.peak_p99_ms)
+    (band,) = [s for s in fig.layout.shapes if s.type == "rect"]
+    start, end = display_ts(pl.Series([ev.start_ms, ev.end_ms]), "Asia/Tokyo")
+    # The rows share one time axis: a band the figure's whole height marks the event on each.
+    assert (band.yref, band.y0, band.y1, band.xref) == ("paper", 0, 1, "x")
+    assert (band.x0, band.x1) == (start, end) and band.fillcolor == CAUSE_COLORS[ev.cause]
+    assert [fig.layout[f"xaxis{i}"].matches for i in ("", 2, 3, 4)] == ["x5"] * 4

@@ -76,7 +76,16 @@ def class_color(cls: str) -> str:
 
 def apply_theme(fig: go.Figure, *, title: str | None = None, height: int | None = None) -> go.Figure:
     """Give a figure the Tidelens template (and optionally a title and height)."""
-    fig.update_layout(template=TEMPLATE_NAME)
+    # The registered template was validated when it was built: assign it unvalidated, as Plotly
+    # assigns its own default template (``_initialize_layout_template``). Validating it again
+    # took 15-37 ms a figure, every page run.
+    layout = fig.layout
+    was = layout._validate
+    layout._validate = False
+    try:
+        layout.template = pio.templates[TEMPLATE_NAME]
+    finally:
+        layout._validate = was
     if title is not None:
         # The title above the legend (which sits just above the plot): neither covers the other.
         fig.update_layout(title=dict(text=title, y=1, yref="container", yanchor="top",
