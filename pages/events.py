@@ -56,7 +56,7 @@ if not events:
     st.stop()
 
 table = pl.DataFrame([{
-    "start": e.start_ms, "service": e.service, "cause": e.cause, "minutes": round(e.duration_min),
+    "start": e.start_ms, "service": e.service, "cause": e.cause.replace("_", " "), "minutes": round(e.duration_min),
     "peak p99 (ms)": round(e.peak_p99_ms), "SLO (ms)": e.slo_ms, "misattributed": e.misattributed,
     "recorded cause": (e.evidence.get("incident") or {}).get("recorded_cause"), "id": e.id} for e in events]).with_columns(pl.from_epoch("start", time_unit="ms").dt.replace_time_zone("UTC"))
 # The id is for the CSV and the link; a recorded cause only where incident records were given:
