@@ -628,8 +628,7 @@ st.subheader("Sources")
 # panel: all fourteen were twice a 1280x720 projector's width.
 when = st.column_config.DatetimeColumn
 show_table(sources.with_columns(pl.col("first_ts", "last_ts").dt.replace_time_zone("UTC")),  # the store's are UTC
-           key="sources_table", column_order=("name", "format", "status", "samples",
-                                                       "first_ts", "last_ts"),
+           key="sources_table", column_order=("name", "format", "status", "samples", "first_ts", "last_ts"),
            column_config={"first_ts": when("first", format="YYYY-MM-DD HH:mm", timezone=v.tz),
                           "last_ts": when("last", format="YYYY-MM-DD HH:mm", timezone=v.tz)})
 every_column = st.expander("Every column of the sources", key="src_every", on_change="rerun")

@@ -11,6 +11,7 @@ from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.evidence import regression_rows
 from analytics.events.report import dashboard_vs_found, method_text, report_html
+from analytics.times import local_naive
 from analytics.view import format_step
 from pages._queries import EventsQuery
 from pages._show import kpi_row, show_chart, show_table
@@ -56,9 +57,10 @@ if not events:
     st.stop()
 
 table = pl.DataFrame([{
-    "start": e.start_ms, "service": e.service, "cause": e.cause.replace("_", " "), "minutes": round(e.duration_min),
-    "peak p99 (ms)": round(e.peak_p99_ms), "SLO (ms)": e.slo_ms, "misattributed": e.misattributed,
-    "recorded cause": (e.evidence.get("incident") or {}).get("recorded_cause"), "id": e.id} for e in events]).with_columns(pl.from_epoch("start", time_unit="ms").dt.replace_time_zone("UTC"))
+    "start": local_naive(e.start_ms, v.tz), "service": e.service, "cause": e.cause.replace("_", " "),
+    "minutes": round(e.duration_min), "peak p99 (ms)": round(e.peak_p99_ms), "SLO (ms)": e.slo_ms,
+    "misattributed": e.misattributed, "recorded cause": (e.evidence.get("incident") or {}).get("recorded_cause"),
+    "id": e.id} for e in events])
 # The id is for the CSV and the link; a recorded cause only where incident records were given:
 # a column fewer each, and the table fits a 1280x720 projector.
 shown_columns = [c for c in table.columns if c != "id"
@@ -70,10 +72,12 @@ k[2].metric("Traffic surges", sum(e.cause == "traffic_surge" for e in events), b
 k[3].metric("Misattributed", sum(e.misattributed for e in events), border=True,
             help="Batch contention that a dashboard (or the incident record) blames on users")
 show_table(table, column_order=shown_columns, column_config={  # its download is a CSV
-    "start": st.column_config.DatetimeColumn("start", format="YYYY-MM-DD HH:mm", timezone=v.tz)})
+    "start": st.column_config.DatetimeColumn("start", format="YYYY-MM-DD HH:mm",
+                                             help=f"In {v.tz}, as the page says above")})
 
-labels = {e.id: f"{e.as_dict()['start']} · {e.service} · {e.cause}" + (" · misattributed" if e.misattributed else "")
-          for e in events}
+# Each event as the table shows it: its start in the page's zone.
+labels = {e.id: f"{local_naive(e.start_ms, v.tz):%Y-%m-%d %H:%M} · {e.service} · {e.cause.replace('_', ' ')}"
+          + (" · misattributed" if e.misattributed else "") for e in events}
 seed_from_link("ev_chosen", "event", valid=labels.__contains__)
 if st.session_state.get("ev_chosen") not in labels:
     st.session_state.pop("ev_chosen", None)

@@ -300,7 +300,8 @@ def test_a_story_of_days_fits_a_projector(app_url: tuple[str, str, Path], tmp_pa
         load_into(st, res)
     slo = ",".join(f"{k}:{v['p99_ms']:g}" for k, v in truth(res)["slos"].items())
     base = app_url[0]
-    query = urllib.parse.urlencode({"source": "duckdb", "db": str(db), "slo": slo, "w_src": "store"})
+    query = urllib.parse.urlencode({"source": "duckdb", "db": str(db), "slo": slo, "w_src": "store",
+                                    "tz": "America/Argentina/Buenos_Aires"})  # a long zone name
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:

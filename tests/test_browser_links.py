@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from analytics.times import local_naive, parse_iso_ms
+
 from test_browser import (CHROMIUM, CHROMIUM_ARGS, _need_browser, free_port, open_page, start_app, stop_app,
                           wait_healthy, wait_settled)
 from test_app_pages import build_store  # an hour from 08:00 UTC: the link's range lies inside it
@@ -90,7 +92,9 @@ def test_every_setting_round_trips_through_a_link(app, capsys) -> None:
                 assert "5 min" in sidebar and "Asia/Tokyo" in sidebar, (path, sidebar)
                 if path == "events":
                     assert float(_value(page, "ev_min_dur")) == 3 and float(_value(page, "ev_gap")) == 5
-                    assert _value(page, "ev_chosen").startswith(event["start"])  # the link's event is shown
+                    # the link's event is shown, its start in the link's zone
+                    start = local_naive(parse_iso_ms(event["start"]), SIDEBAR["tz"])
+                    assert _value(page, "ev_chosen").startswith(f"{start:%Y-%m-%d %H:%M} · ")
                 if path == "rhythm":
                     # a slider shows its value above its thumb
                     shown = [t for t in page.locator(".st-key-rhythm_tidal").inner_text().splitlines() if t]
