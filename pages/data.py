@@ -696,13 +696,16 @@ if workloads.height == 0:
 st.caption(f"Change a workload's class or team; the change is saved to `{config_file()}` as a "
            "rule and every page uses it at once. `rule` names what decided the class.")
 classes = list(CLASSES)
-# Without the pool (the Overview's): with it the editor was wider than a 1280x720 projector.
-shown = workloads[["namespace", "workload", "pods", "cls", "team", "rule"]]
+# Without the pool and the pod count: with them the editor was wider than a 1280x720 projector.
+shown = workloads[["namespace", "workload", "cls", "team", "rule"]]
 edited = st.data_editor(
     safe_table(shown), key="workload_editor",  # drawn escaped; the edits apply to the raw rows
-    disabled=["namespace", "workload", "pods", "rule"],
+    disabled=["namespace", "workload", "rule"],
     column_config={"cls": st.column_config.SelectboxColumn("class", options=classes, required=True),
-                   "team": st.column_config.TextColumn("team")})
+                   "team": st.column_config.TextColumn("team"),
+                   # Sized for its longest built-in rule: a column is sized by its typical cell, which
+                   # cut "default: interactive priority class" off.
+                   "rule": st.column_config.TextColumn("rule", width=280)})
 edited = pl.DataFrame(edited) if not isinstance(edited, pl.DataFrame) else edited
 changes = [{**raw, "cls": row["cls"], "team": row["team"]}
            for row, drawn, raw in zip(edited.iter_rows(named=True), safe_table(shown).iter_rows(named=True),

@@ -278,8 +278,9 @@ if shared is not None:
 num = st.column_config.NumberColumn
 columns = {
     "policy": st.column_config.TextColumn("Policy", pinned=True),
-    "best": st.column_config.TextColumn("Best", help="Fewest violation minutes (ties: the cheaper), "
-                                        "and the lowest total cost"),
+    # Sized for its longest value: a column of mostly empty cells is sized by its typical cell.
+    "best": st.column_config.TextColumn("Best", width=200, help="Fewest minutes over the SLO (ties: the "
+                                        "cheaper), and the lowest total cost"),
     "p99_ms": num("p99 (ms)", format="%,.0f", help="The period's p99 latency, modelled"),
     "worst_minute_p99_ms": num("Worst minute (ms)", format="%,.0f", help="The worst minute's p99, modelled"),
     "slo_compliance": num("Within SLO", format="percent", help="Share of requests within the SLO"),
@@ -288,18 +289,19 @@ columns = {
     "pool_utilization_active": num("Pool busy", format="percent", help="GPU-hours doing work / the pool's"),
     "batch_goodput_gpu_hours": num("Batch goodput (GPU-h)", format="%,.0f",
                                    help="Batch GPU-hours that advanced a job (lost work excluded)"),
-    "cost_total": num("GPU cost", format="dollar", help="The pool's GPUs for the period, each at its "
+    "cost_total": num("GPU cost", format="$%,.0f", help="The pool's GPUs for the period, each at its "
                       "price (reserved, spot, on-demand)"),
-    "cost_per_useful_gpu_hour": num("Cost per useful GPU-h", format="dollar"),
-    "externality_cost": num("Externality", format="dollar",
+    "cost_per_useful_gpu_hour": num("Per useful GPU-h", format="dollar",
+                                    help="GPU cost per GPU-hour that did useful work (inference or batch goodput)"),
+    "externality_cost": num("Externality", format="$%,.0f",
                             help="Violation minutes priced and charged to the team that caused them")}
 # Two tables of one frame, each narrow enough for a 1280x720 projector (twelve columns were not).
 show_table(table, column_config=columns, key="w_table_service",
            column_order=("policy", "best", "violation_minutes", "slo_compliance", "p99_ms",
-                         "worst_minute_p99_ms", "pool_utilization"))
+                         "worst_minute_p99_ms"))
 show_table(table, column_config=columns, key="w_table_cost",
            column_order=("policy", "cost_total", "externality_cost", "cost_per_useful_gpu_hour",
-                         "pool_utilization_active", "batch_goodput_gpu_hours"))
+                         "pool_utilization", "pool_utilization_active", "batch_goodput_gpu_hours"))
 day = typical_day(scn, results)
 show_chart(typical_day_figure(day, scn.service.slo_ms), day, "whatif-typical-day")
 

@@ -48,26 +48,45 @@ CUT_OFF_JS = """() => Array.from(document.querySelectorAll(
 
 # Tables a projector would cut. ``st.dataframe`` draws on a canvas, so its cells have no box to
 # measure; but its scroller is a real element (columns wider than the table's box scroll out of
-# sight), and each visible cell's text is in its accessibility table: text wider than a column
-# can grow (Streamlit's maxColumnAutoWidth, 31.25rem = 500 px, less 2 x 8 px of padding) ends in
-# an ellipsis. Cells of HTML tables are measured directly. Hidden tables (a closed panel) count
-# only once shown.
+# sight), and the grid's own props (read from its canvas's React fiber, glide-data-grid's
+# DataGrid) hold each column's drawn width, its theme's font and padding, and ``getCellContent``,
+# which gives the very text a cell draws: a header or a cell wider than its column ends in an
+# ellipsis (a column of mostly empty cells is sized by its typical cell, not its longest). Cells
+# of HTML tables are measured directly. Hidden tables (a closed panel) count only once shown; at
+# most 300 rows of a grid are read.
 TABLE_CUT_OFF_JS = """() => {
   const out = [];
   const shown = e => e.offsetParent !== null && e.getBoundingClientRect().width > 0;
   const ctx = document.createElement('canvas').getContext('2d');
+  const gridProps = canvas => {
+    const key = Object.keys(canvas).find(k => k.startsWith('__reactFiber'));
+    for (let f = key && canvas[key], depth = 0; f && depth < 20; f = f.return, depth++) {
+      const p = f.memoizedProps;
+      if (p && Array.isArray(p.columns) && typeof p.getCellContent === 'function' && p.theme) return p;
+    }
+    return null;
+  };
   document.querySelectorAll('[data-testid="stDataFrame"]').forEach(df => {
     if (!shown(df)) return;
     const name = Array.from(df.querySelectorAll('table th')).slice(0, 3).map(t => t.textContent.trim()).join(', ');
     const sc = df.querySelector('.dvn-scroller');
     if (sc && sc.scrollWidth > sc.clientWidth + 1)
       out.push(`table (${name}, ...): ${sc.scrollWidth} px of columns in a ${sc.clientWidth} px box`);
-    const style = getComputedStyle(df);
-    ctx.font = `${style.fontSize} ${style.fontFamily}`;
-    df.querySelectorAll('table td, table th').forEach(c => {
-      const t = c.textContent.trim();
-      if (t && ctx.measureText(t).width + 16 > 500)
-        out.push(`table (${name}, ...): cell "${t.slice(0, 60)}" is wider than a column grows`);
+    const p = df.querySelector('canvas') && gridProps(df.querySelector('canvas'));
+    if (!p) { out.push(`table (${name}, ...): its grid's columns could not be read (Streamlit changed?)`); return; }
+    const pad = 2 * (p.theme.cellHorizontalPadding || 8);
+    p.columns.forEach((col, c) => {
+      const width = col.width;  // as drawn: a stretched table's growth is already in it
+      ctx.font = `${p.theme.headerFontStyle || p.theme.baseFontStyle} ${p.theme.fontFamily}`;
+      if (col.title && ctx.measureText(col.title).width + pad > width + 1)
+        out.push(`table (${name}, ...): header "${col.title}" is wider than its ${Math.round(width)} px column`);
+      ctx.font = `${p.theme.baseFontStyle} ${p.theme.fontFamily}`;
+      for (let r = 0; r < Math.min(p.rows, 300); r++) {
+        const cell = p.getCellContent([c, r]);
+        const text = cell && typeof cell.displayData === 'string' ? cell.displayData : '';
+        if (text && ctx.measureText(text).width + pad > width + 1)
+          out.push(`table (${name}, ...): cell "${text.slice(0, 60)}" is wider than its ${Math.round(width)} px column`);
+      }
     });
   });
   document.querySelectorAll('[data-testid="stTable"] td, [data-testid="stTable"] th, '
