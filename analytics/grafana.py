@@ -57,7 +57,7 @@ def event_annotations(analysis: "EventsAnalysis", *, dashboard_uid: str | None =
             "time": int(ev.start_ms), "timeEnd": int(ev.end_ms),
             "tags": [TAG, event_tag(ev.id), f"service:{ev.service}", f"cause:{ev.cause}",
                      "misattributed" if ev.misattributed else "attributed"],
-            "text": (f"{ev.service}: {ev.cause.replace('_', ' ')} for {ev.duration_min:.0f} min, peak p99 "
+            "text": (f"{ev.service}: {ev.cause_words} for {ev.duration_min:.0f} min, peak p99 "
                      f"{ev.peak_p99_ms:,.0f} ms (SLO {ev.slo_ms:g} ms). {happened} Shares: {shares or 'n/a'}."
                      + (f" A dashboard would have said: {said}" if ev.misattributed else "")),
         }

@@ -274,7 +274,7 @@ def _events_section(r: Review) -> ReviewSection:
                                                        sorted(causes.items(), key=lambda x: -x[1]))
                + f"; {mis} {'was' if mis == 1 else 'were'} batch contention a dashboard would blame "
                  "on users.")
-    rows = [[iso_utc(e.start_ms), e.service, e.cause.replace("_", " "), f"{e.duration_min:.0f}",
+    rows = [[iso_utc(e.start_ms), e.service, e.cause_words, f"{e.duration_min:.0f}",
              f"{e.peak_p99_ms:,.0f}", f"{e.slo_ms:g}", "yes" if e.misattributed else "", e.id] for e in evs]
     return ReviewSection("Tail events", finding, paragraphs=list(r.events.notes), tables=[(
         ["start (UTC)", "service", "cause", "minutes", "peak p99 (ms)", "SLO (ms)", "misattributed", "id"],

@@ -11,7 +11,7 @@ import polars as pl
 import streamlit as st
 
 from analytics.charts import PLOTLY_CONFIG, figure_image
-from analytics.text import escape_figure, safe_csv, safe_table
+from analytics.text import escape_figure, md, safe_csv, safe_table
 
 
 def kpi_row(n: int) -> list[Any]:
@@ -30,6 +30,16 @@ def show_table(frame: Any, *, where: Any = None, **kwargs: Any) -> Any:
     kwargs.setdefault("hide_index", True)
     kwargs.setdefault("width", "stretch")
     return (where or st).dataframe(safe_table(frame), **kwargs)
+
+
+def show_table_with_notes(frame: pl.DataFrame, *, label: str, note: str, label_if_empty: str = "",
+                          **kwargs: Any) -> None:
+    """``show_table`` without the ``note`` column (one sentence a row), and those sentences as a
+    list under it, each after its row's ``label``: a list wraps on a projector, where a table
+    cut a sentence at its column's width."""
+    show_table(frame, column_order=[c for c in frame.columns if c != note], **kwargs)
+    st.markdown("\n".join(f"- **{md(row[label] or label_if_empty)}**: {md(row[note])}"
+                           for row in frame.iter_rows(named=True)))
 
 
 # -- charts ---------------------------------------------------------------------------------

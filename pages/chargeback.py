@@ -17,7 +17,7 @@ from analytics.whatif import form
 from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.ledger import bills, ledger, summarise_ledger
 from pages._queries import store_calibration_or_stop
-from pages._show import kpi_row, show_chart, show_table
+from pages._show import kpi_row, show_chart, show_table, show_table_with_notes
 from pages._sidebar import keep_in_link, page_setup, seed_from_link, source
 
 STORE = "store"
@@ -110,12 +110,9 @@ reserved, why = reservation(scn)
 st.caption(f"Pool A is the inference reservation the What-if's partitioned and MIG policies use: "
            f"{reserved} GPUs ({'set on the What-if page' if why == 'set' else md(why)}). Change it, or its "
            "headroom, on the What-if page; this page reads the same link.")
-# Each pool's purpose is a sentence: as a list under the table it wraps on a projector, where a
-# table cell was cut at its widest.
-show_table(plan, column_order=[c for c in plan.columns if c != "purpose"], column_config={
+show_table_with_notes(plan, label="pool", note="purpose", column_config={
     "pool": "Pool", "gpus": st.column_config.NumberColumn("GPUs", format="%,.0f"),
     "price_per_gpu_h": st.column_config.NumberColumn("Price per GPU-hour", format="dollar"),
     "cost_per_day": st.column_config.NumberColumn("Cost per day", format="dollar")})
-st.markdown("\n".join(f"- **{md(row['pool'])}**: {md(row['purpose'])}" for row in plan.iter_rows(named=True)))
 st.caption(f"Plan: {int(plan['gpus'].sum())} GPUs against {scn.pool.gpus} today, "
            f"${plan['cost_per_day'].sum():,.0f} a day.")

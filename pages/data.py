@@ -22,7 +22,7 @@ from analytics.overview import label_inventory
 from analytics.times import iso_utc, parse_iso_ms
 from analytics.view import STEP_CHOICES_S, apply_workload_edits, format_step
 from pages._caches import cached_inventory, cached_links, cached_request_logs, cached_series, cached_workloads
-from pages._show import kpi_row, show_chart, show_table
+from pages._show import kpi_row, show_chart, show_table, show_table_with_notes
 from pages._sidebar import page_setup, source
 from pages._store import (config_file, config_version, load_upload, load_workload_map, mapping_file,
                           open_store, upload_target)
@@ -678,10 +678,7 @@ else:
 st.subheader("GPUs without a pod label")
 st.caption("How each exporter's GPUs without a pod label are counted: idle, unmanaged (busy outside "
            "Kubernetes) or unknown.")
-show_table(gpu_rules, key="gpu_class_rules", column_order=[c for c in gpu_rules.columns if c != "rule"])
-# The rule is a sentence: listed under the table it wraps, where a cell was cut at its widest.
-st.markdown("\n".join(f"- **{md(row['job'] or 'no job label')}**: {md(row['rule'])}"
-                       for row in gpu_rules.iter_rows(named=True)))
+show_table_with_notes(gpu_rules, label="job", note="rule", label_if_empty="no job label", key="gpu_class_rules")
 
 # -- workload map ---------------------------------------------------------------------------
 st.subheader("Workload map")

@@ -56,8 +56,9 @@ if not events:
                f"(runs shorter than {min_dur:g} min ignored).", icon=":material/check_circle:")
     st.stop()
 
+starts = {e.id: local_naive(e.start_ms, v.tz) for e in events}  # in the page's zone, as the caption says
 table = pl.DataFrame([{
-    "start": local_naive(e.start_ms, v.tz), "service": e.service, "cause": e.cause.replace("_", " "),
+    "start": starts[e.id], "service": e.service, "cause": e.cause_words,
     "minutes": round(e.duration_min), "peak p99 (ms)": round(e.peak_p99_ms), "SLO (ms)": e.slo_ms,
     "misattributed": e.misattributed, "recorded cause": (e.evidence.get("incident") or {}).get("recorded_cause"),
     "id": e.id} for e in events])
@@ -75,8 +76,8 @@ show_table(table, column_order=shown_columns, column_config={  # its download is
     "start": st.column_config.DatetimeColumn("start", format="YYYY-MM-DD HH:mm",
                                              help=f"In {v.tz}, as the page says above")})
 
-# Each event as the table shows it: its start in the page's zone.
-labels = {e.id: f"{local_naive(e.start_ms, v.tz):%Y-%m-%d %H:%M} · {e.service} · {e.cause.replace('_', ' ')}"
+# Each event as the table shows it.
+labels = {e.id: f"{starts[e.id]:%Y-%m-%d %H:%M} · {e.service} · {e.cause_words}"
           + (" · misattributed" if e.misattributed else "") for e in events}
 seed_from_link("ev_chosen", "event", valid=labels.__contains__)
 if st.session_state.get("ev_chosen") not in labels:
@@ -88,7 +89,7 @@ ev = analysis.event(chosen)
 head = st.columns([3, 1])
 with head[0]:
     st.subheader(f"{md(ev.service)}: {ev.duration_min:.0f} min, peak p99 {ev.peak_p99_ms:,.0f} ms")
-    st.badge(ev.cause.replace("_", " "), color=_BADGE.get(ev.cause, "gray"))
+    st.badge(ev.cause_words, color=_BADGE.get(ev.cause, "gray"))
     if ev.misattributed:
         st.badge("misattributed", color="red", icon=":material/report:")
 with head[1]:

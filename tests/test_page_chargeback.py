@@ -9,6 +9,7 @@ import pytest
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from analytics.text import md  # noqa: E402
 from apptest_helpers import isolate, metric as _metric, open_page  # noqa: E402
 
 
@@ -37,6 +38,10 @@ def test_batch_team_pays_for_the_morning_tails(tmp_path: Path) -> None:
     assert ledger["cost"].sum() >= charged
     plan = at.dataframe[1].value
     assert list(plan["pool"]) == ["A", "B", "C"]
+    # each pool's purpose is a list item under the table, not a cell a projector cuts
+    purposes = next(m.value for m in at.markdown if m.value.startswith("- **A**: "))
+    assert [line.split("**")[1] for line in purposes.splitlines()] == ["A", "B", "C"]
+    assert all(md(p_) in purposes for p_ in plan["purpose"])  # as drawn: escaped
 
 
 def test_policy_and_price_change_the_bill(tmp_path: Path) -> None:

@@ -115,7 +115,7 @@ def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz:
                   fillcolor=CAUSE_COLORS.get(ev.cause, "#777777"), opacity=0.08, line_width=0)
     fig.update_xaxes(title_text=f"time ({zone_label(tz)})", row=5, col=1)
     fig.update_layout(legend=dict(orientation="v", y=1, x=1.02, yanchor="top"), margin=dict(r=260))
-    return escape_figure(apply_theme(fig, title=f"{plot_text(ev.service)}: {ev.cause.replace('_', ' ')} "
+    return escape_figure(apply_theme(fig, title=f"{plot_text(ev.service)}: {ev.cause_words} "
                                                f"(peak p99 {ev.peak_p99_ms:,.0f} ms)", height=height))
 
 

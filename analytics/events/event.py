@@ -37,6 +37,11 @@ class Event:
     def duration_min(self) -> float:
         return (self.end_ms - self.start_ms) / 60_000
 
+    @property
+    def cause_words(self) -> str:
+        """The cause as a reader says it (``batch_contention`` -> ``batch contention``)."""
+        return self.cause.replace("_", " ")
+
     def as_dict(self) -> dict[str, Any]:
         """The CLI / JSON contract: one object per event."""
         return {"id": self.id, "service": self.service, "start": iso_utc(self.start_ms),
