@@ -231,3 +231,51 @@ def test_a_failed_job_is_tried_again() -> None:
     assert prefetcher.wait_idle(30) and len(runs) == 2
     prefetcher.submit([job])  # done now: not run a third time
     assert prefetcher.wait_idle(30) and len(runs) == 2
+
+
+# A fresh interpreter: once ``analytics.charts`` is imported, a figure is built while another
+# thread (the prefetch) is halfway through its first ``import pandas``. Plotly reads pandas from
+# ``sys.modules`` without the import lock; a half-made pandas raised "partially initialized
+# module 'pandas' has no attribute 'Series'" on the Overview of a fresh server.
+RACE = '''
+import importlib.abc, sys, threading
+import analytics.charts.overview  # noqa: F401
+from plotly.subplots import make_subplots
+import plotly.graph_objects as go
+ready, go_on = threading.Event(), threading.Event()
+
+class Pause(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "pandas.core.api" and threading.current_thread().name == "prefetch":
+            ready.set()  # pandas is in sys.modules, half made, until go_on
+            go_on.wait(60)
+        return None
+
+def importer():
+    try:
+        import pandas  # noqa: F401
+    finally:
+        ready.set()
+
+sys.meta_path.insert(0, Pause())
+t = threading.Thread(target=importer, name="prefetch", daemon=True)
+t.start()
+ready.wait(60)
+try:
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True)
+    fig.add_trace(go.Scatter(x=[1, 2, 3], y=[1, 3, 2]), row=1, col=1)
+finally:
+    go_on.set()
+    t.join(60)
+print(len(fig.data))
+'''
+
+
+def test_a_chart_built_while_the_prefetch_imports_pandas() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", RACE], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "1"

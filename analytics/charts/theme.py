@@ -12,6 +12,11 @@ import shutil
 from typing import Any
 from zoneinfo import ZoneInfo
 
+# Before plotly: its validators read pandas from ``sys.modules`` without the import lock, so a
+# figure built while another thread (the app's prefetch, a second session) is still importing
+# pandas fails on the half-made module ("partially initialized module 'pandas' has no attribute
+# 'Series'"). Importing it here makes every chart builder wait until pandas is whole.
+import pandas  # noqa: F401
 import plotly.graph_objects as go
 import plotly.io as pio
 import polars as pl
