@@ -109,6 +109,25 @@ def cut_off(page) -> list[str]:
     return [f"KPI {t!r}" for t in page.evaluate(CUT_OFF_JS)] + page.evaluate(TABLE_CUT_OFF_JS)
 
 
+# Charts whose labels pushed a margin past the one they were given, which makes Plotly lay the
+# figure out and draw it a second time (analytics.charts.theme.MARGIN_PX). Charts labelled by
+# category (source and metric names on the Data page) are sized by their labels and left out.
+PUSHED_MARGIN_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+  .filter(gd => gd._fullLayout && gd._fullLayout.yaxis.type !== 'category')
+  .map(gd => { const s = gd._fullLayout._size, m = gd._fullLayout.margin;
+    const over = ['l', 'r', 't', 'b'].filter(k => Math.round(s[k]) > m[k]);
+    const a = (gd._fullLayout.annotations || [])[0];
+    const name = ((gd.layout.title && gd.layout.title.text) || (a && a.text) || '').slice(0, 40);
+    return over.length ? `chart ${JSON.stringify(name)} pushed ${over.join(',')}: ` +
+      over.map(k => `${m[k]} -> ${Math.round(s[k])} px`).join(', ') : ''; })
+  .filter(t => t)"""
+
+
+def pushed_margins(page) -> list[str]:
+    """The page's charts drawn twice because their labels did not fit the margins given."""
+    return page.evaluate(PUSHED_MARGIN_JS)
+
+
 NAV_TITLES = ["Overview", "Rhythm", "Tail events", "What-if", "Chargeback", "Data"]
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
@@ -265,6 +284,7 @@ def test_every_page_in_chromium(app_url: tuple[str, str, Path]) -> None:
                 # Nothing cut off on a projector: no KPI or table wider than its box.
                 cut = cut_off(page)
                 assert not cut, f"{name}: cut off: {cut}"
+                assert not pushed_margins(page), f"{name}: {pushed_margins(page)}"
                 page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
             # A meeting room's projector at 1280x720: still nothing cut off, a screenshot of each.
             page.set_viewport_size({"width": 1280, "height": 720})
@@ -272,6 +292,7 @@ def test_every_page_in_chromium(app_url: tuple[str, str, Path]) -> None:
                 open_page(page, f"{base}/{path}?{query}")
                 cut = cut_off(page)
                 assert not cut, f"{name} at 1280x720: cut off: {cut}"
+                assert not pushed_margins(page), f"{name} at 1280x720: {pushed_margins(page)}"
                 page.screenshot(path=str(SCREENSHOTS / f"{name}-1280x720.png"))
             page.set_viewport_size({"width": 1600, "height": 1800})
             # The root opens the Overview at its own path, with the link's settings.
@@ -335,6 +356,8 @@ def test_a_story_of_days_fits_a_projector(app_url: tuple[str, str, Path], tmp_pa
                     assert page.locator('[data-testid="stDataFrame"]').count() >= 1, path
                     cut = cut_off(page)
                     assert not cut, f"{path} at {size[0]}x{size[1]}: cut off: {cut}"
+                    pushed = pushed_margins(page)
+                    assert not pushed, f"{path} at {size[0]}x{size[1]}: {pushed}"
         finally:
             browser.close()
 

@@ -96,3 +96,22 @@ def test_event_story_has_a_log_p99_row_and_one_band_over_the_event_on_every_row(
     assert (band.yref, band.y0, band.y1, band.xref) == ("paper", 0, 1, "x")
     assert (band.x0, band.x1) == (start, end) and band.fillcolor == CAUSE_COLORS[ev.cause]
     assert [fig.layout[f"xaxis{i}"].matches for i in ("", 2, 3, 4)] == ["x5"] * 4
+
+
+def test_a_time_axis_gets_level_ticks_and_the_room_below_them() -> None:
+    import datetime as dt
+
+    import plotly.graph_objects as go
+
+    from analytics.charts.theme import MARGIN_PX, TIME_AXIS_BOTTOM_PX, TIME_AXIS_TICKS, apply_theme
+
+    t0 = dt.datetime(2026, 10, 6, 9)
+    timed = apply_theme(go.Figure(go.Scatter(x=[t0, t0 + dt.timedelta(hours=3)], y=[1, 2])), title="t")
+    assert (timed.layout.xaxis.nticks, timed.layout.xaxis.tickangle) == (TIME_AXIS_TICKS, 0)
+    assert timed.layout.margin.b == TIME_AXIS_BOTTOM_PX
+    # polars' datetimes reach Plotly as a numpy datetime64 array
+    series = apply_theme(go.Figure(go.Scatter(x=pl.Series([t0]), y=[1])))
+    assert series.layout.margin.b == TIME_AXIS_BOTTOM_PX
+    plain = apply_theme(go.Figure(go.Bar(x=[1, 2], y=["a", "b"], orientation="h")))
+    assert plain.layout.xaxis.nticks is None and plain.layout.margin.b is None
+    assert go.Figure(layout=dict(template=plain.layout.template)).layout.template.layout.margin.l == MARGIN_PX["l"]

@@ -70,7 +70,7 @@ def pool_story_figure(classes: pl.DataFrame, violations: pl.DataFrame, *, tz: st
     fig.update_xaxes(title_text=f"time ({zone_label(tz)})", row=2 if has_latency else 1, col=1)
     # The legend sits above the subplot titles, clear of them.
     fig.update_layout(hovermode="x unified", legend_traceorder="normal",
-                      legend=dict(y=1.1, yanchor="bottom"), margin=dict(t=110))
+                      legend=dict(y=1.1, yanchor="bottom"), margin=dict(t=140))
     return apply_theme(fig, height=height)
 
 

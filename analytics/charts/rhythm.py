@@ -137,7 +137,7 @@ def profiles_figure(summary: RhythmSummary, *, height: int = 480) -> go.Figure:
 def _legend_below(fig: go.Figure) -> go.Figure:
     # The template's legend sits above the plot, where these charts put their annotations.
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, x=0),
-                      margin=dict(b=120))
+                      margin=dict(b=170))
     return fig
 
 
