@@ -6,7 +6,7 @@ import polars as pl
 import streamlit as st
 
 from analytics.text import md
-from analytics.charts.events import attribution_figure, event_figure, event_figure_data
+from analytics.charts.events import attribution_data, attribution_figure, event_figure, event_figure_data
 from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.evidence import regression_rows
@@ -115,7 +115,7 @@ if timeline_tab.open:
     with timeline_tab:
         show_chart(event_figure(analysis.event_window(ev), analysis.holdings_window(ev), ev, tz=v.tz),
                    event_figure_data(analysis.event_window(ev)), f"event-{ev.id}")
-        st.plotly_chart(attribution_figure(ev), key="ev_bar")
+        show_chart(attribution_figure(ev), attribution_data(ev), f"attribution-{ev.id}")
 if evidence_tab.open:
     with evidence_tab:
         e = ev.evidence

@@ -53,7 +53,11 @@ def test_page_lists_events_and_explains_one(morning_db) -> None:
     assert len(table) == n_events and "cause" in table.columns
     box = at.selectbox(key="ev_chosen")
     assert len(box.options) == n_events
-    assert len(at.get("plotly_chart")) >= 2  # the event's story and the attribution bar
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 2  # the event's story and the attribution bar
+    # Both in the Tidelens theme (large type for a projector), each with its data for export
+    assert all(c.proto.theme == "" for c in charts), [c.proto.theme for c in charts]
+    assert any(c.proto.id.endswith(f"chart_attribution-{box.value}") for c in charts), [c.proto.id for c in charts]
     texts = " ".join(t.value for t in at.text)
     assert "read as" in texts  # what the dashboard said
     md = " ".join(m.value for m in at.markdown)
