@@ -69,3 +69,21 @@ def test_self_norm_figure_counts_tail_steps_hidden_by_the_seasonal_band() -> Non
     above, inside = (int(x.split(" ")[0]) for x in text.split(";<br>")[:2])
     assert above == 3 * 90 and inside > 0.8 * above
     assert fig.layout.yaxis.type == "log"
+
+
+def test_decomposition_figure_thins_only_its_smooth_lines() -> None:
+    from analytics.charts.rhythm import SMOOTH_POINTS
+
+    dec = decompose(synth(days=28), "rps")
+    n = dec.coarse.height
+    assert n > 2 * SMOOTH_POINTS  # else nothing here is thinned
+    fig = decomposition_figure(dec)
+    points = {t.name: len(t.x) for t in fig.data if t.name}
+    assert points["observed"] == points["residual"] == n  # the spikes a reader looks for, every step
+    for name in ("expected", "norm band", "trend", "daily", "weekly"):
+        assert points[name] <= SMOOTH_POINTS + 1, name
+    # the thinned lines still span the whole range, to the last step
+    assert fig.data[1].x[-1] == fig.data[2].x[-1] and fig.data[1].x[0] == fig.data[2].x[0]
+    band = [t for t in fig.data if t.name == "norm band"][0]
+    upper = fig.data[0]
+    assert len(upper.x) == len(band.x)  # the band's fill pairs its two edges point for point

@@ -114,7 +114,9 @@ def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz:
     fig.add_shape(type="rect", xref="x", yref="paper", x0=span[0], x1=span[1], y0=0, y1=1,
                   fillcolor=CAUSE_COLORS.get(ev.cause, "#777777"), opacity=0.08, line_width=0)
     fig.update_xaxes(title_text=f"time ({zone_label(tz)})", row=5, col=1)
-    fig.update_layout(legend=dict(orientation="v", y=1, x=1.02, yanchor="top"), margin=dict(r=345, b=TIME_AXIS_BOTTOM_PX))
+    # The right margin holds the legend's widest entry ("normal traffic, no batch L(T0, C0)").
+    fig.update_layout(legend=dict(orientation="v", y=1, x=1.02, yanchor="top"),
+                      margin=dict(r=345, b=TIME_AXIS_BOTTOM_PX))
     return escape_figure(apply_theme(fig, title=f"{plot_text(ev.service)}: {ev.cause_words} "
                                                f"(peak p99 {ev.peak_p99_ms:,.0f} ms)", height=height))
 

@@ -25,11 +25,28 @@ def _hour_spans(start: int, end: int) -> list[tuple[int, int]]:
     return [(start, end)] if start < end else [(start, 24), (0, end)]
 
 
+SMOOTH_POINTS = 1000
+
+
+def _smooth_rows(n: int) -> pl.Series:
+    """Row indices of every ``ceil(n / SMOOTH_POINTS)``-th step of ``n``, the last one included.
+
+    >>> _smooth_rows(5).to_list(), len(_smooth_rows(4032)), _smooth_rows(4032)[-1]
+    ([0, 1, 2, 3, 4], 808, 4031)
+    """
+    stride = max(1, -(-n // SMOOTH_POINTS))
+    rows = list(range(0, n, stride))
+    if n and rows[-1] != n - 1:
+        rows.append(n - 1)
+    return pl.Series(rows, dtype=pl.UInt32)
+
+
 def decomposition_figure(dec: Decomposition, *, tz: str = "UTC", label: str | None = None,
                          height: int = 820) -> go.Figure:
     """Observed with its norm band, then trend, daily, weekly and residual, on one time axis.
 
-    Drawn at the decomposition step (``dec.coarse``) so 28 days stay a few thousand points.
+    Drawn at the decomposition step (``dec.coarse``), the smooth lines at most
+    ``SMOOTH_POINTS`` points each: 28 days stay a few thousand points.
     """
     rows = ["observed and norm band", "trend", "daily", *(["weekly"] if "weekly" in dec.periods_used else []),
             "residual"]
@@ -39,19 +56,27 @@ def decomposition_figure(dec: Decomposition, *, tz: str = "UTC", label: str | No
     c = dec.coarse
     x = display_ts(c["ts"], tz)
     lower, upper = dec.coarse_band()
-    fig.add_trace(go.Scatter(x=x, y=upper, mode="lines", line=dict(width=0),
+    # The smooth lines (band, expected, trend, seasonal components) at most SMOOTH_POINTS points
+    # a line, its last kept: a plot is about that many pixels wide, and Plotly drew 28 days of
+    # them at every step for nothing. Observed and residual keep every step: their spikes are
+    # what a reader looks for.
+    keep = _smooth_rows(c.height)
+    xs = x.gather(keep)
+    fig.add_trace(go.Scatter(x=xs, y=upper.gather(keep), mode="lines", line=dict(width=0),
                              showlegend=False, hoverinfo="skip"), row=1, col=1)
-    fig.add_trace(go.Scatter(x=x, y=lower, mode="lines", line=dict(width=0),
+    fig.add_trace(go.Scatter(x=xs, y=lower.gather(keep), mode="lines", line=dict(width=0),
                              fill="tonexty", fillcolor=BAND_FILL, name="norm band", hoverinfo="skip"),
                   row=1, col=1)
     fig.add_trace(go.Scatter(x=x, y=c["observed"], mode="lines", name="observed",
                              line=dict(color="#444444", width=1)), row=1, col=1)
-    fig.add_trace(go.Scatter(x=x, y=c["expected"], mode="lines", name="expected",
+    fig.add_trace(go.Scatter(x=xs, y=c["expected"].gather(keep), mode="lines", name="expected",
                              line=dict(color=TRAFFIC_COLOR, width=2)), row=1, col=1)
     for i, comp in enumerate(rows[1:], start=2):
-        fig.add_trace(go.Scatter(x=x, y=c[comp], mode="lines", name=comp, showlegend=False,
-                                 line=dict(color=TRAFFIC_COLOR if comp != "residual" else "#777777",
-                                           width=1.5)), row=i, col=1)
+        noisy = comp == "residual"
+        fig.add_trace(go.Scatter(x=x if noisy else xs, y=c[comp] if noisy else c[comp].gather(keep),
+                                 mode="lines", name=comp, showlegend=False,
+                                 line=dict(color="#777777" if noisy else TRAFFIC_COLOR, width=1.5)),
+                      row=i, col=1)
     filled = c.filter(pl.col("filled"))
     if filled.height:
         fig.add_trace(go.Scatter(x=display_ts(filled["ts"], tz), y=filled["expected"], mode="markers",
