@@ -37,9 +37,7 @@ window.draw = async (fig) => {
   await Plotly.newPlot(gd, fig.data, fig.layout, {responsive: true, displaylogo: false});
   const t1 = performance.now();
   await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
-  const s = gd._fullLayout._size, m = gd._fullLayout.margin;
-  return {newplot_ms: t1 - t0, painted_ms: performance.now() - t0,
-          pushed: ['l', 'r', 't', 'b'].filter(k => Math.round(s[k]) > m[k]),
+  return {newplot_ms: t1 - t0, painted_ms: performance.now() - t0, pushed: (PUSHED_SIDES)(gd),
           category: gd._fullLayout.yaxis.type === 'category'};
 };
 </script></body></html>"""
@@ -47,17 +45,13 @@ window.draw = async (fig) => {
 
 def page_figures(pages: list[str]) -> list[tuple[str, dict]]:
     """(page and index, figure JSON) of every chart each page draws on the sample."""
-    from streamlit.testing.v1 import AppTest
-
     from analytics.sample import ensure_default_store
+    from apptest_helpers import open_store_page
 
     db = ensure_default_store()
     out = []
     for page in pages:
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
-        at.query_params.update({"source": "duckdb", "db": str(db)})
-        at.run()
-        at.switch_page(f"pages/{page}.py").run()
+        at = open_store_page(f"pages/{page}.py", db)
         for i, chart in enumerate(at.get("plotly_chart")):
             out.append((f"{page}[{i}]", json.loads(chart.proto.spec)))
     return out
@@ -73,14 +67,14 @@ def main() -> int:
     import plotly.graph_objects as go
     from playwright.sync_api import sync_playwright
 
-    from test_browser import CHROMIUM, CHROMIUM_ARGS
+    from test_browser import CHROMIUM, CHROMIUM_ARGS, PUSHED_SIDES_JS
 
     tmp = Path(tempfile.mkdtemp())
     os.environ.update(TIDELENS_UPLOADS_DB=str(tmp / "uploads.duckdb"),
                       TIDELENS_CONFIG=str(tmp / "tidelens.toml"), TIDELENS_PREFETCH="0")
     js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     (tmp / "plotly.min.js").write_bytes(js.read_bytes())
-    (tmp / "draw.html").write_text(DRAW_HTML)
+    (tmp / "draw.html").write_text(DRAW_HTML.replace("PUSHED_SIDES", PUSHED_SIDES_JS))
     figures = [("(peer)", json.loads(go.Figure(go.Scatter(y=[1, 3, 2])).to_json()))]
     figures += page_figures(args.pages.split(","))
 

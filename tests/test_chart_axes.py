@@ -114,4 +114,4 @@ def test_a_time_axis_gets_level_ticks_and_the_room_below_them() -> None:
     assert series.layout.margin.b == TIME_AXIS_BOTTOM_PX
     plain = apply_theme(go.Figure(go.Bar(x=[1, 2], y=["a", "b"], orientation="h")))
     assert plain.layout.xaxis.nticks is None and plain.layout.margin.b is None
-    assert go.Figure(layout=dict(template=plain.layout.template)).layout.template.layout.margin.l == MARGIN_PX["l"]
+    assert plain.layout.template.layout.margin.l == MARGIN_PX["l"]

@@ -13,7 +13,7 @@ import polars as pl
 from plotly.subplots import make_subplots
 
 from analytics.charts.theme import (OKABE_ITO, SLO_COLOR, apply_theme, class_color, display_ts, log_ms_axis,
-                                    TIME_AXIS_BOTTOM_PX, zone_label)
+                                    zone_label)
 from analytics.events.event import Event
 from analytics.overview import WORKLOAD_CLASSES
 from analytics.text import escape_figure, plot_text
@@ -115,8 +115,7 @@ def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz:
                   fillcolor=CAUSE_COLORS.get(ev.cause, "#777777"), opacity=0.08, line_width=0)
     fig.update_xaxes(title_text=f"time ({zone_label(tz)})", row=5, col=1)
     # The right margin holds the legend's widest entry ("normal traffic, no batch L(T0, C0)").
-    fig.update_layout(legend=dict(orientation="v", y=1, x=1.02, yanchor="top"),
-                      margin=dict(r=345, b=TIME_AXIS_BOTTOM_PX))
+    fig.update_layout(legend=dict(orientation="v", y=1, x=1.02, yanchor="top"), margin=dict(r=345))
     return escape_figure(apply_theme(fig, title=f"{plot_text(ev.service)}: {ev.cause_words} "
                                                f"(peak p99 {ev.peak_p99_ms:,.0f} ms)", height=height))
 

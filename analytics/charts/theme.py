@@ -7,6 +7,7 @@ idle grey. Fonts are large because these charts are read off a projector across 
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 from typing import Any
@@ -118,8 +119,6 @@ def apply_theme(fig: go.Figure, *, title: str | None = None, height: int | None 
 
 def _has_time_x(fig: go.Figure) -> bool:
     """Whether a trace draws on a time x axis (its two-line ticks need more room below)."""
-    import datetime as dt
-
     for trace in fig.data:
         x = getattr(trace, "x", None)
         if x is None or len(x) == 0:
