@@ -1,0 +1,199 @@
+"""What each kind of Streamlit element adds to a new tab's first render, against the floor.
+
+``bench/app.py`` times whole pages against the floor (a Streamlit page with one small Plotly
+chart); this times the floor plus one kind of element, each as its own tiny app on its own
+port, so that a page's design can be weighed before it is built: which elements a first
+render can afford (issue 17: a new tab within 1.3x the floor). Every app is opened in a fresh
+browser context (empty HTTP cache: a colleague opening a shared link), the apps in turn each
+round so that whatever the machine does meanwhile falls on all of them alike, and the median
+of ``--repeat`` rounds is printed with its ratio to the floor's.
+
+It also prints, for the floor and for each page of the app on the bundled sample (``--pages``),
+when the page's parts arrived in the browser (milliseconds from navigation): the script run's
+end as the browser saw it, the last network response, and the first Plotly chart drawn.
+
+Usage::
+
+    .venv/bin/python bench/elements.py [--repeat 5] [--only dataframe,table] [--pages events,whatif]
+
+Measured on the project's 2-core machine (2026-12-03, Streamlit 1.67, Chromium 156), floor
+1.85-1.91 s, each element's added seconds over three runs of 4-5 rounds:
+
+- **one selectbox +0.58-0.62 s** (four: +0.41-0.65), a multiselect +0.56, ``st.dataframe`` of three
+  rows +0.63-0.75; a selectbox and a dataframe together +0.81 (their costs overlap, though they load
+  no file in common: the selectbox's 21 files are 140 KB, the grid's 29 are 1.7 MB, so neither cost
+  is its bytes);
+- ``st.table`` +0.04-0.17, the same rows as a Markdown table +0.03-0.04; a horizontal radio +0.10, a
+  segmented control +0.11, a slider +0.10-0.12, a select slider +0.18, a number input +0.05-0.12;
+- five bordered metrics with help +0.04-0.09; an 8-trace, 720-point stacked chart +0.14-0.18, two
+  +0.23-0.26; a download button, a lazy popover or expander, Material icons: within noise.
+
+Each of those three alone takes a page to about 1.3x: a page under it can hardly show one on its
+first render. In a whole page one of them removed saves little while another stays (What-if's
+two tables as Markdown, its selectboxes kept: 3.13 -> 2.89 s; its decision widgets elided: 2.98 s),
+and the pages' own times, interleaved with the floor, were Overview 1.27-1.37x (none of the three),
+Rhythm 1.33x, Tail events 1.48-1.49x, What-if 1.62-1.65x, Chargeback 1.47x, Data 1.52x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from test_browser import CHROMIUM, CHROMIUM_ARGS, free_port, wait_healthy, wait_settled  # noqa: E402
+
+HEAD = ("import numpy as np\nimport plotly.graph_objects as go\nimport streamlit as st\n"
+        "st.set_page_config(layout='wide')\nst.title('Peer')\n")
+CHART = "st.plotly_chart(go.Figure(go.Scatter(y=[1, 3, 2])), theme=None)\n"
+# An Overview-sized chart: eight stacked classes over 720 steps (thin_for_display's most).
+BIG = ("x = np.arange(720)\n"
+       "st.plotly_chart(go.Figure([go.Scatter(x=x, y=np.sin(x / 50 + i) + i, stackgroup='a', "
+       "name=f'c{i}') for i in range(8)]), theme=None, key=f'big{K}')\n")
+TABLE = "{'a': [1, 2, 3], 'b': ['x', 'y', 'z']}"
+# name -> the lines between the title and the floor's chart
+ELEMENTS: dict[str, str] = {
+    "floor": "",
+    "dataframe": f"st.dataframe({TABLE})\n",
+    "table": f"st.table({TABLE})\n",
+    "markdown table": "st.markdown('| a | b |\\n|---|---|\\n| 1 | x |\\n| 2 | y |\\n| 3 | z |')\n",
+    "5 metrics, help": ("r = st.container(horizontal=True, wrap=True)\nfor i in range(5):\n"
+                        "    r.metric(f'KPI {i}', f'{i * 1000:,} GPUs', border=True, help='what it counts')\n"),
+    "5 metrics": ("r = st.container(horizontal=True, wrap=True)\nfor i in range(5):\n"
+                  "    r.metric(f'KPI {i}', f'{i * 1000:,} GPUs', border=True)\n"),
+    "big chart": BIG.replace("{K}", "1"),
+    "2 big charts": BIG.replace("{K}", "1") + BIG.replace("{K}", "2"),
+    "download button": "st.download_button('CSV', data='a', icon=':material/download:', on_click='ignore')\n",
+    "lazy popover": "st.popover('Export', icon=':material/download:', key='p', on_change='rerun')\n",
+    "lazy expander": "st.expander('More', key='e', on_change='rerun')\n",
+    "material icons": "st.caption(':material/monitoring: and :material/tune:')\n",
+    "4 selectboxes": "for i in range(4):\n    st.selectbox(f'S{i}', ['a', 'b'], key=f's{i}')\n",
+    "1 selectbox": "st.selectbox('S', ['a', 'b'], key='s')\n",
+    "selectbox and dataframe": f"st.selectbox('S', ['a', 'b'], key='s')\nst.dataframe({TABLE})\n",
+    "multiselect": "st.multiselect('M', ['a', 'b'], ['a'], key='m')\n",
+    "radio": "st.radio('R', ['a', 'b'], horizontal=True, key='r')\n",
+    "select slider": "st.select_slider('H', [f'{h:02d}:00' for h in range(24)], '09:00', key='h')\n",
+    "segmented control": "st.segmented_control('G', ['a', 'b'], default='a', key='g')\n",
+    "slider": "st.slider('x', 0.0, 1.0, 0.3)\n",
+    "number input": "st.number_input('n', 1, 100, 8)\n",
+}
+PAGE_MARKS_JS = """
+window.__marks = {};
+const mark = k => { if (!(k in window.__marks)) window.__marks[k] = performance.now(); };
+new MutationObserver(() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (app && app.dataset.testScriptState === 'running') window.__ran = true;
+  if (app && window.__ran && app.dataset.testScriptState === 'notRunning') mark('script done');
+  if (document.querySelector('.js-plotly-plot .main-svg')) mark('first chart drawn');
+}).observe(document, {subtree: true, childList: true, attributes: true});
+"""
+LAST_RESPONSE_JS = ("() => Math.max(...performance.getEntriesByType('resource').map(r => r.responseEnd))")
+
+
+def _serve(script: Path, cwd: Path) -> tuple[str, subprocess.Popen]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true",
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=cwd, env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(url, proc)
+    return url, proc
+
+
+def _open(browser, url: str, *, chart: bool) -> tuple[float, dict[str, float]]:
+    """Seconds to a settled first render in a fresh context, and when its parts arrived (ms)."""
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    context.add_init_script(PAGE_MARKS_JS)
+    page = context.new_page()
+    try:
+        t0 = time.perf_counter()
+        page.goto(url, wait_until="commit")
+        page.wait_for_selector('[data-testid="stMainBlockContainer"] h1', timeout=120_000)
+        if chart:
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=120_000)
+        wait_settled(page, 120_000)
+        elapsed = time.perf_counter() - t0
+        marks = page.evaluate("() => window.__marks")
+        marks["last response"] = page.evaluate(LAST_RESPONSE_JS)
+        return elapsed, marks
+    finally:
+        context.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=5, help="rounds of fresh tabs (median shown)")
+    ap.add_argument("--only", default="", help="comma-separated element names (the floor always)")
+    ap.add_argument("--pages", default="", help="comma-separated app pages to time too, on the sample")
+    args = ap.parse_args(argv)
+    if not Path(CHROMIUM).exists():
+        print(f"{CHROMIUM} missing: apt-get install chromium", file=sys.stderr)
+        return 2
+    names = ["floor"] + [n for n in (args.only.split(",") if args.only else ELEMENTS) if n and n != "floor"]
+    unknown = [n for n in names if n not in ELEMENTS]
+    if unknown:
+        print(f"unknown elements {unknown}; known: {', '.join(ELEMENTS)}", file=sys.stderr)
+        return 2
+    pages = [p for p in args.pages.split(",") if p]
+    tmp = Path(tempfile.mkdtemp(prefix="tidelens-elements-"))
+    urls: dict[str, tuple[str, bool]] = {}
+    procs: list[subprocess.Popen] = []
+    try:
+        for i, name in enumerate(names):
+            script = tmp / f"app{i}.py"
+            script.write_text(HEAD + ELEMENTS[name] + CHART)
+            url, proc = _serve(script, tmp)
+            procs.append(proc)
+            urls[name] = (url, True)
+        if pages:
+            from analytics.sample import ensure_default_store
+
+            ensure_default_store()
+            url, proc = _serve(ROOT / "app.py", ROOT)
+            procs.append(proc)
+            urls.update({f"page {p}": (f"{url}/{p}", p == "overview") for p in pages})
+        from playwright.sync_api import sync_playwright
+
+        times: dict[str, list[float]] = {n: [] for n in urls}
+        marks: dict[str, list[dict[str, float]]] = {n: [] for n in urls}
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            for name, (url, chart) in urls.items():  # warm the servers' own caches
+                _open(browser, url, chart=chart)
+            for _ in range(args.repeat):
+                for name, (url, chart) in urls.items():
+                    secs, m = _open(browser, url, chart=chart)
+                    times[name].append(secs)
+                    marks[name].append(m)
+            browser.close()
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=15)
+    floor = statistics.median(times["floor"])
+    print(f"a new tab's first render, median of {args.repeat} rounds (fresh browser context each):")
+    print(f"{'element (with the floor chart)':<32} {'s':>6} {'+s':>6} {'x floor':>8}")
+    for name in urls:
+        med = statistics.median(times[name])
+        print(f"{name:<32} {med:6.2f} {med - floor:+6.2f} {med / floor:8.2f}")
+    print("when the parts arrived, ms from navigation (median):")
+    keys = ("script done", "last response", "first chart drawn")
+    print(f"{'':<32} " + " ".join(f"{k:>17}" for k in keys))
+    for name in ["floor", *(n for n in urls if n.startswith("page "))]:
+        row = [statistics.median([m[k] for m in marks[name] if k in m] or [float("nan")]) for k in keys]
+        print(f"{name:<32} " + " ".join(f"{v:17.0f}" for v in row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
