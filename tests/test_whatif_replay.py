@@ -66,6 +66,16 @@ def _within(bt: dict) -> None:
 # its autoscaler's maximum with p99 hovering at the SLO (measured 93-166 ms around 100 ms); the
 # fitted latency curve runs ~8% high there and counts 68 minutes against 54 observed (+26%).
 # Seeds 1 and 2 of the same story replay within 3% and 3 minutes.
+# Why (measured 2026-12-03): a step reads over the SLO when more than 1% of its requests are
+# above the SLO's bucket bound, and the export's requests carry 200 independent draws a minute,
+# so a step whose true p99 sits at the SLO reads over about a third of the time (3 or more of
+# 200 when 2 are expected): the 54 observed are ~77% of the ~70 steps the surge held near it,
+# while a replay that calls each step by its modelled p99 counts all of them. Counting the
+# replay as the exporter would (each step over with the probability a probit of observed over
+# on log(model p99 / SLO) gives, its one scale fitted on the store) replays 57.6 here, and 333.8
+# of 319 on `mixed` (now +14%), but 291 of 243 for chat-vllm on `morning` (+20%): its fit was
+# chosen to get the deterministic count right (fit._loss_terms), so the count, the fit's loss
+# and the policies' minutes would have to change together.
 KNOWN_MISSES = {("partitioned+no-ksm-pods", "recommender")}
 
 
