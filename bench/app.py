@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from test_browser import (APP_IDLE, wait_settled, CHROMIUM, CHROMIUM_ARGS, cut_off,  # noqa: E402
-                          free_port, registered_pages, wait_healthy)
+                          first_render_s, free_port, registered_pages, wait_healthy)
 
 # The floor for any charted page: Streamlit's own page load plus Plotly.js drawing one small chart.
 PEER_APP = ('import plotly.graph_objects as go\nimport streamlit as st\nst.title("Peer")\n'
@@ -84,13 +84,7 @@ def _render_s(browser, url: str, *, chart: bool, shot: Path | None = None,
     and with ``cut``, what the page draws cut off appended to it."""
     page = browser.new_page(viewport={"width": size[0], "height": size[1]})
     try:
-        t0 = time.perf_counter()
-        page.goto(url, wait_until="commit")
-        page.wait_for_selector('[data-testid="stMainBlockContainer"] h1', timeout=300_000)
-        if chart:
-            page.wait_for_selector(".js-plotly-plot", timeout=300_000)
-        wait_settled(page, 300_000)
-        elapsed = time.perf_counter() - t0
+        elapsed = first_render_s(page, url, chart=chart)
         if shot is not None:
             page.screenshot(path=str(shot))
         if cut is not None:
@@ -101,11 +95,7 @@ def _render_s(browser, url: str, *, chart: bool, shot: Path | None = None,
 
 
 def _open(page, url: str) -> float:
-    t0 = time.perf_counter()
-    page.goto(url, wait_until="commit")
-    page.wait_for_selector('[data-testid="stMainBlockContainer"] h1', timeout=300_000)
-    wait_settled(page, 300_000)
-    return time.perf_counter() - t0
+    return first_render_s(page, url, chart=False)
 
 
 def _revisit_s(context, url: str, *, chart: bool) -> float:

@@ -43,13 +43,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from test_browser import CHROMIUM, CHROMIUM_ARGS, free_port, wait_healthy, wait_settled  # noqa: E402
+from test_browser import CHROMIUM, CHROMIUM_ARGS, first_render_s, free_port, wait_healthy  # noqa: E402
 
 HEAD = ("import numpy as np\nimport plotly.graph_objects as go\nimport streamlit as st\n"
         "st.set_page_config(layout='wide')\nst.title('Peer')\n")
@@ -116,13 +115,7 @@ def _open(browser, url: str, *, chart: bool) -> tuple[float, dict[str, float]]:
     context.add_init_script(PAGE_MARKS_JS)
     page = context.new_page()
     try:
-        t0 = time.perf_counter()
-        page.goto(url, wait_until="commit")
-        page.wait_for_selector('[data-testid="stMainBlockContainer"] h1', timeout=120_000)
-        if chart:
-            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=120_000)
-        wait_settled(page, 120_000)
-        elapsed = time.perf_counter() - t0
+        elapsed = first_render_s(page, url, chart=chart, timeout_ms=120_000)
         marks = page.evaluate("() => window.__marks")
         marks["last response"] = page.evaluate(LAST_RESPONSE_JS)
         return elapsed, marks

@@ -40,6 +40,19 @@ def wait_settled(page, timeout_ms: int = 60_000) -> None:
     """Wait until the script run has finished and every element is drawn (no skeletons left)."""
     page.wait_for_function(SETTLED_JS, timeout=timeout_ms, polling=100)
 
+def first_render_s(page, url: str, *, chart: bool, timeout_ms: int = 300_000) -> float:
+    """Seconds from sending ``page`` to ``url`` to its settled first render (its title drawn and,
+    with ``chart``, a Plotly chart): what ``bench/app.py`` and ``bench/elements.py`` time."""
+    import time
+
+    t0 = time.perf_counter()
+    page.goto(url, wait_until="commit")
+    page.wait_for_selector('[data-testid="stMainBlockContainer"] h1', timeout=timeout_ms)
+    if chart:
+        page.wait_for_selector(".js-plotly-plot", timeout=timeout_ms)
+    wait_settled(page, timeout_ms)
+    return time.perf_counter() - t0
+
 # Text of a KPI (label or value) wider than the box that shows it, i.e. drawn with an ellipsis.
 CUT_OFF_JS = """() => Array.from(document.querySelectorAll(
     '[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] *, [data-testid="stMetricValue"], '
