@@ -17,7 +17,8 @@ Usage::
     .venv/bin/python bench/elements.py [--repeat 5] [--only dataframe,table] [--pages events,whatif]
 
 Measured on the project's 2-core machine (2026-12-03, Streamlit 1.67, Chromium 156), floor
-1.85-1.91 s, each element's added seconds over three runs of 4-5 rounds:
+1.85-1.91 s, each element's added seconds over the runs that timed it (five runs of 4-5 rounds
+in all, two with this script's first draft):
 
 - **one selectbox +0.58-0.62 s** (four: +0.41-0.65), a multiselect +0.56, ``st.dataframe`` of three
   rows +0.63-0.75; a selectbox and a dataframe together +0.81 (their costs overlap, though they load
@@ -38,7 +39,6 @@ Rhythm 1.33x, Tail events 1.48-1.49x, What-if 1.62-1.65x, Chargeback 1.47x, Data
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -50,6 +50,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from test_browser import CHROMIUM, CHROMIUM_ARGS, first_render_s, free_port, wait_healthy  # noqa: E402
 
+# bench/app.py's floor (a title and one small chart) in the app's wide layout, so that an element
+# is as wide as on a Tidelens page.
 HEAD = ("import numpy as np\nimport plotly.graph_objects as go\nimport streamlit as st\n"
         "st.set_page_config(layout='wide')\nst.title('Peer')\n")
 CHART = "st.plotly_chart(go.Figure(go.Scatter(y=[1, 3, 2])), theme=None)\n"
@@ -103,7 +105,7 @@ def _serve(script: Path, cwd: Path) -> tuple[str, subprocess.Popen]:
         [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true",
          "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=cwd, env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     wait_healthy(url, proc)
     return url, proc
