@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from analytics.measures import over_slo_chance
 from analytics.whatif.fit import (MAX_FIT_POINTS, fit_service, patience_candidates, replica_cap,
                                   stable_p99_parts, weighted_p99)
 from analytics.whatif.queueing import busy_growth, step_latency
@@ -108,3 +109,60 @@ def test_an_slo_below_the_usual_p99_keeps_the_grid_bounded() -> None:
     assert rps.size > 2 * MAX_FIT_POINTS and fit.steps_used <= MAX_FIT_POINTS + 2
     assert fit.service_rate_per_slot_rps * fit.concurrency == pytest.approx(
         TRUTH["conc"] * TRUTH["mu"], rel=0.3)
+
+
+def _hovering(reading_sd: float, seed: int = 3) -> tuple[np.ndarray, ...]:
+    """Two days of the first-token service with an afternoon each day held at its SLO by an
+    autoscaler at its maximum (replicas fixed, traffic just at the knee), read by an exporter
+    whose p99 scatters ``reading_sd`` (log) around the true one."""
+    rps, ready, _ = _observed(seed)
+    minute = np.arange(rps.size) % 1440
+    rng = np.random.default_rng(seed + 1)
+    hover = (minute >= 840) & (minute < 960)
+    ready[hover] = 6.0
+    rps[hover] = 6.0 * 3.27 * np.exp(rng.normal(0.0, 0.01, int(hover.sum())))
+    lat = step_latency(rps, ready * TRUTH["conc"], TRUTH["mu"], step_s=60.0, slo_s=1.0,
+                       timeout_s=TRUTH["timeout_s"], cv=TRUTH["cv"],
+                       floor_s=TRUTH["floor_ms"] / 1000.0, busy_slowdown=TRUTH["slowdown"],
+                       service_in_latency=False)
+    true_ms = lat.p99_s * 1000.0
+    read = true_ms * np.exp(rng.normal(0.0, reading_sd, rps.size))
+    return rps, ready, true_ms, read, hover
+
+
+def test_the_fit_counts_steps_over_the_slo_as_the_store_read_them() -> None:
+    """An afternoon held at the SLO reads over on some steps and under on others: the fit
+    finds that scatter, and its model's expected count of steps over the SLO is the store's;
+    read without noise, the same story carries none and the calls count as they are."""
+    rps, ready, true_ms, read, hover = _hovering(0.12)
+    assert 0.9 < float(np.median(true_ms[hover])) / 1000.0 < 1.1  # the afternoon sits at the SLO
+    observed = read > 1000.0
+    assert 0.3 * hover.sum() < observed[hover].sum() < 0.7 * hover.sum()  # some of it reads over
+    fit = fit_service(rps, ready, read, 1000.0, timeouts_s=patience_candidates(read, 1000.0))
+    assert fit is not None
+    # The scatter of the readings around the fitted curve: the exporter's 0.12 and whatever
+    # the curve misses of the truth.
+    assert fit.p99_noise_log_sd >= 0.06
+    chance = over_slo_chance(_replayed_ms(fit, rps, ready), 1000.0, fit.p99_noise_log_sd)
+    assert chance.sum() == pytest.approx(observed.sum(), rel=0.1)
+    assert chance[hover].sum() == pytest.approx(observed[hover].sum(), rel=0.15)
+
+    rps, ready, true_ms, read, hover = _hovering(0.0)
+    fit = fit_service(rps, ready, read, 1000.0, timeouts_s=patience_candidates(read, 1000.0))
+    assert fit is not None and fit.p99_noise_log_sd == 0.0
+    calls = _replayed_ms(fit, rps, ready) > 1000.0
+    assert calls.sum() == pytest.approx((read > 1000.0).sum(), rel=0.1)
+
+
+def _replayed_ms(fit, rps: np.ndarray, ready: np.ndarray) -> np.ndarray:
+    lat = step_latency(rps, ready * fit.concurrency, fit.service_rate_per_slot_rps, step_s=60.0,
+                       slo_s=1.0, timeout_s=fit.timeout_s, cv=fit.service_cv,
+                       floor_s=fit.latency_floor_ms / 1000.0, busy_slowdown=fit.busy_slowdown,
+                       service_in_latency=fit.service_in_latency)
+    return lat.p99_s * 1000.0
+
+
+def test_readings_that_agree_with_the_curve_carry_no_noise(fitted) -> None:
+    """The first-token service read with 3% jitter: no step near the SLO flips, so no noise."""
+    fit, (_, _, p99) = fitted
+    assert fit.p99_noise_log_sd < 0.05

@@ -83,3 +83,54 @@ def test_result_frame_has_utc_timestamps(scn) -> None:
     assert df.height == scn.steps
     assert isinstance(df.schema["ts"], pl.Datetime) and df.schema["ts"].time_zone == "UTC"
     assert df["ts"][0].hour == 0 and df["ts"][0].minute == 1  # step end
+
+
+def test_violation_minutes_count_what_the_store_would_read(scn) -> None:
+    """With reading noise a step counts with the chance its p99 reads over the SLO: the
+    summary, its cost and the ledger all add up those chances; without it the calls are 0/1."""
+    from dataclasses import replace
+
+    from analytics.measures import over_slo, over_slo_chance
+    from analytics.whatif.ledger import ledger
+
+    plain = simulate(scn, "shared")
+    v = plain.series["violation"]
+    assert set(np.unique(v)) <= {0.0, 1.0}
+    assert np.array_equal(v.astype(bool), over_slo(plain.series["p99_ms"], scn.service.slo_ms))
+
+    noisy_scn = replace(scn, service=replace(scn.service, p99_noise_log_sd=0.2))
+    noisy = simulate(noisy_scn, "shared")
+    chance = noisy.series["violation"]
+    assert np.allclose(chance, over_slo_chance(noisy.series["p99_ms"], scn.service.slo_ms, 0.2))
+    assert ((chance > 0) & (chance < 1)).any()  # steps near the SLO count in part
+    step_min = scn.step_s / 60.0
+    s = noisy.summary
+    assert s["violation_minutes"] == pytest.approx(chance.sum() * step_min)
+    assert s["violation_cost"] == pytest.approx(s["violation_minutes"] * scn.pool.violation_price_per_min)
+    book = ledger(noisy_scn, {"shared": noisy})
+    assert book["violation_minutes"].sum() == pytest.approx(s["violation_minutes"])
+    # The same latency: the noise only changes how its steps are counted.
+    assert np.array_equal(noisy.series["p99_ms"], plain.series["p99_ms"])
+
+
+def test_the_best_policy_leads_by_whole_minutes() -> None:
+    """A modelled fraction of a minute (steps' chances of reading over) is no lead: the
+    cheaper of two policies the same to the minute is the one with the fewest."""
+    from analytics.whatif import PolicyResult
+    from analytics.whatif.ledger import policy_table
+
+    def result(name: str, minutes: float, cost: float) -> PolicyResult:
+        summary = {k: 0.0 for k in ("p99_ms", "worst_minute_p99_ms", "slo_compliance",
+                                    "pool_utilization", "pool_utilization_active",
+                                    "batch_goodput_gpu_hours", "cost_per_useful_gpu_hour",
+                                    "externality_cost")}
+        return PolicyResult(name, {}, summary | {"violation_minutes": minutes, "cost_total": cost},
+                            [], [], None)
+
+    t = policy_table({"partitioned": result("partitioned", 0.2, 900.0),
+                      "mig": result("mig", 0.1, 1000.0), "shared": result("shared", 40.0, 800.0)})
+    best = dict(zip(t["policy"], t["best"]))
+    assert best == {"partitioned": "fewest minutes", "mig": "", "shared": "cheapest"}
+    t = policy_table({"partitioned": result("partitioned", 2.0, 900.0),
+                      "mig": result("mig", 1.0, 1000.0)})
+    assert dict(zip(t["policy"], t["best"])) == {"partitioned": "cheapest", "mig": "fewest minutes"}

@@ -6,7 +6,11 @@ store's pool, and the partitioned pool with its default reservation does no wors
 Measured before (the code of a2001e7, "pool = median GPUs less what others held while the
 service was short"): on ``morning + no-ksm-pods`` (7 days, seed 4) the recommender's pool
 calibrated to 48 of 64 GPUs, its replay ran 105 of 2,154 batch GPU-hours and 0 of 298 violation
-minutes.
+minutes. Until the replay counted each step with the chance its p99 would read over the SLO
+(``analytics.measures.over_slo_chance`` under the fitted reading noise), ``partitioned +
+no-ksm-pods``'s recommender, whose only violations are a surge held at the SLO by its
+autoscaler's maximum, replayed 68 minutes against 54 observed (+26%): the exporter read about
+three in four of those steps over, the replay counted all of them.
 """
 
 from __future__ import annotations
@@ -61,29 +65,9 @@ def _within(bt: dict) -> None:
     assert bt["within"] and not bt["misses"]
 
 
-# A known miss, kept visible (strict: the suite fails when it starts passing, so the note goes):
-# on the partitioned control, seed 4, the recommender's only violations are one surge pinned at
-# its autoscaler's maximum with p99 hovering at the SLO (measured 93-166 ms around 100 ms); the
-# fitted latency curve runs ~8% high there and counts 68 minutes against 54 observed (+26%).
-# Seeds 1 and 2 of the same story replay within 3% and 3 minutes.
-# Why (measured 2026-12-03): a step reads over the SLO when more than 1% of its requests are
-# above the SLO's bucket bound, and the export's requests carry 200 independent draws a minute,
-# so a step whose true p99 sits at the SLO reads over about a third of the time (3 or more of
-# 200 when 2 are expected): the 54 observed are ~77% of the ~70 steps the surge held near it,
-# while a replay that calls each step by its modelled p99 counts all of them. Counting the
-# replay as the exporter would (each step over with the probability a probit of observed over
-# on log(model p99 / SLO) gives, its one scale fitted on the store) replays 57.6 here, and 333.8
-# of 319 on `mixed` (now +14%), but 291 of 243 for chat-vllm on `morning` (+20%): its fit was
-# chosen to get the deterministic count right (fit._loss_terms), so the count, the fit's loss
-# and the policies' minutes would have to change together.
-KNOWN_MISSES = {("partitioned+no-ksm-pods", "recommender")}
-
-
 @pytest.mark.parametrize("svc", SERVICES)
-def test_shared_replay_reproduces_minutes_and_batch_gpu_hours(case, svc, request):
+def test_shared_replay_reproduces_minutes_and_batch_gpu_hours(case, svc):
     name, scenario, cals = case
-    if (name, svc) in KNOWN_MISSES:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="surge hovering at the SLO at max replicas"))
     bt = cals[svc].backtest
     print(f"\n{name} {svc}: violation minutes {bt['observed_violation_minutes']:.0f} observed, "
           f"{bt['model_violation_minutes']:.0f} replayed ({bt['violation_minutes_error']:+.0%}); batch "

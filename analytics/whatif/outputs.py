@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from analytics.errors import ConfigError
+from analytics.measures import over_slo_chance
 from analytics.whatif.params import PoolScenario
 from analytics.whatif.policies import POLICIES, CapacityTrace, capacity, reservation
 from analytics.whatif.queueing import StableMemo, max_arrival_within_slo, step_latency
@@ -35,7 +36,8 @@ class PolicyResult:
 
     ``series`` holds per-step arrays (``ts_ms``, ``traffic_rps``, ``p99_ms``,
     ``desired_replicas``, ``ready_replicas``, ``inference_gpus``, ``batch_gpus``,
-    ``allocated_gpus``, ``within_slo_share``, ``failed_requests``, ``violation``);
+    ``allocated_gpus``, ``within_slo_share``, ``failed_requests``, ``violation`` (the chance
+    the step's p99 reads over the SLO: 0 or 1 without the service's reading noise));
     ``externality`` rows are ``{"team", "violation_minutes", "cost"}``; ``jobs`` one row per
     batch job instance.
     """
@@ -96,7 +98,9 @@ def _result(scn: PoolScenario, tr: CapacityTrace, memo: StableMemo | None = None
                        service_in_latency=svc.service_in_latency, memo=memo)
     p99_ms = lat.p99_s * 1000.0
     busy = lat.arrivals > 0
-    violation = busy & (p99_ms > svc.slo_ms)
+    # The chance each step's p99 reads over the SLO (0/1 without reading noise): the model's
+    # violation minutes count what the store would show, the one definition's expectation.
+    violation = np.where(busy, over_slo_chance(p99_ms, svc.slo_ms, svc.p99_noise_log_sd), 0.0)
     total_req = float(lat.arrivals.sum())
     within_share = np.where(busy, lat.within_slo / np.maximum(lat.arrivals, 1e-12), 1.0)
     n_busy = int(busy.sum())

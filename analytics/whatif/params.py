@@ -79,6 +79,11 @@ class ServiceParams:
     max_replicas: int = _f(10000, "replicas the autoscaler never goes above (its maximum): "
                            "a surge beyond it queues however many GPUs are free", min=1,
                            max=100000, step=1, unit="replicas")
+    p99_noise_log_sd: float = _f(0.0, "how a step's p99 reading scatters around the model's "
+                                 "(standard deviation of log(read / modelled)): a step counts "
+                                 "as a violation minute with the chance its reading would be "
+                                 "over the SLO; 0 calls each step by the model's p99 alone",
+                                 min=0.0, max=1.0, step=0.01, unit="log sd")
 
 
 @dataclass(frozen=True)
