@@ -40,30 +40,27 @@ def over_slo(p99_ms: np.ndarray, slo_ms: float) -> np.ndarray:
     return np.nan_to_num(p, nan=-np.inf) > float(slo_ms)
 
 
-# log-logistic reading noise: its scale per unit of standard deviation (sd = scale x pi / sqrt 3)
-_LOGISTIC_SCALE_PER_SD = 3.0 ** 0.5 / np.pi
-
-
 def over_slo_chance(p99_ms: np.ndarray, slo_ms: float,
                     noise_log_sd: float | np.ndarray = 0.0) -> np.ndarray:
     """Per step: the chance the p99 an exporter reads is over the SLO, where ``p99_ms`` is a
     model's and readings scatter around it with ``noise_log_sd`` (the standard deviation of
-    log(read / modelled), log-logistic); 0 for a step without a p99. Without noise it is
+    log(read / modelled), log-normal); 0 for a step without a p99. Without noise it is
     :func:`over_slo` as 0 or 1. An array of noises (all above 0) broadcasts against the steps.
 
     >>> over_slo_chance(np.array([50.0, 100.0, 150.0, np.nan]), 100.0).tolist()
     [0.0, 0.0, 1.0, 0.0]
     >>> over_slo_chance(np.array([90.0, 100.0, 110.0, np.inf]), 100.0, 0.1).round(2).tolist()
-    [0.13, 0.5, 0.85, 1.0]
+    [0.15, 0.5, 0.83, 1.0]
     """
     p = np.asarray(p99_ms, dtype=np.float64)
     sd = np.asarray(noise_log_sd, dtype=np.float64)
     if not np.any(sd > 0):
         return over_slo(p, slo_ms).astype(np.float64)
+    from scipy.special import ndtr  # the normal CDF; scipy comes with statsmodels
+
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = (np.log(np.nan_to_num(p, nan=0.0)) - np.log(float(slo_ms))) / (
-            sd * _LOGISTIC_SCALE_PER_SD)
-    return 1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0)))
+        z = (np.log(np.nan_to_num(p, nan=0.0)) - np.log(float(slo_ms))) / sd
+    return ndtr(z)
 
 
 def minutes_over_slo(p99_ms: np.ndarray, slo_ms: float, *, step_s: int) -> float:
