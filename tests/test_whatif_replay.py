@@ -31,18 +31,21 @@ from analytics.store import Store
 
 pytestmark = [pytest.mark.slow]
 
-CASES = {
-    "morning": ("morning", ()),
+CASES = {  # scenario, export variants, seed
+    "morning": ("morning", (), 4),
     "morning+exported-labels+hpa-prefix+no-ksm-pods+scrape-30s":
-        ("morning", ("exported-labels", "hpa-prefix", "no-ksm-pods", "scrape-30s")),
-    "mixed": ("mixed", ()),
-    "partitioned+no-ksm-pods": ("partitioned", ("no-ksm-pods",)),
+        ("morning", ("exported-labels", "hpa-prefix", "no-ksm-pods", "scrape-30s"), 4),
+    "mixed": ("mixed", (), 4),
+    "partitioned+no-ksm-pods": ("partitioned", ("no-ksm-pods",), 4),
+    # No autoscaler metrics, and an afternoon surge that chat-vllm's HPA met at its maximum (20)
+    # with GPUs free: desired replicas inferred from traffic asked for 42.
+    "morning+no-autoscaler (seed 2)": ("morning", ("no-autoscaler",), 2),
 }
 SERVICES = ("chat-vllm", "recommender")
 
 
-def _calibrations(scenario: str, variants: tuple[str, ...]) -> dict:
-    res = simulate(scenario, days=7, gpus=64, seed=4, variants=variants)
+def _calibrations(scenario: str, variants: tuple[str, ...], seed: int) -> dict:
+    res = simulate(scenario, days=7, gpus=64, seed=seed, variants=variants)
     slos = {k: v["p99_ms"] for k, v in truth(res)["slos"].items()}
     with Store(":memory:") as st:
         load_into(st, res)
@@ -53,8 +56,8 @@ def _calibrations(scenario: str, variants: tuple[str, ...]) -> dict:
 
 @pytest.fixture(scope="module", params=list(CASES))
 def case(request):
-    scenario, variants = CASES[request.param]
-    return request.param, scenario, _calibrations(scenario, variants)
+    scenario, variants, seed = CASES[request.param]
+    return request.param, scenario, _calibrations(scenario, variants, seed)
 
 
 def _within(bt: dict) -> None:
@@ -74,6 +77,20 @@ def test_shared_replay_reproduces_minutes_and_batch_gpu_hours(case, svc):
           f"{bt['observed_batch_gpu_hours']:.0f} / {bt['model_batch_gpu_hours']:.0f} GPU-h")
     assert bt["observed_batch_gpu_hours"] > 500  # every story runs the nightly fine-tune
     _within(bt)
+
+
+def test_the_autoscalers_maximum_is_read_where_its_metrics_are_missing(case):
+    """Without autoscaler metrics the maximum shows in the ready replicas, held at their most
+    while the replicas inferred from traffic asked for more and GPUs were free; with them,
+    in the desired replicas. A replay without it scaled chat-vllm's afternoon surge to 44
+    replicas and counted 140 minutes of 174 (-20%)."""
+    name, scenario, cals = case
+    chat = cals["chat-vllm"].scenario
+    if "no-autoscaler" in name:
+        assert chat.service.max_replicas == 20
+        assert "most ready replicas" in chat.provenance["service.max_replicas"]
+    else:
+        assert "ready replicas" not in chat.provenance["service.max_replicas"]
 
 
 def test_every_gpu_of_the_pool_is_in_the_model(case):

@@ -19,7 +19,7 @@ import polars as pl
 from analytics.errors import NotEnoughDataError
 from analytics.measures import (gpu_hours, gpus_per_replica, minutes_over_slo, over_slo, pool_size,
                                 warmup_steps)
-from analytics.whatif.fit import (ServiceFit, autoscaler_rps_per_replica, fit_service,
+from analytics.whatif.fit import (ServiceFit, autoscaler_rps_per_replica, fit_service, ready_cap,
                                 patience_candidates, replica_cap,
                                 weighted_p99)
 from analytics.whatif.observe import Observation, observe
@@ -180,11 +180,19 @@ def scenario_from(obs: Observation, *, slo_ms: float | None = None,
     if obs.desired.size and np.nanmax(obs.desired) > 0:
         kw["min_replicas"] = int(max(0, np.nanmin(obs.desired)))
         prov["service.min_replicas"] = "store: fewest desired replicas"
-    cap = replica_cap(obs.rps, obs.desired, per_rep)
+    if obs.desired_source == "autoscaler":
+        cap = replica_cap(obs.rps, obs.desired, per_rep)
+        cap_why = "store: most desired replicas, kept while traffic asked for more"
+    else:
+        # Desired replicas inferred from traffic are never capped (their top says nothing), so
+        # the maximum shows in the ready replicas: held at their most while the inferred count
+        # asked for more and a free GPU could have placed another (not a shortage of GPUs).
+        cap = ready_cap(obs.ready, obs.desired, obs.idle_gpus >= gpr_i)
+        cap_why = ("store: most ready replicas, kept while the replicas inferred from traffic "
+                   "asked for more and GPUs were free (no autoscaler metrics)")
     if cap is not None and cap >= kw.get("min_replicas", svc.min_replicas):
         kw["max_replicas"] = cap
-        prov["service.max_replicas"] = ("store: most desired replicas, kept while traffic "
-                                        "asked for more")
+        prov["service.max_replicas"] = cap_why
     else:
         prov["service.max_replicas"] = "default (the autoscaler never met a maximum)"
     w = warmup_steps(obs.desired, obs.ready, obs.idle_gpus, gpr)

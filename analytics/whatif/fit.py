@@ -357,3 +357,26 @@ def replica_cap(rps: np.ndarray, desired: np.ndarray, rps_per_replica: float | N
     # Traffic beyond one more replica's worth: the autoscaler would have asked for more.
     wanting = (np.abs(desired - top) < 1e-9) & (rps > top * rps_per_replica * 1.1)
     return int(round(top)) if int(wanting.sum()) >= min_steps else None
+
+
+def ready_cap(ready: np.ndarray, desired: np.ndarray, room: np.ndarray,
+              min_steps: int = 10) -> int | None:
+    """The autoscaler's maximum where its metrics are missing (``desired`` inferred from
+    traffic, which nothing caps): the most ready replicas, held while the inferred desired
+    count asked for more and a free GPU could have placed another (``room``: not a shortage
+    of GPUs) on at least ``min_steps`` steps; else ``None``.
+
+    >>> ready = np.array([4, 8, 12, 12, 12, 12, 12, 9], dtype=float)
+    >>> desired = np.array([4, 8, 14, 20, 20, 18, 16, 9], dtype=float)
+    >>> ready_cap(ready, desired, np.ones(8, bool), min_steps=4)
+    12
+    >>> ready_cap(ready, desired, np.zeros(8, bool), min_steps=4) is None  # no GPU free: a shortage
+    True
+    """
+    if ready.size == 0 or not np.isfinite(ready).any():
+        return None
+    top = float(np.nanmax(ready))
+    if top <= 0:
+        return None
+    held = (np.abs(ready - top) < 1e-9) & (desired > top) & room
+    return int(round(top)) if int(held.sum()) >= min_steps else None
