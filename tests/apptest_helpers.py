@@ -101,3 +101,21 @@ def isolated_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """:func:`isolate`, run from an empty folder: no ./tidelens.toml for the CLI either."""
     isolate(monkeypatch, tmp_path)
     monkeypatch.chdir(tmp_path)
+
+
+def click_option(radio, i: int):
+    """``radio`` (AppTest's) with its ``i``-th option picked, as a click picks it: the browser sends
+    the option's text. AppTest sets a radio by value only, and a page's values are not always
+    known to a test (an event's id); run the app after."""
+    cls = type(radio)
+    radio.__class__ = type(cls.__name__, (cls,), {"index": property(lambda self: i)})
+    return radio
+
+
+def drawn_cells(table) -> list[str]:
+    """What a static table (AppTest's ``at.table[i]``) draws: its headers and its cells' formatted
+    text, which ``st.table`` reads as Markdown (``.value`` holds the values before formatting)."""
+    from streamlit import dataframe_util
+
+    drawn = dataframe_util.convert_arrow_bytes_to_pandas_df(table.proto.arrow_data.styler.display_values)
+    return [str(c) for c in drawn.columns] + [str(x) for x in drawn.to_numpy().ravel()]

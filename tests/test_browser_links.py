@@ -66,6 +66,13 @@ def _value(page, key: str) -> str:
     return page.locator(f".st-key-{key} input").first.input_value()
 
 
+def _chosen(page, key: str) -> list[str]:
+    """The text of the options a radio, segmented control or pills under ``key`` shows chosen."""
+    return [t.strip() for t in page.locator(
+        f".st-key-{key} label:has(input:checked), .st-key-{key} button[aria-checked=true], "
+        f".st-key-{key} button[aria-pressed=true]").all_inner_texts()]
+
+
 def test_every_setting_round_trips_through_a_link(app, capsys) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -94,15 +101,19 @@ def test_every_setting_round_trips_through_a_link(app, capsys) -> None:
                     assert float(_value(page, "ev_min_dur")) == 3 and float(_value(page, "ev_gap")) == 5
                     # the link's event is shown, its start in the link's zone
                     start = local_naive(parse_iso_ms(event["start"]), SIDEBAR["tz"])
-                    assert _value(page, "ev_chosen").startswith(f"{start:%Y-%m-%d %H:%M} · ")
+                    chosen = _chosen(page, "ev_chosen")
+                    assert len(chosen) == 1 and chosen[0].startswith(f"{start:%Y-%m-%d %H:%M} · "), chosen
                 if path == "rhythm":
                     # a slider shows its value above its thumb
                     shown = [t for t in page.locator(".st-key-rhythm_tidal").inner_text().splitlines() if t]
                     assert shown[:2] == ["Tidal share of peak", "0.30"], shown
-                    assert _value(page, "rhythm_resolution") == "30 min"
+                    assert _chosen(page, "rhythm_resolution") == ["30 min"]
+                if path == "whatif":
+                    assert _chosen(page, "w_pol") == ["shared", "partitioned"]
+                    assert float(_value(page, "w_f.pool.gpus")) == 96
                 if path == "chargeback":
                     assert float(_value(page, "cb_price")) == 123
-                    assert _value(page, "cb_policy") == "partitioned"
+                    assert _chosen(page, "cb_policy") == ["partitioned"]
                     assert page.locator(".st-key-cb_period input[type=radio]:checked").count() == 1
                     assert page.locator(".st-key-cb_period label", has_text="week").locator(
                         "input").is_checked()
