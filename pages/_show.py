@@ -228,7 +228,7 @@ def choose(label: str, options: Any, *, key: str, where: Any = None, format_func
     shown = lambda o: md(format_func(o))  # noqa: E731
     if widget in ("segmented", "pills"):
         draw = where.segmented_control if widget == "segmented" else where.pills
-        value = draw(label, options, key=key, format_func=shown, required=True, help=help)
+        value = draw(label, options, key=key, format_func=shown, required=True, help=help, wrap=True)
     else:
         box = where.container(height=height) if height else where
         value = box.radio(label, options, key=key, format_func=shown, horizontal=horizontal, help=help)

@@ -648,7 +648,7 @@ else:
         show_chart(inventory_figure(metrics), metrics, "series-per-metric")
     with right:  # a list beside the chart (a store's dozens of metrics scroll in its box)
         metric = choose("Metric", metrics["metric"].to_list(), key="inv_metric", widget="radio",
-                        horizontal=False, height=300)
+                        horizontal=False, height=400)
     series = cached_series(src.path, src.version, metric)
     show_table(label_inventory(series), key="labels_table")  # the page's width: a column's cut it
     every = st.expander(f"Series of {metric}", key="inv_series", on_change="rerun")

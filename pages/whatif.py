@@ -95,7 +95,7 @@ if ss.get("w_base_id") != base_id:
     if not first:
         ss["w_url"] = {}
 
-policies = top[2].pills("Policies", list(POLICIES), selection_mode="multi", key="w_pol",
+policies = top[2].pills("Policies", list(POLICIES), selection_mode="multi", key="w_pol", wrap=True,
                          help="; ".join(f"{p}: {h}" for p, h in POLICY_HELP.items())) or []
 if not policies:
     st.info("Choose at least one policy.", icon=":material/info:")

@@ -59,7 +59,7 @@ CUT_OFF_JS = """() => Array.from(document.querySelectorAll(
     + '[data-testid="stMetricValue"] *'))
   .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.trim()).filter(t => t)"""
 
-# Tables a projector would cut. ``st.dataframe`` draws on a canvas, so its cells have no box to
+# Tables (and choices) a projector would cut. ``st.dataframe`` draws on a canvas, so its cells have no box to
 # measure; but its scroller is a real element (columns wider than the table's box scroll out of
 # sight), and the grid's own props (read from its canvas's React fiber, glide-data-grid's
 # DataGrid) hold each column's drawn width, its theme's font and padding, and ``getCellContent``,
@@ -110,6 +110,15 @@ TABLE_CUT_OFF_JS = """() => {
     const sc = t.firstElementChild;  // the box that scrolls when the columns do not fit
     if (sc && sc.scrollWidth > sc.clientWidth + 1)
       out.push(`table (${name}, ...): ${sc.scrollWidth} px of columns in a ${sc.clientWidth} px box`);
+  });
+  // Choices (segmented controls, pills) that run past their box scroll their last options out of sight.
+  document.querySelectorAll('[data-testid="stButtonGroup"]').forEach(g => {
+    if (!shown(g)) return;
+    const label = (g.querySelector('[data-testid="stWidgetLabel"]') || g).textContent.trim().slice(0, 40);
+    g.querySelectorAll('*').forEach(e => {
+      if (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')
+        out.push(`choices "${label}": ${e.scrollWidth} px of options in a ${e.clientWidth} px box`);
+    });
   });
   document.querySelectorAll('[data-testid="stTable"] td, [data-testid="stTable"] th, '
                             + '[data-testid="stTable"] td [data-testid="stMarkdownContainer"], '

@@ -7,6 +7,7 @@ the page reaches the URL, and the server's log stays free of warnings throughout
 from __future__ import annotations
 
 import json
+import re
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,15 +63,21 @@ def _params(page) -> dict[str, str]:
     return dict(urllib.parse.parse_qsl(urllib.parse.urlparse(page.url).query))
 
 
+def _css(key: str) -> str:
+    """The CSS class Streamlit gives a widget key."""
+    return "st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", key)
+
+
 def _value(page, key: str) -> str:
-    return page.locator(f".st-key-{key} input").first.input_value()
+    return page.locator(f".{_css(key)} input").first.input_value()
 
 
 def _chosen(page, key: str) -> list[str]:
     """The text of the options a radio, segmented control or pills under ``key`` shows chosen."""
+    key = _css(key)
     return [t.strip() for t in page.locator(
-        f".st-key-{key} label:has(input:checked), .st-key-{key} button[aria-checked=true], "
-        f".st-key-{key} button[aria-pressed=true]").all_inner_texts()]
+        f".{key} label:has(input:checked), .{key} button[aria-checked=true], "
+        f".{key} button[aria-pressed=true]").all_inner_texts()]
 
 
 def test_every_setting_round_trips_through_a_link(app, capsys) -> None:
