@@ -83,6 +83,14 @@ ELEMENTS: dict[str, str] = {
     "radio": "st.radio('R', ['a', 'b'], horizontal=True, key='r')\n",
     "select slider": "st.select_slider('H', [f'{h:02d}:00' for h in range(24)], '09:00', key='h')\n",
     "segmented control": "st.segmented_control('G', ['a', 'b'], default='a', key='g')\n",
+    "pills": "st.pills('P', ['a', 'b', 'c'], selection_mode='multi', default=['a'], key='p')\n",
+    "select slider 96 steps": ("st.select_slider('H', [h / 4 for h in range(96)], 9.0, key='h', "
+                                "format_func=lambda h: f'{int(h):02d}:{int(h % 1 * 60):02d}')\n"),
+    "file uploader": "st.file_uploader('F', type=['csv'], key='f')\n",
+    "toggle": "st.toggle('T', key='t')\n",
+    "tabs": "st.tabs(['a', 'b', 'c'])\n",
+    "radio 40 in a box": ("st.container(height=190).radio('E', [f'event {i}' for i in range(40)], "
+                           "key='e')\n"),
     "slider": "st.slider('x', 0.0, 1.0, 0.3)\n",
     "number input": "st.number_input('n', 1, 100, 8)\n",
 }
@@ -130,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="rounds of fresh tabs (median shown)")
     ap.add_argument("--only", default="", help="comma-separated element names (the floor always)")
     ap.add_argument("--pages", default="", help="comma-separated app pages to time too, on the sample")
+    ap.add_argument("--base", default="",
+                    help="another checkout of the app (e.g. a git worktree of the commit before a change): "
+                         "its --pages are timed too, in the same rounds, as 'base <page>'")
     args = ap.parse_args(argv)
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} missing: apt-get install chromium", file=sys.stderr)
@@ -154,9 +165,11 @@ def main(argv: list[str] | None = None) -> int:
             from analytics.sample import ensure_default_store
 
             ensure_default_store()
-            url, proc = _serve(ROOT / "app.py", ROOT)
-            procs.append(proc)
-            urls.update({f"page {p}": (f"{url}/{p}", p == "overview") for p in pages})
+            roots = [("", ROOT)] + ([("base ", Path(args.base).resolve())] if args.base else [])
+            for prefix, root in roots:
+                url, proc = _serve(root / "app.py", root)
+                procs.append(proc)
+                urls.update({f"{prefix}page {p}": (f"{url}/{p}", p == "overview") for p in pages})
         from playwright.sync_api import sync_playwright
 
         times: dict[str, list[float]] = {n: [] for n in urls}
@@ -184,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     print("when the parts arrived, ms from navigation (median):")
     keys = ("script done", "last response", "first chart drawn")
     print(f"{'':<32} " + " ".join(f"{k:>17}" for k in keys))
-    for name in ["floor", *(n for n in urls if n.startswith("page "))]:
+    for name in ["floor", *(n for n in urls if "page " in n)]:
         row = [statistics.median([m[k] for m in marks[name] if k in m] or [float("nan")]) for k in keys]
         print(f"{name:<32} " + " ".join(f"{v:17.0f}" for v in row))
     return 0
