@@ -10,7 +10,8 @@ of ``--repeat`` rounds is printed with its ratio to the floor's.
 
 It also prints, for the floor and for each page of the app on the bundled sample (``--pages``),
 when the page's parts arrived in the browser (milliseconds from navigation): the script run's
-end as the browser saw it, the last network response, and the first Plotly chart drawn.
+start and end as the browser saw them (between them: the page's run on the server and its
+elements' arrival), the last network response, and the first Plotly chart drawn.
 
 Usage::
 
@@ -65,6 +66,11 @@ ELEMENTS: dict[str, str] = {
     "floor": "",
     "dataframe": f"st.dataframe({TABLE})\n",
     "table": f"st.table({TABLE})\n",
+    "table 25x7": ("st.table({f'column {c}': [f'cell {r} {c}' for r in range(25)] for c in range(7)})\n"),
+    "radio 40 in a box": ("st.container(height=190).radio('E', [f'event {i}' for i in range(40)], "
+                          "key='e')\n"),
+    "select slider 40 events": ("st.select_slider('E', [f'2026-10-05 09:{i:02d} · recommender · batch' for i in "
+                                "range(40)], key='e')\n"),
     "markdown table": "st.markdown('| a | b |\\n|---|---|\\n| 1 | x |\\n| 2 | y |\\n| 3 | z |')\n",
     "5 metrics, help": ("r = st.container(horizontal=True, wrap=True)\nfor i in range(5):\n"
                         "    r.metric(f'KPI {i}', f'{i * 1000:,} GPUs', border=True, help='what it counts')\n"),
@@ -89,8 +95,7 @@ ELEMENTS: dict[str, str] = {
     "file uploader": "st.file_uploader('F', type=['csv'], key='f')\n",
     "toggle": "st.toggle('T', key='t')\n",
     "tabs": "st.tabs(['a', 'b', 'c'])\n",
-    "radio 40 in a box": ("st.container(height=190).radio('E', [f'event {i}' for i in range(40)], "
-                           "key='e')\n"),
+
     "slider": "st.slider('x', 0.0, 1.0, 0.3)\n",
     "number input": "st.number_input('n', 1, 100, 8)\n",
 }
@@ -99,7 +104,7 @@ window.__marks = {};
 const mark = k => { if (!(k in window.__marks)) window.__marks[k] = performance.now(); };
 new MutationObserver(() => {
   const app = document.querySelector('[data-testid="stApp"]');
-  if (app && app.dataset.testScriptState === 'running') window.__ran = true;
+  if (app && app.dataset.testScriptState === 'running') { window.__ran = true; mark('script started'); }
   if (app && window.__ran && app.dataset.testScriptState === 'notRunning') mark('script done');
   if (document.querySelector('.js-plotly-plot .main-svg')) mark('first chart drawn');
 }).observe(document, {subtree: true, childList: true, attributes: true});
@@ -195,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         med = statistics.median(times[name])
         print(f"{name:<32} {med:6.2f} {med - floor:+6.2f} {med / floor:8.2f}")
     print("when the parts arrived, ms from navigation (median):")
-    keys = ("script done", "last response", "first chart drawn")
+    keys = ("script started", "script done", "last response", "first chart drawn")
     print(f"{'':<32} " + " ".join(f"{k:>17}" for k in keys))
     for name in ["floor", *(n for n in urls if "page " in n)]:
         row = [statistics.median([m[k] for m in marks[name] if k in m] or [float("nan")]) for k in keys]

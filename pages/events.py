@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from analytics.text import md
+from analytics.text import md, visible
 from analytics.charts.events import attribution_data, attribution_figure, event_figure, event_figure_data
 from analytics.errors import TidelensError
 from analytics.events import EventsConfig
@@ -18,7 +18,8 @@ from pages._show import choose, kpi_row, show_chart, show_table
 from pages._sidebar import keep_in_link, require_source, seed_from_link, view
 
 _HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in EventsConfig.__dataclass_fields__}
-EVENTS_INLINE = 5  # more events than this scroll in a box
+EVENT_ROWS = 12  # the table's first events (a 25-row table of 7 columns adds ~0.3 s to a new tab)
+EVENTS_INLINE = 5  # more events than this are a slider through them
 _BADGE = {"batch_contention": "red", "traffic_surge": "blue", "scaling_lag": "orange", "mixed": "violet",
           "unexplained": "gray"}
 
@@ -73,7 +74,7 @@ k[1].metric("Batch contention", sum(e.cause == "batch_contention" for e in event
 k[2].metric("Traffic surges", sum(e.cause == "traffic_surge" for e in events), border=True)
 k[3].metric("Misattributed", sum(e.misattributed for e in events), border=True,
             help="Batch contention that a dashboard (or the incident record) blames on users")
-show_table(table, key="ev_table", column_order=shown_columns, column_config={  # its download is a CSV
+show_table(table, key="ev_table", rows=EVENT_ROWS, column_order=shown_columns, column_config={  # its download is a CSV
     "start": st.column_config.DatetimeColumn("start", format="YYYY-MM-DD HH:mm",
                                              help=f"In {v.tz}, as the page says above")})
 
@@ -81,9 +82,16 @@ show_table(table, key="ev_table", column_order=shown_columns, column_config={  #
 labels = {e.id: f"{starts[e.id]:%Y-%m-%d %H:%M} · {e.service} · {e.cause_words}"
           + (" · misattributed" if e.misattributed else "") for e in events}
 seed_from_link("ev_chosen", "event", valid=labels.__contains__)
-# A list to pick from (dozens of events scroll in a box a 1280x720 projector shows beside the rest).
-chosen = choose("Event", labels, key="ev_chosen", format_func=labels.__getitem__, widget="radio",
-                horizontal=False, height=None if len(labels) <= EVENTS_INLINE else 190)
+# A few events are a list to pick from; dozens, a slider through them in time (a radio of 40 adds
+# ~0.5 s to a new tab, a select slider ~0.1-0.3 s: bench/elements.py). Its labels are plain text.
+if len(labels) <= EVENTS_INLINE:
+    chosen = choose("Event", labels, key="ev_chosen", format_func=labels.__getitem__, widget="radio",
+                    horizontal=False)
+else:
+    if st.session_state.get("ev_chosen") not in labels:
+        st.session_state["ev_chosen"] = next(iter(labels))
+    chosen = st.select_slider("Event", list(labels), format_func=lambda i: visible(labels[i]), key="ev_chosen",
+                              help="The events in time, as the table lists them; arrow keys step one")
 keep_in_link("event", chosen)  # always: a postmortem link names its event, whatever comes first later
 ev = analysis.event(chosen)
 

@@ -103,13 +103,32 @@ def isolated_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
 
 
-def click_option(radio, i: int):
-    """``radio`` (AppTest's) with its ``i``-th option picked, as a click picks it: the browser sends
-    the option's text. AppTest sets a radio by value only, and a page's values are not always
-    known to a test (an event's id); run the app after."""
-    cls = type(radio)
-    radio.__class__ = type(cls.__name__, (cls,), {"index": property(lambda self: i)})
-    return radio
+def click_option(widget, i: int):
+    """``widget`` (AppTest's radio or select slider) with its ``i``-th option picked, as a click
+    picks it: the browser sends the option's text. AppTest sets these by value only, and a page's
+    values are not always known to a test (an event's id); run the app after."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    def state(self) -> WidgetState:
+        ws = WidgetState()
+        ws.id = self.id
+        if self.type == "radio":
+            ws.string_value = self.options[i]
+        else:
+            ws.string_array_value.data[:] = [self.options[i]]
+        return ws
+
+    cls = type(widget)
+    widget.__class__ = type(cls.__name__, (cls,), {"_widget_state": property(state)})
+    return widget
+
+
+def event_chooser(at: AppTest):
+    """The Tail events page's chooser (``ev_chosen``): a radio of a few events, a slider through dozens."""
+    for w in [*at.radio, *at.select_slider]:
+        if w.key == "ev_chosen":
+            return w
+    raise AssertionError("the page draws no event chooser")
 
 
 def drawn_cells(table) -> list[str]:

@@ -73,11 +73,12 @@ def _value(page, key: str) -> str:
 
 
 def _chosen(page, key: str) -> list[str]:
-    """The text of the options a radio, segmented control or pills under ``key`` shows chosen."""
+    """The text of the options a radio, segmented control, pills or select slider under ``key``
+    shows chosen."""
     key = _css(key)
     return [t.strip() for t in page.locator(
         f".{key} label:has(input:checked), .{key} button[aria-checked=true], "
-        f".{key} button[aria-pressed=true]").all_inner_texts()]
+        f".{key} button[aria-pressed=true], .{key} [data-testid=stSliderThumbValue]").all_inner_texts()]
 
 
 def test_every_setting_round_trips_through_a_link(app, capsys) -> None:
