@@ -131,10 +131,15 @@ def event_chooser(at: AppTest):
     raise AssertionError("the page draws no event chooser")
 
 
-def drawn_cells(table) -> list[str]:
-    """What a static table (AppTest's ``at.table[i]``) draws: its headers and its cells' formatted
-    text, which ``st.table`` reads as Markdown (``.value`` holds the values before formatting)."""
+def drawn_table(table):
+    """What a static table (AppTest's ``at.table[i]``) draws, as a frame of text under its headers:
+    its cells formatted (``st.table`` reads them as Markdown); ``.value`` holds the values before."""
     from streamlit import dataframe_util
 
-    drawn = dataframe_util.convert_arrow_bytes_to_pandas_df(table.proto.arrow_data.styler.display_values)
+    return dataframe_util.convert_arrow_bytes_to_pandas_df(table.proto.arrow_data.styler.display_values)
+
+
+def drawn_cells(table) -> list[str]:
+    """A static table's headers and drawn cells, as a list of text (see :func:`drawn_table`)."""
+    drawn = drawn_table(table)
     return [str(c) for c in drawn.columns] + [str(x) for x in drawn.to_numpy().ravel()]

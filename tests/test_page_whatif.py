@@ -4,6 +4,7 @@ choice change the numbers shown, and the URL carries the scenario so a copied li
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from analytics.whatif import PRESETS, form  # noqa: E402
 
-from apptest_helpers import isolate, metric as _metric, open_page  # noqa: E402
+from apptest_helpers import drawn_table, isolate, metric as _metric, open_page  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -46,6 +47,12 @@ def test_launches_with_the_morning_story(tmp_path: Path) -> None:
     assert list(table.index) == ["shared", "polite", "preemption", "tidal", "partitioned",
                                  "mig", "timeslice"]
     assert table.loc["partitioned", "Violation minutes"] == 0
+    # drawn as the columns say: minutes and milliseconds with thousands, shares in percent, money in dollars
+    service, cost = drawn_table(at.table[0]), drawn_table(at.table[1])
+    assert all(re.fullmatch(r"\d{1,3}(,\d{3})*", x) for x in [*service["Violation minutes"], *service["p99 (ms)"]])
+    assert all(re.fullmatch(r"\d{1,3}\.\d\d%", x) for x in [*service["Within SLO"], *cost["Pool allocated"]])
+    assert all(re.fullmatch(r"\$\d{1,3}(,\d{3})*", x) for x in cost["GPU cost"])
+    assert all(re.fullmatch(r"\$\d+\.\d\d", x) for x in cost["Per useful GPU-h"])
 
 
 def test_slider_and_policy_choice_change_the_numbers(tmp_path: Path) -> None:
