@@ -35,6 +35,19 @@ first render. In a whole page one of them removed saves little while another sta
 two tables as Markdown, its selectboxes kept: 3.13 -> 2.89 s; its decision widgets elided: 2.98 s),
 and the pages' own times, interleaved with the floor, were Overview 1.27-1.37x (none of the three),
 Rhythm 1.33x, Tail events 1.48-1.49x, What-if 1.62-1.65x, Chargeback 1.47x, Data 1.52x.
+
+Then the pages lost all three from their first render (static tables, radios, segmented
+controls, pills, select sliders). ``--base`` times the commit before beside them, in the same
+rounds (three runs of 5-7 rounds, load 1.5-7, floor 2.07-2.17 s), pages as x floor, after (before):
+Overview 1.37-1.41 (1.37-1.44; unchanged), Rhythm 1.18-1.35 (1.31-1.32), Tail events 1.47-1.56
+(1.41-1.58), What-if 1.42-1.54 (1.58-1.67), Chargeback 1.28-1.37 (1.40-1.49), Data 1.43-1.48
+(1.52-1.65). The target is still missed: what is left is spread thin. The page's run (from the
+script's start to its end as the browser saw them) takes 0.35-0.7 s against the floor's 0.1-0.14;
+the first chart is drawn 1.05-1.7 s after it against the floor's 1.0 s (Tail events' and What-if's
+larger figures and their elements' lazy files). What these elements cost alone, same runs: a
+25-row, 7-column ``st.table`` +0.28 (each cell is Markdown; 3 rows +0.02), a radio of 40 options in
+a box +0.49, a select slider of 40 +0.27 (of 96 numbers +0.09), pills +0.22, a file uploader
++0.30, a toggle +0.27 (under load 6: within noise), one selectbox +0.36-0.48.
 """
 
 from __future__ import annotations
