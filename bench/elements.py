@@ -10,7 +10,8 @@ of ``--repeat`` rounds is printed with its ratio to the floor's.
 
 It also prints, for the floor and for each page of the app on the bundled sample (``--pages``),
 when the page's parts arrived in the browser (milliseconds from navigation): the script run's
-end as the browser saw it, the last network response, and the first Plotly chart drawn.
+start and end as the browser saw them (between them: the page's run on the server and its
+elements' arrival), the last network response, and the first Plotly chart drawn.
 
 Usage::
 
@@ -34,6 +35,19 @@ first render. In a whole page one of them removed saves little while another sta
 two tables as Markdown, its selectboxes kept: 3.13 -> 2.89 s; its decision widgets elided: 2.98 s),
 and the pages' own times, interleaved with the floor, were Overview 1.27-1.37x (none of the three),
 Rhythm 1.33x, Tail events 1.48-1.49x, What-if 1.62-1.65x, Chargeback 1.47x, Data 1.52x.
+
+Then the pages lost all three from their first render (static tables, radios, segmented
+controls, pills, select sliders). ``--base`` times the commit before beside them, in the same
+rounds (three runs of 5-7 rounds, load 1.5-7, floor 2.07-2.17 s), pages as x floor, after (before):
+Overview 1.37-1.41 (1.37-1.44; unchanged), Rhythm 1.18-1.35 (1.31-1.32), Tail events 1.47-1.56
+(1.41-1.58), What-if 1.42-1.54 (1.58-1.67), Chargeback 1.28-1.37 (1.40-1.49), Data 1.43-1.48
+(1.52-1.65). The target is still missed: what is left is spread thin. The page's run (from the
+script's start to its end as the browser saw them) takes 0.35-0.7 s against the floor's 0.1-0.14;
+the first chart is drawn 1.05-1.7 s after it against the floor's 1.0 s (Tail events' and What-if's
+larger figures and their elements' lazy files). What these elements cost alone, same runs: a
+25-row, 7-column ``st.table`` +0.28 (each cell is Markdown; 3 rows +0.02), a radio of 40 options in
+a box +0.49, a select slider of 40 +0.27 (of 96 numbers +0.09), pills +0.22, a file uploader
++0.30, a toggle +0.27 (under load 6: within noise), one selectbox +0.36-0.48.
 """
 
 from __future__ import annotations
@@ -65,6 +79,11 @@ ELEMENTS: dict[str, str] = {
     "floor": "",
     "dataframe": f"st.dataframe({TABLE})\n",
     "table": f"st.table({TABLE})\n",
+    "table 25x7": ("st.table({f'column {c}': [f'cell {r} {c}' for r in range(25)] for c in range(7)})\n"),
+    "radio 40 in a box": ("st.container(height=190).radio('E', [f'event {i}' for i in range(40)], "
+                          "key='e')\n"),
+    "select slider 40 events": ("st.select_slider('E', [f'2026-10-05 09:{i:02d} · recommender · batch' for i in "
+                                "range(40)], key='e')\n"),
     "markdown table": "st.markdown('| a | b |\\n|---|---|\\n| 1 | x |\\n| 2 | y |\\n| 3 | z |')\n",
     "5 metrics, help": ("r = st.container(horizontal=True, wrap=True)\nfor i in range(5):\n"
                         "    r.metric(f'KPI {i}', f'{i * 1000:,} GPUs', border=True, help='what it counts')\n"),
@@ -83,6 +102,13 @@ ELEMENTS: dict[str, str] = {
     "radio": "st.radio('R', ['a', 'b'], horizontal=True, key='r')\n",
     "select slider": "st.select_slider('H', [f'{h:02d}:00' for h in range(24)], '09:00', key='h')\n",
     "segmented control": "st.segmented_control('G', ['a', 'b'], default='a', key='g')\n",
+    "pills": "st.pills('P', ['a', 'b', 'c'], selection_mode='multi', default=['a'], key='p')\n",
+    "select slider 96 steps": ("st.select_slider('H', [h / 4 for h in range(96)], 9.0, key='h', "
+                                "format_func=lambda h: f'{int(h):02d}:{int(h % 1 * 60):02d}')\n"),
+    "file uploader": "st.file_uploader('F', type=['csv'], key='f')\n",
+    "toggle": "st.toggle('T', key='t')\n",
+    "tabs": "st.tabs(['a', 'b', 'c'])\n",
+
     "slider": "st.slider('x', 0.0, 1.0, 0.3)\n",
     "number input": "st.number_input('n', 1, 100, 8)\n",
 }
@@ -91,7 +117,7 @@ window.__marks = {};
 const mark = k => { if (!(k in window.__marks)) window.__marks[k] = performance.now(); };
 new MutationObserver(() => {
   const app = document.querySelector('[data-testid="stApp"]');
-  if (app && app.dataset.testScriptState === 'running') window.__ran = true;
+  if (app && app.dataset.testScriptState === 'running') { window.__ran = true; mark('script started'); }
   if (app && window.__ran && app.dataset.testScriptState === 'notRunning') mark('script done');
   if (document.querySelector('.js-plotly-plot .main-svg')) mark('first chart drawn');
 }).observe(document, {subtree: true, childList: true, attributes: true});
@@ -130,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="rounds of fresh tabs (median shown)")
     ap.add_argument("--only", default="", help="comma-separated element names (the floor always)")
     ap.add_argument("--pages", default="", help="comma-separated app pages to time too, on the sample")
+    ap.add_argument("--base", default="",
+                    help="another checkout of the app (e.g. a git worktree of the commit before a change): "
+                         "its --pages are timed too, in the same rounds, as 'base <page>'")
     args = ap.parse_args(argv)
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} missing: apt-get install chromium", file=sys.stderr)
@@ -154,9 +183,11 @@ def main(argv: list[str] | None = None) -> int:
             from analytics.sample import ensure_default_store
 
             ensure_default_store()
-            url, proc = _serve(ROOT / "app.py", ROOT)
-            procs.append(proc)
-            urls.update({f"page {p}": (f"{url}/{p}", p == "overview") for p in pages})
+            roots = [("", ROOT)] + ([("base ", Path(args.base).resolve())] if args.base else [])
+            for prefix, root in roots:
+                url, proc = _serve(root / "app.py", root)
+                procs.append(proc)
+                urls.update({f"{prefix}page {p}": (f"{url}/{p}", p == "overview") for p in pages})
         from playwright.sync_api import sync_playwright
 
         times: dict[str, list[float]] = {n: [] for n in urls}
@@ -182,9 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         med = statistics.median(times[name])
         print(f"{name:<32} {med:6.2f} {med - floor:+6.2f} {med / floor:8.2f}")
     print("when the parts arrived, ms from navigation (median):")
-    keys = ("script done", "last response", "first chart drawn")
+    keys = ("script started", "script done", "last response", "first chart drawn")
     print(f"{'':<32} " + " ".join(f"{k:>17}" for k in keys))
-    for name in ["floor", *(n for n in urls if n.startswith("page "))]:
+    for name in ["floor", *(n for n in urls if "page " in n)]:
         row = [statistics.median([m[k] for m in marks[name] if k in m] or [float("nan")]) for k in keys]
         print(f"{name:<32} " + " ".join(f"{v:17.0f}" for v in row))
     return 0

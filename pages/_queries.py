@@ -24,6 +24,7 @@ from analytics.rhythm.config import RhythmConfig
 from analytics.text import md
 from analytics.view import ViewSettings
 from pages._caches import TIMELINE_CODE, cached_timelines, cached_totals, outside_a_run, persisted
+from pages._show import choose
 from pages._store import DataSource, config_version, load_workload_map, open_store
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 # The decomposition steps the Rhythm page offers (each divides a day).
 RHYTHM_RESOLUTIONS_S = (300, 600, 900, 1800, 3600)
+SERVICES_INLINE = 6  # more services than this scroll in a box
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,7 +193,7 @@ def cached_services(path: str, version: str, start_ms: int | None, end_ms: int |
 
 
 def store_calibration_or_stop(src: DataSource, v: ViewSettings, column: Any, key: str) -> Any:
-    """The store's calibration for the service chosen in ``column`` (a selectbox under ``key``);
+    """The store's calibration for the service chosen in ``column`` (a radio under ``key``);
     with no service to calibrate, or a calibration that fails, an error saying which signal is
     missing and ``st.stop()``: a page never shows a preset's numbers under the store's name."""
     from analytics.errors import TidelensError
@@ -204,9 +206,11 @@ def store_calibration_or_stop(src: DataSource, v: ViewSettings, column: Any, key
                  "http_server_request_duration_seconds), so there is nothing to calibrate. Choose a "
                  "preset above to explore one.", icon=":material/error:")
         st.stop()
-    if ss.get(key) not in services:
-        ss.pop(key, None)
-    name = column.selectbox("Service", services, key=key, help="The inference service the model replays")
+    # A radio, never a selectbox: a page's first render affords none (pages/_show.choose); many
+    # services scroll in a box.
+    name = choose("Service", services, key=key, where=column, widget="radio",
+                  height=None if len(services) <= SERVICES_INLINE else 160,
+                  help="The inference service the model replays")
     try:
         return CalibrationQuery.from_view(v, src, name).run()
     except TidelensError as exc:

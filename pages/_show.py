@@ -4,8 +4,12 @@ and a chart with its CSV/SVG export.
 
 from __future__ import annotations
 
+import re
+from datetime import date, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
+import pandas as pd
 import plotly.graph_objects as go
 import polars as pl
 import streamlit as st
@@ -22,14 +26,147 @@ def kpi_row(n: int) -> list[Any]:
 
 
 # -- tables ---------------------------------------------------------------------------------
-def show_table(frame: Any, *, where: Any = None, **kwargs: Any) -> Any:
-    """``st.dataframe`` of a frame made safe to draw and to download (its own CSV button):
-    controls shown escaped, formula-like cells neutralised (analytics.text.safe_table)."""
+# A first render affords no interactive grid: ``st.dataframe`` alone adds ~0.7 s to a new tab
+# (bench/elements.py), ``st.table`` ~0.1 s. Tables are static, formatted as the column_config
+# asks, their rows beyond this many in the CSV (and in a grid drawn only when asked for).
+TABLE_ROWS = 25
+GRID_WIDTH_PX = 1000  # the whole table's grid, in its menu (a 1280x720 projector's page is ~1150 px)
+# A header drawn as it is (``st.table`` reads headers as Markdown): words, digits, spaces and
+# ``( ) % / . , ' -``, underscores only inside words (no emphasis can start). Others go through md().
+_PLAIN_HEADER = re.compile(r"[A-Za-z0-9 ()%/.,'-]*(?:(?<=[A-Za-z0-9])_(?=[A-Za-z0-9])[A-Za-z0-9 ()%/.,'-]*)*")
+# Streamlit's moment.js date tokens, as strftime's.
+_MOMENT = (("YYYY", "%Y"), ("MM", "%m"), ("DD", "%d"), ("HH", "%H"), ("mm", "%M"), ("ss", "%S"))
+_PRINTF = re.compile(r"%([,+ 0-9]*)(\.\d+)?([dfieEgGs%])")
+
+
+def _header(name: str) -> str:
+    return name if _PLAIN_HEADER.fullmatch(name) else md(name)
+
+
+def _printf(fmt: str, x: Any) -> str:
+    """A number in Streamlit's printf-like column format (``%,.0f``, ``$%,.0f``, ``%d GPUs``).
+
+    >>> _printf("$%,.0f", 1234.5), _printf("%d GPUs", 3.0), _printf("%.1f%%", 12.34)
+    ('$1,234', '3 GPUs', '12.3%')
+    """
+    def one(m: re.Match) -> str:
+        flags, prec, kind = m.group(1), m.group(2) or "", m.group(3)
+        if kind == "%":
+            return "%"
+        comma = "," if "," in flags else ""
+        rest = flags.replace(",", "")
+        if kind in "diu":
+            return format(int(round(x)), f"{rest}{comma}d")
+        if kind == "s":
+            return str(x)
+        return format(x, f"{rest}{comma}{prec}{kind}")
+    return _PRINTF.sub(one, fmt)
+
+
+def _number_text(x: Any, fmt: str | None) -> str:
+    """A number as ``st.dataframe`` shows it under ``fmt`` (None: its default)."""
+    if fmt in (None, "", "plain"):
+        return str(x) if isinstance(x, int) else f"{x:.4f}".rstrip("0").rstrip(".")
+    if fmt == "dollar":
+        return f"${x:,.2f}"
+    if fmt == "euro":
+        return f"€{x:,.2f}"
+    if fmt == "percent":
+        return f"{x:.2%}"
+    if fmt == "localized":
+        return f"{x:,}" if isinstance(x, int) else f"{x:,.4f}".rstrip("0").rstrip(".")
+    if fmt == "compact":
+        for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+            if abs(x) >= div:
+                return f"{x / div:.1f}{unit}"
+        return f"{x:g}"
+    if fmt == "scientific":
+        return f"{x:.3E}"
+    return _printf(fmt, x)
+
+
+def _cell_text(x: Any, kind: str, cfg: dict[str, Any]) -> str:
+    """One cell as Markdown the table draws: formatted, and its text escaped (labels are data)."""
+    if hasattr(x, "item") and not isinstance(x, datetime):  # numpy's scalars, as Python's
+        x = x.item()
+    if x is None or (isinstance(x, float) and x != x) or x is pd.NaT or x is pd.NA:
+        return ""
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, (int, float)):
+        return _number_text(x, cfg.get("format") if kind == "number" else None)
+    if isinstance(x, datetime):
+        zone = cfg.get("timezone") if kind in ("datetime", "date", "time") else None
+        if zone and x.tzinfo is not None:
+            x = x.astimezone(ZoneInfo(zone))
+        fmt = cfg.get("format") if kind in ("datetime", "date", "time") else None
+        for token, code_ in _MOMENT:
+            fmt = fmt.replace(token, code_) if fmt else fmt
+        return x.strftime(fmt or "%Y-%m-%d %H:%M:%S")
+    if isinstance(x, date):
+        return x.isoformat()
+    return md(x)
+
+
+def _columns(frame: pl.DataFrame, column_config: dict[str, Any] | None,
+             column_order: Any) -> list[tuple[str, str, str, dict[str, Any], str | None]]:
+    """``(column, header, kind, type config, help)`` of each column shown, in order."""
+    out = []
+    for name in column_order or frame.columns:
+        spec = (column_config or {}).get(name)
+        if isinstance(spec, str) or spec is None:
+            out.append((name, spec or name, "", {}, None))
+        else:
+            type_config = dict(spec.get("type_config") or {})
+            out.append((name, spec.get("label") or name, str(type_config.get("type") or ""), type_config,
+                        spec.get("help")))
+    return out
+
+
+def show_table(frame: Any, *, key: str, where: Any = None, column_order: Any = None,
+               column_config: dict[str, Any] | None = None, rows: int = TABLE_ROWS,
+               width: Any = "stretch", every_rows: bool = True) -> None:
+    """A static table (``st.table``) of a frame made safe to draw and to download: controls shown
+    escaped, formula-like cells neutralised (analytics.text.safe_table), every text cell through
+    md(); numbers and times formatted as ``column_config`` says, only ``column_order``'s columns.
+
+    The table holds each column's own values under its header (what ``at.table`` reads in tests);
+    what it draws are the formatted cells. Beyond ``rows`` rows it draws the first ones and says how
+    many more the CSV holds, and (with ``every_rows``) a menu draws them all in a grid when opened.
+    The CSV (every column and row) sits in a lazy Export menu, like a chart's: made on the click.
+    """
     if not isinstance(frame, pl.DataFrame):
         frame = pl.DataFrame(frame)
-    kwargs.setdefault("hide_index", True)
-    kwargs.setdefault("width", "stretch")
-    return (where or st).dataframe(safe_table(frame), **kwargs)
+    frame = safe_table(frame)
+    where = where or st
+    shown = _columns(frame, column_config, column_order)
+    head = frame.head(rows).select([c for c, *_ in shown])
+    raw = head.to_pandas().set_axis([_header(h) for _, h, *_ in shown], axis=1)
+    styler = raw.style.hide(axis="index").format(
+        {_header(h): (lambda x, k=kind, c=cfg: _cell_text(x, k, c)) for _, h, kind, cfg, _h in shown})
+    where.table(styler, width=width)
+    helps = [(h, help_) for _, h, _k, _c, help_ in shown if help_]
+    bar = where.container(horizontal=True, gap="small", vertical_alignment="center")
+    if frame.height > rows:
+        bar.caption(f"{frame.height - rows:,} more rows in the CSV")
+        if every_rows:  # the whole table in a grid, drawn only once opened (also inside a panel)
+            every = bar.popover(f"All {frame.height:,} rows", icon=":material/table_rows:", key=f"rows_{key}",
+                                on_change="rerun", type="tertiary", help="Every row, to sort and search")
+            if every.open:
+                every.dataframe(frame, hide_index=True, width=GRID_WIDTH_PX, column_config=column_config,
+                                column_order=column_order)
+    if helps:
+        about = bar.popover("Columns", icon=":material/help:", key=f"columns_{key}", on_change="rerun",
+                            type="tertiary", help="What each column counts")
+        if about.open:
+            about.markdown("\n".join(f"- **{md(h)}**: {md(text)}" for h, text in helps))
+    menu = bar.popover("Export", icon=":material/download:", key=f"export_{key}", on_change="rerun",
+                       type="tertiary", help="This table's data as CSV")
+    if menu.open:
+        data = safe_csv(frame)
+        menu.download_button("CSV", data=lambda: data.write_csv(), file_name=f"tidelens-{key}.csv",
+                             mime="text/csv", key=f"csv_{key}", on_click="ignore",
+                             icon=":material/table:", help="Every row and column of this table")
 
 
 def show_table_with_notes(frame: pl.DataFrame, *, label: str, note: str, label_if_empty: str = "",
@@ -67,3 +204,32 @@ def show_chart(fig: go.Figure, data: pl.DataFrame, name: str) -> None:
                            file_name=f"tidelens-{name}.svg", mime="image/svg+xml",
                            key=f"svg_{name}", on_click="ignore", icon=":material/image:",
                            help="This chart as a vector image (rendered on the server)")
+
+
+# -- choices --------------------------------------------------------------------------------
+def choose(label: str, options: Any, *, key: str, where: Any = None, format_func: Any = str,
+           widget: str = "segmented", default: Any = None, horizontal: bool = True,
+           height: int | None = None, help: str | None = None) -> Any:
+    """One of ``options`` under ``key``: a segmented control (``widget="segmented"``), pills
+    (``"pills"``, which wrap) or a radio (``"radio"``; in a box ``height`` px tall that scrolls,
+    when given): what a first render affords, where a selectbox adds ~0.6 s to a new tab
+    (bench/elements.py). The value is kept in session state under ``key`` (links seed it).
+
+    Never None: a value that is not an option (none yet, a stale one) becomes ``default``, else
+    the first option, and a control cannot be deselected. The options' text is escaped: these
+    widgets draw it as Markdown, and labels are data.
+    """
+    ss = st.session_state
+    options = list(options)
+    fallback = default if default in options else options[0]
+    if ss.get(key) not in options:
+        ss[key] = fallback
+    where = where or st
+    shown = lambda o: md(format_func(o))  # noqa: E731
+    if widget in ("segmented", "pills"):
+        draw = where.segmented_control if widget == "segmented" else where.pills
+        value = draw(label, options, key=key, format_func=shown, required=True, help=help, wrap=True)
+    else:
+        box = where.container(height=height) if height else where
+        value = box.radio(label, options, key=key, format_func=shown, horizontal=horizontal, help=help)
+    return fallback if value is None else value

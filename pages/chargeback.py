@@ -12,12 +12,12 @@ import streamlit as st
 from analytics.text import md
 from analytics.charts.whatif import bills_figure
 from analytics.errors import TidelensError
-from analytics.whatif import POLICIES, PRESETS, capacity_plan, compare, reservation
+from analytics.whatif import POLICIES, POLICY_HELP, PRESETS, capacity_plan, compare, reservation
 from analytics.whatif import form
 from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.ledger import bills, ledger, summarise_ledger
 from pages._queries import store_calibration_or_stop
-from pages._show import kpi_row, show_chart, show_table, show_table_with_notes
+from pages._show import choose, kpi_row, show_chart, show_table, show_table_with_notes
 from pages._sidebar import keep_in_link, page_setup, seed_from_link, source
 
 STORE = "store"
@@ -80,7 +80,8 @@ st.subheader("Externality ledger")
 c = st.columns(2)
 seed_from_link("cb_policy", "cb_policy", valid=POLICIES.__contains__)
 seed_from_link("cb_period", "cb_period", valid=PERIODS_H.__contains__)
-policy = c[0].selectbox("Policy", list(POLICIES), key="cb_policy")
+policy = choose("Policy", POLICIES, key="cb_policy", where=c[0], widget="radio",
+                help="; ".join(f"{p}: {h}" for p, h in POLICY_HELP.items()))
 period = c[1].radio("Period", list(PERIODS_H), horizontal=True, key="cb_period")
 keep_in_link("cb_policy", policy, default=list(POLICIES)[0])
 keep_in_link("cb_period", period, default=list(PERIODS_H)[0])
@@ -98,7 +99,7 @@ k[2].metric("Billed the most", md(summary.top_payer) if summary.top_payer else "
             delta=f"${summary.top_payer_cost:,.0f} for the {period}" if summary.top_payer else None,
             delta_color="off", delta_arrow="off", border=True,
             help="The team whose workloads caused the most violation minutes of other teams' services")
-show_table(summary.table)  # its download is a CSV
+show_table(summary.table, key="cb_ledger")  # its download is a CSV
 
 st.subheader("What each team would pay, by policy")
 bill = bills(scn, results)
@@ -110,7 +111,7 @@ reserved, why = reservation(scn)
 st.caption(f"Pool A is the inference reservation the What-if's partitioned and MIG policies use: "
            f"{reserved} GPUs ({'set on the What-if page' if why == 'set' else md(why)}). Change it, or its "
            "headroom, on the What-if page; this page reads the same link.")
-show_table_with_notes(plan, label="pool", note="purpose", column_config={
+show_table_with_notes(plan, label="pool", note="purpose", key="cb_plan", column_config={
     "pool": "Pool", "gpus": st.column_config.NumberColumn("GPUs", format="%,.0f"),
     "price_per_gpu_h": st.column_config.NumberColumn("Price per GPU-hour", format="dollar"),
     "cost_per_day": st.column_config.NumberColumn("Cost per day", format="dollar")})

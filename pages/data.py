@@ -22,7 +22,7 @@ from analytics.overview import label_inventory
 from analytics.times import iso_utc, parse_iso_ms
 from analytics.view import STEP_CHOICES_S, apply_workload_edits, format_step
 from pages._caches import cached_inventory, cached_links, cached_request_logs, cached_series, cached_workloads
-from pages._show import kpi_row, show_chart, show_table, show_table_with_notes
+from pages._show import choose, kpi_row, show_chart, show_table, show_table_with_notes
 from pages._sidebar import page_setup, source
 from pages._store import (config_file, config_version, load_upload, load_workload_map, mapping_file,
                           open_store, upload_target)
@@ -646,13 +646,14 @@ else:
     left, right = st.columns([3, 2])
     with left:
         show_chart(inventory_figure(metrics), metrics, "series-per-metric")
-    with right:
-        metric = st.selectbox("Metric", metrics["metric"].to_list(), key="inv_metric")
+    with right:  # a list beside the chart (a store's dozens of metrics scroll in its box)
+        metric = choose("Metric", metrics["metric"].to_list(), key="inv_metric", widget="radio",
+                        horizontal=False, height=400)
     series = cached_series(src.path, src.version, metric)
     show_table(label_inventory(series), key="labels_table")  # the page's width: a column's cut it
     every = st.expander(f"Series of {metric}", key="inv_series", on_change="rerun")
     if every.open:
-        show_table(series, where=every)
+        show_table(series, where=every, key="inv_series_table")
 
 if request_logs.height:
     st.subheader("Request logs")
@@ -695,7 +696,13 @@ st.caption(f"Change a workload's class or team; the change is saved to `{config_
 classes = list(CLASSES)
 # Without the pool and the pod count: with them the editor was wider than a 1280x720 projector.
 shown = workloads[["namespace", "workload", "cls", "team", "rule"]]
-edited = st.data_editor(
+# A static table first (a grid costs a new tab ~0.7 s, bench/elements.py); the editor, which shows
+# every row, only once its panel is opened.
+show_table(shown, key="workloads_table", column_config={"cls": "class"}, every_rows=False)
+editor = st.expander("Change a class or team", icon=":material/edit:", key="workload_edit", on_change="rerun")
+if not editor.open:
+    st.stop()
+edited = editor.data_editor(
     safe_table(shown), key="workload_editor",  # drawn escaped; the edits apply to the raw rows
     disabled=["namespace", "workload", "rule"],
     column_config={"cls": st.column_config.SelectboxColumn("class", options=classes, required=True),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from analytics.text import md
+from analytics.text import md, visible
 from analytics.charts.events import attribution_data, attribution_figure, event_figure, event_figure_data
 from analytics.errors import TidelensError
 from analytics.events import EventsConfig
@@ -14,10 +14,12 @@ from analytics.events.report import dashboard_vs_found, method_text, report_html
 from analytics.times import local_naive
 from analytics.view import format_step
 from pages._queries import EventsQuery
-from pages._show import kpi_row, show_chart, show_table
+from pages._show import choose, kpi_row, show_chart, show_table
 from pages._sidebar import keep_in_link, require_source, seed_from_link, view
 
 _HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in EventsConfig.__dataclass_fields__}
+EVENT_ROWS = 12  # the table's first events (a 25-row table of 7 columns adds ~0.3 s to a new tab)
+EVENTS_INLINE = 5  # more events than this are a slider through them
 _BADGE = {"batch_contention": "red", "traffic_surge": "blue", "scaling_lag": "orange", "mixed": "violet",
           "unexplained": "gray"}
 
@@ -72,7 +74,7 @@ k[1].metric("Batch contention", sum(e.cause == "batch_contention" for e in event
 k[2].metric("Traffic surges", sum(e.cause == "traffic_surge" for e in events), border=True)
 k[3].metric("Misattributed", sum(e.misattributed for e in events), border=True,
             help="Batch contention that a dashboard (or the incident record) blames on users")
-show_table(table, column_order=shown_columns, column_config={  # its download is a CSV
+show_table(table, key="ev_table", rows=EVENT_ROWS, column_order=shown_columns, column_config={  # its download is a CSV
     "start": st.column_config.DatetimeColumn("start", format="YYYY-MM-DD HH:mm",
                                              help=f"In {v.tz}, as the page says above")})
 
@@ -80,9 +82,16 @@ show_table(table, column_order=shown_columns, column_config={  # its download is
 labels = {e.id: f"{starts[e.id]:%Y-%m-%d %H:%M} · {e.service} · {e.cause_words}"
           + (" · misattributed" if e.misattributed else "") for e in events}
 seed_from_link("ev_chosen", "event", valid=labels.__contains__)
-if st.session_state.get("ev_chosen") not in labels:
-    st.session_state.pop("ev_chosen", None)
-chosen = st.selectbox("Event", list(labels), format_func=labels.__getitem__, key="ev_chosen")
+# A few events are a list to pick from; dozens, a slider through them in time (a radio of 40 adds
+# ~0.5 s to a new tab, a select slider ~0.1-0.3 s: bench/elements.py). Its labels are plain text.
+if len(labels) <= EVENTS_INLINE:
+    chosen = choose("Event", labels, key="ev_chosen", format_func=labels.__getitem__, widget="radio",
+                    horizontal=False)
+else:
+    if st.session_state.get("ev_chosen") not in labels:
+        st.session_state["ev_chosen"] = next(iter(labels))
+    chosen = st.select_slider("Event", list(labels), format_func=lambda i: visible(labels[i]), key="ev_chosen",
+                              help="The events in time, as the table lists them; arrow keys step one")
 keep_in_link("event", chosen)  # always: a postmortem link names its event, whatever comes first later
 ev = analysis.event(chosen)
 
@@ -122,7 +131,7 @@ if evidence_tab.open:
         st.markdown("**Who held the pool's GPUs at the start, and since when**")
         show_table(pl.DataFrame(e.get("holders_at_start") or [], schema={
             "cls": pl.Utf8, "team": pl.Utf8, "workload": pl.Utf8, "gpus": pl.Float64,
-            "held_since": pl.Utf8, "hours_held": pl.Float64}))
+            "held_since": pl.Utf8, "hours_held": pl.Float64}), key="ev_holders")
         facts = {k_: e.get(k_) for k_ in (
             "free_gpus_when_asked", "asked_at", "desired_replicas_source", "desired_replicas_at_start",
             "ready_replicas_at_start",
@@ -133,11 +142,11 @@ if evidence_tab.open:
                       for k_, v_ in (e.get("counterfactual_p99_ms_at_peak") or {}).items()})
         st.markdown("**Evidence**")
         show_table(pl.DataFrame({"fact": list(facts), "value": [str(x) for x in facts.values()]}),
-                     hide_index=True, width="stretch")
+                   key="ev_facts")
         reg = e.get("regression") or {}
         if reg.get("coef"):
             st.markdown(f"**Regression** — {reg['model']}, {reg['n']} steps, {reg['errors']}")
-            show_table(regression_rows(reg))
+            show_table(regression_rows(reg), key="ev_regression")
 if method_tab.open:
     with method_tab:
         for para in method_text(analysis.cfg, analysis):

@@ -82,4 +82,4 @@ report = cached_signal_report(src.path, src.version)
 signals = st.expander(f"Signals in this store: {describe_signals(report)}",
                       icon=":material/sensors:", key="ov_signals", on_change="rerun")
 if signals.open:
-    show_table(report, where=signals)
+    show_table(report, where=signals, key="ov_signals_table")

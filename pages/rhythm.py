@@ -12,7 +12,7 @@ from analytics.rhythm import RhythmConfig, config_help
 from analytics.errors import TidelensError
 from analytics.view import format_step
 from pages._queries import RHYTHM_RESOLUTIONS_S, RhythmQuery
-from pages._show import kpi_row, show_chart
+from pages._show import choose, kpi_row, show_chart
 from pages._sidebar import keep_in_link, require_source, seed_from_link, view
 
 HELP = config_help()
@@ -29,22 +29,23 @@ if src is None:
     st.stop()
 st.caption(f"{md(src.label)} · step {format_step(v.step_s)} · hours in {v.tz}")
 
-c = st.columns([3, 1, 1, 1])
+# The signal's choice is drawn first (above the settings) once the analysis says which there are.
+signal_box = st.container()
+c = st.columns([2, 1, 1])
 seed_from_link("rhythm_resolution", "rh_res", int, RHYTHM_RESOLUTIONS_S.__contains__,
                default=RhythmConfig.resolution_s)
 seed_from_link("rhythm_tidal", "rh_tidal", float, lambda x: 0.1 <= x <= 0.9, default=RhythmConfig.tidal_share)
 seed_from_link("rhythm_band", "rh_band", float, lambda x: 0.80 <= x <= 0.995, default=RhythmConfig.band_high_q)
 seed_from_link("rhythm_signal", "rh_signal")
-resolution_s = c[1].selectbox("Decomposition step", RHYTHM_RESOLUTIONS_S, format_func=format_step,
-                              key="rhythm_resolution", help=HELP["resolution_s"])
-tidal_share = c[2].slider("Tidal share of peak", 0.1, 0.9, step=0.05, key="rhythm_tidal",
+resolution_s = choose("Decomposition step", RHYTHM_RESOLUTIONS_S, key="rhythm_resolution", where=c[0],
+                      format_func=format_step, help=HELP["resolution_s"])
+tidal_share = c[1].slider("Tidal share of peak", 0.1, 0.9, step=0.05, key="rhythm_tidal",
                           help=HELP["tidal_share"])
-band_high_q = c[3].slider("Norm band upper quantile", 0.80, 0.995, step=0.005, key="rhythm_band",
+band_high_q = c[2].slider("Norm band upper quantile", 0.80, 0.995, step=0.005, key="rhythm_band",
                           help=HELP["band_high_q"])
 keep_in_link("rh_res", int(resolution_s), default=RhythmConfig.resolution_s)
 keep_in_link("rh_tidal", float(tidal_share), default=RhythmConfig.tidal_share)
 keep_in_link("rh_band", float(band_high_q), default=RhythmConfig.band_high_q)
-wanted = st.session_state.get("rhythm_signal")
 try:
     data = RhythmQuery.from_view(v, src, st.session_state).run()
 except TidelensError as exc:
@@ -57,10 +58,9 @@ if not data.signals or data.chosen is None:
     st.stop()
 names = [s.name for s in data.signals]
 labels = {s.name: s.label for s in data.signals}
-if wanted not in names:
-    st.session_state["rhythm_signal"] = data.chosen.signal.name
-signal = c[0].selectbox("Signal", names, key="rhythm_signal", format_func=lambda n: f"{labels[n]}  ({n})",
-                        help="traffic per service, GPUs held by batch or inference per pool, activity, p99")
+signal = choose("Signal", names, key="rhythm_signal", where=signal_box, widget="pills",
+                default=data.chosen.signal.name, format_func=lambda n: f"{labels[n]}  ({n})",
+                help="traffic per service, GPUs held by batch or inference per pool, activity, p99")
 keep_in_link("rh_signal", signal, default=names[0])  # the analysis's own first choice
 
 for note in data.assumption_notes:

@@ -25,7 +25,7 @@ from analytics.whatif.calibrate import Calibration
 from analytics.whatif.ledger import policy_table, typical_day
 from analytics.plan import make_plan, plan_zip
 from pages._queries import in_background, rerun_when_done, store_calibration_or_stop
-from pages._show import kpi_row, show_chart, show_table
+from pages._show import choose, kpi_row, show_chart, show_table
 from pages._sidebar import page_setup, source
 
 STORE = "store"
@@ -95,8 +95,8 @@ if ss.get("w_base_id") != base_id:
     if not first:
         ss["w_url"] = {}
 
-policies = top[2].multiselect("Policies", list(POLICIES), key="w_pol",
-                              help="; ".join(f"{p}: {h}" for p, h in POLICY_HELP.items()))
+policies = top[2].pills("Policies", list(POLICIES), selection_mode="multi", key="w_pol", wrap=True,
+                         help="; ".join(f"{p}: {h}" for p, h in POLICY_HELP.items())) or []
 if not policies:
     st.info("Choose at least one policy.", icon=":material/info:")
     st.stop()
@@ -171,33 +171,26 @@ with d[2]:
         changes["pool.reservation_gpus"] = st.slider(
             "GPUs reserved for inference", 0, top_gpus, step=1, key="w_f.pool.reservation_gpus",
             format="%d GPUs", help=form.param_help("pool.reservation_gpus", base))
-h = decide.columns(4)  # when batch may run, and how GPUs are shared
-changes["pool.polite_release_hour"] = h[0].selectbox(
-    "Batch leaves at (polite)", form.hour_choices(ss["w_f.pool.polite_release_hour"]),
-    format_func=form.hour_text, key="w_f.pool.polite_release_hour",
-    help=form.param_help("pool.polite_release_hour", base))
-changes["pool.tidal_start_hour"] = h[1].selectbox(
-    "Tidal: batch from", form.hour_choices(ss["w_f.pool.tidal_start_hour"]),
-    format_func=form.hour_text, key="w_f.pool.tidal_start_hour",
-    help=form.param_help("pool.tidal_start_hour", base))
-changes["pool.tidal_end_hour"] = h[2].selectbox(
-    "until", form.hour_choices(ss["w_f.pool.tidal_end_hour"]), format_func=form.hour_text,
-    key="w_f.pool.tidal_end_hour", help=form.param_help("pool.tidal_end_hour", base))
+h = decide.columns(4)  # when batch may run (hours in quarters), and how GPUs are shared
+for col, (key, label) in zip(h, (("pool.polite_release_hour", "Batch leaves at (polite)"),
+                                 ("pool.tidal_start_hour", "Tidal: batch from"),
+                                 ("pool.tidal_end_hour", "until"))):
+    changes[key] = col.select_slider(label, form.hour_choices(ss[f"w_f.{key}"]), format_func=form.hour_text,
+                                     key=f"w_f.{key}", help=form.param_help(key, base))
+changes["pool.timeslice_replicas"] = h[3].number_input(
+    "Time-slicing: pods per GPU", min_value=2, max_value=16, step=1, key="w_f.pool.timeslice_replicas",
+    help=form.param_help("pool.timeslice_replicas", base))
 mig = form.mig_choices(str(ss["w_f.pool.gpu_model"]))
 if ss["w_f.pool.mig_profile"] not in mig:
     mig.append(ss["w_f.pool.mig_profile"])
-changes["pool.mig_profile"] = h[3].selectbox("MIG slice", mig, key="w_f.pool.mig_profile",
-                                             help=form.param_help("pool.mig_profile", base))
-d2 = decide.columns(4)
-changes["pool.timeslice_replicas"] = d2[0].number_input(
-    "Time-slicing: pods per GPU", min_value=2, max_value=16, step=1, key="w_f.pool.timeslice_replicas",
-    help=form.param_help("pool.timeslice_replicas", base))
+changes["pool.mig_profile"] = choose("MIG slice", mig, key="w_f.pool.mig_profile", where=decide,
+                                     help=form.param_help("pool.mig_profile", base))
 checkpoints = list(form.CHECKPOINT_CHOICES_MIN)
 if ss["w_f.pool.checkpoint_interval_min"] not in checkpoints:
     checkpoints = sorted({*checkpoints, float(ss["w_f.pool.checkpoint_interval_min"])})
-changes["pool.checkpoint_interval_min"] = d2[1].selectbox(
-    "Batch checkpoints", checkpoints, format_func=form.checkpoint_text,
-    key="w_f.pool.checkpoint_interval_min", help=form.param_help("pool.checkpoint_interval_min", base))
+changes["pool.checkpoint_interval_min"] = choose(
+    "Batch checkpoints", checkpoints, key="w_f.pool.checkpoint_interval_min", where=decide,
+    format_func=form.checkpoint_text, help=form.param_help("pool.checkpoint_interval_min", base))
 
 try:
     scn = form.apply(base, changes)
@@ -260,7 +253,7 @@ if cal is not None:
             show_chart(backtest_figure(bt["frame"], base.service.slo_ms, v.tz), bt["frame"],
                        "whatif-backtest")
             show_table([{"parameter": p, "source": s} for p, s in sorted(scn.provenance.items())],
-                         hide_index=True, width="stretch")
+                       key="w_provenance")
 
 results = compare(scn, tuple(policies))
 table = policy_table(results)
@@ -331,7 +324,7 @@ if "w_sweeps" not in ss:
 if st.toggle("Sweep: burst headroom by hour, and p99 bands over random bursts", key="w_sweeps",
              help="Each replays the scenario many times (a second or more); off, a parameter "
                   "change answers at once"):
-    focus = st.selectbox("Policy for headroom and bursts", policies, key="w_focus")
+    focus = choose("Policy for headroom and bursts", policies, key="w_focus")
     head = headroom_by_hour(scn, focus)
     show_chart(headroom_figure(head, focus), head, "whatif-headroom")
     bands = burst_bands(scn, focus, seeds=BAND_SEEDS)
@@ -343,9 +336,8 @@ real = st.expander("Make it real: the manifests that enforce a policy", icon=":m
 if real.open:
     with real:
         c = st.columns([2, 1])
-        chosen = c[0].selectbox("Policy to enforce", policies, key="w_plan_policy",
-                                index=policies.index(best["policy"]) if best["policy"] in policies else 0,
-                                help="Kueue queues, quotas and preemption; the batch window's CronJobs; "
+        chosen = choose("Policy to enforce", policies, key="w_plan_policy", where=c[0], default=best["policy"],
+                        help="Kueue queues, quotas and preemption; the batch window's CronJobs; "
                                      "the MIG or time-slicing config: with the numbers modelled above")
         scheduler = c[1].radio("Scheduler", ["kueue", "kai"], horizontal=True, key="w_plan_scheduler",
                                format_func={"kueue": "Kueue", "kai": "KAI Scheduler"}.__getitem__)
@@ -359,7 +351,7 @@ if real.open:
                                file_name=f"tidelens-plan-{chosen}-{scheduler}.zip", mime="application/zip",
                                on_click="ignore", icon=":material/download:", key="w_plan_download")
             show_table([{"file": name, "objects": ", ".join(sorted({o["kind"] for o in objs}))}
-                        for name, objs in plan.files.items()])
+                        for name, objs in plan.files.items()], key="w_plan_files")
 
 # Folded, and run only when opened: saving and loading are occasional.
 files = st.expander("Save, load, export", icon=":material/save:", key="w_files", on_change="rerun")

@@ -101,3 +101,45 @@ def isolated_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """:func:`isolate`, run from an empty folder: no ./tidelens.toml for the CLI either."""
     isolate(monkeypatch, tmp_path)
     monkeypatch.chdir(tmp_path)
+
+
+def click_option(widget, i: int):
+    """``widget`` (AppTest's radio or select slider) with its ``i``-th option picked, as a click
+    picks it: the browser sends the option's text. AppTest sets these by value only, and a page's
+    values are not always known to a test (an event's id); run the app after."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    def state(self) -> WidgetState:
+        ws = WidgetState()
+        ws.id = self.id
+        if self.type == "radio":
+            ws.string_value = self.options[i]
+        else:
+            ws.string_array_value.data[:] = [self.options[i]]
+        return ws
+
+    cls = type(widget)
+    widget.__class__ = type(cls.__name__, (cls,), {"_widget_state": property(state)})
+    return widget
+
+
+def event_chooser(at: AppTest):
+    """The Tail events page's chooser (``ev_chosen``): a radio of a few events, a slider through dozens."""
+    for w in [*at.radio, *at.select_slider]:
+        if w.key == "ev_chosen":
+            return w
+    raise AssertionError("the page draws no event chooser")
+
+
+def drawn_table(table):
+    """What a static table (AppTest's ``at.table[i]``) draws, as a frame of text under its headers:
+    its cells formatted (``st.table`` reads them as Markdown); ``.value`` holds the values before."""
+    from streamlit import dataframe_util
+
+    return dataframe_util.convert_arrow_bytes_to_pandas_df(table.proto.arrow_data.styler.display_values)
+
+
+def drawn_cells(table) -> list[str]:
+    """A static table's headers and drawn cells, as a list of text (see :func:`drawn_table`)."""
+    drawn = drawn_table(table)
+    return [str(c) for c in drawn.columns] + [str(x) for x in drawn.to_numpy().ravel()]

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from analytics.ingest import ingest_bytes  # noqa: E402
 from analytics.signals import VLLM_TTFT_BUCKETS_S  # noqa: E402
 from analytics.store import Store  # noqa: E402
+from analytics.text import md  # noqa: E402
 from apptest_helpers import open_settings, shown, sidebar_summary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,8 +104,9 @@ def _app(*, settings_open: bool = True, **params: str) -> AppTest:
 
 
 def _table_with(at: AppTest, *columns: str):
-    """The first table showing all these columns (st.dataframe keys do not reach AppTest)."""
-    for df in at.dataframe:
+    """The first table showing all these columns (static tables have no key in AppTest): its
+    values under its headers (what is drawn is their formatted text)."""
+    for df in at.table:
         if set(columns) <= set(df.value.columns):
             return df.value
     raise AssertionError(f"no table with columns {columns}")
@@ -144,11 +146,11 @@ def test_overview_tells_the_story(db_file: Path) -> None:
     line = at.expander[0].label
     assert line.startswith("Signals in this store: ") and "missing: " in line
     assert "gpu_holders" not in line.split("missing: ")[1]
-    assert not at.dataframe
+    assert not at.dataframe and not at.table
     # ...until opened.
     at.session_state["ov_signals"] = True
     at.run()
-    signals = at.dataframe[-1].value
+    signals = at.table[-1].value
     present = dict(zip(signals["signal"], signals["found"]))
     assert present["gpu_holders"] and present["request_latency"]
     assert sorted(signals.loc[~signals["found"], "signal"]) == sorted(line.split("missing: ")[1].split(", "))
@@ -222,9 +224,9 @@ def test_upload_good_and_malformed_files(tmp_path: Path) -> None:
     errors = [shown(e.value) for e in at.error]
     assert any(e.startswith("broken.prom:2:") for e in errors), errors
     # The good file is in the uploads store: listed as a source, its metrics in the inventory.
-    sources = _table_with(at, "name", "format", "status", "loaded_at")
+    sources = _table_with(at, "name", "format", "status", "samples")
     assert list(sources.loc[sources["status"] == "loaded", "name"]) == ["node-hour.prom"]
-    assert "DCGM_FI_DEV_GPU_UTIL" in at.selectbox(key="inv_metric").options
+    assert md("DCGM_FI_DEV_GPU_UTIL") in at.radio(key="inv_metric").options
     # The same file again is skipped, not loaded twice.
     at.file_uploader(key="upload_files").set_value(("again.prom", scrape_text(), "text/plain")).run()
     results = _table_with(at, "file", "status", "message")
@@ -259,6 +261,11 @@ def test_workload_edit_is_saved_and_shown(db_file: Path, tmp_path: Path) -> None
     at = _app(source="duckdb", db=str(db_file))
     at.switch_page("pages/data.py").run()
     _no_exception(at)
+    shown_map = _table_with(at, "namespace", "workload", "class", "team", "rule").set_index("workload")
+    assert shown_map.loc["nightly-finetune", "class"] == "batch"
+    assert not at.data_editor  # the editor is drawn only once its panel is opened
+    at.session_state["workload_edit"] = True
+    at.run()
     table = at.data_editor(key="workload_editor").value
     row = table.index[table["workload"] == "nightly-finetune"][0]
     assert table.loc[row, "cls"] == "batch"
@@ -272,6 +279,8 @@ def test_workload_edit_is_saved_and_shown(db_file: Path, tmp_path: Path) -> None
     row = table.index[table["workload"] == "nightly-finetune"][0]
     assert table.loc[row, "cls"] == "other"
     assert table.loc[row, "rule"].endswith("app: ml-training/nightly-finetune")
+    shown_map = _table_with(at, "namespace", "workload", "class", "team", "rule").set_index("workload")
+    assert shown_map.loc["nightly-finetune", "class"] == "other"
 
 
 def test_a_file_that_is_not_a_store_is_a_message(tmp_path: Path) -> None:
@@ -333,8 +342,10 @@ def test_data_page_shows_autoscaler_links_and_unlabelled_gpu_rules(tmp_path: Pat
     assert list(hpa.loc[["chat", "chat-api"], "status"]) == ["ambiguous", "ambiguous"]
     warnings = [w.value for w in at.warning]
     assert any("chat" in w and "ambiguous" in w and "tidelens.toml" in w for w in warnings), warnings
-    rules = _table_with(at, "job", "gpus", "kubernetes_mode", "rule")
+    rules = _table_with(at, "job", "gpus", "kubernetes_mode")
     assert bool(rules.set_index("job").loc["gpu-metrics", "kubernetes_mode"])
+    # Each job's rule, a sentence, is listed under the table (a list wraps on a projector).
+    assert any("- **gpu-metrics**: " in shown(m.value) for m in at.markdown), [m.value for m in at.markdown]
 
 
 def test_overview_tells_unrecognised_metrics_from_an_empty_range(tmp_path: Path, fixtures: Path,

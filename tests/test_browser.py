@@ -59,14 +59,16 @@ CUT_OFF_JS = """() => Array.from(document.querySelectorAll(
     + '[data-testid="stMetricValue"] *'))
   .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.trim()).filter(t => t)"""
 
-# Tables a projector would cut. ``st.dataframe`` draws on a canvas, so its cells have no box to
+# Tables (and choices) a projector would cut. ``st.dataframe`` draws on a canvas, so its cells have no box to
 # measure; but its scroller is a real element (columns wider than the table's box scroll out of
 # sight), and the grid's own props (read from its canvas's React fiber, glide-data-grid's
 # DataGrid) hold each column's drawn width, its theme's font and padding, and ``getCellContent``,
 # which gives the very text a cell draws: a header or a cell wider than its column ends in an
 # ellipsis (a column of mostly empty cells is sized by its typical cell, not its longest). Cells
 # of HTML tables are measured directly. Hidden tables (a closed panel) count only once shown; at
-# most 300 rows of a grid are read.
+# most 300 rows of a grid are read. A static table (``st.table``, what pages draw) wraps its
+# cells' text, so it is cut when its columns together are wider than its box (it scrolls) or a
+# word is wider than its cell.
 TABLE_CUT_OFF_JS = """() => {
   const out = [];
   const shown = e => e.offsetParent !== null && e.getBoundingClientRect().width > 0;
@@ -102,7 +104,25 @@ TABLE_CUT_OFF_JS = """() => {
       }
     });
   });
+  document.querySelectorAll('[data-testid="stTable"]').forEach(t => {
+    if (!shown(t)) return;
+    const name = Array.from(t.querySelectorAll('th')).slice(0, 3).map(h => h.textContent.trim()).join(', ');
+    const sc = t.firstElementChild;  // the box that scrolls when the columns do not fit
+    if (sc && sc.scrollWidth > sc.clientWidth + 1)
+      out.push(`table (${name}, ...): ${sc.scrollWidth} px of columns in a ${sc.clientWidth} px box`);
+  });
+  // Choices (segmented controls, pills) that run past their box scroll their last options out of sight.
+  document.querySelectorAll('[data-testid="stButtonGroup"]').forEach(g => {
+    if (!shown(g)) return;
+    const label = (g.querySelector('[data-testid="stWidgetLabel"]') || g).textContent.trim().slice(0, 40);
+    g.querySelectorAll('*').forEach(e => {
+      if (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')
+        out.push(`choices "${label}": ${e.scrollWidth} px of options in a ${e.clientWidth} px box`);
+    });
+  });
   document.querySelectorAll('[data-testid="stTable"] td, [data-testid="stTable"] th, '
+                            + '[data-testid="stTable"] td [data-testid="stMarkdownContainer"], '
+                            + '[data-testid="stTable"] th [data-testid="stMarkdownContainer"], '
                             + '[data-testid="stMarkdownContainer"] td, [data-testid="stMarkdownContainer"] th')
     .forEach(c => { if (shown(c) && c.scrollWidth > c.clientWidth + 1) out.push(`cell "${c.textContent.trim().slice(0, 60)}"`); });
   return out;
@@ -371,7 +391,9 @@ def test_a_story_of_days_fits_a_projector(app_url: tuple[str, str, Path], tmp_pa
                     assert page.locator('[data-testid="stException"]').count() == 0, path
                     if path == "whatif":  # the store's own calibration, with its backtest
                         assert page.get_by_text("Violation minutes, replayed").count() >= 1
-                    assert page.locator('[data-testid="stDataFrame"]').count() >= 1, path
+                    # static tables: a grid costs a new tab ~0.7 s (bench/elements.py)
+                    assert page.locator('[data-testid="stTable"]').count() >= 1, path
+                    assert page.locator('[data-testid="stDataFrame"]').count() == 0, path
                     cut = cut_off(page)
                     assert not cut, f"{path} at {size[0]}x{size[1]}: cut off: {cut}"
                     pushed = pushed_margins(page)

@@ -7,6 +7,7 @@ the page reaches the URL, and the server's log stays free of warnings throughout
 from __future__ import annotations
 
 import json
+import re
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,8 +63,22 @@ def _params(page) -> dict[str, str]:
     return dict(urllib.parse.parse_qsl(urllib.parse.urlparse(page.url).query))
 
 
+def _css(key: str) -> str:
+    """The CSS class Streamlit gives a widget key."""
+    return "st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", key)
+
+
 def _value(page, key: str) -> str:
-    return page.locator(f".st-key-{key} input").first.input_value()
+    return page.locator(f".{_css(key)} input").first.input_value()
+
+
+def _chosen(page, key: str) -> list[str]:
+    """The text of the options a radio, segmented control, pills or select slider under ``key``
+    shows chosen."""
+    key = _css(key)
+    return [t.strip() for t in page.locator(
+        f".{key} label:has(input:checked), .{key} button[aria-checked=true], "
+        f".{key} button[aria-pressed=true], .{key} [data-testid=stSliderThumbValue]").all_inner_texts()]
 
 
 def test_every_setting_round_trips_through_a_link(app, capsys) -> None:
@@ -94,15 +109,19 @@ def test_every_setting_round_trips_through_a_link(app, capsys) -> None:
                     assert float(_value(page, "ev_min_dur")) == 3 and float(_value(page, "ev_gap")) == 5
                     # the link's event is shown, its start in the link's zone
                     start = local_naive(parse_iso_ms(event["start"]), SIDEBAR["tz"])
-                    assert _value(page, "ev_chosen").startswith(f"{start:%Y-%m-%d %H:%M} · ")
+                    chosen = _chosen(page, "ev_chosen")
+                    assert len(chosen) == 1 and chosen[0].startswith(f"{start:%Y-%m-%d %H:%M} · "), chosen
                 if path == "rhythm":
                     # a slider shows its value above its thumb
                     shown = [t for t in page.locator(".st-key-rhythm_tidal").inner_text().splitlines() if t]
                     assert shown[:2] == ["Tidal share of peak", "0.30"], shown
-                    assert _value(page, "rhythm_resolution") == "30 min"
+                    assert _chosen(page, "rhythm_resolution") == ["30 min"]
+                if path == "whatif":
+                    assert _chosen(page, "w_pol") == ["shared", "partitioned"]
+                    assert float(_value(page, "w_f.pool.gpus")) == 96
                 if path == "chargeback":
                     assert float(_value(page, "cb_price")) == 123
-                    assert _value(page, "cb_policy") == "partitioned"
+                    assert _chosen(page, "cb_policy") == ["partitioned"]
                     assert page.locator(".st-key-cb_period input[type=radio]:checked").count() == 1
                     assert page.locator(".st-key-cb_period label", has_text="week").locator(
                         "input").is_checked()

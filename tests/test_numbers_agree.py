@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from apptest_helpers import isolated_cli, metric, morning_store
+from apptest_helpers import event_chooser, isolated_cli, metric, morning_store
 
 from analytics.cli import main
 
@@ -50,14 +50,16 @@ def test_events_and_ids_are_the_same_in_the_app_and_the_cli(db, capsys, tmp_path
     cli = json.loads(capsys.readouterr().out)
     assert len(cli) >= 3
     at = _page(db, "pages/events.py")
-    table = next(df.value for df in at.dataframe if "id" in df.value.columns)
-    assert list(table["id"]) == [e["id"] for e in cli]
+    # The page's list of events, in its order, holds the CLI's ids (an id is the chooser's value).
+    chooser = event_chooser(at)
+    assert [chooser.format_func(e["id"]) for e in cli] == chooser.options
+    assert at.query_params["event"] == cli[0]["id"]  # the first, chosen, in the link
     assert int(metric(at, "Tail events")) == len(cli)
     # the sample's own SLOs, declared by the store, judged both: chat 1 s, recommender 100 ms
     assert {e["service"]: e["evidence"]["slo_ms"] for e in cli} == {"chat-vllm": 1000.0, "recommender": 100.0}
     # an id copied from the page opens its postmortem from the CLI
     out = tmp_path / "pm.md"
-    assert main(["report", "--db", str(db), "--event", str(table["id"][0]), "--out", str(out)]) == 0
+    assert main(["report", "--db", str(db), "--event", at.query_params["event"], "--out", str(out)]) == 0
     assert out.exists()
 
 
@@ -101,5 +103,5 @@ def test_gpu_hours_held_agree_across_overview_whatif_and_cli(db, capsys):
 
     with Store(db, read_only=True) as st:
         teams = set(classify_workloads(st, load_map(None))["team"].drop_nulls())
-    billed = {t for df in chargeback.dataframe if "team" in df.value.columns for t in df.value["team"]}
+    billed = {t for df in chargeback.table if "team" in df.value.columns for t in df.value["team"]}
     assert billed and billed <= teams | {CLASS_B_TEAM}, billed - teams

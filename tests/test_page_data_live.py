@@ -16,6 +16,7 @@ import live_data as d  # noqa: E402
 from analytics import nvml  # noqa: E402
 from analytics import signals as s  # noqa: E402
 from analytics.store import Store  # noqa: E402
+from analytics.text import md  # noqa: E402
 from analytics.times import iso_utc  # noqa: E402
 from plugins.prometheus import prometheus  # noqa: E402,F401  (the session fixture)
 from test_live_client import FakeServer  # noqa: E402
@@ -58,8 +59,9 @@ def _no_exception(at: AppTest) -> None:
 
 
 def _table_with(at: AppTest, *columns: str):
-    """The first table showing all these columns (st.dataframe keys do not reach AppTest)."""
-    for df in at.dataframe:
+    """The first table showing all these columns (static tables have no key in AppTest): its
+    values under its headers (what is drawn is their formatted text)."""
+    for df in at.table:
         if set(columns) <= set(df.value.columns):
             return df.value
     raise AssertionError(f"no table with columns {columns}")
@@ -97,7 +99,7 @@ def test_pull_lands_series_and_shows_its_promql(prometheus, _isolated: Path) -> 
     series = {m.label: m.value for m in at.metric}
     assert int(series["Series"].replace(",", "")) > 0
     # The store's inventory below the form already lists what was pulled.
-    assert s.DCGM_GPU_UTIL in at.selectbox(key="inv_metric").options
+    assert md(s.DCGM_GPU_UTIL) in at.radio(key="inv_metric").options
     # A second pull asks for nothing new.
     at.button(key="pull_go").click().run()
     _no_exception(at)

@@ -11,6 +11,8 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from analytics.sample.export import load_into, truth  # noqa: E402
 from analytics.sample.sim import simulate  # noqa: E402
 from analytics.store import Store  # noqa: E402
+from apptest_helpers import click_option, event_chooser  # noqa: E402
+from pages._show import TABLE_ROWS  # noqa: E402
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,9 +51,11 @@ def test_page_lists_events_and_explains_one(morning_db) -> None:
     n_events = int(next(m.value for m in at.metric if m.label == "Tail events"))
     assert n_events >= 1
     assert int(next(m.value for m in at.metric if m.label == "Batch contention")) >= 1
-    table = at.dataframe[0].value
-    assert len(table) == n_events and "cause" in table.columns
-    box = at.selectbox(key="ev_chosen")
+    table = at.table[0].value
+    assert 0 < len(table) <= min(n_events, TABLE_ROWS) and "cause" in table.columns
+    if len(table) < n_events:  # the first rows; the rest in the CSV
+        assert any(c.value == f"{n_events - len(table):,} more rows in the CSV" for c in at.caption)
+    box = event_chooser(at)
     assert len(box.options) == n_events
     charts = at.get("plotly_chart")
     assert len(charts) >= 2  # the event's story and the attribution bar
@@ -65,12 +69,12 @@ def test_page_lists_events_and_explains_one(morning_db) -> None:
     assert any(b.proto.label.startswith("Postmortem report") for b in at.get("download_button"))
     # Evidence and method are drawn only when their tab is picked.
     assert [t.label for t in at.tabs] == ["Timeline and attribution", "Evidence", "Method and thresholds"]
-    assert len(at.dataframe) == 1  # the events table only
+    assert len(at.table) == 1 and not at.dataframe  # the events table only, static
     at.session_state["ev_view"] = "Evidence"
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.get("plotly_chart")
-    evidence = {df.value.columns[0]: df.value for df in at.dataframe[1:]}
+    evidence = {df.value.columns[0]: df.value for df in at.table[1:]}
     assert {"cls", "fact"} <= set(evidence)
     facts = dict(zip(evidence["fact"]["fact"], evidence["fact"]["value"]))
     assert "free_gpus_when_asked" in facts and "p99_observed_ms_at_peak" in facts
@@ -87,13 +91,13 @@ def test_page_lists_events_and_explains_one(morning_db) -> None:
 def test_choosing_another_event_and_changing_min_duration(morning_db) -> None:
     db, slo = morning_db
     at = _page(db, slo)
-    box = at.selectbox(key="ev_chosen")
+    box = event_chooser(at)
     first = box.value
     if len(box.options) > 1:
-        box.select_index(len(box.options) - 1).run()
+        click_option(box, len(box.options) - 1).run()
         assert not at.exception
-        assert at.selectbox(key="ev_chosen").value != first
-        assert at.selectbox(key="ev_chosen").value.startswith("ev-")
+        assert event_chooser(at).value != first
+        assert event_chooser(at).value.startswith("ev-")
     before = int(next(m.value for m in at.metric if m.label == "Tail events"))
     at.number_input(key="ev_min_dur").set_value(240.0).run()
     assert not at.exception
@@ -105,13 +109,14 @@ def test_the_chosen_event_is_in_the_link(morning_db) -> None:
     """A copied link opens the event that was on screen (``?event=<id>``, the id tidelens report takes)."""
     db, slo = morning_db
     at = _page(db, slo)
-    ids = at.selectbox(key="ev_chosen").options
+    ids = event_chooser(at).options
     assert len(ids) >= 2
-    last_id = at.selectbox(key="ev_chosen").select_index(len(ids) - 1).run().selectbox(key="ev_chosen").value
+    click_option(event_chooser(at), len(ids) - 1).run()
+    last_id = event_chooser(at).value
     assert at.query_params["event"] == last_id
     again = AppTest.from_file(str(APP), default_timeout=120)
     again.query_params.update({"source": "duckdb", "db": str(db), "slo": slo, "event": last_id})
     again.run()
     again.switch_page("pages/events.py").run()
     assert not again.exception
-    assert again.selectbox(key="ev_chosen").value == last_id
+    assert event_chooser(again).value == last_id

@@ -69,7 +69,7 @@ def test_page_launches_and_shows_the_rhythm(synthetic_db: Path) -> None:
     assert _metric(at, "Trough hour") == "02:00"
     start, end = _metric(at, "Tidal window").split("-")
     assert int(start) > int(end)  # the window crosses midnight
-    assert at.selectbox(key="rhythm_signal").value == "metric:request_rate"
+    assert at.pills(key="rhythm_signal").value == "metric:request_rate"
     # One view at a time, each drawn only when its tab is picked.
     tabs = [t.label for t in at.tabs]
     assert tabs[:3] == ["Decomposition", "Daily profile", "Hour of week"]

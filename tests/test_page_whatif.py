@@ -4,6 +4,7 @@ choice change the numbers shown, and the URL carries the scenario so a copied li
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from analytics.whatif import PRESETS, form  # noqa: E402
 
-from apptest_helpers import isolate, metric as _metric, open_page  # noqa: E402
+from apptest_helpers import drawn_table, isolate, metric as _metric, open_page  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -29,14 +30,29 @@ def _num(text: str) -> float:
     return float(text.replace("$", "").replace(",", ""))
 
 
+def _policies(at: AppTest):
+    """The policies' numbers as the page draws them: its two static tables (the service's, the
+    cost's) side by side, by policy, under their headers; no grid on the page."""
+    assert not at.dataframe
+    service, cost = at.table[0].value, at.table[1].value
+    assert list(service["Policy"]) == list(cost["Policy"])
+    return service.merge(cost, on="Policy").set_index("Policy")
+
+
 def test_launches_with_the_morning_story(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp")
     assert _num(_metric(at, "Shared pool: violation minutes, modelled")) > 300
     assert _num(_metric(at, "Shared pool: externality")) > 0
-    table = at.dataframe[0].value
-    assert list(table["policy"]) == ["shared", "polite", "preemption", "tidal", "partitioned",
-                                     "mig", "timeslice"]
-    assert table.set_index("policy").loc["partitioned", "violation_minutes"] == 0
+    table = _policies(at)
+    assert list(table.index) == ["shared", "polite", "preemption", "tidal", "partitioned",
+                                 "mig", "timeslice"]
+    assert table.loc["partitioned", "Violation minutes"] == 0
+    # drawn as the columns say: minutes and milliseconds with thousands, shares in percent, money in dollars
+    service, cost = drawn_table(at.table[0]), drawn_table(at.table[1])
+    assert all(re.fullmatch(r"\d{1,3}(,\d{3})*", x) for x in [*service["Violation minutes"], *service["p99 (ms)"]])
+    assert all(re.fullmatch(r"\d{1,3}\.\d\d%", x) for x in [*service["Within SLO"], *cost["Pool allocated"]])
+    assert all(re.fullmatch(r"\$\d{1,3}(,\d{3})*", x) for x in cost["GPU cost"])
+    assert all(re.fullmatch(r"\$\d+\.\d\d", x) for x in cost["Per useful GPU-h"])
 
 
 def test_slider_and_policy_choice_change_the_numbers(tmp_path: Path) -> None:
@@ -49,8 +65,8 @@ def test_slider_and_policy_choice_change_the_numbers(tmp_path: Path) -> None:
     after = _num(_metric(at, "Shared pool: violation minutes, modelled"))
     assert after < before
     assert at.query_params["w_pool.gpus"] == "80"
-    at.multiselect(key="w_pol").set_value(["shared", "tidal"]).run()
-    assert list(at.dataframe[0].value["policy"]) == ["shared", "tidal"]
+    at.pills(key="w_pol").set_value(["shared", "tidal"]).run()
+    assert list(_policies(at).index) == ["shared", "tidal"]
     assert at.query_params["w_pol"] == "shared,tidal"
 
 
@@ -61,24 +77,24 @@ def test_a_copied_link_reopens_the_scenario(tmp_path: Path) -> None:
     first.session_state["w_grp_service"] = True
     first.run()
     first.number_input(key="w_f.service.warmup_min").set_value(20.0).run()
-    first.multiselect(key="w_pol").set_value(["shared", "polite"]).run()
+    first.pills(key="w_pol").set_value(["shared", "polite"]).run()
     link = dict(first.query_params.items())
     assert link["w_service.warmup_min"] == "20"
     again = _page(tmp_path, **link)
     # Folded, the group still applies the link's value; opened, its widget shows it.
-    assert (again.dataframe[0].value["violation_minutes"].tolist()
-            == first.dataframe[0].value["violation_minutes"].tolist())
+    assert (_policies(again)["Violation minutes"].tolist()
+            == _policies(first)["Violation minutes"].tolist())
     again.session_state["w_grp_service"] = True
     again.run()
     assert again.number_input(key="w_f.service.warmup_min").value == 20.0
-    assert list(again.dataframe[0].value["policy"]) == ["shared", "polite"]
-    assert (again.dataframe[0].value["violation_minutes"].tolist()
-            == first.dataframe[0].value["violation_minutes"].tolist())
+    assert list(_policies(again).index) == ["shared", "polite"]
+    assert (_policies(again)["Violation minutes"].tolist()
+            == _policies(first)["Violation minutes"].tolist())
 
 
 def test_preset_switch_and_tidal_story(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="tidal-a100", w_pol="partitioned,tidal,mig")
-    util = at.dataframe[0].value.set_index("policy")["pool_utilization"]
+    util = _policies(at)["Pool allocated"]
     assert util["mig"] > util["partitioned"] + 0.2  # the 55% -> 85% story
 
 
@@ -114,10 +130,10 @@ def test_what_the_next_gpus_buy_is_drawn_once_computed_in_the_background(tmp_pat
     assert any(c.proto.id.endswith("chart_whatif-next-gpus") for c in at.get("plotly_chart"))
     assert set(front["policy"]) == {"shared", "partitioned"} and front.filter(front["current"]).height == 2
     # the pool as it is sits on each policy's line, at the page's own numbers
-    table = at.dataframe[0].value.set_index("policy")
+    table = _policies(at)
     now = front.filter(front["current"])
     for pol, minutes in zip(now["policy"], now["violation_minutes"]):
-        assert minutes == table.loc[pol, "violation_minutes"]
+        assert minutes == table.loc[pol, "Violation minutes"]
 
 
 def test_a_folded_group_keeps_a_changed_value(tmp_path: Path) -> None:
@@ -155,14 +171,14 @@ def test_the_scenario_survives_a_visit_to_another_page(tmp_path: Path) -> None:
     at.session_state["w_grp_pool"] = True
     at.run()
     at.number_input(key="w_f.pool.gpus").set_value(80).run()
-    before = at.dataframe[0].value
+    before = _policies(at)
     at.switch_page("pages/overview.py").run()
     at.switch_page("pages/whatif.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.radio(key="w_src").value == "morning-ramp"
-    assert at.multiselect(key="w_pol").value == ["shared", "tidal"]
+    assert at.pills(key="w_pol").value == ["shared", "tidal"]
     assert at.number_input(key="w_f.pool.gpus").value == 80
-    assert at.dataframe[0].value.equals(before)
+    assert _policies(at).equals(before)
 
 
 @pytest.mark.parametrize("page", ["pages/whatif.py", "pages/chargeback.py"])
@@ -184,13 +200,13 @@ def test_a_store_without_latency_says_what_is_missing_and_shows_no_preset(tmp_pa
     assert not at.exception, [e.value for e in at.exception]
     errors = [e.value for e in at.error]
     assert any("no inference service with both traffic and latency" in e for e in errors), errors
-    assert not at.metric and not at.dataframe  # no numbers at all
+    assert not at.metric and not at.dataframe and not at.table  # no numbers at all
     assert not any("morning-ramp" in c.value for c in at.caption)
 
 
 DECISION_LABELS = ["GPUs in the pool", "Headroom", "Automatic reservation",
-                   "GPUs reserved for inference", "Batch leaves at (polite)", "Tidal: batch from", "until", "MIG slice",
-                   "Time-slicing: pods per GPU", "Batch checkpoints"]
+                   "GPUs reserved for inference", "Batch leaves at (polite)", "Tidal: batch from", "until",
+                   "Time-slicing: pods per GPU", "MIG slice", "Batch checkpoints"]
 
 
 def _main_labels(at: AppTest) -> list[str]:
@@ -213,6 +229,8 @@ def _walk(node):
 
 def test_the_first_controls_are_the_decisions_with_units(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp")
+    # a first render draws no selectbox, multiselect or grid (each adds ~0.6 s to a new tab)
+    assert not at.selectbox and not at.multiselect and not at.dataframe
     labels = _main_labels(at)
     start = labels.index("GPUs in the pool")
     assert labels[start:start + len(DECISION_LABELS)] == DECISION_LABELS
@@ -223,8 +241,9 @@ def test_the_first_controls_are_the_decisions_with_units(tmp_path: Path) -> None
     side = [w.proto.label for w in at.sidebar if hasattr(w, "proto") and hasattr(w.proto, "label")]
     assert "gpus (GPUs)" not in side and "headroom (share)" not in side and "split_b (share)" in side
     assert at.slider(key="w_f.pool.headroom").proto.format == "percent"
-    release = at.selectbox(key="w_f.pool.polite_release_hour")
+    release = at.select_slider(key="w_f.pool.polite_release_hour")
     assert release.format_func(release.value) == "09:00"
+    assert release.options[release.options.index("09:00") + 1] == "09:15"  # a quarter hour a step
 
 
 def test_the_reservation_decision_moves_partitioned_and_the_link(tmp_path: Path) -> None:
@@ -233,7 +252,7 @@ def test_the_reservation_decision_moves_partitioned_and_the_link(tmp_path: Path)
     assert preset > 0  # the preset states its reservation: the manual slider shows it
     assert at.toggle(key="w_res_auto").value is False
     assert at.slider(key="w_f.pool.reservation_gpus").value == preset
-    assert at.dataframe[0].value.set_index("policy").loc["partitioned", "violation_minutes"] == 0
+    assert _policies(at).loc["partitioned", "Violation minutes"] == 0
     at.toggle(key="w_res_auto").set_value(True).run()
     auto = [m for m in at.metric if m.label == "GPUs reserved for inference"]
     assert len(auto) == 1 and auto[0].value.endswith(" GPUs")
@@ -243,12 +262,12 @@ def test_the_reservation_decision_moves_partitioned_and_the_link(tmp_path: Path)
     assert slider.value == preset
     slider.set_value(max(preset // 4, 1)).run()
     assert not at.exception
-    starved = at.dataframe[0].value.set_index("policy")
-    assert starved.loc["partitioned", "violation_minutes"] > 0  # a quarter of it is too little
+    starved = _policies(at)
+    assert starved.loc["partitioned", "Violation minutes"] > 0  # a quarter of it is too little
     assert at.query_params["w_pool.reservation_gpus"] == str(max(preset // 4, 1))
     # exactly one row is the best on violation minutes, one the cheapest
-    assert starved["best"].str.contains("fewest minutes").sum() == 1
-    assert starved["best"].str.contains("cheapest").sum() == 1
+    assert starved["Best"].str.contains("fewest minutes").sum() == 1
+    assert starved["Best"].str.contains("cheapest").sum() == 1
 
 
 def test_hours_read_as_a_clock() -> None:
@@ -259,21 +278,21 @@ def test_hours_read_as_a_clock() -> None:
 
 def test_time_slicing_pods_and_checkpoints_are_decisions_with_an_effect(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp", w_pol="shared,timeslice,preemption")
-    before = at.dataframe[0].value.set_index("policy")
+    before = _policies(at)
     at.number_input(key="w_f.pool.timeslice_replicas").set_value(4).run()
-    after = at.dataframe[0].value.set_index("policy")
-    assert after.loc["timeslice", "p99_ms"] > before.loc["timeslice", "p99_ms"]
-    assert after.loc["shared", "p99_ms"] == before.loc["shared", "p99_ms"]  # only time-slicing shares
+    after = _policies(at)
+    assert after.loc["timeslice", "p99 (ms)"] > before.loc["timeslice", "p99 (ms)"]
+    assert after.loc["shared", "p99 (ms)"] == before.loc["shared", "p99 (ms)"]  # only time-slicing shares
     assert at.query_params["w_pool.timeslice_replicas"] == "4"
-    box = at.selectbox(key="w_f.pool.checkpoint_interval_min")
+    box = at.segmented_control(key="w_f.pool.checkpoint_interval_min")
     assert box.format_func(box.value) == "each job's own"
     box.set_value(120.0).run()
     assert at.query_params["w_pool.checkpoint_interval_min"] == "120"
-    rare = at.dataframe[0].value.set_index("policy")
+    rare = _policies(at)
     # checkpoints two hours apart lose more work at each preemption: the same work holds the
     # pool longer than at the job's own (Young/Daly) interval
-    assert rare.loc["preemption", "batch_goodput_gpu_hours"] == after.loc["preemption", "batch_goodput_gpu_hours"]
-    assert rare.loc["preemption", "pool_utilization"] > after.loc["preemption", "pool_utilization"]
+    assert rare.loc["preemption", "Batch goodput (GPU-h)"] == after.loc["preemption", "Batch goodput (GPU-h)"]
+    assert rare.loc["preemption", "Pool allocated"] > after.loc["preemption", "Pool allocated"]
 
 
 def test_make_it_real_downloads_the_chosen_policys_manifests(tmp_path: Path) -> None:
@@ -286,7 +305,7 @@ def test_make_it_real_downloads_the_chosen_policys_manifests(tmp_path: Path) -> 
     assert all(b.proto.label != "Manifests and README (zip)" for b in at.get("download_button"))  # folded
     at.session_state["w_make_real"] = True
     at.run()
-    at.selectbox(key="w_plan_policy").set_value("partitioned").run()
+    at.segmented_control(key="w_plan_policy").set_value("partitioned").run()
     assert not at.exception, [e.value for e in at.exception]
     assert any(b.proto.label == "Manifests and README (zip)" for b in at.get("download_button"))
     # the numbers on the page are the scenario's: the reservation the What-if shows

@@ -193,22 +193,23 @@ def test_whatif_page_on_the_store_shows_the_backtest(sim_db, monkeypatch, tmp_pa
     assert abs(float(shown["Batch GPU-hours, replayed"].delta.rstrip("%"))) <= 10
     assert not at.error  # within both bounds: no warning before the policies
     def policies():
-        return next(df.value for df in at.dataframe if "policy" in df.value.columns)
+        assert not at.dataframe  # a static table
+        return next(df.value for df in at.table if "Policy" in df.value.columns)
 
     table = policies()
-    assert len(table) == 7 and table["violation_minutes"].max() > 0
+    assert len(table) == 7 and table["Violation minutes"].max() > 0
     # Opened, the backtest detail draws the replay over time and where each parameter came from.
     at.session_state["w_bt_detail"] = True
     at.run()
     assert "chart_whatif-backtest" in " ".join(c.proto.id for c in at.get("plotly_chart"))
-    sources = next(df.value for df in at.dataframe if "parameter" in df.value.columns)
+    sources = next(df.value for df in at.table if "parameter" in df.value.columns)
     assert (sources["source"] != "user").all() and len(sources) > 5
     # A slider move re-runs the model only (calibration is cached) and changes the answer.
-    before = table.set_index("policy")["violation_minutes"]["shared"]
+    before = table.set_index("Policy")["Violation minutes"]["shared"]
     at.session_state["w_grp_pool"] = True
     at.run()
     at.number_input(key="w_f.pool.gpus").set_value(70).run()
-    after = policies().set_index("policy")["violation_minutes"]["shared"]
+    after = policies().set_index("Policy")["Violation minutes"]["shared"]
     assert after < before
     assert at.query_params["w_pool.gpus"] == "70" and at.query_params["w_src"] == "store"
 
