@@ -12,14 +12,17 @@ level and the slots carry how p99 rises with load. A replay of the steps in orde
 the capacity (how fast backlogs drain) and the clients' patience (where p99 plateaus). The
 autoscaler's target is read off desired replicas against traffic; warm-up off the lag from a
 scale-up that free GPUs could place to the replicas being ready; the replica maximum off a
-desired-replica count the autoscaler kept while traffic asked for more.
+desired-replica count the autoscaler kept while traffic asked for more (without autoscaler
+metrics, off the ready replicas). The store's p99 is a reading that scatters around the model's
+curve: the replay stage fits how much (``p99_noise_log_sd``), and a modelled step is over the
+SLO with the chance its reading would be.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,9 +40,9 @@ P99_WEIGHT = 5.0  # replay stage: weight of |log(period p99 model / observed)|
 MAX_FIT_POINTS = 4000
 # The slot rates a scenario accepts (``ServiceParams.service_rate_per_slot_rps``).
 MU_RANGE = (0.001, 10000.0)
+RESHAPES = 12  # shapes the grid tries again under the reading noise
 # The reading noise the replay tries (sd of log(read p99 / modelled p99)); the first stands
 # for none (a model that calls every step as the store did suits it best).
-RESHAPES = 12  # shapes the grid tries again under the reading noise
 NOISE_GRID = tuple(float(x) for x in np.geomspace(0.01, 1.0, 41))
 
 
@@ -201,7 +204,9 @@ def fit_service(rps: np.ndarray, ready: np.ndarray, p99_ms: np.ndarray, slo_ms: 
     store's calls, 10 x -log likelihood / (2 x observed count), in place of the balanced
     accuracy (which, on chances, rewards pushing every step away from the SLO); the count and
     the curve terms stay, and 5 x |log(period p99 model / observed)| (the request-weighted 99th
-    percentile of step p99s) is added.
+    percentile of step p99s) is added. When the replay finds noise, the grid's ``RESHAPES``
+    best shapes (in latency, concurrency, cv) are judged again on chances under it, and the
+    fit with the lower replay loss of the two is kept.
     """
     ok = (rps > 0) & (ready > 0) & np.isfinite(p99_ms) & (p99_ms > 0)
     if ok.sum() < 20:
