@@ -140,7 +140,7 @@ def show_table(frame: Any, *, key: str, where: Any = None, column_order: Any = N
     frame = safe_table(frame)
     where = where or st
     shown = _columns(frame, column_config, column_order)
-    head = frame.head(rows).select([c for c, *_ in shown])
+    head = frame.head(rows)[[c for c, *_ in shown]]
     raw = head.to_pandas().set_axis([_header(h) for _, h, *_ in shown], axis=1)
     styler = raw.style.hide(axis="index").format(
         {_header(h): (lambda x, k=kind, c=cfg: _cell_text(x, k, c)) for _, h, kind, cfg, _h in shown})

@@ -83,7 +83,7 @@ labels = {e.id: f"{starts[e.id]:%Y-%m-%d %H:%M} · {e.service} · {e.cause_words
           + (" · misattributed" if e.misattributed else "") for e in events}
 seed_from_link("ev_chosen", "event", valid=labels.__contains__)
 # A few events are a list to pick from; dozens, a slider through them in time (a radio of 40 adds
-# ~0.5 s to a new tab, a select slider ~0.1-0.3 s: bench/elements.py). Its labels are plain text.
+# ~0.5 s to a new tab, a slider of options ~0.1-0.3 s: bench/elements.py). Its labels are plain text.
 if len(labels) <= EVENTS_INLINE:
     chosen = choose("Event", labels, key="ev_chosen", format_func=labels.__getitem__, widget="radio",
                     horizontal=False)
