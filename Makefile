@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
+	$(VENV)/bin/streamlit run serve.py --server.port $(PORT)
 
 # loadscope: one module's tests (and its module-scoped fixtures, the heavy simulations) on one
 # worker; pytest 9.2 makes xdist's loadgroup ignore xdist_group marks (pytest-xdist#1386).

@@ -1,6 +1,7 @@
 """Tidelens: the app's entry point. Page setup, navigation and the background prefetch; no analysis.
 
-Run with ``streamlit run app.py`` (``make run``). Pages are registered in :data:`PAGES`; a page
+Served by ``streamlit run serve.py`` (``make run``; ``streamlit run app.py`` works too, without
+serve.py's faster first render). Pages are registered in ``pages/_nav.PAGES``; a page
 appears only when its file exists, so pages added later show up without touching this file.
 Each page starts with ``v = page_setup()`` (``pages/_sidebar.py``), which draws the sidebar
 and returns the view settings the URL and the sidebar hold.
@@ -12,17 +13,9 @@ from pathlib import Path
 
 import streamlit as st
 
-ROOT = Path(__file__).resolve().parent
+from pages._nav import PAGES
 
-# (file, title, icon, url path): the order of the navigation.
-PAGES: tuple[tuple[str, str, str, str], ...] = (
-    ("pages/overview.py", "Overview", ":material/monitoring:", "overview"),
-    ("pages/rhythm.py", "Rhythm", ":material/waves:", "rhythm"),
-    ("pages/events.py", "Tail events", ":material/troubleshoot:", "events"),
-    ("pages/whatif.py", "What-if", ":material/tune:", "whatif"),
-    ("pages/chargeback.py", "Chargeback", ":material/receipt_long:", "chargeback"),
-    ("pages/data.py", "Data", ":material/database:", "data"),
-)
+ROOT = Path(__file__).resolve().parent
 
 # A local favicon: a Material icon as page_icon makes every browser fetch it from
 # fonts.gstatic.com, which an air-gapped server cannot reach (tests/test_browser_hostile.py).

@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {"TIDELENS_UPLOADS_DB": str(tmp / "uploads.duckdb"), "TIDELENS_CONFIG": str(tmp / "t.toml"),
            "HOME": str(tmp / "home")}
     (tmp / "home").mkdir()
-    app_url, app_proc = _serve(ROOT / "app.py", env)
+    app_url, app_proc = _serve(ROOT / "serve.py", env)
     peer_url, peer_proc = _serve(peer_file, env)
     slider_url, slider_proc = _serve(slider_file, env)
     print(f"data: {what}")
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                      for path, name in pages}
             app_proc.terminate()
             app_proc.wait(timeout=15)
-            app_url, app_proc = _serve(ROOT / "app.py", env)
+            app_url, app_proc = _serve(ROOT / "serve.py", env)
             procs[0] = app_proc
             titles = _page_titles()
             restart: dict[str, float] = {}

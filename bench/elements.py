@@ -80,6 +80,10 @@ ELEMENTS: dict[str, str] = {
     "dataframe": f"st.dataframe({TABLE})\n",
     "table": f"st.table({TABLE})\n",
     "table 25x7": ("st.table({f'column {c}': [f'cell {r} {c}' for r in range(25)] for c in range(7)})\n"),
+    "html table 25x7": ("st.html('<table>' + ''.join('<tr>' + ''.join(f'<td>cell {r} {c}</td>' for c in range(7)) + '</tr>' for r in range(25)) + '</table>')\n"),
+    "markdown table 25x7": ("st.markdown('|' + '|'.join(f'column {c}' for c in range(7)) + '|\\n|' + '---|' * 7 + '\\n' + '\\n'.join('|' + '|'.join(f'cell {r} {c}' for c in range(7)) + '|' for r in range(25)))\n"),
+    "30 metrics": ("import time\nfor i in range(30):\n    st.metric(f'K{i}', i, border=True)\n"),
+    "30 metrics 10 ms apart": ("import time\nfor i in range(30):\n    st.metric(f'K{i}', i, border=True)\n    time.sleep(0.01)\n"),
     "radio 40 in a box": ("st.container(height=190).radio('E', [f'event {i}' for i in range(40)], "
                           "key='e')\n"),
     "select slider 40 events": ("st.select_slider('E', [f'2026-10-05 09:{i:02d} · recommender · batch' for i in "
@@ -185,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
             ensure_default_store()
             roots = [("", ROOT)] + ([("base ", Path(args.base).resolve())] if args.base else [])
             for prefix, root in roots:
-                url, proc = _serve(root / "app.py", root)
+                # serve.py where the checkout has it (the app as ``make run`` serves it)
+                entry = root / "serve.py" if (root / "serve.py").exists() else root / "app.py"
+                url, proc = _serve(entry, root)
                 procs.append(proc)
                 urls.update({f"{prefix}page {p}": (f"{url}/{p}", p == "overview") for p in pages})
         from playwright.sync_api import sync_playwright

@@ -94,13 +94,14 @@ class EventsQuery(ViewQuery):
 
     @classmethod
     def from_view(cls, v: ViewSettings, src: DataSource, state: Mapping[str, Any], *,
-                  incidents: Any = None) -> "EventsQuery":
-        """``state`` holds the page's widget values (``ev_*``); ``incidents`` an uploaded file."""
+                  incidents: tuple[str, bytes] | None = None) -> "EventsQuery":
+        """``state`` holds the page's widget values (``ev_*``); ``incidents`` an uploaded file's
+        name and bytes."""
         return cls(**cls.on_view(v, src), slo_items=v.slo_items(),
                    min_duration_min=float(state.get("ev_min_dur", cls.min_duration_min)),
                    merge_gap_min=float(state.get("ev_gap", cls.merge_gap_min)),
-                   incidents_name=incidents.name if incidents is not None else None,
-                   incidents_csv=incidents.getvalue() if incidents is not None else None)
+                   incidents_name=incidents[0] if incidents is not None else None,
+                   incidents_csv=incidents[1] if incidents is not None else None)
 
     def run(self) -> "EventsAnalysis":
         return cached_events(self.path, self.version, self.start_ms, self.end_ms, self.step_s,

@@ -4,9 +4,11 @@ and a chart with its CSV/SVG export.
 
 from __future__ import annotations
 
+import html
+import json
 import re
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Callable
 from zoneinfo import ZoneInfo
 
 import pandas as pd
@@ -16,6 +18,7 @@ import streamlit as st
 
 from analytics.charts import PLOTLY_CONFIG, figure_image
 from analytics.text import escape_figure, md, safe_csv, safe_table
+from pages._caches import memo
 
 
 def kpi_row(n: int) -> list[Any]:
@@ -26,21 +29,24 @@ def kpi_row(n: int) -> list[Any]:
 
 
 # -- tables ---------------------------------------------------------------------------------
-# A first render affords no interactive grid: ``st.dataframe`` alone adds ~0.7 s to a new tab
-# (bench/elements.py), ``st.table`` ~0.1 s. Tables are static, formatted as the column_config
-# asks, their rows beyond this many in the CSV (and in a grid drawn only when asked for).
+# A first render affords no interactive grid: ``st.dataframe`` alone adds ~0.7 s to a new tab,
+# ``st.table`` 0.1-0.3 s (each of its cells is a Markdown element), the same rows as one escaped
+# HTML table nothing measurable (bench/elements.py). Tables are static HTML, formatted as the
+# column_config asks, their rows beyond this many in the CSV (and in a grid drawn only when asked for).
 TABLE_ROWS = 25
 GRID_WIDTH_PX = 1000  # the whole table's grid, in its menu (a 1280x720 projector's page is ~1150 px)
-# A header drawn as it is (``st.table`` reads headers as Markdown): words, digits, spaces and
-# ``( ) % / . , ' -``, underscores only inside words (no emphasis can start). Others go through md().
-_PLAIN_HEADER = re.compile(r"[A-Za-z0-9 ()%/.,'-]*(?:(?<=[A-Za-z0-9])_(?=[A-Za-z0-9])[A-Za-z0-9 ()%/.,'-]*)*")
 # Streamlit's moment.js date tokens, as strftime's.
 _MOMENT = (("YYYY", "%Y"), ("MM", "%m"), ("DD", "%d"), ("HH", "%H"), ("mm", "%M"), ("ss", "%S"))
 _PRINTF = re.compile(r"%([,+ 0-9]*)(\.\d+)?([dfieEgGs%])")
-
-
-def _header(name: str) -> str:
-    return name if _PLAIN_HEADER.fullmatch(name) else md(name)
+# The table's look, Streamlit's static table's: the theme's font, thin rules, numbers to the right.
+TABLE_CSS = (".tl-table{overflow-x:auto;margin-bottom:.25rem}"
+             ".tl-table table{border-collapse:collapse;font-size:.875em;color:inherit}"
+             ".tl-table.tl-stretch table{width:100%}"
+             ".tl-table th,.tl-table td{border-bottom:1px solid rgba(49,51,63,.1);padding:.25rem .5rem;"
+             "text-align:left;vertical-align:top;overflow-wrap:normal}"
+             ".tl-table th{font-weight:600;color:rgba(49,51,63,.75);border-bottom-width:2px}"
+             ".tl-table td.tl-num,.tl-table th.tl-num{text-align:right;font-variant-numeric:tabular-nums}"
+             ".tl-table td.tl-num{white-space:nowrap}")
 
 
 def _printf(fmt: str, x: Any) -> str:
@@ -86,7 +92,7 @@ def _number_text(x: Any, fmt: str | None) -> str:
 
 
 def _cell_text(x: Any, kind: str, cfg: dict[str, Any]) -> str:
-    """One cell as Markdown the table draws: formatted, and its text escaped (labels are data)."""
+    """One cell's text as the table draws it, formatted as its column asks (escaped by the caller)."""
     if hasattr(x, "item") and not isinstance(x, datetime):  # numpy's scalars, as Python's
         x = x.item()
     if x is None or (isinstance(x, float) and x != x) or x is pd.NaT or x is pd.NA:
@@ -105,7 +111,48 @@ def _cell_text(x: Any, kind: str, cfg: dict[str, Any]) -> str:
         return x.strftime(fmt or "%Y-%m-%d %H:%M:%S")
     if isinstance(x, date):
         return x.isoformat()
-    return md(x)
+    return str(x)
+
+
+def _cell_value(x: Any) -> str:
+    """A cell's own value as JSON (what tests read back): numbers and text as they are, times ISO."""
+    if hasattr(x, "item") and not isinstance(x, datetime):
+        x = x.item()
+    if x is None or (isinstance(x, float) and x != x) or x is pd.NaT or x is pd.NA:
+        return "null"
+    if isinstance(x, (datetime, date)):
+        return json.dumps(x.isoformat())
+    if isinstance(x, (bool, int, float, str)):
+        return json.dumps(x)
+    return json.dumps(str(x))
+
+
+def table_html(frame: pl.DataFrame, shown: list[tuple[str, str, str, dict[str, Any], str | None]],
+               *, key: str, stretch: bool = True) -> str:
+    """``frame``'s ``shown`` columns as one HTML table, every header and cell escaped.
+
+    Each cell holds its own value (``data-v``, JSON) beside the text it draws: what tests read
+    back, as ``at.table[i].value`` was.
+
+    >>> html = table_html(pl.DataFrame({"pod": ["<b>x</b>"], "gpus": [2.5]}),
+    ...                   [("pod", "pod", "", {}, None), ("gpus", "GPUs", "number", {"format": "%.0f"}, None)],
+    ...                   key="k")
+    >>> "&lt;b&gt;x&lt;/b&gt;" in html and ">2</td>" in html and 'data-v="2.5"' in html
+    True
+    """
+    esc = html.escape
+    numeric = {c: frame.schema[c].is_numeric() for c, *_ in shown}
+    head = "".join("<th" + (' class="tl-num"' if numeric[c] else "")
+                   + (f' title="{esc(help_)}"' if help_ else "") + f">{esc(h)}</th>"
+                   for c, h, _k, _cfg, help_ in shown)
+    rows = []
+    for row in frame.iter_rows(named=True):
+        rows.append("<tr>" + "".join(
+            f'<td data-v="{esc(_cell_value(row[c]))}"' + (' class="tl-num"' if numeric[c] else "")
+            + f">{esc(_cell_text(row[c], kind, cfg))}</td>" for c, _h, kind, cfg, _help in shown) + "</tr>")
+    return (f"<style>{TABLE_CSS}</style>"
+            f'<div class="tl-table{" tl-stretch" if stretch else ""}" data-key="{esc(key)}">'
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
 def _columns(frame: pl.DataFrame, column_config: dict[str, Any] | None,
@@ -126,12 +173,12 @@ def _columns(frame: pl.DataFrame, column_config: dict[str, Any] | None,
 def show_table(frame: Any, *, key: str, where: Any = None, column_order: Any = None,
                column_config: dict[str, Any] | None = None, rows: int = TABLE_ROWS,
                width: Any = "stretch", every_rows: bool = True) -> None:
-    """A static table (``st.table``) of a frame made safe to draw and to download: controls shown
-    escaped, formula-like cells neutralised (analytics.text.safe_table), every text cell through
-    md(); numbers and times formatted as ``column_config`` says, only ``column_order``'s columns.
+    """A static HTML table of a frame made safe to draw and to download: controls shown escaped,
+    formula-like cells neutralised (analytics.text.safe_table), every header and cell HTML-escaped;
+    numbers and times formatted as ``column_config`` says, only ``column_order``'s columns.
 
-    The table holds each column's own values under its header (what ``at.table`` reads in tests);
-    what it draws are the formatted cells. Beyond ``rows`` rows it draws the first ones and says how
+    The table holds each cell's own value beside the text it draws (:func:`table_html`; what
+    tests read back); what it draws are the formatted cells. Beyond ``rows`` rows it draws the first ones and says how
     many more the CSV holds, and (with ``every_rows``) a menu draws them all in a grid when opened.
     The CSV (every column and row) sits in a lazy Export menu, like a chart's: made on the click.
     """
@@ -140,11 +187,7 @@ def show_table(frame: Any, *, key: str, where: Any = None, column_order: Any = N
     frame = safe_table(frame)
     where = where or st
     shown = _columns(frame, column_config, column_order)
-    head = frame.head(rows)[[c for c, *_ in shown]]
-    raw = head.to_pandas().set_axis([_header(h) for _, h, *_ in shown], axis=1)
-    styler = raw.style.hide(axis="index").format(
-        {_header(h): (lambda x, k=kind, c=cfg: _cell_text(x, k, c)) for _, h, kind, cfg, _h in shown})
-    where.table(styler, width=width)
+    where.html(table_html(frame.head(rows), shown, key=key, stretch=width == "stretch"))
     helps = [(h, help_) for _, h, _k, _c, help_ in shown if help_]
     bar = where.container(horizontal=True, gap="small", vertical_alignment="center")
     if frame.height > rows:
@@ -180,15 +223,23 @@ def show_table_with_notes(frame: pl.DataFrame, *, label: str, note: str, label_i
 
 
 # -- charts ---------------------------------------------------------------------------------
-def show_chart(fig: go.Figure, data: pl.DataFrame, name: str) -> None:
+def show_chart(fig: go.Figure | Callable[[], go.Figure], data: pl.DataFrame | Callable[[], pl.DataFrame],
+               name: str, *, memo_key: Any = None) -> None:
     """A chart with the toolbar's PNG export, and an Export menu: its data as CSV, the figure as SVG.
 
     ``theme=None`` keeps the Tidelens template (large type, class colours) instead of
     Streamlit's. The menu's buttons are drawn only once it is opened, and the CSV and SVG are
-    made only when their button is clicked: a page's first render pays for neither.
+    made only when their button is clicked: a page's first render pays for neither. ``data`` may
+    be a function that makes it (called only then). With ``memo_key`` (everything the figure
+    depends on), ``fig`` is a function that builds it, called once per key for every session
+    (pages._caches.memo): a run that builds no figure sends its elements in one burst.
     """
+    if memo_key is not None:
+        build = fig
+        fig = memo(("chart", name, memo_key), lambda: escape_figure(build()))  # type: ignore[operator]
+    elif callable(fig):
+        fig = fig()
     fig = escape_figure(fig)  # trace names, hover text and custom data come from labels
-    data = safe_csv(data)  # no cell a spreadsheet would run
     st.plotly_chart(fig, theme=None, key=f"chart_{name}", config=PLOTLY_CONFIG | {
         "toImageButtonOptions": {"format": "png", "scale": 2, "filename": f"tidelens-{name}"}})
     menu = st.popover("Export", icon=":material/download:", key=f"export_{name}",
@@ -196,8 +247,9 @@ def show_chart(fig: go.Figure, data: pl.DataFrame, name: str) -> None:
                       help="This chart's data as CSV, or the chart as an SVG image")
     if not menu.open:
         return
+    table = safe_csv(data() if callable(data) else data)  # no cell a spreadsheet would run
     with menu:
-        st.download_button("CSV", data=lambda: data.write_csv(), file_name=f"tidelens-{name}.csv",
+        st.download_button("CSV", data=lambda: table.write_csv(), file_name=f"tidelens-{name}.csv",
                            mime="text/csv", key=f"csv_{name}", on_click="ignore",
                            icon=":material/table:", help="The data behind this chart")
         st.download_button("SVG", data=lambda: figure_image(fig, "svg"),

@@ -16,6 +16,7 @@ from analytics.whatif import POLICIES, POLICY_HELP, PRESETS, capacity_plan, comp
 from analytics.whatif import form
 from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.ledger import bills, ledger, summarise_ledger
+from pages._caches import memo
 from pages._queries import store_calibration_or_stop
 from pages._show import choose, kpi_row, show_chart, show_table, show_table_with_notes
 from pages._sidebar import keep_in_link, page_setup, seed_from_link, source
@@ -73,7 +74,7 @@ qp["w_src"] = kind
 if kind == STORE and ss.get("cb_svc"):
     qp["w_svc"] = ss["cb_svc"]
 
-results = compare(scn, POLICIES)
+results = memo(("compare", scn.fingerprint(), tuple(POLICIES)), lambda: compare(scn, POLICIES))
 st.caption(f"{md(scn.description)} · SLO p99 {scn.service.slo_ms:g} ms · {scn.pool.gpus} GPUs")
 
 st.subheader("Externality ledger")
@@ -103,7 +104,7 @@ show_table(summary.table, key="cb_ledger")  # its download is a CSV
 
 st.subheader("What each team would pay, by policy")
 bill = bills(scn, results)
-show_chart(bills_figure(bill), bill, "chargeback-bills")
+show_chart(lambda: bills_figure(bill), bill, "chargeback-bills", memo_key=scn.fingerprint())
 
 st.subheader("Three-pool plan")
 plan = capacity_plan(scn)

@@ -32,20 +32,38 @@ if src is None:
 st.caption(f"{md(src.label)} · step {format_step(v.step_s)} · times in {v.tz} · p99 judged against the SLO, "
            f"never against its own daily profile")
 
-c1, c2, c3 = st.columns([1, 1, 2])
+ss = st.session_state
 seed_from_link("ev_min_dur", "ev_min", float, lambda x: 1.0 <= x <= 240.0, default=EventsQuery.min_duration_min)
 seed_from_link("ev_gap", "ev_gap", float, lambda x: 0.0 <= x <= 240.0, default=EventsQuery.merge_gap_min)
-min_dur = c1.number_input("Minimum duration (min)", min_value=1.0, max_value=240.0, step=1.0,
-                          help=_HELP["min_duration_min"], key="ev_min_dur")
-gap = c2.number_input("Merge gap (min)", min_value=0.0, max_value=240.0, step=1.0,
-                      help=_HELP["merge_gap_min"], key="ev_gap")
-keep_in_link("ev_min", float(min_dur), default=EventsQuery.min_duration_min)
-keep_in_link("ev_gap", float(gap), default=EventsQuery.merge_gap_min)
-upload = c3.file_uploader("Incident records (CSV: start, end, service, recorded_cause)", type=["csv"],
-                          key="ev_incidents", help="Past postmortems' causes, shown beside the cause found")
+for key in ("ev_min_dur", "ev_gap"):  # kept while their panel is folded (Streamlit drops undrawn widgets' values)
+    ss[key] = ss[key]
+incidents = ss.get("ev_incidents_file")  # (name, bytes) of the uploaded records, kept across folds
+# The detection rule and the incident records are set in a panel drawn only when opened: its
+# number inputs and file uploader cost a new tab ~0.4 s (bench/elements.py); its label says the rule.
+rule = st.popover(f"Detection: runs of {ss['ev_min_dur']:g} min or more, gaps under {ss['ev_gap']:g} min "
+                  "merged · " + (f"incident records {md(incidents[0])}" if incidents else "no incident records"),
+                  icon=":material/rule:", key="ev_rule", on_change="rerun",
+                  help="The rule that makes a tail event, and past postmortems to compare with")
+if rule.open:
+    c1, c2 = rule.columns(2)
+    c1.number_input("Minimum duration (min)", min_value=1.0, max_value=240.0, step=1.0,
+                    help=_HELP["min_duration_min"], key="ev_min_dur")
+    c2.number_input("Merge gap (min)", min_value=0.0, max_value=240.0, step=1.0,
+                    help=_HELP["merge_gap_min"], key="ev_gap")
+    upload = rule.file_uploader("Incident records (CSV: start, end, service, recorded_cause)", type=["csv"],
+                                key="ev_incidents", help="Past postmortems' causes, shown beside the cause found")
+    if upload is not None:
+        incidents = ss["ev_incidents_file"] = (upload.name, upload.getvalue())
+    elif incidents and rule.button("Forget the incident records", key="ev_incidents_forget_go"):
+        ss.pop("ev_incidents_file", None)
+        st.rerun()  # the panel's label above still names them
+min_dur, gap = float(ss["ev_min_dur"]), float(ss["ev_gap"])
+keep_in_link("ev_min", min_dur, default=EventsQuery.min_duration_min)
+keep_in_link("ev_gap", gap, default=EventsQuery.merge_gap_min)
 
 try:
-    analysis = EventsQuery.from_view(v, src, st.session_state, incidents=upload).run()
+    query = EventsQuery.from_view(v, src, ss, incidents=incidents)
+    analysis = query.run()
 except TidelensError as exc:
     st.warning(md(exc), icon=":material/warning:")
     st.stop()
@@ -122,9 +140,11 @@ timeline_tab, evidence_tab, method_tab = st.tabs(
     on_change="rerun")
 if timeline_tab.open:
     with timeline_tab:
-        show_chart(event_figure(analysis.event_window(ev), analysis.holdings_window(ev), ev, tz=v.tz),
-                   event_figure_data(analysis.event_window(ev)), f"event-{ev.id}")
-        show_chart(attribution_figure(ev), attribution_data(ev), f"attribution-{ev.id}")
+        show_chart(lambda: event_figure(analysis.event_window(ev), analysis.holdings_window(ev), ev, tz=v.tz),
+                   lambda: event_figure_data(analysis.event_window(ev)), f"event-{ev.id}",
+                   memo_key=(query, ev.id, v.tz))
+        show_chart(lambda: attribution_figure(ev), lambda: attribution_data(ev), f"attribution-{ev.id}",
+                   memo_key=(query, ev.id))
 if evidence_tab.open:
     with evidence_tab:
         e = ev.evidence

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analytics.text import md
+from analytics.text import escape_figure, md
 from analytics.charts.overview import pool_story_figure, share_figure
 from analytics.errors import TidelensError
 from analytics.overview import (class_long, describe_class_rules, describe_signals, no_steps_message,
                                 pool_story_data, slo_violations, summarise, thin_for_display)
 from analytics.view import format_step
 from pages._queries import review_html_for
-from pages._caches import (cached_inventory, cached_links, cached_signal_report, cached_timelines,
+from pages._caches import (memo, cached_inventory, cached_links, cached_signal_report, cached_timelines,
                            cached_totals)
 from pages._show import kpi_row, show_chart, show_table
 from pages._sidebar import page_setup, require_source
@@ -38,9 +38,23 @@ except TidelensError as exc:
     st.warning(md(exc), icon=":material/warning:")
     timelines = None
 
+
+def _story(tl: dict) -> tuple:
+    """The KPIs' summary and the two charts, with their data (built once per view: pages._caches.memo)."""
+    s = summarise(tl["pool"], tl["holdings"], tl["services"], v.slo_for, v.step_s)
+    if s.steps == 0:
+        return s, None
+    classes = class_long(tl["pool"])
+    violations = slo_violations(tl["services"], v.slo_for, v.step_s)
+    drawn_classes, drawn_violations, k = thin_for_display(classes, violations, step_s=v.step_s)
+    return s, (escape_figure(pool_story_figure(drawn_classes, drawn_violations, tz=v.tz)),
+               pool_story_data(classes, violations), k,
+               escape_figure(share_figure(s.class_share, s.team_share)), s.class_share.rename({"cls": "class"}))
+
+
 if timelines is not None:
-    s = summarise(timelines["pool"], timelines["holdings"], timelines["services"], v.slo_for,
-                  v.step_s)
+    s, charts = memo(("overview", src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version(),
+                      v.slo_items(), v.tz), lambda: _story(timelines))
     k = kpi_row(5)
     k[0].metric("Pool size", f"{s.pool_gpus_max:,.0f} GPUs", border=True,
                 help="Most GPUs in the pool(s) at any step of the range")
@@ -65,17 +79,13 @@ if timelines is not None:
                                     totals.get("first_ts_ms"), totals.get("last_ts_ms"), v.tz)),
                 icon=":material/info:")
     else:
-        classes = class_long(timelines["pool"])
-        violations = slo_violations(timelines["services"], v.slo_for, v.step_s)
-        drawn_classes, drawn_violations, k = thin_for_display(classes, violations, step_s=v.step_s)
-        show_chart(pool_story_figure(drawn_classes, drawn_violations, tz=v.tz),
-                   pool_story_data(classes, violations), "pool-story")
+        story_fig, story_data, k, share_fig, share_data = charts
+        show_chart(story_fig, story_data, "pool-story")
         if k > 1:
             st.caption(f"Drawn in {format_step(k * v.step_s)} buckets (GPUs averaged, p99 at its "
                        f"maximum); the KPIs and the CSV use every {format_step(v.step_s)} step.")
         st.caption(md(describe_class_rules(cached_links(src.path, src.version, config_version())[1])))
-        show_chart(share_figure(s.class_share, s.team_share),
-                   s.class_share.rename({"cls": "class"}), "gpu-hour-shares")
+        show_chart(share_fig, share_data, "gpu-hour-shares")
 
 report = cached_signal_report(src.path, src.version)
 # The table is reference, not the story: folded, and drawn only when opened.

@@ -47,7 +47,8 @@ keep_in_link("rh_res", int(resolution_s), default=RhythmConfig.resolution_s)
 keep_in_link("rh_tidal", float(tidal_share), default=RhythmConfig.tidal_share)
 keep_in_link("rh_band", float(band_high_q), default=RhythmConfig.band_high_q)
 try:
-    data = RhythmQuery.from_view(v, src, st.session_state).run()
+    query = RhythmQuery.from_view(v, src, st.session_state)
+    data = query.run()
 except TidelensError as exc:
     st.warning(md(exc), icon=":material/warning:")
     st.stop()
@@ -107,29 +108,30 @@ views.append("p99 against its own rhythm")
 tabs = dict(zip(views, st.tabs(views, key="rhythm_view", on_change="rerun")))
 if tabs["Decomposition"].open:
     with tabs["Decomposition"]:
-        show_chart(decomposition_figure(dec, tz=v.tz, label=chosen.signal.label),
-                   dec.coarse.with_columns(*dec.coarse_band()), "rhythm-decomposition")
+        show_chart(lambda: decomposition_figure(dec, tz=v.tz, label=chosen.signal.label),
+                   lambda: dec.coarse.with_columns(*dec.coarse_band()), "rhythm-decomposition",
+                   memo_key=(query, chosen.signal.name))
 if "Daily profile" in tabs and tabs["Daily profile"].open:
     with tabs["Daily profile"]:
         prof = pl.DataFrame({"hour": list(range(24)), "traffic": s.profile,
                              "batch": s.batch.profile if s.batch is not None else [None] * 24})
-        show_chart(profiles_figure(s), prof, "rhythm-profiles")
+        show_chart(lambda: profiles_figure(s), prof, "rhythm-profiles", memo_key=(query, chosen.signal.name))
 if "Hour of week" in tabs and tabs["Hour of week"].open:
     with tabs["Hour of week"]:
         how = data.traffic_how.rename({"mean": "traffic"})
         if data.batch_how is not None:
             how = how.join(data.batch_how.rename({"mean": "batch_gpus"}), on=["weekday", "hour"],
                            how="full", coalesce=True)
-        show_chart(hour_of_week_figure(data.traffic_how, data.batch_how, tz=v.tz),
-                   how.sort("weekday", "hour"), "rhythm-hour-of-week")
+        show_chart(lambda: hour_of_week_figure(data.traffic_how, data.batch_how, tz=v.tz),
+                   how.sort("weekday", "hour"), "rhythm-hour-of-week", memo_key=query)
 if tabs["p99 against its own rhythm"].open:
     with tabs["p99 against its own rhythm"]:
         st.subheader("Why p99 is judged against its SLO, not its own rhythm")
         if data.p99 is not None and data.p99.decomposition is not None:
             p99 = data.p99.decomposition
             service = data.p99.signal.entity
-            show_chart(self_norm_figure(p99, v.slo_for(service), tz=v.tz), p99.frame,
-                       "rhythm-p99-self-norm")
+            show_chart(lambda: self_norm_figure(p99, v.slo_for(service), tz=v.tz), p99.frame,
+                       "rhythm-p99-self-norm", memo_key=(query, service, v.slo_for(service)))
         else:
             st.caption("A tail that recurs every morning becomes part of p99's own daily component, "
                        "so a seasonal baseline calls it normal. This chart needs a service's p99 "

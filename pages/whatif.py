@@ -24,6 +24,7 @@ from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.calibrate import Calibration
 from analytics.whatif.ledger import policy_table, typical_day
 from analytics.plan import make_plan, plan_zip
+from pages._caches import memo
 from pages._queries import in_background, rerun_when_done, store_calibration_or_stop
 from pages._show import choose, kpi_row, show_chart, show_table
 from pages._sidebar import page_setup, source
@@ -255,7 +256,9 @@ if cal is not None:
             show_table([{"parameter": p, "source": s} for p, s in sorted(scn.provenance.items())],
                        key="w_provenance")
 
-results = compare(scn, tuple(policies))
+# One replay per scenario and policies for every session (Chargeback's too): pages._caches.memo.
+replayed = (scn.fingerprint(), tuple(policies))
+results = memo(("compare", *replayed), lambda: compare(scn, tuple(policies)))
 table = policy_table(results)
 st.subheader("Policies side by side")
 best = next(r for r in table.iter_rows(named=True) if "fewest" in r["best"])  # policy_table's mark
@@ -297,8 +300,8 @@ show_table(table, column_config=columns, key="w_table_service",
 show_table(table, column_config=columns, key="w_table_cost",
            column_order=("policy", "cost_total", "externality_cost", "cost_per_useful_gpu_hour",
                          "pool_utilization", "pool_utilization_active", "batch_goodput_gpu_hours"))
-day = typical_day(scn, results)
-show_chart(typical_day_figure(day, scn.service.slo_ms), day, "whatif-typical-day")
+day = memo(("typical_day", *replayed), lambda: typical_day(scn, results))
+show_chart(lambda: typical_day_figure(day, scn.service.slo_ms), day, "whatif-typical-day", memo_key=replayed)
 
 st.subheader("What the next GPUs buy")
 next_key = (ss["w_base_id"], src.version, int(ss.get("w_days", 0)),
@@ -313,7 +316,7 @@ elif job.exception() is not None:
     st.warning(f"What the next GPUs buy: {md(job.exception())}", icon=":material/warning:")
 else:
     front = job.result()
-    show_chart(next_gpus_figure(front), front, "whatif-next-gpus")
+    show_chart(lambda: next_gpus_figure(front), front, "whatif-next-gpus", memo_key=next_key)
     st.caption("Each point is the pool at another size (the reservation as set, or automatic at "
                "each size), replayed under each policy; a pool too small for the batch job shows "
                "few violation minutes only because batch never ran: its goodput is in the hover.")

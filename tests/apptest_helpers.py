@@ -131,12 +131,68 @@ def event_chooser(at: AppTest):
     raise AssertionError("the page draws no event chooser")
 
 
-def drawn_table(table):
-    """What a static table (AppTest's ``at.table[i]``) draws, as a frame of text under its headers:
-    its cells formatted (``st.table`` reads them as Markdown); ``.value`` holds the values before."""
-    from streamlit import dataframe_util
+class DrawnTable:
+    """A table a page drew (``pages/_show.show_table``: one HTML table), read back from AppTest.
 
-    return dataframe_util.convert_arrow_bytes_to_pandas_df(table.proto.arrow_data.styler.display_values)
+    ``value`` holds each cell's own value (``data-v``) under its header, as ``at.table[i].value``
+    did; ``drawn`` what the table shows, as text under the same headers; ``key`` the table's key.
+    """
+
+    def __init__(self, body: str) -> None:
+        import json
+        from html.parser import HTMLParser
+
+        import pandas as pd
+
+        cols: list[str] = []
+        headers: list[str] = []
+        rows: list[list[tuple[object, str]]] = []
+        found: dict[str, str] = {}
+
+        class _Read(HTMLParser):
+            cell: tuple[object, list[str]] | None = None
+            head: list[str] | None = None
+
+            def handle_starttag(self, tag, attrs):
+                a = dict(attrs)
+                if tag == "div" and "data-key" in a:
+                    found["key"] = a["data-key"] or ""
+                elif tag == "th":
+                    cols.append(a.get("data-col") or "")
+                    self.head = []
+                elif tag == "tr" and self.head is None and cols:
+                    rows.append([])
+                elif tag == "td":
+                    self.cell = (json.loads(a.get("data-v") or "null"), [])
+
+            def handle_endtag(self, tag):
+                if tag == "th" and self.head is not None:
+                    headers.append("".join(self.head))
+                    self.head = None
+                elif tag == "td" and self.cell is not None:
+                    rows[-1].append((self.cell[0], "".join(self.cell[1])))
+                    self.cell = None
+
+            def handle_data(self, data):
+                if self.cell is not None:
+                    self.cell[1].append(data)
+                elif self.head is not None:
+                    self.head.append(data)
+
+        _Read(convert_charrefs=True).feed(body)
+        self.key = found.get("key", "")
+        self.value = pd.DataFrame([[v for v, _ in r] for r in rows if r], columns=headers)
+        self.drawn = pd.DataFrame([[t for _, t in r] for r in rows if r], columns=headers)
+
+
+def tables(at) -> list[DrawnTable]:
+    """Every table the run drew (``show_table``'s HTML tables), in order."""
+    return [DrawnTable(h.proto.body) for h in at.get("html") if 'class="tl-table' in h.proto.body]
+
+
+def drawn_table(table: DrawnTable):
+    """What a table draws, as a frame of text under its headers (``.value`` holds the values)."""
+    return table.drawn
 
 
 def drawn_cells(table) -> list[str]:

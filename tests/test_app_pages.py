@@ -13,7 +13,7 @@ from analytics.ingest import ingest_bytes  # noqa: E402
 from analytics.signals import VLLM_TTFT_BUCKETS_S  # noqa: E402
 from analytics.store import Store  # noqa: E402
 from analytics.text import md  # noqa: E402
-from apptest_helpers import open_settings, shown, sidebar_summary  # noqa: E402
+from apptest_helpers import open_settings, shown, sidebar_summary, tables  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
@@ -106,7 +106,7 @@ def _app(*, settings_open: bool = True, **params: str) -> AppTest:
 def _table_with(at: AppTest, *columns: str):
     """The first table showing all these columns (static tables have no key in AppTest): its
     values under its headers (what is drawn is their formatted text)."""
-    for df in at.table:
+    for df in tables(at):
         if set(columns) <= set(df.value.columns):
             return df.value
     raise AssertionError(f"no table with columns {columns}")
@@ -117,14 +117,9 @@ def _no_exception(at: AppTest) -> None:
 
 
 def _registered_pages() -> list[str]:
-    import ast
+    from pages._nav import PAGES
 
-    tree = ast.parse(APP.read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "PAGES":
-            return [t.elts[0].value for t in node.value.elts  # type: ignore[attr-defined]
-                    if (ROOT / t.elts[0].value).exists()]  # type: ignore[attr-defined]
-    raise AssertionError("app.py has no PAGES list")
+    return [path for path, *_ in PAGES if (ROOT / path).exists()]
 
 
 def test_every_page_runs(db_file: Path) -> None:
@@ -146,11 +141,11 @@ def test_overview_tells_the_story(db_file: Path) -> None:
     line = at.expander[0].label
     assert line.startswith("Signals in this store: ") and "missing: " in line
     assert "gpu_holders" not in line.split("missing: ")[1]
-    assert not at.dataframe and not at.table
+    assert not at.dataframe and not tables(at)
     # ...until opened.
     at.session_state["ov_signals"] = True
     at.run()
-    signals = at.table[-1].value
+    signals = tables(at)[-1].value
     present = dict(zip(signals["signal"], signals["found"]))
     assert present["gpu_holders"] and present["request_latency"]
     assert sorted(signals.loc[~signals["found"], "signal"]) == sorted(line.split("missing: ")[1].split(", "))

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from pages._nav import FIRST_RENDER_ELEMENTS
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -111,6 +113,12 @@ TABLE_CUT_OFF_JS = """() => {
     if (sc && sc.scrollWidth > sc.clientWidth + 1)
       out.push(`table (${name}, ...): ${sc.scrollWidth} px of columns in a ${sc.clientWidth} px box`);
   });
+  document.querySelectorAll('.tl-table').forEach(t => {  // pages/_show.table_html: its box scrolls
+    if (!shown(t)) return;
+    const name = Array.from(t.querySelectorAll('th')).slice(0, 3).map(h => h.textContent.trim()).join(', ');
+    if (t.scrollWidth > t.clientWidth + 1)
+      out.push(`table (${name}, ...): ${t.scrollWidth} px of columns in a ${t.clientWidth} px box`);
+  });
   // Choices (segmented controls, pills) that run past their box scroll their last options out of sight.
   document.querySelectorAll('[data-testid="stButtonGroup"]').forEach(g => {
     if (!shown(g)) return;
@@ -123,7 +131,8 @@ TABLE_CUT_OFF_JS = """() => {
   document.querySelectorAll('[data-testid="stTable"] td, [data-testid="stTable"] th, '
                             + '[data-testid="stTable"] td [data-testid="stMarkdownContainer"], '
                             + '[data-testid="stTable"] th [data-testid="stMarkdownContainer"], '
-                            + '[data-testid="stMarkdownContainer"] td, [data-testid="stMarkdownContainer"] th')
+                            + '[data-testid="stMarkdownContainer"] td, [data-testid="stMarkdownContainer"] th, '
+                            + '.tl-table td, .tl-table th')
     .forEach(c => { if (shown(c) && c.scrollWidth > c.clientWidth + 1) out.push(`cell "${c.textContent.trim().slice(0, 60)}"`); });
   return out;
 }"""
@@ -134,6 +143,24 @@ TABLE_CUT_OFF_JS = """() => {
 GRIDS_DRAWN_JS = """() => Array.from(document.querySelectorAll('[data-testid="stDataFrame"]'))
   .filter(df => df.offsetParent !== null)
   .every(df => Array.from(df.querySelectorAll('table th')).some(t => t.textContent.trim()))"""
+
+
+# The Streamlit frontend's element modules (``static/js/<Name>.<hash>.js``): each loaded when the
+# first element of its kind arrives, unless serve.py's index imported it as the tab connected.
+ELEMENT_MODULES = frozenset((
+    "ArrowVegaLiteChart", "Audio", "AudioInput", "Balloons", "BidiComponent", "Button", "ButtonGroup",
+    "CameraInput", "ChatInput", "Checkbox", "ColorPicker", "ComponentInstance", "DataFrame", "DateInput",
+    "DateTimeInput", "DeckGlJsonChart", "DownloadButton", "EChartsChart", "Feedback", "FileUploader",
+    "GraphVizChart", "Html", "IFrame", "ImageList", "Json", "LinkButton", "MermaidChart", "Metric",
+    "Multiselect", "NumberInput", "PageLink", "PlotlyChart", "Progress", "Radio", "Selectbox", "Slider",
+    "Snow", "Spinner", "StreamlitSyntaxHighlighter", "Table", "TextArea", "TextInput", "TimeInput",
+    "Toast", "Video"))
+
+
+def element_modules_loaded(page) -> set[str]:
+    """The element modules the page's document has loaded (``ELEMENT_MODULES``)."""
+    files = page.evaluate("() => performance.getEntriesByType('resource').map(r => r.name.split('/').pop())")
+    return {f.split(".")[0] for f in files if f.endswith(".js")} & ELEMENT_MODULES
 
 
 def cut_off(page) -> list[str]:
@@ -209,7 +236,7 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 60.0) -> N
 
 def start_app(env_extra: dict[str, str], port: int, log: Path | None = None) -> subprocess.Popen:
     env = {**os.environ, "TIDELENS_PREFETCH": "1", **env_extra, "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "serve.py"), "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true",
            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     # With ``log``, the server's output goes to that file (the test reads its warnings after).
@@ -228,18 +255,10 @@ def stop_app(proc: subprocess.Popen) -> None:
 
 def registered_pages() -> list[tuple[str, str]]:
     """``(url path, screenshot name)`` of every page app.py registers whose file exists."""
-    import ast
+    from pages._nav import PAGES
 
-    tree = ast.parse((ROOT / "app.py").read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "PAGES":
-            out = []
-            for i, t in enumerate(node.value.elts):  # type: ignore[attr-defined]
-                path, url = t.elts[0].value, t.elts[3].value
-                if (ROOT / path).exists():
-                    out.append((url, url))  # every page by its own path, the first too
-            return out
-    raise AssertionError("app.py has no PAGES list")
+    # Every page by its own path, the first too.
+    return [(url, url) for path, _, _, url in PAGES if (ROOT / path).exists()]
 
 
 @pytest.fixture(scope="module")
@@ -294,6 +313,10 @@ def test_every_page_in_chromium(app_url: tuple[str, str, Path]) -> None:
             assert [t.strip().splitlines()[-1] for t in nav] == NAV_TITLES, nav  # after the icon
             for path, name in pages:
                 open_page(page, f"{base}/{path}?{query}")
+                # Every kind of element a first render draws was imported while the tab connected
+                # (serve.py), none on its arrival: a page that draws a new kind lists it there.
+                late = element_modules_loaded(page) - set(FIRST_RENDER_ELEMENTS[path])
+                assert not late, f"{name}: add {sorted(late)} to pages/_nav.FIRST_RENDER_ELEMENTS"
                 if name == "overview":
                     page.wait_for_selector(".js-plotly-plot", timeout=60_000)
                     assert page.locator('[data-testid="stMetric"]').count() >= 5
@@ -391,8 +414,8 @@ def test_a_story_of_days_fits_a_projector(app_url: tuple[str, str, Path], tmp_pa
                     assert page.locator('[data-testid="stException"]').count() == 0, path
                     if path == "whatif":  # the store's own calibration, with its backtest
                         assert page.get_by_text("Violation minutes, replayed").count() >= 1
-                    # static tables: a grid costs a new tab ~0.7 s (bench/elements.py)
-                    assert page.locator('[data-testid="stTable"]').count() >= 1, path
+                    # HTML tables: a grid costs a new tab ~0.7 s, st.table up to 0.3 (bench/elements.py)
+                    assert page.locator('.tl-table table').count() >= 1, path
                     assert page.locator('[data-testid="stDataFrame"]').count() == 0, path
                     cut = cut_off(page)
                     assert not cut, f"{path} at {size[0]}x{size[1]}: cut off: {cut}"

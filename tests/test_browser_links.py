@@ -106,6 +106,12 @@ def test_every_setting_round_trips_through_a_link(app, capsys) -> None:
                 sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
                 assert "5 min" in sidebar and "Asia/Tokyo" in sidebar, (path, sidebar)
                 if path == "events":
+                    # the detection rule's panel says the link's rule, and its inputs hold it once opened
+                    rule = page.locator(".st-key-ev_rule button").first
+                    assert "runs of 3 min or more, gaps under 5 min" in rule.inner_text(), rule.inner_text()
+                    rule.click()
+                    page.wait_for_selector(".st-key-ev_gap input", timeout=60_000)
+                    wait_settled(page)
                     assert float(_value(page, "ev_min_dur")) == 3 and float(_value(page, "ev_gap")) == 5
                     # the link's event is shown, its start in the link's zone
                     start = local_naive(parse_iso_ms(event["start"]), SIDEBAR["tz"])
@@ -129,6 +135,9 @@ def test_every_setting_round_trips_through_a_link(app, capsys) -> None:
             # A setting changed on a page reaches the URL (and leaves the others alone).
             page = browser.new_page(viewport={"width": 1600, "height": 1400})
             open_page(page, f"{base}/events?{urllib.parse.urlencode({**source, **SIDEBAR, **EVENTS})}")
+            page.locator(".st-key-ev_rule button").first.click()
+            page.wait_for_selector(".st-key-ev_gap input", timeout=60_000)
+            wait_settled(page)
             box = page.locator(".st-key-ev_gap input").first
             box.fill("7")
             box.press("Enter")

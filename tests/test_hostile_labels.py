@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from apptest_helpers import drawn_cells, isolate, outside_code, shown
+from apptest_helpers import drawn_cells, isolate, outside_code, shown, tables
 
 from analytics.ingest import ingest_bytes
 from analytics.signals import HTTP_DURATION_BUCKETS_S
@@ -95,8 +95,11 @@ def test_every_page_shows_hostile_labels_as_text(db: Path, page: str) -> None:
     at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
     texts = _markdown_sources(at)
-    drawn = [c for t in at.table for c in drawn_cells(t)]  # a static table's cells are Markdown
-    drawn += [o for w in [*at.radio, *at.pills, *at.segmented_control] for o in w.options]  # and options
+    drawn = [o for w in [*at.radio, *at.pills, *at.segmented_control] for o in w.options]  # options are Markdown
+    # Tables are HTML (pages/_show.table_html): every label in them escaped, so none is a tag.
+    for body in [h.proto.body for h in at.get("html")]:
+        assert not re.search(r"<(?:img|a|b|iframe|script|svg)\b", body), (page, body[:300])
+    table_text = [c for t in tables(at) for c in drawn_cells(t)]
     for text in texts + drawn:
         for rx in UNSAFE:
             assert not rx.search(outside_code(text)), (page, text)
@@ -104,11 +107,11 @@ def test_every_page_shows_hostile_labels_as_text(db: Path, page: str) -> None:
         spec = chart.proto.spec if hasattr(chart.proto, "spec") else ""
         assert "<img" not in spec and "href=" not in spec and "<b>x</b>" not in spec, page
     assert not at.dataframe, page  # a first render draws static tables only
-    cells = " ".join(df.value.astype(str).to_csv() for df in at.table)
-    assert "\u202e" not in cells + " ".join(drawn), page  # tables show the RTL override as an escape
+    cells = " ".join(df.value.astype(str).to_csv() for df in tables(at))
+    assert "\u202e" not in cells + " ".join(drawn + table_text), page  # the RTL override shown as an escape
     if page == "pages/data.py":  # the label inventory and the workload map hold the pod's name
         assert "rec\\u202eommender<b>x</b>" in cells, page
-        assert any("rec\\u202eommender<b>x</b>" in shown(c) for c in drawn), page  # drawn as text
+        assert any("rec\\u202eommender<b>x</b>" in c for c in table_text), page  # drawn as text
     if page == "pages/events.py":
         heading = " ".join(shown(t) for t in texts)
         assert SERVICE in heading  # the name itself, readable

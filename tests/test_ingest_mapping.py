@@ -133,7 +133,7 @@ def test_the_cli_reads_a_folder_through_the_mapping(tmp_path, capsys) -> None:
 
 
 def test_the_data_page_maps_a_table_and_saves_the_mapping_beside_the_store(tmp_path, monkeypatch) -> None:
-    from apptest_helpers import isolate, open_store_page
+    from apptest_helpers import isolate, open_store_page, tables
 
     isolate(monkeypatch, tmp_path)
     db = tmp_path / "mine.duckdb"
@@ -147,7 +147,7 @@ def test_the_data_page_maps_a_table_and_saves_the_mapping_beside_the_store(tmp_p
     at.text_input(key="map_renames").set_value("container_ip:pod").run()
     at.selectbox(key="map_sig_0").set_value("DCGM_FI_PROF_GR_ENGINE_ACTIVE")
     at.number_input(key="map_scale_0").set_value(0.01).run()
-    becomes = next(df.value for df in at.table if "becomes" in df.value.columns)
+    becomes = next(df.value for df in tables(at) if "becomes" in df.value.columns)
     assert list(becomes["becomes"]) == ["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "mem_mib"]
     at.button(key="map_load_go").click().run()
     assert not at.exception, [e.value for e in at.exception]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from apptest_helpers import event_chooser, isolated_cli, metric, morning_store
+from apptest_helpers import event_chooser, isolated_cli, metric, morning_store, tables
 
 from analytics.cli import main
 
@@ -103,5 +103,5 @@ def test_gpu_hours_held_agree_across_overview_whatif_and_cli(db, capsys):
 
     with Store(db, read_only=True) as st:
         teams = set(classify_workloads(st, load_map(None))["team"].drop_nulls())
-    billed = {t for df in chargeback.table if "team" in df.value.columns for t in df.value["team"]}
+    billed = {t for df in tables(chargeback) if "team" in df.value.columns for t in df.value["team"]}
     assert billed and billed <= teams | {CLASS_B_TEAM}, billed - teams

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from analytics.text import md  # noqa: E402
 from analytics.whatif import PRESETS, capacity_plan  # noqa: E402
-from apptest_helpers import isolate, metric as _metric, open_page  # noqa: E402
+from apptest_helpers import isolate, metric as _metric, open_page, tables  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -35,10 +35,10 @@ def test_batch_team_pays_for_the_morning_tails(tmp_path: Path) -> None:
     charged = _num(_metric(at, "Charged to other teams"))
     assert charged > 0
     assert not at.dataframe and not at.selectbox  # a first render affords neither (bench/elements.py)
-    ledger = at.table[0].value
+    ledger = tables(at)[0].value
     assert set(ledger["team"]) >= {"ml-research"}
     assert ledger["cost"].sum() >= charged
-    plan = at.table[1].value
+    plan = tables(at)[1].value
     assert list(plan["Pool"]) == ["A", "B", "C"]
     # each pool's purpose is a list item under the table, not a cell a projector cuts
     assert "purpose" not in plan.columns
@@ -106,7 +106,7 @@ def test_what_if_and_chargeback_show_the_same_reservation(tmp_path: Path) -> Non
         bill = _page(tmp_path, **params)
         assert shown(whatif, r"inference reservation (\d+) GPUs") == expected
         assert shown(bill, r"Pool A is the inference reservation.*?: (\d+) GPUs") == expected
-        plan = next(df.value for df in bill.table if "Pool" in df.value.columns
+        plan = next(df.value for df in tables(bill) if "Pool" in df.value.columns
                     and list(df.value["Pool"]) == ["A", "B", "C"])
         assert int(plan.loc[plan["Pool"] == "A", "GPUs"].iloc[0]) == expected
 

@@ -21,6 +21,7 @@ from analytics.times import iso_utc  # noqa: E402
 from plugins.prometheus import prometheus  # noqa: E402,F401  (the session fixture)
 from test_live_client import FakeServer  # noqa: E402
 from test_nvml import fake_pynvml  # noqa: E402
+from apptest_helpers import tables  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EMPTY = b'{"status": "success", "data": {"resultType": "matrix", "result": []}}'
@@ -61,7 +62,7 @@ def _no_exception(at: AppTest) -> None:
 def _table_with(at: AppTest, *columns: str):
     """The first table showing all these columns (static tables have no key in AppTest): its
     values under its headers (what is drawn is their formatted text)."""
-    for df in at.table:
+    for df in tables(at):
         if set(columns) <= set(df.value.columns):
             return df.value
     raise AssertionError(f"no table with columns {columns}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -11,7 +12,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from analytics.sample.export import load_into, truth  # noqa: E402
 from analytics.sample.sim import simulate  # noqa: E402
 from analytics.store import Store  # noqa: E402
-from apptest_helpers import click_option, event_chooser  # noqa: E402
+from apptest_helpers import click_option, event_chooser, tables  # noqa: E402
 from pages._show import TABLE_ROWS  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -51,7 +52,7 @@ def test_page_lists_events_and_explains_one(morning_db) -> None:
     n_events = int(next(m.value for m in at.metric if m.label == "Tail events"))
     assert n_events >= 1
     assert int(next(m.value for m in at.metric if m.label == "Batch contention")) >= 1
-    table = at.table[0].value
+    table = tables(at)[0].value
     assert 0 < len(table) <= min(n_events, TABLE_ROWS) and "cause" in table.columns
     if len(table) < n_events:  # the first rows; the rest in the CSV
         assert any(c.value == f"{n_events - len(table):,} more rows in the CSV" for c in at.caption)
@@ -69,12 +70,12 @@ def test_page_lists_events_and_explains_one(morning_db) -> None:
     assert any(b.proto.label.startswith("Postmortem report") for b in at.get("download_button"))
     # Evidence and method are drawn only when their tab is picked.
     assert [t.label for t in at.tabs] == ["Timeline and attribution", "Evidence", "Method and thresholds"]
-    assert len(at.table) == 1 and not at.dataframe  # the events table only, static
+    assert len(tables(at)) == 1 and not at.dataframe  # the events table only, static
     at.session_state["ev_view"] = "Evidence"
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.get("plotly_chart")
-    evidence = {df.value.columns[0]: df.value for df in at.table[1:]}
+    evidence = {df.value.columns[0]: df.value for df in tables(at)[1:]}
     assert {"cls", "fact"} <= set(evidence)
     facts = dict(zip(evidence["fact"]["fact"], evidence["fact"]["value"]))
     assert "free_gpus_when_asked" in facts and "p99_observed_ms_at_peak" in facts
@@ -99,6 +100,8 @@ def test_choosing_another_event_and_changing_min_duration(morning_db) -> None:
         assert event_chooser(at).value != first
         assert event_chooser(at).value.startswith("ev-")
     before = int(next(m.value for m in at.metric if m.label == "Tail events"))
+    at.session_state["ev_rule"] = True  # the detection rule's panel, drawn only when opened
+    at.run()
     at.number_input(key="ev_min_dur").set_value(240.0).run()
     assert not at.exception
     after = [m for m in at.metric if m.label == "Tail events"]
@@ -120,3 +123,41 @@ def test_the_chosen_event_is_in_the_link(morning_db) -> None:
     again.switch_page("pages/events.py").run()
     assert not again.exception
     assert event_chooser(again).value == last_id
+
+
+def _rule_label(at: AppTest) -> str:
+    """The label of the detection rule's panel (it says the rule and the incident records)."""
+    return next(p.proto.popover.label for p in at.get("popover") if p.proto.popover.label.startswith("Detection"))
+
+
+def test_the_detection_panel_keeps_its_rule_and_incident_records_when_folded(morning_db) -> None:
+    """The rule and the incident records sit in a panel drawn only when opened (a first render
+    pays for no number inputs or uploader); what was set there holds once it is folded again."""
+    db, slo = morning_db
+    at = _page(db, slo)
+    assert not at.number_input and not at.file_uploader  # folded: no widgets of its own
+    label = _rule_label(at)
+    assert "runs of 5 min or more" in label and "no incident records" in label, label
+    first = tables(at)[0].value.iloc[0]
+    at.session_state["ev_rule"] = True
+    at.run()
+    start = pd.Timestamp(first["start"], tz="UTC")
+    record = (f"start,end,service,recorded_cause\n{start:%Y-%m-%dT%H:%M}Z,"
+              f"{start + pd.Timedelta(minutes=30):%Y-%m-%dT%H:%M}Z,{first['service']},user traffic spike\n")
+    at.file_uploader(key="ev_incidents").set_value(("postmortems.csv", record.encode(), "text/csv")).run()
+    at.number_input(key="ev_min_dur").set_value(2.0).run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.session_state["ev_rule"] = False  # folded: the rule and the records still apply
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    label = _rule_label(at)
+    assert "runs of 2 min or more" in label and "postmortems.csv" in label, label
+    assert "recorded cause" in tables(at)[0].value.columns
+    assert "user traffic spike" in set(tables(at)[0].value["recorded cause"])
+    assert at.query_params["ev_min"] == "2"
+    at.session_state["ev_rule"] = True
+    at.run()
+    at.button(key="ev_incidents_forget_go").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "recorded cause" not in tables(at)[0].value.columns
+    assert "no incident records" in _rule_label(at)

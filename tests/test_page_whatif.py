@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from analytics.whatif import PRESETS, form  # noqa: E402
 
-from apptest_helpers import drawn_table, isolate, metric as _metric, open_page  # noqa: E402
+from apptest_helpers import drawn_table, isolate, metric as _metric, open_page, tables  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +34,7 @@ def _policies(at: AppTest):
     """The policies' numbers as the page draws them: its two static tables (the service's, the
     cost's) side by side, by policy, under their headers; no grid on the page."""
     assert not at.dataframe
-    service, cost = at.table[0].value, at.table[1].value
+    service, cost = tables(at)[0].value, tables(at)[1].value
     assert list(service["Policy"]) == list(cost["Policy"])
     return service.merge(cost, on="Policy").set_index("Policy")
 
@@ -48,7 +48,7 @@ def test_launches_with_the_morning_story(tmp_path: Path) -> None:
                                  "mig", "timeslice"]
     assert table.loc["partitioned", "Violation minutes"] == 0
     # drawn as the columns say: minutes and milliseconds with thousands, shares in percent, money in dollars
-    service, cost = drawn_table(at.table[0]), drawn_table(at.table[1])
+    service, cost = drawn_table(tables(at)[0]), drawn_table(tables(at)[1])
     assert all(re.fullmatch(r"\d{1,3}(,\d{3})*", x) for x in [*service["Violation minutes"], *service["p99 (ms)"]])
     assert all(re.fullmatch(r"\d{1,3}\.\d\d%", x) for x in [*service["Within SLO"], *cost["Pool allocated"]])
     assert all(re.fullmatch(r"\$\d{1,3}(,\d{3})*", x) for x in cost["GPU cost"])
@@ -200,7 +200,7 @@ def test_a_store_without_latency_says_what_is_missing_and_shows_no_preset(tmp_pa
     assert not at.exception, [e.value for e in at.exception]
     errors = [e.value for e in at.error]
     assert any("no inference service with both traffic and latency" in e for e in errors), errors
-    assert not at.metric and not at.dataframe and not at.table  # no numbers at all
+    assert not at.metric and not at.dataframe and not tables(at)  # no numbers at all
     assert not any("morning-ramp" in c.value for c in at.caption)
 
 

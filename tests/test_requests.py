@@ -318,7 +318,7 @@ def test_done_when_three_files_give_signals_rhythm_and_the_planted_event(tmp_pat
 
 
 def test_the_data_page_loads_a_request_log_and_events_say_where_latency_came_from(tmp_path, monkeypatch) -> None:
-    from apptest_helpers import isolate, open_store_page
+    from apptest_helpers import isolate, open_store_page, tables
 
     isolate(monkeypatch, tmp_path)
     db = tmp_path / "mine.duckdb"
@@ -330,9 +330,9 @@ def test_the_data_page_loads_a_request_log_and_events_say_where_latency_came_fro
     at = open_store_page("pages/data.py", db)
     at.file_uploader(key="upload_files").set_value([("gateway.csv", _csv(log), "text/csv")]).run()
     assert not at.exception, [e.value for e in at.exception]
-    uploads = next(df.value for df in at.table if "file" in df.value.columns and "status" in df.value.columns)
+    uploads = next(df.value for df in tables(at) if "file" in df.value.columns and "status" in df.value.columns)
     assert list(uploads["status"]) == ["loaded"] and "2,000 requests of 1 service" in uploads["message"][0]
-    logs = next(df.value for df in at.table if "histogram" in df.value.columns)
+    logs = next(df.value for df in tables(at) if "histogram" in df.value.columns)
     assert list(logs["service"]) == ["chat"] and list(logs["requests"]) == [2000]
     assert list(logs["histogram"]) == ["http_server_request_duration_seconds"]
     at.switch_page("pages/events.py").run()

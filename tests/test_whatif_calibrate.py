@@ -15,6 +15,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analytics.cli import main
+from apptest_helpers import tables
 from analytics.whatif import PRESETS, compare
 from analytics.whatif.calibrate import calibrate_frames, gpu_model_of, mig_model_for
 from analytics.sample import load_into, simulate
@@ -194,7 +195,7 @@ def test_whatif_page_on_the_store_shows_the_backtest(sim_db, monkeypatch, tmp_pa
     assert not at.error  # within both bounds: no warning before the policies
     def policies():
         assert not at.dataframe  # a static table
-        return next(df.value for df in at.table if "Policy" in df.value.columns)
+        return next(df.value for df in tables(at) if "Policy" in df.value.columns)
 
     table = policies()
     assert len(table) == 7 and table["Violation minutes"].max() > 0
@@ -202,7 +203,7 @@ def test_whatif_page_on_the_store_shows_the_backtest(sim_db, monkeypatch, tmp_pa
     at.session_state["w_bt_detail"] = True
     at.run()
     assert "chart_whatif-backtest" in " ".join(c.proto.id for c in at.get("plotly_chart"))
-    sources = next(df.value for df in at.table if "parameter" in df.value.columns)
+    sources = next(df.value for df in tables(at) if "parameter" in df.value.columns)
     assert (sources["source"] != "user").all() and len(sources) > 5
     # A slider move re-runs the model only (calibration is cached) and changes the answer.
     before = table.set_index("Policy")["Violation minutes"]["shared"]

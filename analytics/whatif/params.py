@@ -199,6 +199,23 @@ class PoolScenario:
         if self.others_gpus is not None:
             self.others_gpus = np.asarray(self.others_gpus, dtype=np.float64)
 
+    def fingerprint(self) -> str:
+        """A digest of everything a replay reads (demand, step, parameters, batch jobs): equal
+        digests replay to equal results, so a page may keep one replay for both.
+
+        >>> a = PoolScenario(traffic_rps=[1.0, 2.0])
+        >>> a.fingerprint() == PoolScenario(traffic_rps=[1.0, 2.0], provenance={"x": "y"}).fingerprint()
+        True
+        >>> a.fingerprint() == PoolScenario(traffic_rps=[1.0, 2.5]).fingerprint()
+        False
+        """
+        import hashlib
+
+        h = hashlib.sha1(self.traffic_rps.tobytes())
+        h.update(b"-" if self.others_gpus is None else self.others_gpus.tobytes())
+        h.update(repr((self.start_ts_ms, self.step_s, self.service, self.batch, self.pool)).encode())
+        return h.hexdigest()
+
     def others(self) -> np.ndarray:
         """GPUs held by others at each step (zeros when the scenario has none)."""
         if self.others_gpus is None:
