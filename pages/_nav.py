@@ -23,8 +23,7 @@ PAGES: tuple[tuple[str, str, str, str], ...] = (
 FIRST_RENDER_ELEMENTS: dict[str, tuple[str, ...]] = {
     "overview": ("PlotlyChart", "Metric", "DownloadButton"),
     "rhythm": ("PlotlyChart", "Metric", "ButtonGroup", "Slider"),
-    "events": ("PlotlyChart", "Metric", "Html", "NumberInput", "FileUploader", "Slider", "Radio",
-               "DownloadButton"),
+    "events": ("PlotlyChart", "Metric", "Html", "Slider", "Radio", "DownloadButton"),
     "whatif": ("PlotlyChart", "Metric", "Html", "Radio", "NumberInput", "ButtonGroup", "Slider",
                "Checkbox"),
     "chargeback": ("PlotlyChart", "Metric", "Html", "Radio", "NumberInput"),

@@ -33,6 +33,8 @@ STORE = "store"
 FILE = "file"
 PRESET_DAYS = 7
 BAND_SEEDS = 6
+# The charts under the policy tables, one tab each; the link holds the key (w_view).
+VIEWS = {"day": "A typical day", "next": "What the next GPUs buy", "sweeps": "Headroom and bursts"}
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -57,6 +59,8 @@ if "w_seeded" not in ss:
     ss["w_pol"] = pols or list(POLICIES)
     if qp.get("w_svc"):
         ss["w_svc"] = qp.get("w_svc")
+    view = qp.get("w_view") or ("sweeps" if qp.get("w_sweeps") == "1" else "day")  # w_sweeps: older links
+    ss["w_view"] = VIEWS.get(view, VIEWS["day"])
 if ss.get("w_next_src") in sources:
     ss["w_src"] = ss.pop("w_next_src")
 if ss.get("w_src") not in sources:
@@ -205,8 +209,9 @@ if kind == STORE and ss.get("w_svc"):
     want["w_svc"] = ss["w_svc"]
 if kind == STORE and int(ss.get("w_days", MODEL_DAYS)) != MODEL_DAYS:
     want["w_days"] = str(int(ss["w_days"]))
-if ss.get("w_sweeps"):
-    want["w_sweeps"] = "1"
+view = next((k for k, label in VIEWS.items() if label == ss.get("w_view")), "day")
+if view != "day":
+    want["w_view"] = view
 want.update({f"w_{k}": val for k, val in form.changed(scn, base).items()})
 for key in [k for k in qp.keys() if k.startswith("w_") and k not in want]:
     del qp[key]
@@ -300,38 +305,42 @@ show_table(table, column_config=columns, key="w_table_service",
 show_table(table, column_config=columns, key="w_table_cost",
            column_order=("policy", "cost_total", "externality_cost", "cost_per_useful_gpu_hour",
                          "pool_utilization", "pool_utilization_active", "batch_goodput_gpu_hours"))
-day = memo(("typical_day", *replayed), lambda: typical_day(scn, results))
-show_chart(lambda: typical_day_figure(day, scn.service.slo_ms), day, "whatif-typical-day", memo_key=replayed)
-
-st.subheader("What the next GPUs buy")
+# One chart at a time: a tab runs (and draws) only when it is picked; a second chart on the
+# first render cost a new tab ~0.12 s (bench/elements.py --base).
+day_tab, next_tab, sweep_tab = st.tabs(list(VIEWS.values()), key="w_view", on_change="rerun")
 next_key = (ss["w_base_id"], src.version, int(ss.get("w_days", 0)),
             tuple(sorted(form.changed(scn, base).items())), tuple(policies))
 if "w_session" not in ss:  # a slot of this browser session's own: another user's drag cancels nothing here
     ss["w_session"] = uuid.uuid4().hex
+# Started whichever tab is open: the chart is ready by the time its tab is picked.
 job = in_background(f"whatif-next-gpus-{ss['w_session']}", next_key, lambda: next_gpus(scn, tuple(policies)))
-if not job.done():
-    rerun_when_done(job, "Replaying every policy at half to 1.5x the pool, in the background: the "
-                         "controls above answer meanwhile.")
-elif job.exception() is not None:
-    st.warning(f"What the next GPUs buy: {md(job.exception())}", icon=":material/warning:")
-else:
-    front = job.result()
-    show_chart(lambda: next_gpus_figure(front), front, "whatif-next-gpus", memo_key=next_key)
-    st.caption("Each point is the pool at another size (the reservation as set, or automatic at "
-               "each size), replayed under each policy; a pool too small for the batch job shows "
-               "few violation minutes only because batch never ran: its goodput is in the hover.")
-
-st.subheader("Headroom and bursts")
-if "w_sweeps" not in ss:
-    ss["w_sweeps"] = qp.get("w_sweeps") == "1"
-if st.toggle("Sweep: burst headroom by hour, and p99 bands over random bursts", key="w_sweeps",
-             help="Each replays the scenario many times (a second or more); off, a parameter "
-                  "change answers at once"):
-    focus = choose("Policy for headroom and bursts", policies, key="w_focus")
-    head = headroom_by_hour(scn, focus)
-    show_chart(headroom_figure(head, focus), head, "whatif-headroom")
-    bands = burst_bands(scn, focus, seeds=BAND_SEEDS)
-    show_chart(bands_figure(bands, scn.service.slo_ms, v.tz), bands, "whatif-bands")
+if day_tab.open:
+    with day_tab:
+        day = memo(("typical_day", *replayed), lambda: typical_day(scn, results))
+        show_chart(lambda: typical_day_figure(day, scn.service.slo_ms), day, "whatif-typical-day",
+                   memo_key=replayed)
+if next_tab.open:
+    with next_tab:
+        if not job.done():
+            rerun_when_done(job, "Replaying every policy at half to 1.5x the pool, in the background: the "
+                                 "controls above answer meanwhile.")
+        elif job.exception() is not None:
+            st.warning(f"What the next GPUs buy: {md(job.exception())}", icon=":material/warning:")
+        else:
+            front = job.result()
+            show_chart(lambda: next_gpus_figure(front), front, "whatif-next-gpus", memo_key=next_key)
+            st.caption("Each point is the pool at another size (the reservation as set, or automatic at "
+                       "each size), replayed under each policy; a pool too small for the batch job shows "
+                       "few violation minutes only because batch never ran: its goodput is in the hover.")
+if sweep_tab.open:
+    with sweep_tab:
+        st.caption("Burst headroom by hour, and p99 bands over random bursts: each replays the scenario "
+                   "many times (a second or more), so they run only while this tab is open.")
+        focus = choose("Policy for headroom and bursts", policies, key="w_focus")
+        head = headroom_by_hour(scn, focus)
+        show_chart(headroom_figure(head, focus), head, "whatif-headroom")
+        bands = burst_bands(scn, focus, seeds=BAND_SEEDS)
+        show_chart(bands_figure(bands, scn.service.slo_ms, v.tz), bands, "whatif-bands")
 
 # From the chosen policy to the cluster: folded, and made only when opened.
 real = st.expander("Make it real: the manifests that enforce a policy", icon=":material/deployed_code:",

@@ -111,11 +111,19 @@ def test_form_round_trip() -> None:
 
 def test_sweeps_draw_headroom_and_bands(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp", w_pol="shared,partitioned")
-    charts = len(at.get("plotly_chart"))
-    at.toggle(key="w_sweeps").set_value(True).run()
+    # one chart at a time, in tabs: a typical day first
+    assert [t.label for t in at.tabs] == ["A typical day", "What the next GPUs buy", "Headroom and bursts"]
+    assert [c.proto.id.split("chart_")[-1] for c in at.get("plotly_chart")] == ["whatif-typical-day"]
+    at.session_state["w_view"] = "Headroom and bursts"
+    at.run()
     assert not at.exception, [e.value for e in at.exception]
-    assert len(at.get("plotly_chart")) == charts + 2
-    assert at.query_params["w_sweeps"] == "1"
+    assert [c.proto.id.split("chart_")[-1] for c in at.get("plotly_chart")] == ["whatif-headroom", "whatif-bands"]
+    assert at.query_params["w_view"] == "sweeps"
+    # and a link opens that tab (an older link's w_sweeps=1 too)
+    for params in ({"w_view": "sweeps"}, {"w_sweeps": "1"}):
+        again = _page(tmp_path, w_src="morning-ramp", w_pol="shared,partitioned", **params)
+        assert [c.proto.id.split("chart_")[-1] for c in again.get("plotly_chart")] == ["whatif-headroom",
+                                                                                     "whatif-bands"]
 
 
 def test_what_the_next_gpus_buy_is_drawn_once_computed_in_the_background(tmp_path: Path) -> None:
@@ -123,7 +131,8 @@ def test_what_the_next_gpus_buy_is_drawn_once_computed_in_the_background(tmp_pat
 
     at = _page(tmp_path, w_src="morning-ramp", w_pol="shared,partitioned")
     job = next(iter(reversed(_queries._JOBS.values())))
-    front = job.result(timeout=120)  # computed off the page's run
+    front = job.result(timeout=120)  # computed off the page's run, before its tab is opened
+    at.session_state["w_view"] = "What the next GPUs buy"
     at.run()
     assert not at.exception
     # the next run draws it (Streamlit's element ids end with the chart's key)
