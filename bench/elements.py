@@ -48,6 +48,21 @@ larger figures and their elements' lazy files). What these elements cost alone, 
 25-row, 7-column ``st.table`` +0.28 (each cell is Markdown; 3 rows +0.02), a radio of 40 options in
 a box +0.49, a select slider of 40 +0.27 (of 96 numbers +0.09), pills +0.22, a file uploader
 +0.30, a toggle +0.27 (under load 6: within noise), one selectbox +0.36-0.48.
+
+Then (2026-12-03, later; floor 1.68-1.79 s on a quieter machine): a 25-row, 7-column table drawn
+as one escaped HTML table (``st.html``) costs nothing measurable (-0.05, within noise; ``st.table``
++0.20, the same rows as one Markdown table +0.07), and the pause between elements matters more
+than their number: thirty bordered metrics sent in one burst +0.13 s, the same thirty 10 ms apart
++0.65 s (the browser draws the page again for each burst). The pages' own times, this script's
+``--pages`` (each served by serve.py when the checkout has it), before -> after serve.py (the
+index that gives the frontend the server's address and imports each page's element modules while
+it connects), HTML tables, figures and replays built once per view (``pages._caches.memo``) and
+Tail events' rule in a folded panel: Overview 1.46 -> 1.22-1.23, Rhythm 1.36 -> 1.21-1.25, Tail
+events 1.46 -> 1.26-1.27, What-if 1.53 -> 1.34-1.37, Chargeback 1.42 -> 1.18-1.19, Data 1.51 ->
+1.28-1.35; What-if's charts in tabs (one drawn) took it to 1.23x in ``bench/app.py``. Removing
+what a page draws in turn (``--base`` on a copy without it): What-if's second chart -0.12 s, its
+tables' and charts' menus -0.08 s, its backtest KPIs and its sidebar panel within noise; Data's
+metric list and label table within noise; Overview's second chart -0.08 s.
 """
 
 from __future__ import annotations

@@ -317,6 +317,11 @@ def test_every_page_in_chromium(app_url: tuple[str, str, Path]) -> None:
                 # (serve.py), none on its arrival: a page that draws a new kind lists it there.
                 late = element_modules_loaded(page) - set(FIRST_RENDER_ELEMENTS[path])
                 assert not late, f"{name}: add {sorted(late)} to pages/_nav.FIRST_RENDER_ELEMENTS"
+                # and the frontend asked the server at its own address, not first at the page's path
+                # (a 404, then a retry ~0.1 s later, without serve.py)
+                paths = page.evaluate("() => performance.getEntriesByType('resource')"
+                                      ".map(r => new URL(r.name).pathname)")
+                assert "/_stcore/health" in paths and not [p for p in paths if p.startswith(f"/{path}/")], paths
                 if name == "overview":
                     page.wait_for_selector(".js-plotly-plot", timeout=60_000)
                     assert page.locator('[data-testid="stMetric"]').count() >= 5

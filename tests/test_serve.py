@@ -1,0 +1,98 @@
+"""serve.py: the index page a link answers starts a new tab's work sooner, and nothing else changes.
+
+The browser side (no 404 on a page's own path, no element module loaded late) is asserted in
+tests/test_browser.py, on the real server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+
+from pages._nav import FIRST_RENDER_ELEMENTS, PAGES
+from serve import STREAMLIT_JS, FirstRenderIndex, element_modules, index_script
+
+INDEX = b"<!DOCTYPE html><html><head><title>Streamlit</title></head><body></body></html>"
+
+
+def test_every_element_module_a_page_lists_is_in_the_installed_streamlit() -> None:
+    # A Streamlit upgrade that renames a module fails here, not silently in the browser.
+    for page, names in FIRST_RENDER_ELEMENTS.items():
+        files = element_modules(names)
+        assert len(files) == len(names), (page, names, files)
+        assert all((STREAMLIT_JS / f).is_file() for f in files)
+    assert set(FIRST_RENDER_ELEMENTS) == {url for *_, url in PAGES}
+
+
+def test_the_script_names_the_pages_and_their_modules() -> None:
+    script = index_script()
+    pages = json.loads(re.search(r"const pages = (\[.*?\])", script).group(1))
+    assert pages == [url for *_, url in PAGES]
+    files = json.loads(re.search(r"files = (\{.*?\});", script).group(1))
+    assert files["overview"][0].startswith("PlotlyChart.") and files["overview"][0].endswith(".js")
+    # the server's address only where the path ends in a page, and never over one already given
+    assert "if (pages.includes(page))" in script and "if (!given.BACKEND_BASE_URL)" in script
+    assert "</script" not in script[len("<script>"):-len("</script>")]
+
+
+def _serve(app, method: str = "GET", path: str = "/overview",
+           headers: list[tuple[bytes, bytes]] | None = None) -> tuple[dict, bytes, list]:
+    """One request through ``app``; the response's start message, its body and the request seen."""
+    seen: list = []
+    sent: list = []
+
+    async def inner(scope, receive, send):
+        seen.append(scope)
+        await app(scope, receive, send)
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": method, "path": path,
+             "headers": headers or [(b"accept-encoding", b"gzip"), (b"host", b"x")]}
+    asyncio.run(FirstRenderIndex(inner, script="<script>HELLO</script>")(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start, body, seen
+
+
+def _static(content_type: bytes, body: bytes, chunks: int = 1):
+    """A stand-in for Streamlit's static files: ``body`` in ``chunks`` parts, with a validator."""
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", content_type), (b"content-length", str(len(body)).encode()),
+            (b"etag", b'"abc"'), (b"last-modified", b"Thu, 03 Dec 2026 13:30:04 GMT")]})
+        step = max(1, len(body) // chunks)
+        parts = [body[i:i + step] for i in range(0, len(body), step)]
+        for i, part in enumerate(parts):
+            await send({"type": "http.response.body", "body": part, "more_body": i < len(parts) - 1})
+    return app
+
+
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_the_index_gets_the_script_first_in_its_head(chunks: int) -> None:
+    start, body, seen = _serve(_static(b"text/html; charset=utf-8", INDEX, chunks))
+    assert body.startswith(b"<!DOCTYPE html><html><head><script>HELLO</script><title>")
+    headers = dict(start["headers"])
+    assert int(headers[b"content-length"]) == len(body)
+    assert b"etag" not in headers and b"last-modified" not in headers  # they described the file
+    assert b"accept-encoding" not in dict(seen[0]["headers"])  # asked uncompressed, to be edited
+
+
+@pytest.mark.parametrize("method, path, content_type", [
+    ("GET", "/static/js/index.js", b"text/javascript"),  # Streamlit's assets
+    ("GET", "/overview/_stcore/health", b"text/html"),  # its routes, under a page's path too
+    ("GET", "/favicon.png", b"image/png"),  # a file: not HTML
+    ("HEAD", "/overview", b"text/html; charset=utf-8"),
+    ("POST", "/overview", b"text/html; charset=utf-8"),
+])
+def test_everything_else_passes_untouched(method: str, path: str, content_type: bytes) -> None:
+    start, body, _ = _serve(_static(content_type, INDEX), method=method, path=path)
+    assert body == INDEX
+    assert dict(start["headers"])[b"etag"] == b'"abc"'
