@@ -51,6 +51,10 @@ PEER_APP = ('import plotly.graph_objects as go\nimport streamlit as st\nst.title
 PEER_SLIDER_APP = ('import plotly.graph_objects as go\nimport streamlit as st\nst.title("Peer")\n'
                    'x = st.slider("x", 0.0, 1.0, 0.3, 0.05, key="x")\n'
                    'st.plotly_chart(go.Figure(go.Scatter(y=[1, 3 * x, 2])), theme=None)\n')
+# The same floor served as serve.py serves the app, with Nagle's algorithm off (serve_tcp.py):
+# how much of a page's ratio to the floor is that fix, which stock Streamlit lacks.
+PEER_NO_NAGLE = ("import sys\nsys.path.insert(0, {root!r})\nimport streamlit as st\n"
+                 "from serve_tcp import without_nagle\nwithout_nagle()\napp = st.App({peer!r})\n")
 TARGET_RENDER_S = 2.0
 TARGET_CHANGE_S = 1.0
 TARGET_SLIDER_S = 0.5  # a What-if decision slider (issue 17)
@@ -294,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     qs = urllib.parse.urlencode(query)
     peer_file = tmp / "peer.py"
     peer_file.write_text(PEER_APP)
+    fair_file = tmp / "peer_no_nagle.py"
+    fair_file.write_text(PEER_NO_NAGLE.format(root=str(ROOT), peer=str(peer_file)))
     slider_file = tmp / "peer_slider.py"
     slider_file.write_text(PEER_SLIDER_APP)
     # The app's own home: its disk caches start empty ("first" open ever), then survive a
@@ -304,8 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     app_url, app_proc = _serve(ROOT / "serve.py", env)
     peer_url, peer_proc = _serve(peer_file, env)
     slider_url, slider_proc = _serve(slider_file, env)
+    fair_url, fair_proc = _serve(fair_file, env)
     print(f"data: {what}")
-    procs = [app_proc, peer_proc, slider_proc]
+    procs = [app_proc, peer_proc, slider_proc, fair_proc]
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -318,7 +325,10 @@ def main(argv: list[str] | None = None) -> int:
                 browser.close()
                 return failed
             _render_s(browser, peer_url, chart=True)  # warm the browser's own caches
+            _render_s(browser, fair_url, chart=True)
             peer = statistics.median(_render_s(browser, peer_url, chart=True)
+                                     for _ in range(args.repeat))
+            fair = statistics.median(_render_s(browser, fair_url, chart=True)
                                      for _ in range(args.repeat))
             pages = registered_pages()
             visited = browser.new_context(viewport={"width": 1600, "height": 1000})
@@ -351,8 +361,10 @@ def main(argv: list[str] | None = None) -> int:
                   "server restarted (disk caches kept); new tab = a fresh browser profile "
                   "(median); revisit = a browser that has opened the app before (median); "
                   f"click = from the sidebar, {args.read_s:g} s after the page before")
+            print("x no-Nagle = the new tab against the same floor served as the app is (serve_tcp.py), "
+                  f"{fair:.2f} s")
             print(f"{'page':<12} {'first s':>7} {'restart':>7} {'new tab':>7} {'x peer':>7} "
-                  f"{'revisit':>7} {'x peer':>7} {'click':>7} {'< 2 s':>7}")
+                  f"{'revisit':>7} {'x peer':>7} {'click':>7} {'< 2 s':>7} {'x no-Nagle':>10}")
             print(f"{'(peer)':<12} {'':>7} {'':>7} {peer:7.2f} {1.0:7.2f} {peer_revisit:7.2f} "
                   f"{1.0:7.2f}")
             worst_tab = worst_click = 0.0
@@ -368,13 +380,15 @@ def main(argv: list[str] | None = None) -> int:
                 ok = "ok" if clicks[name] < TARGET_RENDER_S else "SLOW"
                 print(f"{name:<12} {first[name]:7.2f} {restart[name]:7.2f} {warm:7.2f} "
                       f"{warm / peer:7.2f} {again:7.2f} {again / peer_revisit:7.2f} "
-                      f"{clicks[name]:7.2f} {ok:>7}")
+                      f"{clicks[name]:7.2f} {ok:>7} {warm / fair:10.2f}")
             print(f"target {TARGET_RENDER_S:.0f} s, judged on the click (a page of the open app): "
                   f"slowest {worst_click:.2f} s")
             print(f"a new tab on a fresh browser profile: slowest {worst_tab:.2f} s, "
                   f"{worst_tab / peer:.2f}x the peer (one small chart: {peer:.2f} s, Streamlit's "
                   f"own floor on this machine; target {TARGET_TAB_X_PEER:g}x: "
-                  f"{'met' if worst_tab / peer <= TARGET_TAB_X_PEER else 'MISSED'})")
+                  f"{'met' if worst_tab / peer <= TARGET_TAB_X_PEER else 'MISSED'}); "
+                  f"{worst_tab / fair:.2f}x the same floor served without Nagle's algorithm as the "
+                  f"app is ({fair:.2f} s)")
             cb = restart.get("chargeback")
             if cb is not None:
                 print(f"Chargeback's first open after the server restart: {cb:.2f} s (target "

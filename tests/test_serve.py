@@ -96,3 +96,34 @@ def test_everything_else_passes_untouched(method: str, path: str, content_type: 
     start, body, _ = _serve(_static(content_type, INDEX), method=method, path=path)
     assert body == INDEX
     assert dict(start["headers"])[b"etag"] == b'"abc"'
+
+
+def test_connections_open_without_nagle() -> None:
+    """A socket bound as Streamlit binds its own (no protocol named) gets TCP_NODELAY once
+    uvicorn's protocol takes a connection from it; asyncio alone leaves it off."""
+    import socket
+
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from serve_tcp import set_no_delay, without_nagle
+
+    without_nagle()
+    assert without_nagle() == []  # applied once
+    assert getattr(H11Protocol.connection_made, "without_nagle", False)
+    listener = socket.socket(family=socket.AF_INET)  # as streamlit/web/server/starlette binds
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    client = socket.create_connection(listener.getsockname())
+    conn, _ = listener.accept()
+    try:
+        assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0  # what asyncio would keep
+
+        class Transport:
+            def get_extra_info(self, name: str):
+                return conn if name == "socket" else None
+
+        set_no_delay(Transport())
+        assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    finally:
+        for s in (conn, client, listener):
+            s.close()
