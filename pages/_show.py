@@ -91,11 +91,19 @@ def _number_text(x: Any, fmt: str | None) -> str:
     return _printf(fmt, x)
 
 
-def _cell_text(x: Any, kind: str, cfg: dict[str, Any]) -> str:
-    """One cell's text as the table draws it, formatted as its column asks (escaped by the caller)."""
-    if hasattr(x, "item") and not isinstance(x, datetime):  # numpy's scalars, as Python's
+def _scalar(x: Any) -> Any:
+    """A cell as a Python value: numpy's scalars as Python's, every kind of missing as None."""
+    if hasattr(x, "item") and not isinstance(x, datetime):
         x = x.item()
     if x is None or (isinstance(x, float) and x != x) or x is pd.NaT or x is pd.NA:
+        return None
+    return x
+
+
+def _cell_text(x: Any, kind: str, cfg: dict[str, Any]) -> str:
+    """One cell's text as the table draws it, formatted as its column asks (escaped by the caller)."""
+    x = _scalar(x)
+    if x is None:
         return ""
     if isinstance(x, bool):
         return "yes" if x else "no"
@@ -116,9 +124,8 @@ def _cell_text(x: Any, kind: str, cfg: dict[str, Any]) -> str:
 
 def _cell_value(x: Any) -> str:
     """A cell's own value as JSON (what tests read back): numbers and text as they are, times ISO."""
-    if hasattr(x, "item") and not isinstance(x, datetime):
-        x = x.item()
-    if x is None or (isinstance(x, float) and x != x) or x is pd.NaT or x is pd.NA:
+    x = _scalar(x)
+    if x is None:
         return "null"
     if isinstance(x, (datetime, date)):
         return json.dumps(x.isoformat())

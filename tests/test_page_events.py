@@ -161,3 +161,21 @@ def test_the_detection_panel_keeps_its_rule_and_incident_records_when_folded(mor
     assert not at.exception, [e.value for e in at.exception]
     assert "recorded cause" not in tables(at)[0].value.columns
     assert "no incident records" in _rule_label(at)
+
+
+def test_a_new_session_draws_the_event_without_building_its_figure_again(morning_db, monkeypatch) -> None:
+    """Figures are built once per view for every session (pages._caches.memo): a colleague's new
+    tab on the same link sends its elements without stopping to build them."""
+    import analytics.charts.events as charts
+
+    built: list[str] = []
+    real = charts.event_figure
+    monkeypatch.setattr(charts, "event_figure", lambda *a, **k: built.append("x") or real(*a, **k))
+    db, slo = morning_db
+    first = _page(db, slo)
+    assert not first.exception and first.get("plotly_chart")
+    before = len(built)
+    again = _page(db, slo)  # a new session, the same view
+    assert not again.exception
+    assert len(built) == before  # not built again
+    assert [c.proto.spec for c in again.get("plotly_chart")] == [c.proto.spec for c in first.get("plotly_chart")]
