@@ -18,6 +18,9 @@ share are defined here once and every caller goes through these functions:
   (:func:`gpus_per_replica`);
 - **desired replicas where no autoscaler is linked**: inferred from traffic with the load per
   replica of uncontended, settled steps (:func:`infer_desired`).
+- **the best policy** of a what-if: the fewest whole minutes over the SLO, ties to the cheaper,
+  then to the earlier name (:func:`best_policy`); the What-if page, the capacity review and
+  both CLIs' ``best_policy`` read it from here.
 
 >>> import numpy as np
 >>> over_slo(np.array([50.0, 150.0, np.nan]), 100.0).tolist()
@@ -28,6 +31,7 @@ share are defined here once and every caller goes through these functions:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,6 +82,25 @@ def minutes_over_slo_any(steps: pl.DataFrame, *, step_s: int) -> float:
     if steps.height == 0:
         return 0.0
     return float(steps.filter(pl.col("violating"))["ts"].n_unique()) * step_s / 60.0
+
+
+def best_policy(summaries: Mapping[str, Mapping[str, float]]) -> str | None:
+    """The policy with the fewest whole minutes over the SLO (ties: the lower ``cost_total``,
+    then the earlier name), from each policy's summary; ``None`` for no policies.
+
+    Whole minutes: a modelled fraction of one (a step's chance of reading over) is no lead.
+
+    >>> best_policy({"shared": {"violation_minutes": 10.4, "cost_total": 500.0},
+    ...              "partitioned": {"violation_minutes": 10.2, "cost_total": 900.0}})
+    'shared'
+    >>> best_policy({"b": {"violation_minutes": 3.0, "cost_total": 1.0},
+    ...              "a": {"violation_minutes": 3.0, "cost_total": 1.0}})
+    'a'
+    """
+    if not summaries:
+        return None
+    return min(summaries, key=lambda n: (round(float(summaries[n]["violation_minutes"])),
+                                         float(summaries[n].get("cost_total", 0.0)), n))
 
 
 def pool_size(gpus_total: np.ndarray) -> float:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from analytics.slo import SloTable
     from analytics.store import Store
     from analytics.whatif.calibrate import Calibration
+    from analytics.whatif.params import PoolScenario
     from analytics.workloads import WorkloadMap
 
 REVIEW_FORMATS = (".html", ".md")
@@ -69,7 +70,14 @@ class Review:
     rhythm: "RhythmPageData | None" = None
     calibration: "Calibration | None" = None
     results: dict[str, Any] = field(default_factory=dict)  # policy -> PolicyResult (modelled)
+    scenario: "PoolScenario | None" = None  # what ``results`` replayed (the range's last days)
     missing: dict[str, str] = field(default_factory=dict)  # part -> why it is not shown
+
+    def best_policy(self) -> str | None:
+        """The what-if's best policy (:func:`analytics.measures.best_policy`), as the page names it."""
+        from analytics.measures import best_policy
+
+        return best_policy({n: r.summary for n, r in self.results.items()})
 
     def numbers(self) -> dict[str, Any]:
         """The report's numbers as JSON-ready values (the CLI's ``--json``)."""
@@ -92,7 +100,8 @@ class Review:
             bt = {k: v for k, v in self.calibration.backtest.items() if k != "frame"}
             out["whatif"] = {"service": self.calibration.observation.service, "backtest": bt,
                              "pool_gpus": self.calibration.scenario.pool.gpus,
-                             "policies": {n: r.summary for n, r in self.results.items()}}
+                             "policies": {n: r.summary for n, r in self.results.items()},
+                             "best_policy": self.best_policy()}
         return out
 
 
@@ -149,7 +158,10 @@ def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: d
         name = pick_service(timelines["services"], review.slo_ms)
         review.calibration = _attempt("what-if", missing, lambda: calibration(name))
         if review.calibration is not None:
-            review.results = compare(last_days(review.calibration.scenario, MODEL_DAYS), POLICIES)
+            # The scenario the policies replay goes with their results: the typical day and the
+            # bills read its steps (the calibration's is the whole range, longer than the model's).
+            review.scenario = last_days(review.calibration.scenario, MODEL_DAYS)
+            review.results = compare(review.scenario, POLICIES)
     elif calibration is not None:
         missing["what-if"] = ("no inference service with traffic and latency in this range: "
                               "nothing to calibrate")
@@ -295,9 +307,9 @@ def _whatif_section(r: Review) -> ReviewSection:
              f"{bt['observed_violation_minutes']:,.0f} observed; batch {bt['model_batch_gpu_hours']:,.0f} "
              f"GPU-hours replayed vs {bt['observed_batch_gpu_hours']:,.0f} observed.")
     names = list(r.results)
-    best = min(names, key=lambda n: r.results[n].summary["violation_minutes"])
+    best = r.best_policy()
     shared = r.results.get("shared")
-    scn = r.calibration.scenario
+    scn = r.scenario
     if bt.get("within", False):
         finding = (f"Modelled on {svc}'s own traffic: {best} would have "
                    f"{r.results[best].summary['violation_minutes']:,.0f} violation minutes"
@@ -324,7 +336,7 @@ def _chargeback_section(r: Review) -> ReviewSection:
     from analytics.charts.whatif import bills_figure
     from analytics.whatif.ledger import bills
 
-    bill = bills(r.calibration.scenario, r.results)
+    bill = bills(r.scenario, r.results)
     shared = bill.filter(bill["policy"] == "shared").sort("externality_cost", descending=True)
     own = r.calibration.scenario.service.team
     finding = "Under the shared pool nobody else's work cost the service a violation minute."

@@ -16,6 +16,7 @@ from analytics.text import md
 from analytics.charts.whatif import (backtest_figure, bands_figure, headroom_figure, next_gpus_figure,
                                      typical_day_figure)
 from analytics.errors import TidelensError
+from analytics.measures import best_policy
 from analytics.whatif import (POLICIES, POLICY_HELP, PRESETS, PoolParams, ServiceParams,
                             burst_bands, compare, field_specs, headroom_by_hour, next_gpus,
                             scenario_from_toml, scenario_to_toml)
@@ -266,7 +267,8 @@ replayed = (scn.fingerprint(), tuple(policies))
 results = memo(("compare", *replayed), lambda: compare(scn, tuple(policies)))
 table = policy_table(results)
 st.subheader("Policies side by side")
-best = next(r for r in table.iter_rows(named=True) if "fewest" in r["best"])  # policy_table's mark
+best_name = best_policy({n: r.summary for n, r in results.items()})
+best = next(r for r in table.iter_rows(named=True) if r["policy"] == best_name)
 k = kpi_row(3)
 k[0].metric("Fewest violation minutes, modelled", f"{best['policy']}: {best['violation_minutes']:,.0f}",
             border=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from analytics.cli.commands import command_help
@@ -60,7 +61,8 @@ def cmd_review(args: argparse.Namespace) -> int:
                               wmap=load_map(config), tz=args.tz)
     if args.out:
         for path in write_review(review, args.out):
-            print(f"wrote {path}")
+            # With --json, stdout is the JSON alone (a pipe to jq); the paths go to stderr.
+            print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print_json(review.numbers())
     return 0

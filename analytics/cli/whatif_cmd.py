@@ -11,6 +11,7 @@ import polars as pl
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_config, add_json, config_path, print_json, print_table
 from analytics.errors import ConfigError
+from analytics.measures import best_policy
 from analytics.slo import resolve_slos
 from analytics.whatif import (POLICIES, PRESETS, SUMMARY_KEYS, PoolScenario, compare, reservation,
                               scenario_from_toml)
@@ -123,6 +124,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
                      "headroom": scn.pool.headroom, "provenance": scn.provenance},
         "policies": {name: {**r.summary, "externality": r.externality}
                      for name, r in results.items()},
+        "best_policy": best_policy({name: r.summary for name, r in results.items()}),
     }
     if getattr(args, "_backtest", None) is not None:
         out["backtest"] = args._backtest
@@ -143,4 +145,6 @@ def cmd_whatif(args: argparse.Namespace) -> int:
             print(f"WARNING: the replay misses what happened: {miss}; the policies below are a "
                   "model this store does not confirm")
     print_table(pl.DataFrame(rows))
+    print(f"best policy (fewest whole minutes over the SLO, ties to the cheaper): "
+          f"{out['best_policy']}")
     return 0
