@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import inspect
 import logging
 import threading
@@ -19,6 +18,7 @@ from typing import Any, Callable, Iterator, TypeVar
 import polars as pl
 import streamlit as st
 
+from analytics.codeversion import code_digest
 from pages._store import config_file, load_workload_map, open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -116,31 +116,21 @@ def cached_known_slos(path: str, version: str, map_version: str) -> tuple[tuple[
     return tuple(sorted((k, v[0]) for k, v in table.per_service.items()))
 
 
-def library_version(*modules: str) -> str:
-    """Changes when the code of these library parts does (keys results cached on disk)."""
-    parts = []
-    for name in modules:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or not spec.origin:
-            continue
-        origin = Path(spec.origin)
-        files = sorted(origin.parent.glob("*.py")) if origin.name == "__init__.py" else [origin]
-        parts.extend(f"{f.name}:{f.stat().st_mtime_ns}" for f in files)
-    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+def library_version() -> str:
+    """Changes when the content of any module of the library does (keys results cached on disk):
+    :func:`analytics.codeversion.code_digest`."""
+    return code_digest()
 
 
-def persisted(spinner: str, *code: str, max_entries: int = 8,
+def persisted(spinner: str, *, max_entries: int = 8,
               disk_entries: int | None = None) -> Callable[[F], F]:
     """Cache a page's heavy analytics call in memory and on disk, keyed by its arguments and
-    by the code of the library parts ``code`` names.
+    by the content of the library's code (:func:`library_version`).
 
     In memory the result is one object shared by every session and rerun (``st.cache_data``
     alone would unpickle it on each rerun); on disk it outlives a restarted server, so a
     colleague opening the link tomorrow does not wait for the decomposition again. A change to
-    the named library code, or to the store file (its version is an argument), misses.
+    the library's code, or to the store file (its version is an argument), misses.
     ``max_entries`` bounds the memory layer, ``disk_entries`` (default the same) the files.
     """
     kept_on_disk = max_entries if disk_entries is None else disk_entries
@@ -169,7 +159,7 @@ def persisted(spinner: str, *code: str, max_entries: int = 8,
 
         @functools.wraps(fn)
         def call(*args: Any) -> Any:
-            return in_memory(f"{library_version(*code)}-{own_version}", *args)
+            return in_memory(f"{library_version()}-{own_version}", *args)
 
         return call  # type: ignore[return-value]
 
@@ -193,10 +183,6 @@ def _prune_disk_cache(cached: Any, keep: int) -> None:
         old.unlink(missing_ok=True)
 
 
-TIMELINE_CODE = ("analytics.timeline", "analytics.counters", "analytics.workloads",
-                 "analytics.sql.timeline", "analytics.sql.workloads", "analytics.store")
-
-
 def cached_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
                      step_s: int, map_version: str) -> dict[str, pl.DataFrame]:
     """Pool timeline, holdings and service timeline for one (source, range, step, map).
@@ -207,7 +193,7 @@ def cached_timelines(path: str, version: str, start_ms: int | None, end_ms: int 
     this server has them (``analytics.timeline.slice_timelines``: equal to building it), in
     milliseconds.
     """
-    whole_key = (path, version, step_s, map_version, library_version(*TIMELINE_CODE))
+    whole_key = (path, version, step_s, map_version, library_version())
     if start_ms is None and end_ms is None:
         found = _built_timelines(path, version, None, None, step_s, map_version)
         with _WHOLE_LOCK:
@@ -249,7 +235,7 @@ def _cut_timelines(path: str, version: str, start_ms: int | None, end_ms: int | 
 
 # Eight in memory (tens of MB each for three weeks; polars frames are not mutated in place),
 # sixteen on disk.
-@persisted("Building timelines (first time for this source, range and step)...", *TIMELINE_CODE,
+@persisted("Building timelines (first time for this source, range and step)...",
            max_entries=8, disk_entries=16)
 def _built_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
                      step_s: int, map_version: str) -> dict[str, pl.DataFrame]:

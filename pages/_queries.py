@@ -23,7 +23,7 @@ from analytics.events.config import EventsConfig
 from analytics.rhythm.config import RhythmConfig
 from analytics.text import md
 from analytics.view import ViewSettings
-from pages._caches import TIMELINE_CODE, cached_timelines, cached_totals, outside_a_run, persisted
+from pages._caches import cached_timelines, cached_totals, outside_a_run, persisted
 from pages._show import choose
 from pages._store import DataSource, config_version, load_workload_map, open_store
 
@@ -133,8 +133,7 @@ class CalibrationQuery(ViewQuery):
 
 
 # -- the heavy calls ------------------------------------------------------------------------
-@persisted("Decomposing the rhythm...", *TIMELINE_CODE, "analytics.rhythm", "analytics.sql",
-           max_entries=32)
+@persisted("Decomposing the rhythm...", max_entries=32)
 def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, start_ms: int | None,
                   end_ms: int | None, map_version: str, resolution_s: int, tidal_share: float,
                   band_high_q: float, tz: str) -> "RhythmPageData":
@@ -150,7 +149,7 @@ def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, star
                                 end_ms=end_ms, wmap=load_workload_map(), timelines=timelines)
 
 
-@persisted("Finding and attributing tail events...", *TIMELINE_CODE, "analytics.events", "analytics.sql")
+@persisted("Finding and attributing tail events...")
 def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | None, step_s: int,
                   map_version: str, slo_items: tuple[tuple[str, float], ...], min_duration_min: float,
                   merge_gap_min: float, incidents_name: str | None,
@@ -172,8 +171,7 @@ def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | N
 
 
 # What-if and Chargeback share one calibration per (source, range, step, service, SLO).
-@persisted("Calibrating the model on the store (first time for this range)...",
-           *TIMELINE_CODE, "analytics.whatif", "analytics.sql")
+@persisted("Calibrating the model on the store (first time for this range)...")
 def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
                        step_s: int, map_version: str, service: str | None,
                        slo_ms: float) -> Any:  # analytics.whatif.calibrate.Calibration

@@ -30,7 +30,7 @@ def heavy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
                         LocalDiskCacheStorageManager)
     calls: list[int] = []
 
-    @caches.persisted("Working...", "analytics.view")
+    @caches.persisted("Working...")
     def heavy_call(n: int) -> dict[str, int]:
         calls.append(n)
         return {"n": n}
@@ -57,9 +57,24 @@ def test_a_restarted_server_reads_it_from_disk(heavy) -> None:
 
 
 def test_changed_library_code_misses(heavy, monkeypatch: pytest.MonkeyPatch) -> None:
-    call, calls, _ = heavy
+    """An edit to any module of the library misses, found by content (no hand-kept list of the
+    modules a call reaches): a copy of the package stands in for it, and one definition in
+    measures.py, which no list named, is edited."""
+    import shutil
+
+    import analytics.codeversion as codeversion
+
+    call, calls, home = heavy
+    copy = home / "analytics"
+    shutil.copytree(codeversion.PACKAGE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(codeversion, "PACKAGE_ROOT", copy)
     call(4)
-    monkeypatch.setattr(caches, "library_version", lambda *modules: "edited")
+    call(4)
+    assert calls == [4]
+    measures = copy / "measures.py"
+    measures.write_text(measures.read_text().replace("> float(slo_ms)", ">= float(slo_ms)", 1))
+    _restart()  # a restarted server: only the disk layer is left, keyed by the code
+    monkeypatch.setattr(codeversion, "_WALKS", {})  # no need to wait out the 2 s walk memo
     call(4)
     assert calls == [4, 4]
 
@@ -69,7 +84,7 @@ def test_disk_files_are_bounded_per_function(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setattr(cache_data_api._data_caches, "get_storage_manager",
                         LocalDiskCacheStorageManager)
 
-    @caches.persisted("Working...", "analytics.view", max_entries=3)
+    @caches.persisted("Working...", max_entries=3)
     def small(n: int) -> int:
         return n
 
