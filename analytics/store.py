@@ -58,17 +58,6 @@ PLAUSIBLE_FROM_MS = 946_684_800_000  # 2000-01-01T00:00:00Z
 _DAY_MS = 86_400_000
 
 
-def _iso_ms(text: str, now_ms: int) -> int:
-    import re
-    from datetime import datetime, timezone
-
-    m = re.fullmatch(r"\s*now\s*(?:\+\s*(\d+)\s*d)?\s*", text)
-    if m:
-        return now_ms + int(m.group(1) or 0) * _DAY_MS
-    dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    return int((dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp() * 1000)
-
-
 def plausible_window_ms(now_ms: int | None = None) -> tuple[int, int]:
     """The window of sample times a load accepts, UTC epoch ms (see ``TIME_WINDOW_ENV``).
 
@@ -89,12 +78,13 @@ def plausible_window_ms(now_ms: int | None = None) -> tuple[int, int]:
     text = os.environ.get(TIME_WINDOW_ENV)
     if not text:
         return PLAUSIBLE_FROM_MS, now + _DAY_MS
+    from analytics.errors import ConfigError
+    from analytics.times import parse_time_ms
+
     try:
         lo, hi = (part for part in text.split(",", 1))
-        return _iso_ms(lo, now), _iso_ms(hi, now)
-    except ValueError:
-        from analytics.errors import ConfigError
-
+        return parse_time_ms(lo, now_ms=now), parse_time_ms(hi, now_ms=now)
+    except (ValueError, ConfigError):
         raise ConfigError(f"{TIME_WINDOW_ENV}={text!r}: write FROM,TO as ISO-8601 times, e.g. "
                           "2000-01-01,now+1d") from None
 

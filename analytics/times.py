@@ -1,4 +1,5 @@
-"""Time as text: the one ISO-8601 UTC formatter and parser, and wall-clock times in a zone.
+"""Time as text: the one ISO-8601 UTC formatter, the one parser of typed times, and wall-clock
+times in a zone.
 
 Every time Tidelens writes as text goes through :func:`iso_utc` (a link's range, a table's
 ``from``/``to``, an event's start in JSON, a message, a PromQL range), so the app, the CLI and a
@@ -8,6 +9,8 @@ wall clock in the zone the user picked).
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
@@ -29,19 +32,72 @@ def iso_utc(ts_ms: int) -> str:
     return text + (f".{ts_ms % 1000:03d}Z" if ts_ms % 1000 else "Z")
 
 
-def parse_iso_ms(text: str) -> int:
-    """Parse ISO-8601 (``Z``, an offset, or naive meaning UTC) or epoch milliseconds.
+# A bare number is epoch seconds (Prometheus' API, ``date +%s``); one this large would be a
+# year past 5000 in seconds, so it is milliseconds typed by mistake and refused, not guessed.
+_EPOCH_S_MAX = 1e11
+_OFFSET = re.compile(r"^\s*(?:now\s*)?([+-])\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 
-    >>> parse_iso_ms("1970-01-01T00:01Z"), parse_iso_ms("1970-01-01T01:01+01:00"), parse_iso_ms("60000")
-    (60000, 60000, 60000)
+
+def parse_time_ms(text: str, *, now_ms: int | None = None, what: str = "time") -> int:
+    """The one parser of an instant as people type it (every flag, form, link and setting):
+    ISO-8601 (``Z``, an offset, or none meaning UTC), epoch seconds (a bare number), ``now``,
+    or an offset from now (``now-2h``, ``-7d``, ``now+1d``). A bare number too large for
+    seconds is refused with what to write (it is milliseconds).
+
+    Raises :class:`analytics.errors.ConfigError` naming ``what`` and the text.
+
+    >>> parse_time_ms("2026-01-01T00:00:00Z"), parse_time_ms("1767225600")
+    (1767225600000, 1767225600000)
+    >>> parse_time_ms("1970-01-01T01:01+01:00"), parse_time_ms("1970-01-01T00:01")
+    (60000, 60000)
+    >>> parse_time_ms("now-1h", now_ms=7_200_000), parse_time_ms("-30m", now_ms=7_200_000)
+    (3600000, 5400000)
+    >>> parse_time_ms("now+1d", now_ms=0)
+    86400000
     """
-    text = text.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+    from analytics.errors import ConfigError
+
+    t = str(text).strip()
+    if t == "now" or _OFFSET.match(t):
+        import time
+
+        now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+        m = _OFFSET.match(t)
+        if m is None:
+            return now
+        ms = round(float(m.group(2)) * _UNIT_MS[m.group(3)])
+        return now + ms if m.group(1) == "+" else now - ms
+    try:
+        num = float(t)
+    except ValueError:
+        num = None
+    if num is not None:
+        if not math.isfinite(num) or abs(num) >= _EPOCH_S_MAX:
+            raise ConfigError(f"{what} {t!r}: a bare number is epoch seconds, and this one is no "
+                              "time in seconds (milliseconds? divide by 1000), or write ISO-8601 "
+                              "such as 2026-01-05T09:30Z")
+        return round(num * 1000)
+    try:
+        dt = parse_iso(t)
+    except ValueError:
+        raise ConfigError(f"{what} {t[:80]!r}: write ISO-8601 (2026-01-05T09:30Z), epoch seconds, "
+                          "now, or now-2h") from None
     return int(round(dt.timestamp() * 1000))
+
+
+def parse_iso(text: str, tz: str = "UTC") -> datetime:
+    """ISO-8601 text as an aware datetime: its own offset (``Z`` too), else wall-clock time in
+    ``tz``. Raises ``ValueError`` for text that is not ISO-8601 (settings and files written by
+    the project; what people type goes through :func:`parse_time_ms`).
+
+    >>> parse_iso("2026-01-05T09:30Z").isoformat(), parse_iso("2026-01-05T09:30", "Asia/Shanghai").isoformat()
+    ('2026-01-05T09:30:00+00:00', '2026-01-05T09:30:00+08:00')
+    """
+    dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc if tz == "UTC" else ZoneInfo(tz))
+    return dt
 
 
 def local_naive(ts_ms: int, tz: str) -> datetime:

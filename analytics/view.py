@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from analytics.errors import ConfigError
 from analytics.slo import ALL, DEFAULT_SLO_MS  # one fallback, shared with the CLI
-from analytics.times import format_span, iso_utc, parse_iso_ms
+from analytics.times import format_span, iso_utc, parse_time_ms
 
 # Where "uploaded files" land when the user has not chosen a DuckDB file of their own.
 UPLOADS_DB_ENV = "TIDELENS_UPLOADS_DB"
@@ -254,9 +255,9 @@ def parse_query_params(params: Mapping[str, Any]) -> tuple[ViewSettings, list[st
     for key, attr in (("start", "start_ms"), ("end", "end_ms")):
         if p.get(key):
             try:
-                values[attr] = parse_iso_ms(p[key])
-            except ValueError:
-                bad(key, "not an ISO-8601 time such as 2026-11-28T09:30Z")
+                values[attr] = parse_time_ms(p[key], what=key)
+            except ConfigError:
+                bad(key, "not a time: write ISO-8601 such as 2026-11-28T09:30Z (or epoch seconds)")
     if p.get("step"):
         try:
             step = int(p["step"])

@@ -19,7 +19,7 @@ from analytics.text import code, md, safe_table
 from analytics.ingest import group_messages
 from analytics.workloads import CLASSES, map_to_dict, save_map
 from analytics.overview import label_inventory
-from analytics.times import iso_utc, parse_iso_ms
+from analytics.times import iso_utc, parse_time_ms
 from analytics.view import STEP_CHOICES_S, apply_workload_edits, format_step
 from pages._caches import cached_inventory, cached_links, cached_request_logs, cached_series, cached_workloads
 from pages._show import choose, kpi_row, show_chart, show_table, show_table_with_notes
@@ -349,7 +349,6 @@ def _pull_panel() -> None:
     from analytics.live import ClientConfig, PromClient, Scope, describe, fleet_queries, pull, timeline_queries
     from analytics.live.client import allowed_servers, safe_url
     from analytics.live.pull import DEFAULT_MAX_SERIES
-    from analytics.live.timespec import parse_time_ms
 
     st.caption(f"Pull what the timelines need, aggregated by the server, into {code(target)}. "
                "Pulling the same range again fetches only what is new.")
@@ -571,11 +570,10 @@ if files_tab.open:
         new = [f for f in files or [] if f.file_id not in done]
         if new:
             try:
-                at_ms = parse_iso_ms(at_text) if at_text.strip() else None
-            except ValueError:
+                at_ms = parse_time_ms(at_text, what="Scrape time") if at_text.strip() else None
+            except ConfigError as exc:
                 at_ms = None
-                st.error(f"Scrape time {at_text!r} is not an ISO-8601 time such as 2026-11-28T09:30Z; "
-                         "loading without it.")
+                st.error(md(f"{exc}; loading without it."))
             bar = st.progress(0.0, text="Loading...")
             results = ss.setdefault("upload_results", [])
             for i, f in enumerate(new, start=1):

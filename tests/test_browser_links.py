@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from analytics.times import local_naive, parse_iso_ms
+from analytics.times import local_naive, parse_time_ms
 
 from test_browser import (CHROMIUM, CHROMIUM_ARGS, _need_browser, free_port, open_page, start_app, stop_app,
                           wait_healthy, wait_settled)
@@ -114,7 +114,7 @@ def test_every_setting_round_trips_through_a_link(app, capsys) -> None:
                     wait_settled(page)
                     assert float(_value(page, "ev_min_dur")) == 3 and float(_value(page, "ev_gap")) == 5
                     # the link's event is shown, its start in the link's zone
-                    start = local_naive(parse_iso_ms(event["start"]), SIDEBAR["tz"])
+                    start = local_naive(parse_time_ms(event["start"]), SIDEBAR["tz"])
                     chosen = _chosen(page, "ev_chosen")
                     assert len(chosen) == 1 and chosen[0].startswith(f"{start:%Y-%m-%d %H:%M} · "), chosen
                 if path == "rhythm":

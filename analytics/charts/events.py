@@ -17,6 +17,7 @@ from analytics.charts.theme import (OKABE_ITO, SLO_COLOR, apply_theme, class_col
 from analytics.events.event import Event
 from analytics.overview import WORKLOAD_CLASSES
 from analytics.text import escape_figure, plot_text
+from analytics.times import parse_time_ms
 
 CAUSE_COLORS: dict[str, str] = {
     "batch_contention": OKABE_ITO["vermillion"], "traffic_surge": OKABE_ITO["blue"],
@@ -84,7 +85,7 @@ def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz:
                                      fillcolor=color), row=3, col=1)
     admitted = ev.evidence.get("batch_held_since")
     if admitted and w.height:
-        at_ms = int(pl.Series([admitted]).str.to_datetime(time_zone="UTC").dt.epoch("ms")[0])
+        at_ms = parse_time_ms(admitted, what="batch_held_since")
         at = display_ts(pl.Series([at_ms]), tz)[0]
         if at_ms >= int(w["ts_ms"][0]):
             fig.add_vline(x=at, line=dict(color=class_color("batch"), dash="dash", width=2), row=3, col=1)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 from pathlib import Path
 
 import polars as pl
@@ -50,16 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _ms(text: str | None, flag: str) -> int | None:
-    if text is None:
-        return None
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise ConfigError(f"{flag} {text!r} is not an ISO-8601 time (e.g. 2026-03-02T09:30:00Z)") from exc
-    if dt.tzinfo is None:
-        from datetime import timezone
-        dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
+    """``--from``/``--to``: :func:`analytics.times.parse_time_ms`, the one rule for typed times."""
+    from analytics.times import parse_time_ms
+
+    return None if text is None else parse_time_ms(text, what=flag)
 
 
 def run_analysis(args: argparse.Namespace) -> EventsAnalysis:

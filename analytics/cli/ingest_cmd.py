@@ -4,36 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timezone
+from analytics.times import parse_time_ms
 
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, print_json
 from analytics.errors import ConfigError
 from analytics.ingest import group_failures, ingest_path
 from analytics.store import Store
-
-
-def parse_time_ms(text: str) -> int:
-    """``--at`` value: ISO-8601 (zone-less means UTC) or epoch seconds / milliseconds.
-
-    >>> parse_time_ms("2026-01-01T00:00:00Z")
-    1767225600000
-    >>> parse_time_ms("1767225600")
-    1767225600000
-    """
-    try:
-        num = float(text)
-    except ValueError:
-        num = None
-    if num is not None:
-        return round(num if abs(num) > 1e11 else num * 1000)
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ConfigError(f"--at {text!r}: use ISO-8601 (2026-01-01T00:00:00Z) or epoch seconds") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return round(dt.timestamp() * 1000)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    at_ms = parse_time_ms(args.at) if args.at else None
+    at_ms = parse_time_ms(args.at, what="--at") if args.at else None
     columns = None
     if args.columns:
         from analytics.ingest.mapping import load_mapping

@@ -12,7 +12,8 @@ from analytics.errors import ConfigError
 from analytics.live.client import AuthConfig, ClientConfig, PromClient, allowed_servers
 from analytics.live.pull import DEFAULT_MAX_SERIES, pull, pull_raw
 from analytics.live.queries import Scope, describe, fleet_queries, timeline_queries
-from analytics.live.timespec import parse_duration_ms, parse_time_ms
+from analytics.live.timespec import parse_duration_ms
+from analytics.times import parse_time_ms
 from analytics.store import Store
 
 
@@ -106,7 +107,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
     if args.show_queries:
         print(describe(_catalogue(args.catalogue)(step_ms, scope)))
         return 0
-    start_ms, end_ms = parse_time_ms(args.start), parse_time_ms(args.end)
+    start_ms, end_ms = parse_time_ms(args.start, what="--from"), parse_time_ms(args.end, what="--to")
     if end_ms <= start_ms:
         raise ConfigError(f"--to ({args.end}) must be after --from ({args.start})")
     client = PromClient(args.url, auth_from_args(args),

@@ -9,12 +9,12 @@ says so wherever a result from this trace is shown (the load note, the Rhythm).
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import polars as pl
+
+from analytics.times import parse_iso
 
 SERVEGEN_ZONE = "Asia/Shanghai"
 SERVEGEN_START_LOCAL = "2025-01-06"  # a Monday; the trace does not say which day it began
@@ -60,7 +60,7 @@ def parse_servegen_chunk(data: bytes, sink: Any, source: str, *, start_local: st
     model = path.parent.name or "servegen"
     m = _CHUNK.search(path.name)
     client = m.group(1) if m else path.stem
-    t0_ms = int(datetime.fromisoformat(start_local).replace(tzinfo=ZoneInfo(tz)).timestamp() * 1000)
+    t0_ms = int(parse_iso(start_local, tz).timestamp() * 1000)
     sink.add_series(pl.DataFrame({"skey": [0], "metric": [SERVEGEN_METRIC],
                                   "labels": [orjson.dumps({"model": model, "client": client,
                                                            "source_format": "servegen"}).decode()]}))

@@ -1,10 +1,8 @@
-"""Times and durations as users type them on the command line and in forms."""
+"""Durations as users type them on the command line and in forms (instants: :func:`analytics.times.parse_time_ms`)."""
 
 from __future__ import annotations
 
 import re
-import time
-from datetime import datetime, timezone
 
 from analytics.errors import ConfigError
 
@@ -26,31 +24,3 @@ def parse_duration_ms(text: str, what: str = "duration") -> int:
     if ms <= 0:
         raise ConfigError(f"{what} {text!r} must be positive")
     return ms
-
-
-def parse_time_ms(text: str, now_ms: int | None = None) -> int:
-    """An instant: ISO-8601 (UTC unless it says otherwise), epoch seconds, ``now``, ``now-2h``, ``-7d``.
-
-    >>> parse_time_ms("2026-01-05T00:00:00Z")
-    1767571200000
-    >>> parse_time_ms("now-1h", now_ms=7_200_000), parse_time_ms("-30m", now_ms=7_200_000)
-    (3600000, 5400000)
-    """
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    t = text.strip()
-    if t == "now":
-        return now_ms
-    if t.startswith("now-") or (t.startswith("-") and not t[1:].replace(".", "").isdigit()):
-        return now_ms - parse_duration_ms(t.split("-", 1)[1], "time offset")
-    try:
-        return round(float(t) * 1000)
-    except ValueError:
-        pass
-    try:
-        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise ConfigError(f"time {text!r}: write ISO-8601 (2026-01-05T09:30Z), epoch seconds, "
-                          "now, or now-2h") from exc
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return round(dt.timestamp() * 1000)

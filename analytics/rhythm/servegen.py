@@ -8,14 +8,13 @@ says so wherever a result from this trace is shown
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 import polars as pl
 
 from analytics.errors import IngestError
 from analytics.ingest.servegen import SERVEGEN_BIN_S, SERVEGEN_START_LOCAL, SERVEGEN_ZONE
+from analytics.times import parse_iso
 
 
 def read_servegen_rate(path: str | Path, *, start_local: str = SERVEGEN_START_LOCAL,
@@ -45,7 +44,7 @@ def read_servegen_rate(path: str | Path, *, start_local: str = SERVEGEN_START_LO
         except pl.exceptions.PolarsError as exc:
             raise IngestError(p, "the first two columns must be timestamp_s (integer seconds) and "
                                  f"rate_rps (number): {exc}", line=2 if has_header else 1) from exc
-    t0_ms = int(datetime.fromisoformat(start_local).replace(tzinfo=ZoneInfo(tz)).timestamp() * 1000)
+    t0_ms = int(parse_iso(start_local, tz).timestamp() * 1000)
     return (pl.concat(parts).group_by("timestamp_s").agg(pl.col("rate_rps").sum().alias("rps"))
             .sort("timestamp_s")
             .select(((pl.col("timestamp_s") + bin_s) * 1000 + t0_ms).cast(pl.Datetime("ms", "UTC")).alias("ts"),

@@ -7,7 +7,6 @@ adjust the scenario here, before simulating; the export ones only change what
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -15,6 +14,7 @@ import numpy as np
 from analytics.errors import ConfigError
 from analytics.sample.truth import VARIANTS, classify, detect_runs
 from analytics.times import iso_utc as iso  # the truth's times: the one formatter
+from analytics.times import parse_iso
 from analytics.sample.batch import plan_jobs
 from analytics.sample.cluster import GPUS_PER_NODE, ScenarioConfig, Topology, build_topology
 from analytics.sample.latency import LatencyDraws, Uniforms, draw_latency
@@ -73,7 +73,7 @@ class SimResult:
 def _run_variant(sc: ScenarioConfig, topo: Topology, days: int, seed: int, *, batch: bool,
                  surges_on: bool, keep_draws: bool, uniforms: dict[str, Uniforms]) -> tuple[Variant, list[Surge]]:
     n_min = days * MIN_PER_DAY
-    start_ord = datetime.fromisoformat(sc.start_iso.replace("Z", "+00:00")).date().toordinal()
+    start_ord = parse_iso(sc.start_iso).date().toordinal()
     surges = plan_surges(sc, days, _rng(seed, "surges"))
     active_surges = surges if surges_on else []
     rate, req = {}, {}
@@ -138,7 +138,7 @@ def simulate(scenario: str = "morning", *, days: int = 21, gpus: int = 64, seed:
     for name, b, s in (("no_batch", False, True), ("no_surge", True, False), ("neither", False, False)):
         v, _ = _run_variant(sc, topo, days, seed, batch=b, surges_on=s, keep_draws=False, uniforms=uniforms)
         p99[name] = {k: d.p99_ms for k, d in v.latency.items()}
-    start_ms = int(datetime.fromisoformat(sc.start_iso.replace("Z", "+00:00")).timestamp() * 1000)
+    start_ms = int(parse_iso(sc.start_iso).timestamp() * 1000)
     res = SimResult(scenario=sc, days=days, gpus=gpus, seed=seed, start_ms=start_ms, topology=topo,
                     full=full, surges=surges, p99_variants=p99, variants=names)
     res.events = _events(res)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import orjson
@@ -37,6 +37,7 @@ from analytics.errors import ConfigError
 from analytics.sample.cluster import ScenarioConfig, ServiceConfig
 from analytics.sample.pool import POD_CHARS
 from analytics.sample.series import SeriesSet, family_type, labels_json
+from analytics.times import parse_iso
 
 if TYPE_CHECKING:  # the result type only; sim imports this module
     from analytics.sample.sim import SimResult
@@ -304,7 +305,7 @@ UTC8 = timezone(timedelta(hours=8))
 def _utc8(sc: ScenarioConfig) -> ScenarioConfig:
     # the run starts at the same local wall time, in UTC+8: every minute index (and so the whole
     # local-time story) is unchanged, every UTC timestamp 8 hours earlier
-    local = datetime.fromisoformat(sc.start_iso.replace("Z", "+00:00")).replace(tzinfo=UTC8)
+    local = parse_iso(sc.start_iso).replace(tzinfo=UTC8)
     return replace(sc, start_iso=local.isoformat())
 
 
@@ -410,7 +411,7 @@ def export_scrape_s(names: tuple[str, ...]) -> int:
 
 def zone_name(sc: ScenarioConfig) -> str:
     """``"UTC"`` or ``"UTC+08:00"``: the zone of the scenario's local day (its start's offset)."""
-    off = datetime.fromisoformat(sc.start_iso.replace("Z", "+00:00")).utcoffset() or timedelta(0)
+    off = parse_iso(sc.start_iso).utcoffset() or timedelta(0)
     if not off:
         return "UTC"
     minutes = int(off.total_seconds() // 60)
