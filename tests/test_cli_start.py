@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from analytics.cli import main
 from analytics.cli.commands import COMMANDS
 
+ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("statsmodels", "scipy", "plotly", "pandas", "streamlit")
 
 
@@ -48,3 +50,25 @@ def test_every_command_parses_its_own_help(name, capsys):
         main([name, "--help"])
     assert done.value.code == 0
     assert f"usage: tidelens {name}" in capsys.readouterr().out
+
+
+def test_a_reader_that_leaves_early_is_no_traceback(tmp_path):
+    """``tidelens classify | head -1``: the reader has gone when the command prints its next
+    section, which exits quietly (it ended in a BrokenPipeError traceback)."""
+    import os
+
+    from analytics.store import Store
+
+    db = tmp_path / "empty.duckdb"
+    Store(db).close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the command writes (head has its line)
+    try:
+        done = subprocess.run([sys.executable, "-m", "analytics", "classify", "--db", str(db)],
+                              stdout=write_end, stderr=subprocess.PIPE, env=env, timeout=60)
+    finally:
+        os.close(write_end)
+    err = done.stderr.decode()
+    assert done.returncode == 1
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

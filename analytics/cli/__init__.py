@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Sequence
 
 from analytics.cli.commands import COMMANDS
 from analytics.errors import TidelensError
+
 
 def _command_of(argv: Sequence[str]) -> str | None:
     """The command word of ``argv`` (its first argument not an option), if it names one."""
@@ -51,6 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TidelensError as exc:
         print(f"tidelens: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `tidelens classify | head`: the reader has gone, which is no error of ours. Python's
+        # recipe: point stdout at /dev/null so the flush at exit does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover
