@@ -237,6 +237,8 @@ def parse_query_params(params: Mapping[str, Any]) -> tuple[ViewSettings, list[st
     >>> v, problems = parse_query_params({"step": "abc", "tz": "Europe/Paris"})
     >>> v.step_s, v.tz, problems
     (60, 'Europe/Paris', ["step='abc' ignored: the step is whole seconds, e.g. 300"])
+    >>> parse_query_params({"db": "mine.duckdb"})[0].source
+    'duckdb'
     """
     values: dict[str, Any] = {}
     problems: list[str] = []
@@ -252,6 +254,8 @@ def parse_query_params(params: Mapping[str, Any]) -> tuple[ViewSettings, list[st
             bad("source", f"choose one of {', '.join(SOURCE_KINDS)}")
     if p.get("db"):
         values["db_path"] = p["db"]
+        if not p.get("source"):  # ?db=mine.duckdb alone means that file, never the sample
+            values["source"] = "duckdb"
     for key, attr in (("start", "start_ms"), ("end", "end_ms")):
         if p.get(key):
             try:
