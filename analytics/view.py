@@ -15,7 +15,7 @@ True
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import timezone
 from pathlib import Path
 from typing import Any, Mapping
@@ -320,7 +320,6 @@ def apply_workload_edits(wmap: Any, edits: list[dict[str, Any]]) -> Any:
 
 def help_of(name: str) -> str:
     """The help text of a :class:`ViewSettings` field (sidebar tooltips use it)."""
-    for f in fields(ViewSettings):
-        if f.name == name:
-            return str(f.metadata.get("help", ""))
-    raise KeyError(name)
+    from analytics.fieldhelp import field_help
+
+    return field_help(ViewSettings, name)

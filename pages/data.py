@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,6 +15,7 @@ import streamlit as st
 
 from analytics.charts.data import coverage_figure, inventory_figure
 from analytics.errors import ConfigError, TidelensError
+from analytics.fieldhelp import field_help
 from analytics.text import code, md, safe_table
 from analytics.ingest import group_messages
 from analytics.workloads import CLASSES, map_to_dict, save_map
@@ -39,11 +40,6 @@ except ConfigError as exc:  # a store path outside the data folder: say so, crea
     st.stop()
 # An environment variable's name, as a shell accepts it: anything else is likely a pasted secret.
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def _help(cls: type, name: str) -> str:
-    """The help text a library config field carries (the CLI shows the same)."""
-    return next(str(f.metadata.get("help", "")) for f in fields(cls) if f.name == name)
 
 
 def _offer_switch() -> None:
@@ -95,20 +91,20 @@ def _auth_form() -> tuple[Any, str | None]:
         auth.bearer_token_env, auth.bearer_token_file = env, path
     elif mode == "basic":
         auth.basic_user = st.text_input("User", key="pull_user",
-                                        help=_help(AuthConfig, "basic_user")).strip() or None
+                                        help=field_help(AuthConfig, "basic_user")).strip() or None
         env, path, problem = _secret_source("pull_password", "Password")
         auth.basic_password_env, auth.basic_password_file = env, path
         if auth.basic_user is None and problem is None:
             problem = "Basic auth needs a user name."
     tenant = st.text_input("Tenant (X-Scope-OrgID), optional", key="pull_tenant",
-                           help=_help(AuthConfig, "headers")).strip()
+                           help=field_help(AuthConfig, "headers")).strip()
     if tenant:
         auth.headers = {"X-Scope-OrgID": tenant}
     left, right = st.columns([3, 1], vertical_alignment="bottom")
     auth.ca_bundle = left.text_input("CA bundle (PEM file), optional", key="pull_ca",
-                                     help=_help(AuthConfig, "ca_bundle")).strip() or None
+                                     help=field_help(AuthConfig, "ca_bundle")).strip() or None
     auth.insecure = right.checkbox("Skip TLS verification", key="pull_insecure",
-                                   help=_help(AuthConfig, "insecure"))
+                                   help=field_help(AuthConfig, "insecure"))
     if auth.insecure:
         st.warning("TLS verification is off: anyone on the path could read or alter the data "
                    "(and see the credentials).", icon=":material/lock_open:")
@@ -396,9 +392,9 @@ def _pull_panel() -> None:
         a, b = st.columns(2)
         timeout_s = a.number_input("Timeout (s)", min_value=1.0, step=10.0,
                                    key=_seeded("pull_timeout", ClientConfig.timeout_s),
-                                   help=_help(ClientConfig, "timeout_s"))
+                                   help=field_help(ClientConfig, "timeout_s"))
         retries = b.number_input("Retries", min_value=0, max_value=10,
-                                 key=_seeded("pull_retries", ClientConfig.retries), help=_help(ClientConfig, "retries"))
+                                 key=_seeded("pull_retries", ClientConfig.retries), help=field_help(ClientConfig, "retries"))
     full = st.checkbox("Fetch again what was pulled before", key="pull_full",
                        help="Ignore the record of ranges already pulled (unchanged data is "
                             "still skipped)")
@@ -459,9 +455,9 @@ def _collect_panel() -> None:
                "waits while sampling; for hours, run `tidelens collect` in a terminal instead.")
     a, b = st.columns(2)
     interval_text = a.text_input("Every", key=_seeded("nvml_interval", "1s"),
-                                 help=_help(CollectConfig, "interval_ms") + " (e.g. 500ms, 1s, 10s)")
+                                 help=field_help(CollectConfig, "interval_ms") + " (e.g. 500ms, 1s, 10s)")
     duration_text = b.text_input("For", key=_seeded("nvml_duration", "1m"),
-                                 help=_help(CollectConfig, "duration_ms") + " (e.g. 30s, 5m; at most 1h)")
+                                 help=field_help(CollectConfig, "duration_ms") + " (e.g. 30s, 5m; at most 1h)")
     problems = []
     try:
         interval_ms = parse_duration_ms(interval_text, "Every")

@@ -11,13 +11,14 @@ from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.evidence import regression_rows
 from analytics.events.report import dashboard_vs_found, method_text, report_html
+from analytics.fieldhelp import fields_help
 from analytics.times import local_naive
 from analytics.view import format_step
 from pages._queries import EventsQuery
 from pages._show import choose, kpi_row, show_chart, show_table
 from pages._sidebar import keep_in_link, require_source, seed_from_link, view
 
-_HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in EventsConfig.__dataclass_fields__}
+_HELP = fields_help(EventsConfig)
 EVENT_ROWS = 12  # the table's first events (a 25-row table of 7 columns adds ~0.3 s to a new tab)
 EVENTS_INLINE = 5  # more events than this are a slider through them
 _BADGE = {"batch_contention": "red", "traffic_surge": "blue", "scaling_lag": "orange", "mixed": "violet",

@@ -11,10 +11,11 @@ from analytics.cli.commands import command_help
 from analytics.cli.common import add_config, add_db, add_json, config_path, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.events import EventsAnalysis, EventsConfig, analyse_store, load_incidents
+from analytics.fieldhelp import fields_help
 from analytics.slo import DEFAULT_SLO_MS, resolve_slos
 from analytics.store import Store
 
-_HELP = {f: EventsConfig.__dataclass_fields__[f].metadata["help"] for f in EventsConfig.__dataclass_fields__}
+_HELP = fields_help(EventsConfig)
 
 
 def _add_settings(p: argparse.ArgumentParser) -> None:

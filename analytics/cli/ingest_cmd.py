@@ -8,7 +8,6 @@ from analytics.times import parse_time_ms
 
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, print_json
-from analytics.errors import ConfigError
 from analytics.ingest import group_failures, ingest_path
 from analytics.store import Store
 

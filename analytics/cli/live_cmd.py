@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields
 
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_config, add_db, add_json, config_path, print_json, print_table
@@ -12,13 +11,10 @@ from analytics.errors import ConfigError
 from analytics.live.client import AuthConfig, ClientConfig, PromClient, allowed_servers
 from analytics.live.pull import DEFAULT_MAX_SERIES, pull, pull_raw
 from analytics.live.queries import Scope, describe, fleet_queries, timeline_queries
+from analytics.fieldhelp import field_help
 from analytics.live.timespec import parse_duration_ms
-from analytics.times import parse_time_ms
 from analytics.store import Store
-
-
-def _help(cls: type, name: str) -> str:
-    return next(f.metadata["help"] for f in fields(cls) if f.name == name)
+from analytics.times import parse_time_ms
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,19 +44,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--show-queries", action="store_true",
                    help="print the PromQL (copyable) and exit without pulling")
     p.add_argument("--timeout", type=float, default=ClientConfig.timeout_s,
-                   help=_help(ClientConfig, "timeout_s"))
-    p.add_argument("--retries", type=int, default=ClientConfig.retries, help=_help(ClientConfig, "retries"))
-    p.add_argument("--token-env", help=_help(AuthConfig, "bearer_token_env"))
-    p.add_argument("--token-file", help=_help(AuthConfig, "bearer_token_file"))
-    p.add_argument("--user", help=_help(AuthConfig, "basic_user"))
-    p.add_argument("--password-env", help=_help(AuthConfig, "basic_password_env"))
-    p.add_argument("--password-file", help=_help(AuthConfig, "basic_password_file"))
+                   help=field_help(ClientConfig, "timeout_s"))
+    p.add_argument("--retries", type=int, default=ClientConfig.retries, help=field_help(ClientConfig, "retries"))
+    p.add_argument("--token-env", help=field_help(AuthConfig, "bearer_token_env"))
+    p.add_argument("--token-file", help=field_help(AuthConfig, "bearer_token_file"))
+    p.add_argument("--user", help=field_help(AuthConfig, "basic_user"))
+    p.add_argument("--password-env", help=field_help(AuthConfig, "basic_password_env"))
+    p.add_argument("--password-file", help=field_help(AuthConfig, "basic_password_file"))
     p.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
-                   help=_help(AuthConfig, "headers") + " (repeatable)")
+                   help=field_help(AuthConfig, "headers") + " (repeatable)")
     p.add_argument("--header-env", action="append", default=[], metavar="NAME=VAR",
-                   help=_help(AuthConfig, "header_envs") + " (repeatable)")
-    p.add_argument("--ca-bundle", help=_help(AuthConfig, "ca_bundle"))
-    p.add_argument("--insecure", action="store_true", help=_help(AuthConfig, "insecure"))
+                   help=field_help(AuthConfig, "header_envs") + " (repeatable)")
+    p.add_argument("--ca-bundle", help=field_help(AuthConfig, "ca_bundle"))
+    p.add_argument("--insecure", action="store_true", help=field_help(AuthConfig, "insecure"))
     add_config(p, "[live] servers, the servers a shared deployment allows")
     p.set_defaults(func=cmd_pull)
 

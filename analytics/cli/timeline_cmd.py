@@ -11,6 +11,7 @@ import polars as pl
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_config, add_db, add_json, config_path, print_json, print_table
 from analytics.store import Store
+from analytics.fieldhelp import field_help
 from analytics.timeline import (TimelineConfig, autoscaler_links, class_rules, parse_step_s, pool_timeline,
                                 service_timeline, signal_report)
 from analytics.workloads import classify_workloads, load_map
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_map(p)
     p.add_argument("--kind", choices=("pool", "service"), default="pool", help="which timeline (default pool)")
     p.add_argument("--step", default="1m",
-                   help=TimelineConfig.__dataclass_fields__["step_s"].metadata["help"] + " (e.g. 30s, 1m, 5m; default 1m)")
+                   help=field_help(TimelineConfig, "step_s") + " (e.g. 30s, 1m, 5m; default 1m)")
     p.add_argument("--csv", default=None, metavar="OUT", help="write the whole timeline to this CSV file")
     p.set_defaults(func=cmd_timeline)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from analytics.errors import ConfigError
@@ -85,5 +85,7 @@ class RhythmConfig:
 
 def config_help() -> dict[str, str]:
     """Field name -> help text, for CLI flags and page widgets."""
-    return {f.name: f.metadata.get("help", "") for f in fields(RhythmConfig)}
+    from analytics.fieldhelp import fields_help
+
+    return fields_help(RhythmConfig)
 
