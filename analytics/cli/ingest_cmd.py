@@ -56,10 +56,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"{len(loaded)} loaded, {len(results) - len(loaded) - len(failed)} skipped, {len(failed)} failed: "
               f"{sum(r.series for r in loaded)} series, {sum(r.samples for r in loaded)} samples"
               + (f", {requests:,} requests" if requests else ""))
-    for r in failed:
-        print(f"tidelens: {r.error}", file=sys.stderr)
     groups = group_failures(failed)
-    if len(failed) > len(groups):  # some share a reason: say each reason once, with its files
+    if len(failed) == len(groups):  # every failure its own reason: one line each, file and line
+        for r in failed:
+            print(f"tidelens: {r.error}", file=sys.stderr)
+    else:  # some share a reason: say each reason once, with its files (never 29 lines, then this)
         print(f"tidelens: {len(failed)} failed, for {len(groups)} reason(s):", file=sys.stderr)
         for reason, names in groups:
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
