@@ -6,9 +6,10 @@ import polars as pl
 import streamlit as st
 
 from analytics.text import md
-from analytics.charts.rhythm import (decomposition_figure, hour_of_week_figure, profiles_figure,
-                                     self_norm_figure)
+from analytics.charts.rhythm import (decomposition_figure, hour_of_week_figure, one_day_figure,
+                                     profiles_figure, self_norm_figure)
 from analytics.rhythm import RhythmConfig, config_help
+from analytics.rhythm.report import ONE_DAY_NOTE
 from analytics.errors import TidelensError
 from analytics.view import format_step
 from pages._queries import RHYTHM_RESOLUTIONS_S, RhythmQuery
@@ -68,7 +69,12 @@ for note in data.assumption_notes:
     st.info(md(note), icon=":material/event_busy:")
 chosen = data.chosen
 if chosen.summary is None or chosen.decomposition is None:
-    st.warning(md(chosen.error or "Not enough data for a rhythm."), icon=":material/hourglass_empty:")
+    if chosen.profile is not None:  # under two days: the hours it has, said to be no rhythm
+        st.info(md(f"{ONE_DAY_NOTE.capitalize()}: {chosen.error}"), icon=":material/hourglass_empty:")
+        show_chart(lambda: one_day_figure(chosen.profile, label=chosen.signal.label, tz=v.tz),
+                   chosen.profile, "rhythm-hour-of-day", memo_key=(query, chosen.signal.name))
+    else:
+        st.warning(md(chosen.error or "Not enough data for a rhythm."), icon=":material/hourglass_empty:")
     st.stop()
 s = chosen.summary
 tw = s.tidal_window

@@ -111,3 +111,31 @@ def test_the_picked_view_survives_a_visit_to_another_page(synthetic_db: Path) ->
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["rhythm_view"] == "Hour of week"
     assert any("hour-of-week" in c.proto.id for c in at.get("plotly_chart"))
+
+
+def test_one_day_shows_the_hours_it_has_as_no_rhythm_yet(tmp_path: Path, capsys) -> None:
+    """A one-day trace (a published serving trace of 23 hours) shows its hour-of-day profile,
+    marked "one day: not a rhythm yet", on the page and in the CLI, instead of refusing."""
+    import json
+
+    from analytics.cli import main
+
+    t = np.arange(1, 23 * 12 + 1) * 300  # 23 hours at 5 min
+    hour = ((t - 150) % 86400) / 3600
+    rps = 100 + 60 * np.cos(2 * np.pi * (hour - 14.5) / 24)
+    frame = pl.DataFrame({"ts": pl.Series(1_700_438_400_000 + t * 1000).cast(pl.Datetime("ms", "UTC")),
+                          "rps": rps})
+    db = _load_rate(tmp_path / "one-day.duckdb", "one-day.csv", frame)
+    at = _rhythm_page(db)
+    said = [i.value.replace("\\", "") for i in at.info]  # Markdown escapes aside
+    assert any(s.startswith("One day: not a rhythm yet") and "more than 2 days" in s for s in said), said
+    assert not at.warning, [w.value for w in at.warning]
+    [chart] = at.get("plotly_chart")
+    fig = json.loads(chart.proto.spec)
+    assert "not a rhythm yet" in fig["layout"]["title"]["text"]
+    [trace] = fig["data"]
+    assert len(trace["y"]) == 24 and max(v for v in trace["y"] if v is not None) > 150
+    assert main(["rhythm", "--db", str(db), "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["note"] == "one day: not a rhythm yet" and row["peak_hour"] == 14
+    assert sum(h["mean"] is not None for h in row["hour_of_day"]) == 23

@@ -160,6 +160,17 @@ def profiles_figure(summary: RhythmSummary, *, height: int = 480) -> go.Figure:
     return _legend_below(apply_theme(fig, title="Daily profiles: traffic vs batch", height=height))
 
 
+def one_day_figure(profile: pl.DataFrame, *, label: str, tz: str = "UTC", height: int = 420) -> go.Figure:
+    """The hour-of-day means of a range too short for a rhythm (``hour, mean``), titled as what
+    it is: one day is a shape, not yet a rhythm a capacity review can plan on."""
+    name = plot_text(label)
+    fig = go.Figure(go.Scatter(x=[h + 0.5 for h in profile["hour"].to_list()], y=profile["mean"].to_list(),
+                               mode="lines+markers", name=name, line=dict(color=TRAFFIC_COLOR, width=3)))
+    fig.update_xaxes(title_text=f"hour of day ({zone_label(tz)})", range=[0, 24], dtick=2)
+    fig.update_yaxes(title_text=name, rangemode="tozero")
+    return apply_theme(fig, title=f"Hour of day, {name}: one day, not a rhythm yet", height=height)
+
+
 def _legend_below(fig: go.Figure) -> go.Figure:
     # The template's legend sits above the plot, where these charts put their annotations.
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, x=0),

@@ -46,9 +46,13 @@ def cmd_rhythm(args: argparse.Namespace) -> int:
         "tidal_window": (f"{r['tidal_window']['start_hour']:02d}-{r['tidal_window']['end_hour']:02d}"
                          if r.get("tidal_window") else None),
         "timezone": r.get("timezone"), "periods": ",".join(r.get("periods_used") or []),
-        "error": r.get("error")} for r in rows])
+        "error": r.get("note") or r.get("error")} for r in rows])
     print_table(table)
     for r in rows:
         for note in r.get("notes") or []:
             print(f"{r['signal']}: {note}")
+        if r.get("hour_of_day"):  # a range too short for a rhythm: the hours it has
+            hours = ", ".join(f"{h['hour']:02d}h {h['mean']:.4g}" for h in r["hour_of_day"]
+                              if h["mean"] is not None)
+            print(f"{r['signal']}: {r['note']} ({r['error']}); hour of day: {hours}")
     return 0

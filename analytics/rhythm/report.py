@@ -11,23 +11,49 @@ from analytics.rhythm.config import RhythmConfig
 from analytics.rhythm.decompose import Decomposition, decompose
 from analytics.ingest.servegen import ASSUMPTION_NOTE
 from analytics.rhythm.signals import RhythmSignal, SignalSource
-from analytics.rhythm.summary import RhythmSummary, hour_of_week, summarise
+from analytics.rhythm.summary import RhythmSummary, daily_profile, hour_of_week, summarise
 from analytics.errors import NotEnoughDataError
 from analytics.store import Store
 
 
+ONE_DAY_NOTE = "one day: not a rhythm yet"
+# Hours of the day a short range must cover before its hour-of-day profile is worth a chart.
+PROFILE_MIN_HOURS = 6
+
+
 @dataclass
 class SignalRhythm:
-    """One signal's decomposition and summary (or why there is none)."""
+    """One signal's decomposition and summary (or why there is none).
+
+    ``profile``: where the range is too short for a rhythm (under two days), the hour-of-day
+    means it does have (``hour, mean``), shown as :data:`ONE_DAY_NOTE` rather than nothing.
+    """
 
     signal: RhythmSignal
     decomposition: Decomposition | None
     summary: RhythmSummary | None
     error: str | None = None
+    profile: pl.DataFrame | None = None
+
+    def profile_peak_trough(self) -> tuple[int | None, int | None]:
+        """The hours of the short range's highest and lowest mean (``None`` without a profile)."""
+        if self.profile is None:
+            return None, None
+        known = self.profile.drop_nulls("mean")
+        if known.height == 0:
+            return None, None
+        return (int(known.sort("mean", descending=True)["hour"][0]),
+                int(known.sort("mean")["hour"][0]))
 
     def as_dict(self) -> dict:
         if self.summary is None:
-            return {"signal": self.signal.name, "kind": self.signal.kind, "error": self.error}
+            out = {"signal": self.signal.name, "kind": self.signal.kind, "error": self.error}
+            if self.profile is not None:
+                peak, trough = self.profile_peak_trough()
+                out.update(note=ONE_DAY_NOTE, peak_hour=peak, trough_hour=trough,
+                           hour_of_day=[{"hour": int(h), "mean": m}
+                                        for h, m in self.profile.select("hour", "mean").iter_rows()])
+            return out
         return {"kind": self.signal.kind, **self.summary.as_dict(), "signal": self.signal.name}
 
 
@@ -40,13 +66,24 @@ def analyse_signal(source: SignalSource, signal: RhythmSignal | str, cfg: Rhythm
     try:
         dec = decompose(frame, "value", cfg)
     except NotEnoughDataError as exc:
-        return SignalRhythm(sig, None, None, error=str(exc).replace("value:", f"{sig.name}:", 1))
+        error = str(exc).replace("value:", f"{sig.name}:", 1)
+        return SignalRhythm(sig, None, None, error=error, profile=_short_profile(frame, cfg))
     dec.value_col = sig.name
     notes = [ASSUMPTION_NOTE] if source.is_servegen() and sig.kind == "traffic" else []
     notes += source.problems
     batch = source.batch_for(sig) if sig.kind == "traffic" else None
     summary = summarise(dec, cfg, batch=batch, signal=sig.name, extra_notes=notes)
     return SignalRhythm(sig, dec, summary)
+
+
+def _short_profile(frame: pl.DataFrame, cfg: RhythmConfig) -> pl.DataFrame | None:
+    """The hour-of-day means of a range too short for a rhythm, when it covers enough hours."""
+    values = (frame.with_columns(pl.col("value").cast(pl.Float64).fill_nan(None))
+              .filter(pl.col("value").is_not_null()))
+    if values.height < 2:
+        return None
+    profile = daily_profile(values, "value", cfg.timezone)
+    return profile if profile["mean"].drop_nulls().len() >= PROFILE_MIN_HOURS else None
 
 
 def rhythm_report(store: Store, cfg: RhythmConfig | None = None, *, signals: list[str] | None = None,
