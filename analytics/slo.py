@@ -3,7 +3,8 @@
 :func:`resolve_slos` decides every service's SLO the same way wherever it is asked, so the app
 and ``tidelens events`` find the same events with the same ids. In order:
 
-1. the user's setting for that service (the page's per-service SLOs);
+1. the user's setting for that service (the page's per-service SLOs; ``--slo SERVICE=MS`` on
+   the command line);
 2. ``--slo-ms`` on the command line, for every service;
 3. ``tidelens.toml``'s ``[slo]`` table::
 
@@ -61,6 +62,25 @@ def slos_from_config(path: str | Path | None) -> dict[str, float]:
     return out
 
 
+def parse_service_slos(items: Sequence[str] | None, flag: str = "--slo") -> dict[str, float]:
+    """``SERVICE=MS`` items as typed on the command line (repeatable), as a per-service table.
+
+    >>> parse_service_slos(["chat-vllm=1000", "image-gen=70000"])
+    {'chat-vllm': 1000.0, 'image-gen': 70000.0}
+    """
+    out: dict[str, float] = {}
+    for item in items or []:
+        service, sep, value = str(item).rpartition("=")
+        try:
+            ms = float(value)
+        except ValueError:
+            ms = float("nan")
+        if not sep or not service.strip() or not (ms > 0 and ms != float("inf")):
+            raise ConfigError(f"{flag} {item!r}: write SERVICE=MILLISECONDS, e.g. {flag} chat-vllm=1000")
+        out[service.strip()] = ms
+    return out
+
+
 def store_slos(store: "Store") -> dict[str, tuple[float, str]]:
     """The SLOs the store declares (its ``slos`` table; none in a store that has no table)."""
     from analytics.sql import store as q
@@ -100,7 +120,8 @@ class SloTable:
 
 
 def resolve_slos(store: "Store | None", *, config: str | Path | None = None, every_ms: float | None = None,
-                 per_service: Mapping[str, float] | None = None, fallback_ms: float | None = None) -> SloTable:
+                 per_service: Mapping[str, float] | None = None, fallback_ms: float | None = None,
+                 per_service_source: str = "your setting") -> SloTable:
     """Every service's SLO, decided in the module's order.
 
     Parameters
@@ -112,7 +133,8 @@ def resolve_slos(store: "Store | None", *, config: str | Path | None = None, eve
     every_ms:
         ``--slo-ms``: one SLO for every service, over the file and the store.
     per_service:
-        The user's own per-service SLOs (the page's setting), over everything.
+        The user's own per-service SLOs (the page's setting, the CLI's ``--slo``), over
+        everything; ``per_service_source`` is what the table says they came from.
     fallback_ms:
         The SLO of a service nothing names (default :data:`DEFAULT_SLO_MS`).
     """
@@ -122,7 +144,7 @@ def resolve_slos(store: "Store | None", *, config: str | Path | None = None, eve
     table.update({k: (v, f"{Path(config).name} [slo]") for k, v in slos_from_config(config).items()})
     if every_ms is not None:
         table = {k: (float(every_ms), "--slo-ms") for k in table}
-    table.update({k: (float(v), "your setting") for k, v in (per_service or {}).items() if k != ALL})
+    table.update({k: (float(v), per_service_source) for k, v in (per_service or {}).items() if k != ALL})
     if every_ms is not None:
         return SloTable(table, float(every_ms), "--slo-ms")
     if fallback_ms is not None:

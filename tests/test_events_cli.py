@@ -66,6 +66,25 @@ def test_events_slo_flag_and_incidents(sample_db, capsys, tmp_path):
     assert _events(capsys, "--db", str(db), "--config", str(cfg), "--slo-ms", "1e9") == []
 
 
+def test_one_services_slo_on_the_command_line(sample_db, capsys):
+    """``--slo SERVICE=MS`` (repeatable) sets one service's SLO over the file and --slo-ms: the
+    other service keeps its own, and a malformed item says what to write."""
+    db, cfg, _ = sample_db
+    evs = _events(capsys, "--db", str(db), "--config", str(cfg))
+    services = sorted({e["service"] for e in evs})
+    assert len(services) == 2
+    quiet, other = services
+    only = _events(capsys, "--db", str(db), "--config", str(cfg), "--slo", f"{quiet}=1e9")
+    assert {e["service"] for e in only} == {other}
+    assert [e["id"] for e in only] == [e["id"] for e in evs if e["service"] == other]
+    # over --slo-ms: every service at 1e9 but the one named
+    named = _events(capsys, "--db", str(db), "--config", str(cfg), "--slo-ms", "1e9", "--slo",
+                    f"{other}={next(e for e in evs if e['service'] == other)['evidence']['slo_ms']}")
+    assert {e["service"] for e in named} == {other}
+    assert main(["events", "--db", str(db), "--slo", "chat-vllm"]) == 2
+    assert "--slo 'chat-vllm': write SERVICE=MILLISECONDS" in capsys.readouterr().err
+
+
 def test_events_table_and_report(sample_db, capsys, tmp_path):
     db, cfg, _ = sample_db
     assert main(["events", "--db", str(db), "--config", str(cfg)]) == 0

@@ -23,6 +23,15 @@ def add_db(parser: argparse.ArgumentParser) -> None:
                         help=f"DuckDB store file (default {DEFAULT_DB}); ':memory:' for none")
 
 
+def add_slos(parser: argparse.ArgumentParser, every: str) -> None:
+    """``--slo-ms`` (one SLO for every service) and ``--slo SERVICE=MS`` (repeatable, over it):
+    the same two flags on every command that judges p99 against an SLO."""
+    parser.add_argument("--slo-ms", type=float, default=None, help=every)
+    parser.add_argument("--slo", action="append", default=None, metavar="SERVICE=MS",
+                        help="one service's p99 SLO in ms, over --slo-ms and tidelens.toml's [slo] "
+                             "(repeatable: --slo chat-vllm=1000 --slo image-gen=70000)")
+
+
 def add_config(parser: argparse.ArgumentParser, what: str) -> None:
     """``--config``: the one flag, on every command, for the file the app reads too."""
     parser.add_argument("--config", default=None, metavar="FILE.toml",

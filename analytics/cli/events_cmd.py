@@ -8,11 +8,11 @@ from pathlib import Path
 import polars as pl
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_config, add_db, add_json, config_path, print_json, print_table
+from analytics.cli.common import add_config, add_db, add_json, add_slos, config_path, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.events import EventsAnalysis, EventsConfig, analyse_store, load_incidents
 from analytics.fieldhelp import fields_help
-from analytics.slo import DEFAULT_SLO_MS, resolve_slos
+from analytics.slo import DEFAULT_SLO_MS, parse_service_slos, resolve_slos
 from analytics.store import Store
 
 _HELP = fields_help(EventsConfig)
@@ -20,9 +20,8 @@ _HELP = fields_help(EventsConfig)
 
 def _add_settings(p: argparse.ArgumentParser) -> None:
     add_db(p)
-    p.add_argument("--slo-ms", type=float, default=None,
-                   help="p99 SLO in ms for every service (default: each service's from [slo] in tidelens.toml, "
-                        f"else the store's own, else {DEFAULT_SLO_MS:g} ms, as the app decides them)")
+    add_slos(p, "p99 SLO in ms for every service (default: each service's from [slo] in tidelens.toml, "
+                f"else the store's own, else {DEFAULT_SLO_MS:g} ms, as the app decides them)")
     p.add_argument("--step", default="1m", help="timeline step, e.g. 1m or 5m (default 1m)")
     p.add_argument("--from", dest="start", default=None, help="range start, ISO-8601 UTC (default: first data)")
     p.add_argument("--to", dest="end", default=None, help="range end, ISO-8601 UTC (default: last data)")
@@ -62,15 +61,19 @@ def run_analysis(args: argparse.Namespace) -> EventsAnalysis:
     from analytics.workloads import load_map
 
     config = config_path(args)
+    per_service = parse_service_slos(args.slo)
+    # With --slo, the table decides every service (--slo-ms its fallback); else --slo-ms as before.
     cfg = EventsConfig(step_s=parse_step_s(args.step), start_ms=_ms(args.start, "--from"),
-                       end_ms=_ms(args.end, "--to"), slo_ms=args.slo_ms,
+                       end_ms=_ms(args.end, "--to"), slo_ms=None if per_service else args.slo_ms,
                        min_duration_min=args.min_duration_min, merge_gap_min=args.merge_gap_min)
     incidents = load_incidents(args.incidents) if args.incidents else None
     wmap = load_map(config)
     if args.db != ":memory:" and not Path(args.db).exists():
         raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
     with Store(args.db, read_only=args.db != ":memory:") as st:
-        return analyse_store(st, cfg, wmap, incidents, slos_ms=resolve_slos(st, config=config))
+        slos = resolve_slos(st, config=config, every_ms=args.slo_ms if per_service else None,
+                            per_service=per_service, per_service_source="--slo")
+        return analyse_store(st, cfg, wmap, incidents, slos_ms=slos)
 
 
 def events_table(analysis: EventsAnalysis) -> pl.DataFrame:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_config, add_db, add_json, config_path, print_json
+from analytics.cli.common import add_config, add_db, add_json, add_slos, config_path, print_json
 from analytics.errors import ConfigError
 
 
@@ -19,8 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--step", default="1m", help="timeline step, e.g. 1m or 5m (default 1m, as the app)")
     p.add_argument("--from", dest="start", default=None, help="range start, ISO-8601 UTC (default: first data)")
     p.add_argument("--to", dest="end", default=None, help="range end, ISO-8601 UTC (default: last data)")
-    p.add_argument("--slo-ms", type=float, default=None,
-                   help="p99 SLO in ms for every service (default: each service's, as `tidelens events`)")
+    add_slos(p, "p99 SLO in ms for every service (default: each service's, as `tidelens events`)")
     p.add_argument("--tz", default="UTC", help="time zone of hours and chart axes (default UTC)")
     add_config(p, "[slo] and the workload map")
     add_json(p)
@@ -39,7 +38,7 @@ def _check_zone(tz: str) -> None:
 def cmd_review(args: argparse.Namespace) -> int:
     from analytics.cli.events_cmd import _ms
     from analytics.review import review_store, write_review
-    from analytics.slo import resolve_slos
+    from analytics.slo import parse_service_slos, resolve_slos
     from analytics.store import Store
     from analytics.timeline import parse_step_s
     from analytics.workloads import load_map
@@ -57,7 +56,9 @@ def cmd_review(args: argparse.Namespace) -> int:
     with Store(args.db, read_only=True) as store:
         review = review_store(store, step_s=parse_step_s(args.step), start_ms=_ms(args.start, "--from"),
                               end_ms=_ms(args.end, "--to"),
-                              slos=resolve_slos(store, config=config, every_ms=args.slo_ms),
+                              slos=resolve_slos(store, config=config, every_ms=args.slo_ms,
+                                                per_service=parse_service_slos(args.slo),
+                                                per_service_source="--slo"),
                               wmap=load_map(config), tz=args.tz)
     if args.out:
         for path in write_review(review, args.out):

@@ -9,10 +9,10 @@ from pathlib import Path
 import polars as pl
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_config, add_json, config_path, print_json, print_table
+from analytics.cli.common import add_config, add_json, add_slos, config_path, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.measures import best_policy
-from analytics.slo import resolve_slos
+from analytics.slo import parse_service_slos, resolve_slos
 from analytics.whatif import (POLICIES, PRESETS, SUMMARY_KEYS, PoolScenario, compare, reservation,
                               scenario_from_toml)
 from analytics.whatif.calibrate import calibrate_store
@@ -32,8 +32,7 @@ def add_scenario_source(p: argparse.ArgumentParser) -> None:
                      help="a built-in scenario: " + ", ".join(sorted(PRESETS)))
     src.add_argument("--scenario", default=None, metavar="FILE.toml",
                      help="a scenario saved as TOML (the What-if page's 'save')")
-    p.add_argument("--slo-ms", type=float, default=None,
-                   help="override the service's p99 SLO (ms)")
+    add_slos(p, "override the service's p99 SLO (ms)")
     p.add_argument("--days", type=int, default=None,
                    help="preset length in days (default: the preset's own, 7); with --db, the "
                         f"period's last days the what-ifs replay (default {MODEL_DAYS}, as the "
@@ -76,9 +75,12 @@ def load_scenario(args: argparse.Namespace) -> PoolScenario:
             raise ConfigError(f"{path}: {exc}") from None
     else:
         scn = _calibrated(args)
-    if args.slo_ms is not None:
-        if args.slo_ms <= 0:
-            raise ConfigError(f"--slo-ms {args.slo_ms:g}: give a positive number of ms")
+    if args.slo and (args.preset or args.scenario):
+        raise ConfigError("--slo SERVICE=MS names a service of a store (--db); a preset or scenario "
+                          "file models one service: use --slo-ms")
+    if args.slo_ms is not None and args.slo_ms <= 0:
+        raise ConfigError(f"--slo-ms {args.slo_ms:g}: give a positive number of ms")
+    if args.slo_ms is not None and not args.slo:  # with --slo, the calibration's table decided
         scn = dataclasses.replace(scn, service=dataclasses.replace(scn.service,
                                                                    slo_ms=args.slo_ms))
         scn.provenance = {**scn.provenance, "service.slo_ms": "user (--slo-ms)"}
@@ -95,9 +97,11 @@ def _open_db(args: argparse.Namespace) -> Store:
 
 def _slos(args: argparse.Namespace, store: Store) -> float | dict[str, float]:
     """--slo-ms, else each service's SLO as the app decides it (:func:`analytics.slo.resolve_slos`)."""
-    if args.slo_ms is not None:
+    per_service = parse_service_slos(args.slo)
+    if args.slo_ms is not None and not per_service:
         return args.slo_ms
-    table = resolve_slos(store, config=config_path(args))
+    table = resolve_slos(store, config=config_path(args), every_ms=args.slo_ms, per_service=per_service,
+                         per_service_source="--slo")
     return dict(table.items())
 
 
