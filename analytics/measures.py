@@ -103,6 +103,15 @@ def best_policy(summaries: Mapping[str, Mapping[str, float]]) -> str | None:
                                          float(summaries[n].get("cost_total", 0.0)), n))
 
 
+def minutes_over_slo_by_service(steps: pl.DataFrame, *, step_s: int) -> dict[str, float]:
+    """Each service's minutes over the SLO from its steps (``service``, ``violating``), in
+    service order: :func:`minutes_over_slo` per service."""
+    if steps.height == 0:
+        return {}
+    counts = steps.group_by("service").agg(pl.col("violating").sum()).sort("service")
+    return {str(s): float(n) * step_s / 60.0 for s, n in counts.iter_rows()}
+
+
 def pool_size(gpus_total: np.ndarray) -> float:
     """The most GPUs the pool had at any step (0 for no steps)."""
     g = np.asarray(gpus_total, dtype=np.float64)
@@ -112,6 +121,11 @@ def pool_size(gpus_total: np.ndarray) -> float:
 def gpu_hours(gpus: np.ndarray, *, step_s: int) -> float:
     """GPU-hours of per-step GPU counts (GPUs held or in the pool) at ``step_s`` a step."""
     return float(np.nansum(np.asarray(gpus, dtype=np.float64))) * step_s / 3600.0
+
+
+def gpu_hours_expr(col: str, *, step_s: int) -> pl.Expr:
+    """:func:`gpu_hours` as a polars aggregation of column ``col`` (nulls left out)."""
+    return pl.col(col).sum() * (step_s / 3600.0)
 
 
 def warmup_steps(desired: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray,

@@ -16,7 +16,8 @@ from typing import Callable
 
 import polars as pl
 
-from analytics.measures import minutes_over_slo_any, over_slo_expr, pool_size
+from analytics.measures import (gpu_hours, gpu_hours_expr, minutes_over_slo_any, minutes_over_slo_by_service,
+                                over_slo_expr, pool_size)
 from analytics.signals import SIGNALS
 from analytics.timeline.pool import CLASS_COLUMNS as POOL_CLASSES
 
@@ -62,11 +63,10 @@ def class_gpu_hours(pool: pl.DataFrame, step_s: int) -> pl.DataFrame:
     Returns ``cls, gpu_hours, share`` in :data:`WORKLOAD_CLASSES` order; a class the
     timeline lacks has 0.
     """
-    hours = step_s / 3600.0
-    total = float(pool["gpus_total"].sum() or 0.0) * hours if pool.height else 0.0
+    total = gpu_hours(pool["gpus_total"].to_numpy(), step_s=step_s) if pool.height else 0.0
     rows = []
     for cls, col in CLASS_COLUMNS.items():
-        gh = float(pool[col].sum() or 0.0) * hours if col in pool.columns and pool.height else 0.0
+        gh = gpu_hours(pool[col].to_numpy(), step_s=step_s) if col in pool.columns and pool.height else 0.0
         rows.append({"cls": cls, "gpu_hours": gh, "share": gh / total if total > 0 else 0.0})
     return pl.DataFrame(rows, schema={"cls": pl.Utf8, "gpu_hours": pl.Float64, "share": pl.Float64})
 
@@ -80,10 +80,9 @@ def team_gpu_hours(holdings: pl.DataFrame, step_s: int, pool_gpu_hours: float) -
     schema = {"team": pl.Utf8, "cls": pl.Utf8, "gpu_hours": pl.Float64, "share": pl.Float64}
     if holdings.height == 0:
         return pl.DataFrame(schema=schema)
-    hours = step_s / 3600.0
     by = (holdings.filter(pl.col("cls").is_in(HELD_CLASSES))
           .with_columns(pl.col("team").fill_null("(none)"))
-          .group_by("team", "cls").agg((pl.col("gpus").sum() * hours).alias("gpu_hours")))
+          .group_by("team", "cls").agg(gpu_hours_expr("gpus", step_s=step_s).alias("gpu_hours")))
     out = (by.group_by("team")
            .agg(pl.col("gpu_hours").sum(), pl.col("cls").sort_by("gpu_hours").last())
            .with_columns((pl.col("gpu_hours") / pool_gpu_hours if pool_gpu_hours > 0
@@ -133,7 +132,7 @@ def summarise(pool: pl.DataFrame, holdings: pl.DataFrame, services: pl.DataFrame
     pool_max = pool_size(totals["gpus_total"].to_numpy()) if steps else 0.0
     pool_mean = float(totals["gpus_total"].mean() or 0.0) if steps else 0.0
     gpu_sum = float(pool["gpus_total"].sum() or 0.0) if pool.height else 0.0
-    gpu_hours = gpu_sum * step_s / 3600.0
+    capacity_gpu_hours = gpu_hours(pool["gpus_total"].to_numpy(), step_s=step_s) if pool.height else 0.0
     held = [CLASS_COLUMNS[c] for c in HELD_CLASSES if CLASS_COLUMNS[c] in pool.columns]
     allocation = None
     if gpu_sum > 0 and held:
@@ -146,19 +145,14 @@ def summarise(pool: pl.DataFrame, holdings: pl.DataFrame, services: pl.DataFrame
             activity = float((known["activity_pct"] * known["gpus_total"]).sum()
                              / known["gpus_total"].sum())
     viol = slo_violations(services, slo_for, step_s)
-    step_min = step_s / 60.0
-    by_service = {}
-    union_min = 0.0
-    if viol.height:
-        counts = viol.group_by("service").agg(pl.col("violating").sum()).sort("service")
-        by_service = {str(s): float(n) * step_min for s, n in counts.iter_rows()}
-        union_min = minutes_over_slo_any(viol, step_s=step_s)
+    by_service = minutes_over_slo_by_service(viol, step_s=step_s)
+    union_min = minutes_over_slo_any(viol, step_s=step_s)
     return OverviewSummary(
         steps=steps, step_s=step_s, pool_gpus_max=pool_max, pool_gpus_mean=pool_mean,
-        allocation_pct=allocation, activity_pct=activity, gpu_hours=gpu_hours,
+        allocation_pct=allocation, activity_pct=activity, gpu_hours=capacity_gpu_hours,
         slo_violation_min=union_min, slo_violation_min_by_service=by_service,
         class_share=class_gpu_hours(pool, step_s),
-        team_share=team_gpu_hours(holdings, step_s, gpu_hours))
+        team_share=team_gpu_hours(holdings, step_s, capacity_gpu_hours))
 
 
 def class_long(pool: pl.DataFrame) -> pl.DataFrame:
