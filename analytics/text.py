@@ -159,16 +159,35 @@ def escape_figure(fig: Any) -> Any:
     return fig
 
 
-def html_table(headers: Any, rows: Any) -> list[str]:
-    """An HTML table's lines, every header and cell escaped (a report's tables).
+def html_text(x: Any) -> str:
+    """Text safe in HTML (a report's every label, cell and title): markup as entities, quotes
+    too, and control and bidirectional-override characters shown, as on the page.
 
-    >>> html_table(["team"], [["<b>ml</b>"]])
-    ['<table><tr><th>team</th></tr>', '<tr><td>&lt;b&gt;ml&lt;/b&gt;</td></tr>', '</table>']
+    >>> html_text('<b a="1">x</b>\u202e')
+    '&lt;b a=&quot;1&quot;&gt;x&lt;/b&gt;\\u202e'
     """
     import html
 
-    out = ["<table><tr>" + "".join(f"<th>{html.escape(str(c))}</th>" for c in headers) + "</tr>"]
-    out.extend("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return html.escape(visible(x), quote=True)
+
+
+# The one stylesheet of the HTML reports (postmortem and capacity review): they open offline and
+# print alike.
+REPORT_CSS = """body{font-family:system-ui,-apple-system,'DejaVu Sans',Arial,sans-serif;max-width:1200px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}table{border-collapse:collapse;margin:.6em 0 1.2em}td,th{border:1px solid #ccc;
+padding:.3em .6em;text-align:left}th{background:#f3f3f3}.finding{font-size:1.15em;font-weight:600}
+.badge{display:inline-block;padding:.15em .6em;border-radius:.8em;color:#fff;font-weight:600}
+.flag{color:#D55E00;font-weight:700}"""
+
+
+def html_table(headers: Any, rows: Any) -> list[str]:
+    """An HTML table's lines, every header and cell through :func:`html_text` (a report's tables).
+
+    >>> html_table(["team"], [["<b>ml</b>\u202e"]])
+    ['<table><tr><th>team</th></tr>', '<tr><td>&lt;b&gt;ml&lt;/b&gt;\\u202e</td></tr>', '</table>']
+    """
+    out = ["<table><tr>" + "".join(f"<th>{html_text(c)}</th>" for c in headers) + "</tr>"]
+    out.extend("<tr>" + "".join(f"<td>{html_text(c)}</td>" for c in row) + "</tr>" for row in rows)
     out.append("</table>")
     return out
 

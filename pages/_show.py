@@ -4,7 +4,6 @@ and a chart with its CSV/SVG export.
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from datetime import date, datetime
@@ -17,7 +16,7 @@ import polars as pl
 import streamlit as st
 
 from analytics.charts import PLOTLY_CONFIG, figure_image
-from analytics.text import escape_figure, md, safe_csv, safe_table
+from analytics.text import escape_figure, html_text, md, safe_csv, safe_table
 from pages._caches import memo
 
 
@@ -147,7 +146,7 @@ def table_html(frame: pl.DataFrame, shown: list[tuple[str, str, str, dict[str, A
     >>> "&lt;b&gt;x&lt;/b&gt;" in html and ">2</td>" in html and 'data-v="2.5"' in html
     True
     """
-    esc = html.escape
+    esc = html_text
     numeric = {c: frame.schema[c].is_numeric() for c, *_ in shown}
     head = "".join("<th" + (' class="tl-num"' if numeric[c] else "")
                    + (f' title="{esc(help_)}"' if help_ else "") + f">{esc(h)}</th>"

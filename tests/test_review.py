@@ -202,3 +202,31 @@ def test_the_review_and_the_table_name_the_same_best_policy(db) -> None:
     near = {"shared": {"violation_minutes": 10.4, "cost_total": 500.0},
             "partitioned": {"violation_minutes": 10.2, "cost_total": 900.0}}
     assert best_policy(near) == "shared"
+
+
+def test_a_right_to_left_override_is_shown_not_obeyed_in_both_reports(tmp_path) -> None:
+    """A U+202E in a service name shows as ``\\u202e`` on the page; the downloaded reports drew
+    it raw (reversing the text after it). Both now go through one HTML writer."""
+    from analytics.events import EventsConfig, analyse_store
+    from analytics.events.report import report_html
+
+    name = "chat\u202egnp.exe"
+    lines = []
+    for m in range(180):
+        t = 1_780_000_000_000 + m * 60_000
+        slow = 60 <= m < 90
+        for le, c in (("0.1", 0 if slow else 90), ("1", 50 if slow else 100), ("+Inf", 100)):
+            lines.append(f'http_server_request_duration_seconds_bucket{{service="{name}",le="{le}"}} '
+                         f'{(m + 1) * c} {t}')
+        lines.append(f'http_server_request_duration_seconds_count{{service="{name}"}} {(m + 1) * 100} {t}')
+    path = tmp_path / "rtl.duckdb"
+    with Store(path) as st:
+        assert ingest_bytes(st, "rtl.prom", ("\n".join(lines) + "\n").encode()).status == "loaded"
+    with Store(path, read_only=True) as st:
+        review = review_store(st)
+        events = analyse_store(st, EventsConfig(), slos_ms={name: 100.0})
+    body = re.sub(r"<script.*?</script>", "", review_html(review), flags=re.S)
+    assert "\u202e" not in body and "chat\\u202egnp.exe" in body
+    assert events.events, "the slow half hour is a tail event"
+    report = re.sub(r"<script.*?</script>", "", report_html(events, events.events[0]), flags=re.S)
+    assert "\u202e" not in report and "chat\\u202egnp.exe" in report
