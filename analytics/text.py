@@ -164,7 +164,7 @@ def html_text(x: Any) -> str:
     too, and control and bidirectional-override characters shown, as on the page.
 
     >>> html_text('<b a="1">x</b>\u202e')
-    '&lt;b a=&quot;1&quot;&gt;x&lt;/b&gt;\\u202e'
+    '&lt;b a=&quot;1&quot;&gt;x&lt;/b&gt;\\\\u202e'
     """
     import html
 
@@ -184,7 +184,7 @@ def html_table(headers: Any, rows: Any) -> list[str]:
     """An HTML table's lines, every header and cell through :func:`html_text` (a report's tables).
 
     >>> html_table(["team"], [["<b>ml</b>\u202e"]])
-    ['<table><tr><th>team</th></tr>', '<tr><td>&lt;b&gt;ml&lt;/b&gt;\\u202e</td></tr>', '</table>']
+    ['<table><tr><th>team</th></tr>', '<tr><td>&lt;b&gt;ml&lt;/b&gt;\\\\u202e</td></tr>', '</table>']
     """
     out = ["<table><tr>" + "".join(f"<th>{html_text(c)}</th>" for c in headers) + "</tr>"]
     out.extend("<tr>" + "".join(f"<td>{html_text(c)}</td>" for c in row) + "</tr>" for row in rows)
