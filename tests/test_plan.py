@@ -4,6 +4,7 @@ with the CRDs' CEL rules asserted, and the MIG and time-slicing configs in their
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -223,14 +224,17 @@ def test_team_names_are_sanitised_and_listed(tmp_path: Path) -> None:
     plan = make_plan(scn, "preemption")
     write_plan(plan, tmp_path)
     names = plan.names
-    assert names["ML_Research Team!"] == "ml-research-team"
-    assert names["ml-research-team"] != names["ML_Research Team!"]  # a collision gets its own name
+    # a collision: the team spelled that way keeps the name, the other gets a hash of its own
+    assert names["ml-research-team"] == "ml-research-team"
+    assert names["ML_Research Team!"] == "ml-research-team-" + hashlib.sha1(b"ML_Research Team!").hexdigest()[:10]
     assert names["<script>x</script>"] == "script-x-script"
     local = {o["metadata"]["namespace"] for o in _read(tmp_path)["40-kueue-localqueues.yaml"]}
     assert set(names.values()) == local  # no team dropped
     readme = (tmp_path / "README.md").read_text()
-    for team, name in names.items():
-        assert f"`{team}` -> `{name}`" in readme
+    assert (f"| ML\\_Research Team\\! | `{names['ML_Research Team!']}` | 'ml-research-team' is "
+            "another team's\\: a hash of the name appended |") in readme
+    assert "| &lt;script&gt;x&lt;/script&gt; | `script-x-script` | not a valid Kubernetes name" in readme
+    assert "| ml-research-team | `ml-research-team` | unchanged |" in readme
     assert k8s_name("a" * 100) != k8s_name("a" * 101) and len(k8s_name("a" * 100)) == 63
 
 
