@@ -185,7 +185,7 @@ def make_plan(scn: Any, policy: str, *, scheduler: str = "kueue",
         # stop, so a window is not enforced (said in the README), and its MIG/time-slicing
         # device configs are the same files.
         soft = int(round(pool.split_b * gpus)) if policy == "partitioned" else 0
-        kai, what = kai_queues(policy, gpus, reserved, soft)
+        kai, what = kai_queues(policy, gpus, reserved, soft, replicas=int(numbers.get("timeslice_replicas", 1)))
         files["10-kai-queues.yaml"] = kai
         notes = [n for n in notes if not n.startswith("30-kueue")]
         notes.insert(0, f"10-kai-queues.yaml: {what}; label each workload's pods with its queue's name as "

@@ -25,13 +25,17 @@ def kai_queue(name: str, gpu_quota: float, gpu_limit: float, *, weight: float = 
     return {"apiVersion": KAI_API, "kind": "Queue", "metadata": meta(name), "spec": spec}
 
 
-def kai_queues(policy: str, gpus: int, reserved: int, soft: int) -> tuple[list[dict[str, Any]], str]:
-    """The KAI queues of a policy, and what they enforce (quota in GPUs; under time-slicing and
-    MIG still in GPUs: KAI counts a fraction of a GPU, not replicas or instances)."""
-    top = kai_queue(COHORT, gpus, gpus)
+def kai_queues(policy: str, gpus: int, reserved: int, soft: int, *,
+               replicas: int = 1) -> tuple[list[dict[str, Any]], str]:
+    """The KAI queues of a policy, and what they enforce. Quotas count what the nodes advertise
+    as ``nvidia.com/gpu``: under time-slicing the device plugin advertises ``replicas`` per GPU,
+    and KAI counts each as a GPU, as Kueue's quota does (64 GPUs sliced 2 ways are 128)."""
     if policy in ("shared", "timeslice"):
-        return [top, kai_queue("gpu-pool", gpus, gpus, parent=COHORT)], (
-            "one queue under the pool's for every team: first come first served")
+        units = gpus * replicas
+        return [kai_queue(COHORT, units, units), kai_queue("gpu-pool", units, units, parent=COHORT)], (
+            "one queue under the pool's for every team: first come first served"
+            + (f" (quota in time-sliced replicas: {gpus} GPUs x {replicas})" if replicas > 1 else ""))
+    top = kai_queue(COHORT, gpus, gpus)
     if policy == "partitioned":
         return [top, kai_queue("inference", reserved, reserved + soft, parent=COHORT, priority=200, weight=0),
                 kai_queue("soft-shared", soft, soft, parent=COHORT, weight=0),

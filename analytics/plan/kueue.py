@@ -73,7 +73,10 @@ def _shared(p: Pool, policy: str) -> Part:
         part.files["70-device-plugin-timeslicing.yaml"] = [config_map(
             "tidelens-time-slicing", "gpu-operator", "tidelens", yaml.safe_dump(config, sort_keys=False))]
         part.notes.append(f"70-device-plugin-timeslicing.yaml: the NVIDIA device plugin advertises each GPU "
-                          f"as {per_gpu} (point the GPU Operator's devicePlugin.config at this ConfigMap)")
+                          f"as {per_gpu}, once the GPU Operator's device plugin reads this ConfigMap: "
+                          "`helm upgrade gpu-operator nvidia/gpu-operator -n gpu-operator --reuse-values "
+                          "--set devicePlugin.config.name=tidelens-time-slicing "
+                          "--set devicePlugin.config.default=tidelens`")
     return part
 
 
@@ -156,7 +159,10 @@ def _mig(p: Pool) -> Part:
     part.notes.append(f"80-mig-parted.yaml: label the {p.reserved} inference GPUs' nodes "
                       f"nvidia.com/mig.config={MIG_CONFIG} (the rest all-disabled); the device plugin in "
                       f"mixed strategy then offers {mig_resource}; re-splitting drains a node first "
-                      f"(modelled: {pool.mig_resplit_drain_min:g} min a GPU)")
+                      f"(modelled: {pool.mig_resplit_drain_min:g} min a GPU). The GPU Operator must use "
+                      "the mixed strategy and this config, or the resource never appears: `helm upgrade "
+                      "gpu-operator nvidia/gpu-operator -n gpu-operator --reuse-values --set "
+                      "mig.strategy=mixed --set migManager.config.name=tidelens-mig-parted`")
     return part
 
 
