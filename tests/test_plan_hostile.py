@@ -83,9 +83,11 @@ def _check_readme(text: str, teams: int) -> None:
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_hostile_team_names_make_a_plan_that_cannot_hurt(policy: str, tmp_path: Path) -> None:
-    plan = make_plan(_hostile(), policy)
+    image = "registry.example/kubectl:1\n---\nkind: Secret\nmetadata: {name: x}"  # a hostile --kubectl-image
+    plan = make_plan(_hostile(), policy, kubectl_image=image)
     write_plan(plan, tmp_path)
     objs = _read(tmp_path)
+    assert objs == [o for name in sorted(plan.files) for o in plan.files[name]]  # YAML holds the values, no more
     _check_yaml(objs)
     for obj in objs:  # still valid against Kueue's CRDs with the mapped names
         if obj["apiVersion"].startswith("kueue.x-k8s.io/"):
