@@ -72,9 +72,9 @@ def md_line(x: Any) -> str:
     r"""Text safe anywhere in a line of a Markdown file (a plan's README, read by any renderer):
     as :func:`md`, HTML as entities and every Markdown character backslash-escaped, but never a
     code span (so no raw ``<`` at all) and never more than one line: a newline is shown as
-    ``\n``, a tab as ``\t``, other controls as :func:`visible` escapes, and a leading ``-``,
-    ``=`` or ``1.`` (a list item, a rule, a heading's underline) is escaped too. A URL stays
-    text, which a renderer may link (showing the same characters).
+    ``\n``, a tab as ``\t``, other controls and the Unicode line and paragraph separators as
+    escapes, and a leading ``-``, ``=`` or ``1.`` (a list item, a rule, a heading's underline)
+    is escaped too. A URL stays text, which a renderer may link (showing the same characters).
 
     >>> md_line("x\n# heading\nkind: Secret")
     'x\\\\n\\# heading\\\\nkind\\: Secret'
@@ -82,6 +82,7 @@ def md_line(x: Any) -> str:
     ('\\`&lt;img src=x onerror=alert\\(1\\)&gt;\\`', '\\--- a\\|b', '1\\. x', '0.5')
     """
     s = visible(x).replace("\n", "\\n").replace("\t", "\\t")
+    s = s.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")  # line breaks to some viewers
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = _MD_SPECIAL.sub(r"\\\1", s)
     s = re.sub(r"^(\d{1,9})\.(?= |$)", r"\1\\.", s)  # "1. x" starts a list; "0.5" does not

@@ -30,8 +30,9 @@ DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 NEWLINE_TEAM = "x\n# heading\nkind: Secret"
 IMG_TEAM = "`<img src=x onerror=alert(1)>`"
+BREAKS_TEAM = "1. r\rs\u2028t\x85u\u202ev"  # what some viewers (and str.splitlines) break a line at
 HOSTILE = ["default", "Team A", "Team_A", "a" * 100, NEWLINE_TEAM, IMG_TEAM, 7, "kube-public",
-           "pipe | cell", "[x](http://evil.example/p.png)"]
+           "pipe | cell", "[x](http://evil.example/p.png)", BREAKS_TEAM]
 HEADINGS = {"## What each file enforces", "## Apply in this order", "## Team names", "## System namespaces",
             "## Policies and their objects"}
 
@@ -114,7 +115,7 @@ def test_names_are_mapped_deterministically_and_listed(tmp_path: Path) -> None:
     assert names["Team A"].startswith("team-a") and names["Team_A"].startswith("team-a")
     assert len(names["a" * 100]) == 63 and names["a" * 100] != "a" * 63
     assert set(plan.renamed) == {"Team A", "Team_A", "a" * 100, NEWLINE_TEAM, IMG_TEAM, "pipe | cell",
-                                 "[x](http://evil.example/p.png)"}
+                                 "[x](http://evil.example/p.png)", BREAKS_TEAM}
     # the same teams in another order map to the same names
     scn = _hostile()
     shuffled = replace(scn, batch=BatchParams(jobs=tuple(reversed(scn.batch.jobs))))
