@@ -134,7 +134,7 @@ def test_a_system_namespace_is_a_queue_home_only_when_asked(tmp_path: Path) -> N
     homes = {o["metadata"]["namespace"]: o["spec"]["clusterQueue"] for o in objs if o["kind"] == "LocalQueue"}
     assert homes["kube-system"] == "inference" and homes["default"] == homes["kube-public"] == "batch"
     readme = (tmp_path / "README.md").read_text()
-    assert "its LocalQueue is written there" in readme
+    assert "its LocalQueue is written there" in readme and "skipped" not in readme
 
 
 @pytest.mark.parametrize("policy", ["shared", "tidal", "partitioned"])
@@ -148,7 +148,9 @@ def test_kai_plans_write_no_system_namespace(policy: str, tmp_path: Path) -> Non
         _check_yaml(objs)
         for q in (o for o in objs if o["kind"] == "Queue"):
             jsonschema.validate(q, schema)
-        _check_readme((tmp_path / str(allow) / "README.md").read_text(), teams=len(HOSTILE) + 1)
+        readme = (tmp_path / str(allow) / "README.md").read_text()
+        _check_readme(readme, teams=len(HOSTILE) + 1)
+        assert "KAI's queues are cluster-wide" in readme and "LocalQueue" not in readme.split("## System")[1].split("## Policies")[0]
 
 
 def test_only_system_teams_write_no_empty_file(tmp_path: Path) -> None:
@@ -176,7 +178,7 @@ def test_cli_plans_a_hostile_scenario_file_cleanly(tmp_path: Path) -> None:
     run = _cli(["plan", "--scenario", str(scenario), "--policy", "tidal", "--out", str(out)], tmp_path)
     assert run.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr + run.stdout
-    assert "skipped team 'kube-system': namespace kube-system is Kubernetes's own" in run.stdout
+    assert "team 'kube-system': namespace kube-system is Kubernetes's own (kube-*); skipped" in run.stdout
     assert "--allow-system-namespaces" in run.stdout
     assert "team 'x\\n# heading\\nkind: Secret' -> namespace x-heading-kind-secret" in run.stdout
     assert not any(line.startswith(("# heading", "kind:")) for line in run.stdout.splitlines())

@@ -91,19 +91,24 @@ class Plan:
     def objects(self) -> list[dict[str, Any]]:
         return [o for objs in self.files.values() for o in objs]
 
+    def system_effect(self) -> str:
+        """What the plan does for a team whose namespace is a system one (plain text)."""
+        if self.numbers.get("scheduler") == "kai":
+            return ("no Namespace object is written for it (KAI's queues are cluster-wide: its pods "
+                    "still name their queue)")
+        if self.allow_system_namespaces:
+            return ("its LocalQueue is written there (--allow-system-namespaces), but no Namespace "
+                    "object: the namespace is the cluster's")
+        return ("skipped: no Namespace object and no LocalQueue are written for it, so its workloads "
+                "get no queue; rename the team, or make the plan again with --allow-system-namespaces "
+                "to put its LocalQueue there")
+
     def name_messages(self) -> list[str]:
-        """One plain line per renamed or skipped team, for a terminal (teams by ``repr``, so a
-        control character or a newline shows as an escape)."""
+        """One plain line per renamed team or team in a system namespace, for a terminal (teams
+        by ``repr``, so a control character or a newline shows as an escape)."""
         out = [f"team {team!r} -> namespace {self.names[team]} ({why})" for team, why in self.renamed.items()]
-        for team, why in self.system.items():
-            ns = self.names[team]
-            if self.allow_system_namespaces:
-                out.append(f"team {team!r}: namespace {ns} is {why}; its LocalQueue is written there "
-                           "(--allow-system-namespaces), no Namespace object")
-            else:
-                out.append(f"skipped team {team!r}: namespace {ns} is {why}; no Namespace object or "
-                           "LocalQueue written (rename the team, or pass --allow-system-namespaces to "
-                           "put its LocalQueue there)")
+        out += [f"team {team!r}: namespace {self.names[team]} is {why}; {self.system_effect()}"
+                for team, why in self.system.items()]
         return out
 
 

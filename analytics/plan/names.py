@@ -113,7 +113,7 @@ def map_teams(teams: list[object], *, taken: tuple[str, ...] = ()) -> TeamNames:
     A team already spelled as a valid name keeps it; any other is mapped by :func:`k8s_name`.
     When several teams map to one name (or to one of ``taken``, the plan's own namespaces), the
     team spelled that way keeps it, else the first in sorted order, and every other gets a hash
-    of its own text appended, so adding a team never renames another one that has its name.
+    of its own text appended (so a hashed name depends on nothing but the team's own text).
 
     >>> m = map_teams(["Team A", "Team_A", "team-a", "tidelens-system"], taken=("tidelens-system",))
     >>> m.names["team-a"], m.names["Team A"] != m.names["Team_A"], m.names["tidelens-system"][:16]
@@ -144,5 +144,6 @@ def map_teams(teams: list[object], *, taken: tuple[str, ...] = ()) -> TeamNames:
         why_system = system_namespace(name)
         if why_system:
             out.system[team] = why_system
-    out.names = {t: out.names[t] for t in keys}
-    return out
+    return TeamNames(names={t: out.names[t] for t in keys},
+                     changed={t: out.changed[t] for t in keys if t in out.changed},
+                     system={t: out.system[t] for t in keys if t in out.system})

@@ -48,21 +48,15 @@ def names_section(plan: Plan) -> list[str]:
              f"another team's namespace or the plan's own (`{SYSTEM_NS}`). Teams are shown as "
              "written, escaped (a newline as `\\n`).", "",
              "| team | namespace | why it differs |", "|---|---|---|"]
-    lines += [f"| {_team(team)} | `{name}` | {md_line(plan.renamed.get(team, 'unchanged'))} |"
+    lines += [f"| {_team(team)} | `{name}` | {md_line(plan.renamed.get(team, 'unchanged'))}"
+              + (" (a system namespace: see below)" if team in plan.system else "") + " |"
               for team, name in plan.names.items()]
     lines.append("")
     if plan.system:
         lines += ["## System namespaces", ""]
-        for team, why in plan.system.items():
-            ns = plan.names[team]
-            if plan.allow_system_namespaces:
-                what = ("its LocalQueue is written there (allowed by --allow-system-namespaces), but no "
-                        "Namespace object: the namespace is the cluster's")
-            else:
-                what = ("no Namespace object and no LocalQueue are written for it, so its workloads get "
-                        "no queue; rename the team, or make the plan again with "
-                        "--allow-system-namespaces to put its LocalQueue there")
-            lines.append(f"- team {_team(team)}: `{ns}` is {md_line(why)}; {what}.")
+        what = md_line(plan.system_effect())
+        lines += [f"- team {_team(team)}: `{plan.names[team]}` is {md_line(why)}; {what}."
+                  for team, why in plan.system.items()]
         lines.append("")
     return lines
 
