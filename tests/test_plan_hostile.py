@@ -150,7 +150,8 @@ def test_kai_plans_write_no_system_namespace(policy: str, tmp_path: Path) -> Non
             jsonschema.validate(q, schema)
         readme = (tmp_path / str(allow) / "README.md").read_text()
         _check_readme(readme, teams=len(HOSTILE) + 1)
-        assert "KAI's queues are cluster-wide" in readme and "LocalQueue" not in readme.split("## System")[1].split("## Policies")[0]
+        system = readme.split("## System namespaces")[1].split("## Policies")[0]
+        assert "KAI's queues are cluster-wide" in system and "LocalQueue" not in system
 
 
 def test_only_system_teams_write_no_empty_file(tmp_path: Path) -> None:
