@@ -202,3 +202,19 @@ def test_doctests_of_the_names_and_the_escaping() -> None:
 
     for module in (analytics.plan.names, analytics.plan.windows, analytics.text):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+def test_each_mapping_says_why() -> None:
+    from analytics.plan import map_teams
+
+    m = map_teams(["", "Équipe Été", "a" * 70, "kube-system", "Kube System", "tidelens-system"],
+                  taken=("tidelens-system",))
+    assert m.names[""].startswith("team-") and m.changed[""].startswith("no letter or digit")
+    assert m.names["Équipe Été"] == "equipe-ete" and m.changed["Équipe Été"].startswith("not a valid")
+    assert m.changed["a" * 70].startswith("longer than 63")
+    # the exact spelling keeps the contested name; the other is hashed, and still a system one
+    assert m.names["kube-system"] == "kube-system" and "kube-system" not in m.changed
+    assert m.names["Kube System"].startswith("kube-system-") and "another team's" in m.changed["Kube System"]
+    assert set(m.system) == {"kube-system", "Kube System"}
+    assert m.names["tidelens-system"] != "tidelens-system"  # the plan's own namespace stays its own
+    assert m.changed["tidelens-system"].startswith("the plan's own namespace")

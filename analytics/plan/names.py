@@ -127,8 +127,10 @@ def map_teams(teams: list[object], *, taken: tuple[str, ...] = ()) -> TeamNames:
     for team in sorted(keys, key=lambda t: (base[t] != t, t)):
         name = base[team]
         if name != team:
-            out.changed[team] = ("longer than 63 characters: cut, with a hash of the name appended"
-                                 if len(_clean(team)) > LIMIT else
+            clean = _clean(team)
+            out.changed[team] = ("no letter or digit to keep: 'team-' and a hash of the name" if not clean
+                                 else "longer than 63 characters: cut, with a hash of the name appended"
+                                 if len(clean) > LIMIT else
                                  "not a valid Kubernetes name: lower-cased, other characters "
                                  "became '-'")
         if name in used:
