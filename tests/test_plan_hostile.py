@@ -218,3 +218,16 @@ def test_each_mapping_says_why() -> None:
     assert set(m.system) == {"kube-system", "Kube System"}
     assert m.names["tidelens-system"] != "tidelens-system"  # the plan's own namespace stays its own
     assert m.changed["tidelens-system"].startswith("the plan's own namespace")
+
+
+@pytest.mark.parametrize("scheduler", ["kueue", "kai"])
+def test_the_readme_names_only_what_the_plan_writes(scheduler: str, tmp_path: Path) -> None:
+    for policy in POLICIES:
+        plan = make_plan(_hostile(), policy, scheduler=scheduler)
+        readme = plan.readme
+        named = set(re.findall(r"\b\d\d-[a-z0-9-]+\.yaml\b", readme))
+        assert named == set(plan.files), (policy, named ^ set(plan.files))  # each file said, none more
+        spaces = {o["metadata"]["name"] for o in plan.objects() if o["kind"] == "Namespace"}
+        table = re.findall(r"^\| .* \| `([a-z0-9-]+)` \|", readme, flags=re.M)
+        assert set(table) <= spaces | set(plan.names[t] for t in plan.system)
+        assert ("tidelens-system" in readme) == ("tidelens-system" in spaces), policy

@@ -39,13 +39,15 @@ def _team(team: str) -> str:
 
 def names_section(plan: Plan) -> list[str]:
     """The team-name mapping and the system namespaces the plan left alone, as README lines."""
+    own = any(o["kind"] == "Namespace" and o["metadata"]["name"] == SYSTEM_NS for o in plan.objects())
     lines = ["## Team names", "",
              "Every name the plan writes is a Kubernetes DNS-1123 label: lower-case letters, digits "
              "and `-`, starting and ending with a letter or digit, 63 characters at most (a "
              "Namespace's rule; queue and priority names are label values too). A team name that is "
              "not one is mapped: accents dropped, lower-cased, other characters turned to `-`; one "
              "too long is cut and a hash of the name appended, and so is one that would land on "
-             f"another team's namespace or the plan's own (`{SYSTEM_NS}`). Teams are shown as "
+             "another team's namespace or the plan's own" + (f" (`{SYSTEM_NS}`)" if own else "")
+             + ". Teams are shown as "
              "written, escaped (a newline as `\\n`).", "",
              "| team | namespace | why it differs |", "|---|---|---|"]
     lines += [f"| {_team(team)} | `{name}` | {md_line(plan.renamed.get(team, 'unchanged'))}"
