@@ -6,7 +6,8 @@ stay text in a spreadsheet. Every page, chart and export passes label-derived te
 of these (the only place that knows the rules):
 
 - :func:`md` for Streamlit Markdown (captions, headings, metrics, messages), :func:`code` for
-  a path or command shown as a code span;
+  a path or command shown as a code span; :func:`md_line` for a Markdown file (a plan's README),
+  where a label must stay on its line and hold no raw HTML even inside a code span;
 - :func:`plot_text` for Plotly (trace names, hover text, titles built from labels): HTML-escaped,
   since Plotly renders a subset of HTML (``<a href>``, ``<img>`` are not for data);
 - :func:`csv_cell` / :func:`safe_csv` for CSV exports (OWASP's CSV-injection rule);
@@ -65,6 +66,27 @@ def md(x: Any) -> str:
         return code(x)
     s = visible(x).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL.sub(r"\\\1", s).replace("\n", " ")
+
+
+def md_line(x: Any) -> str:
+    r"""Text safe anywhere in a line of a Markdown file (a plan's README, read by any renderer):
+    as :func:`md`, HTML as entities and every Markdown character backslash-escaped, but never a
+    code span (so no raw ``<`` at all) and never more than one line: a newline is shown as
+    ``\n``, a tab as ``\t``, other controls and the Unicode line and paragraph separators as
+    escapes, and a leading ``-``, ``=`` or ``1.`` (a list item, a rule, a heading's underline)
+    is escaped too. A URL stays text, which a renderer may link (showing the same characters).
+
+    >>> md_line("x\n# heading\nkind: Secret")
+    'x\\\\n\\# heading\\\\nkind\\: Secret'
+    >>> md_line("`<img src=x onerror=alert(1)>`"), md_line("--- a|b"), md_line("1. x"), md_line(0.5)
+    ('\\`&lt;img src=x onerror=alert\\(1\\)&gt;\\`', '\\--- a\\|b', '1\\. x', '0.5')
+    """
+    s = visible(x).replace("\n", "\\n").replace("\t", "\\t")
+    s = s.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")  # line breaks to some viewers
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    s = re.sub(r"^(\d{1,9})\.(?= |$)", r"\1\\.", s)  # "1. x" starts a list; "0.5" does not
+    return "\\" + s if s.startswith(("-", "=")) else s
 
 
 def code(x: Any) -> str:

@@ -4,6 +4,7 @@ with the CRDs' CEL rules asserted, and the MIG and time-slicing configs in their
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -213,6 +214,19 @@ def test_time_slicing_writes_the_device_plugin_config_and_counts_replicas(tmp_pa
     assert _quota(_queue(files, "gpu-pool"))["nominalQuota"] == 4 * scn.pool.gpus  # in replicas
     readme = (tmp_path / "README.md").read_text()
     assert "time-sliced GPU replicas" in readme
+    # the README says how to point the GPU Operator's device plugin at the ConfigMap it writes
+    cm = files["70-device-plugin-timeslicing.yaml"][0]
+    assert f"devicePlugin.config.name={cm['metadata']['name']}" in readme
+    assert f"devicePlugin.config.default={next(iter(cm['data']))}" in readme
+
+
+def test_the_mig_readme_says_how_the_gpu_operator_uses_the_config(tmp_path: Path) -> None:
+    write_plan(make_plan(PRESETS["morning-ramp"](2), "mig"), tmp_path)
+    cm = _read(tmp_path)["80-mig-parted.yaml"][0]
+    assert list(cm["data"]) == ["config.yaml"]  # the key the MIG manager reads
+    readme = (tmp_path / "README.md").read_text()
+    assert "mig.strategy=mixed" in readme
+    assert f"migManager.config.name={cm['metadata']['name']}" in readme
 
 
 def test_team_names_are_sanitised_and_listed(tmp_path: Path) -> None:
@@ -223,14 +237,17 @@ def test_team_names_are_sanitised_and_listed(tmp_path: Path) -> None:
     plan = make_plan(scn, "preemption")
     write_plan(plan, tmp_path)
     names = plan.names
-    assert names["ML_Research Team!"] == "ml-research-team"
-    assert names["ml-research-team"] != names["ML_Research Team!"]  # a collision gets its own name
+    # a collision: the team spelled that way keeps the name, the other gets a hash of its own
+    assert names["ml-research-team"] == "ml-research-team"
+    assert names["ML_Research Team!"] == "ml-research-team-" + hashlib.sha1(b"ML_Research Team!").hexdigest()[:10]
     assert names["<script>x</script>"] == "script-x-script"
     local = {o["metadata"]["namespace"] for o in _read(tmp_path)["40-kueue-localqueues.yaml"]}
     assert set(names.values()) == local  # no team dropped
     readme = (tmp_path / "README.md").read_text()
-    for team, name in names.items():
-        assert f"`{team}` -> `{name}`" in readme
+    assert (f"| ML\\_Research Team\\! | `{names['ML_Research Team!']}` | 'ml-research-team' is "
+            "another team's\\: a hash of the name appended |") in readme
+    assert "| &lt;script&gt;x&lt;/script&gt; | `script-x-script` | not a valid Kubernetes name" in readme
+    assert "| ml-research-team | `ml-research-team` | unchanged |" in readme
     assert k8s_name("a" * 100) != k8s_name("a" * 101) and len(k8s_name("a" * 100)) == 63
 
 
@@ -308,8 +325,13 @@ def test_kai_queues_are_valid_and_add_up(policy: str, tmp_path: Path) -> None:
         assert unknown_fields(q, schema) == [], q["metadata"]["name"]
     by_name = {q["metadata"]["name"]: q["spec"] for q in queues}
     children = [q for q in by_name.values() if q.get("parentQueue") == COHORT]
-    assert by_name[COHORT]["resources"]["gpu"]["quota"] == scn.pool.gpus
-    assert sum(c["resources"]["gpu"]["quota"] for c in children) == scn.pool.gpus  # quotas are the pool
+    # quotas are the pool, counted as the nodes advertise nvidia.com/gpu (replicas when time-sliced)
+    units = scn.pool.gpus * (scn.pool.timeslice_replicas if policy == "timeslice" else 1)
+    assert by_name[COHORT]["resources"]["gpu"]["quota"] == units
+    assert sum(c["resources"]["gpu"]["quota"] for c in children) == units
+    if policy in ("shared", "timeslice"):  # the same count as the Kueue plan's queue
+        kueue = make_plan(scn, policy).files["30-kueue-clusterqueues.yaml"][0]
+        assert _quota(kueue)["nominalQuota"] == units
     if policy not in ("shared", "timeslice"):
         reserved, _ = reservation(scn)
         assert by_name["inference"]["resources"]["gpu"]["quota"] == reserved
