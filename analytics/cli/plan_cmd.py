@@ -7,6 +7,7 @@ import argparse
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_json, print_json
 from analytics.cli.whatif_cmd import add_scenario_source
+from analytics.fieldhelp import field_help
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,15 +17,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help=command_help("plan"))
     add_scenario_source(p)
     p.add_argument("--policy", required=True, choices=POLICIES, help="the policy to enforce")
-    p.add_argument("--scheduler", choices=SCHEDULERS, default="kueue", help=PlanOptions.help("scheduler"))
+    p.add_argument("--scheduler", choices=SCHEDULERS, default="kueue", help=field_help(PlanOptions, "scheduler"))
     p.add_argument("--reservation-gpus", type=int, default=None, metavar="N",
                    help="GPUs the inference class owns (default: the scenario's, -1 = what the "
                         "peak needed plus the headroom, as the What-if page)")
     p.add_argument("--headroom", type=float, default=None, metavar="SHARE",
                    help="share above the peak need an automatic reservation keeps (0.3 = 30%%)")
-    p.add_argument("--kubectl-image", default=None, metavar="IMAGE", help=PlanOptions.help("kubectl_image"))
+    p.add_argument("--kubectl-image", default=None, metavar="IMAGE", help=field_help(PlanOptions, "kubectl_image"))
     p.add_argument("--allow-system-namespaces", action="store_true",
-                   help=PlanOptions.help("allow_system_namespaces"))
+                   help=field_help(PlanOptions, "allow_system_namespaces"))
     p.add_argument("--out", required=True, metavar="DIR", help="folder the manifests and README.md go to")
     add_json(p)
     p.set_defaults(func=cmd_plan)

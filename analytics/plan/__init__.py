@@ -25,7 +25,7 @@ a team whose namespace is one gets no LocalQueue either, unless
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from analytics.errors import ConfigError
@@ -68,10 +68,6 @@ class PlanOptions:
                 "it such a team is skipped with a note. Either way no Namespace object is written "
                 "for a system namespace, so `kubectl delete -f` on the plan cannot delete it"})
 
-    @classmethod
-    def help(cls, name: str) -> str:
-        """The help text of field ``name``."""
-        return next(f.metadata["help"] for f in fields(cls) if f.name == name)
 
 
 @dataclass
