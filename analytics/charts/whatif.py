@@ -38,18 +38,6 @@ def typical_day_figure(day: pl.DataFrame, slo_ms: float) -> go.Figure:
     return apply_theme(fig, title="A typical day under each policy", height=460)
 
 
-def frontier_figure(front: pl.DataFrame, knob: str) -> go.Figure:
-    """Utilization against SLO compliance as one knob moves (labelled by the knob)."""
-    fig = go.Figure(go.Scatter(
-        x=front["utilization"], y=front["slo_compliance"], mode="lines+markers",
-        text=[f"{knob} {x:.2f}" for x in front["x"].to_list()],
-        hovertemplate="%{text}<br>utilization %{x:.1%}<br>compliance %{y:.2%}<extra></extra>",
-        line=dict(color=_color(1))))
-    fig.update_xaxes(title="pool utilization (allocated)", tickformat=".0%")
-    fig.update_yaxes(title="SLO compliance (requests)", tickformat=".1%")
-    return apply_theme(fig, title=f"Frontier as {knob} sweeps", height=420)
-
-
 def headroom_figure(head: pl.DataFrame, policy: str) -> go.Figure:
     """Largest surge absorbable within the SLO, by hour of day."""
     fig = go.Figure()
