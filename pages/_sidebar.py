@@ -62,7 +62,7 @@ def resolve_source(v: ViewSettings) -> DataSource:
         return DataSource(label, str(file), "", f"Cannot open {code(file)} now: {md(exc)}")
     except StoreFileError as exc:
         # Not a store Tidelens wrote (a pipe, another format, views or macros): refused unread.
-        return DataSource(label, str(file), "", f"Refused {code(file)}: {md(exc.reason)}")
+        return DataSource(label, str(file), "", f"Cannot open {code(file)}: {md(exc.reason)}")
     except duckdb.Error as exc:
         return DataSource(label, str(file), "", f"Cannot open {code(file)}: {md(exc)}. Is it a "
                           "DuckDB store file?")

@@ -213,6 +213,26 @@ def test_the_apps_store_opener_and_upload_refuse_a_hostile_store(tmp_path, made,
     assert canary not in outcome.message
 
 
+def test_the_app_says_a_hostile_store_is_refused_and_shows_nothing_of_the_server(tmp_path, made, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from apptest_helpers import APP, isolate, shown
+
+    isolate(monkeypatch, tmp_path)
+    canary = f"canary-{secrets.token_hex(8)}"
+    monkeypatch.setenv(CANARY_ENV, canary)
+    path = _hostile(tmp_path, "environ_view", made)
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params.update({"source": "duckdb", "db": str(path)})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    warnings = [shown(w.value) for w in at.warning]
+    assert any("not a Tidelens store: it holds a view named 'sources'" in w for w in warnings), warnings
+    drawn = " ".join(str(getattr(e, "value", "")) for e in at.main) + " ".join(
+        str(getattr(e, "value", "")) for e in at.sidebar)
+    assert canary not in drawn
+
+
 def test_a_genuine_store_opens_and_reads(tmp_path, made):
     path = _tidelens_store(tmp_path / "mine.duckdb", made)
     with Store(path, read_only=True) as st:
