@@ -98,7 +98,7 @@ def _shown(name: object, limit: int = 80) -> str:
     from analytics.text import visible
 
     text = visible(name, keep="")
-    return repr(text if len(text) <= limit else text[:limit] + "...")
+    return "'" + (text if len(text) <= limit else text[:limit] + "...") + "'"
 
 
 def check_file(path: str) -> bool:

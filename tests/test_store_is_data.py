@@ -179,6 +179,21 @@ def test_a_hostile_store_is_refused_with_its_path_and_why(tmp_path, made, case, 
     assert _catalog(path) == before  # refused before the schema was written into it
 
 
+def test_a_refusal_is_one_bounded_line_whatever_the_catalog_holds(tmp_path):
+    path = tmp_path / "many.duckdb"
+    con = _raw(path)
+    con.execute('CREATE VIEW "evil\x1b[2J\u202e" AS SELECT 1 AS x')
+    for i in range(30):
+        con.execute(f"CREATE VIEW v{i:03d}_{'x' * 200} AS SELECT {i} AS x")
+    con.close()
+    with pytest.raises(StoreFileError) as err:
+        Store(path, read_only=True)
+    message = str(err.value)
+    assert "it holds a view named 'evil\\u001b[2J\\u202e'" in message
+    assert "and 28 more objects" in message
+    assert len(message) < 1000 and "\n" not in message and "\x1b" not in message
+
+
 @pytest.mark.parametrize(("command", "case"), [("sources", "environ_view"), ("series", "passwd_view"),
                                                ("sources", "http_view"), ("series", "column_added")])
 def test_the_cli_refuses_a_hostile_store_and_prints_nothing_of_the_server(tmp_path, made, command, case):
