@@ -80,3 +80,27 @@ class StoreBusyError(TidelensError):
             what = f"another load is writing this store{holder}"
         super().__init__(f"{self.path}: {what}; waited {waited_s:g} s. Try again when it "
                          "finishes, or raise TIDELENS_LOCK_WAIT_S to wait longer")
+
+
+class StoreFileError(TidelensError):
+    """A file that Tidelens will not open as a store: not a regular file (a named pipe, a device, a
+    folder), empty, not a DuckDB file, or a DuckDB file holding objects Tidelens never writes
+    (views, macros, tables of other shapes), which could run code when read.
+
+    Parameters
+    ----------
+    path:
+        The file.
+    reason:
+        Why, and what to do.
+
+    Examples
+    --------
+    >>> str(StoreFileError("t.duckdb", "the file is empty; remove it, or name a store Tidelens wrote"))
+    't.duckdb: the file is empty; remove it, or name a store Tidelens wrote'
+    """
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")

@@ -16,9 +16,6 @@ transaction.
 
 from __future__ import annotations
 
-import os
-import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -28,11 +25,12 @@ import numpy as np
 import orjson
 import polars as pl
 
-from analytics.errors import IngestError, StoreBusyError
+from analytics.errors import IngestError
 from analytics.labels import NORMALISED_COLUMNS, normalise_labels
 from analytics.signals import canonical_metric
 from analytics.sql import requests as rq
 from analytics.sql import store as q
+from analytics.store_file import DEFAULT_LOCK_WAIT_S, LOCK_WAIT_ENV, connect_store, lock_wait_s  # noqa: F401
 
 import xxhash as _xxhash
 
@@ -42,13 +40,6 @@ STAGE_SCHEMA = {"skey": pl.Int64, "ts_ms": pl.Int64, "value": pl.Float64, "seq":
 REQUEST_SCHEMA = {"ts_ms": pl.Int64, "service": pl.Utf8, "latency_ms": pl.Float64, "ttft_ms": pl.Float64,
                   "error": pl.Boolean, "status": pl.Utf8, "tokens": pl.Float64, "pod": pl.Utf8,
                   "namespace": pl.Utf8}
-
-# A store's file lock is held by one writer (or by readers) at a time, across processes. Opening
-# waits this long for it, polling, then says who holds it; a load that takes minutes is reported,
-# not waited out.
-LOCK_WAIT_ENV = "TIDELENS_LOCK_WAIT_S"
-DEFAULT_LOCK_WAIT_S = 10.0
-_LOCK_HOLDER = re.compile(r"Conflicting lock is held in .*\(PID (\d+)\)")
 
 # Samples outside this window are refused: one stray year-10000 timestamp would otherwise sit in
 # the store and overflow or hang every reader. ``TIDELENS_TIME_WINDOW="FROM,TO"`` (ISO-8601 dates
@@ -424,35 +415,6 @@ def _skipped(name: str, fmt: str) -> LoadResult:
     return LoadResult(name=name, format=fmt, status="skipped", note="same content already loaded")
 
 
-def lock_wait_s() -> float:
-    """Seconds to wait for another program's lock on a store: ``$TIDELENS_LOCK_WAIT_S`` or 10."""
-    raw = os.environ.get(LOCK_WAIT_ENV)
-    try:
-        return max(0.0, float(raw)) if raw else DEFAULT_LOCK_WAIT_S
-    except ValueError:
-        return DEFAULT_LOCK_WAIT_S
-
-
-def _connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """Connect, waiting a bounded time while another process holds the file's lock."""
-    wait_s = lock_wait_s()
-    start = time.monotonic()
-    delay = 0.05
-    while True:
-        try:
-            return duckdb.connect(path, read_only=read_only)
-        except duckdb.IOException as exc:
-            holder = _LOCK_HOLDER.search(str(exc))
-            if holder is None and "Could not set lock" not in str(exc):
-                raise
-            waited = time.monotonic() - start
-            if waited >= wait_s:
-                raise StoreBusyError(path, int(holder.group(1)) if holder else None,
-                                     writing=not read_only, waited_s=round(waited, 1)) from None
-            time.sleep(min(delay, max(wait_s - waited, 0.0)))
-            delay = min(delay * 2, 1.0)
-
-
 class Store:
     """A Tidelens store on one DuckDB file (or ``":memory:"``).
 
@@ -462,13 +424,26 @@ class Store:
         The DuckDB file; created with its folder if missing.
     read_only:
         Open without write access (several readers may share a file).
+    memory_limit:
+        DuckDB's memory limit (e.g. ``"4GB"``), beyond which it spills to disk; DuckDB's default
+        (80% of RAM) when None. Fixed for the connection's life (its configuration is locked).
+
+    Raises
+    ------
+    StoreFileError
+        ``path`` is not a DuckDB file Tidelens wrote (:mod:`analytics.store_file`: a pipe, an
+        empty file, another format, a store holding views or macros).
+    StoreBusyError
+        Another program holds the file's lock.
     """
 
-    def __init__(self, path: str | Path = DEFAULT_DB, *, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path = DEFAULT_DB, *, read_only: bool = False,
+                 memory_limit: str | None = None) -> None:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self.con = _connect(self.path, read_only)
+        # Data only: external access off and locked, the catalog checked before any read.
+        self.con = connect_store(self.path, read_only=read_only, memory_limit=memory_limit)
         if not read_only:
             self.con.execute(q.SCHEMA)
 

@@ -11,7 +11,8 @@ of these (the only place that knows the rules):
 - :func:`plot_text` for Plotly (trace names, hover text, titles built from labels): HTML-escaped,
   since Plotly renders a subset of HTML (``<a href>``, ``<img>`` are not for data);
 - :func:`csv_cell` / :func:`safe_csv` for CSV exports (OWASP's CSV-injection rule);
-- :func:`visible` shows control characters (an RTL override, NUL) as escapes.
+- :func:`visible` shows control characters (an RTL override, NUL, ESC) as escapes, the CLI's
+  every line included (:func:`visible_frame` for a table, :func:`json_visible` for JSON).
 
 >>> md("chat![s](x.png)"), md("chat![s](http://x/px.png)")
 ('chat\\\\!\\\\[s\\\\]\\\\(x.png\\\\)', '`chat![s](http://x/px.png)`')
@@ -32,17 +33,44 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~$:])")
 # What GFM's autolink-literal extension turns into a link: scheme://, www., an e-mail's @.
 _AUTOLINK = re.compile(r"(?i)://|www\.|@|mailto:|xmpp:")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e]")
 
 
-def visible(x: Any) -> str:
-    """``x`` as text with control and bidirectional-override characters shown as ``\\uXXXX``.
+def visible(x: Any, keep: str = "\n\t") -> str:
+    """``x`` as text with control and bidirectional-override characters shown as ``\\uXXXX``
+    (ESC, C0 and C1 controls, U+202E and the other format characters), except those in ``keep``.
 
     >>> visible("a\\u202eb\\x00c")
     'a\\\\u202eb\\\\u0000c'
+
+    A terminal line (a file name in ``tidelens ingest``) keeps no newline either:
+
+    >>> visible("x\\x1b[2Jy\\nz", keep="")
+    'x\\\\u001b[2Jy\\\\u000az'
     """
-    s = str(x)
-    return "".join(c if not unicodedata.category(c).startswith("C") or c in "\n\t" else f"\\u{ord(c):04x}"
-                   for c in s)
+    def shown(m: re.Match[str]) -> str:
+        c = m.group()
+        return c if c in keep or not unicodedata.category(c).startswith("C") else f"\\u{ord(c):04x}"
+
+    # only characters outside printable ASCII are looked at: a long CLI listing stays cheap
+    return _NOT_PRINTABLE_ASCII.sub(shown, str(x))
+
+
+def json_visible(text: str) -> str:
+    """JSON text with every control and format character inside its strings written as a JSON
+    escape: the same data to a JSON reader, nothing a terminal acts on.
+
+    >>> json_visible('{"name": "a\u202eb\x7f"}')
+    '{"name": "a\\\\u202eb\\\\u007f"}'
+    """
+    import json
+
+    def escaped(m: re.Match[str]) -> str:
+        c = m.group()
+        return c if c == "\n" or not unicodedata.category(c).startswith("C") else json.dumps(c)[1:-1]
+
+    # orjson writes C0 controls as escapes already; DEL, C1 and the format characters it does not
+    return _NOT_PRINTABLE_ASCII.sub(escaped, text)
 
 
 def md(x: Any) -> str:
@@ -139,16 +167,28 @@ def safe_table(frame: Any) -> Any:
     >>> safe_table(pl.DataFrame({"pod": ["a\u202eb", "=1+1"], "n": [1, 2]})).rows()
     [('a\\u202eb', 1), ("'=1+1", 2)]
     """
+    return safe_csv(visible_frame(frame))
+
+
+def visible_frame(frame: Any, keep: str = "\n\t") -> Any:
+    r"""A polars frame whose text columns went through :func:`visible` (a no-op, cheap, when no
+    cell holds a control character).
+
+    >>> import polars as pl
+    >>> visible_frame(pl.DataFrame({"name": ["ok", "\x1b[31mred"]})).rows()
+    [('ok',), ('\\u001b[31mred',)]
+    """
     import polars as pl
 
     text_cols = [c for c, t in frame.schema.items() if t == pl.Utf8]
     if text_cols:
-        controls = r"\p{C}"  # the characters visible() escapes (it keeps newline and tab)
+        controls = r"\p{C}"  # the characters visible() escapes (less those it keeps)
         flagged = frame.select(pl.any_horizontal(pl.col(c).str.contains(controls).fill_null(False)
                                                  for c in text_cols)).to_series()
         if flagged.any():
-            frame = frame.with_columns(pl.col(c).map_elements(visible, return_dtype=pl.Utf8) for c in text_cols)
-    return safe_csv(frame)
+            frame = frame.with_columns(pl.col(c).map_elements(lambda v: visible(v, keep), return_dtype=pl.Utf8)
+                                       for c in text_cols)
+    return frame
 
 
 def escape_figure(fig: Any) -> Any:

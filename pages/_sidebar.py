@@ -18,7 +18,7 @@ from typing import Any, Callable
 import duckdb
 import streamlit as st
 
-from analytics.errors import ConfigError, StoreBusyError
+from analytics.errors import ConfigError, StoreBusyError, StoreFileError
 from analytics.text import code, md
 from analytics.times import from_local_naive, local_naive
 from analytics.view import (ALL_SERVICES, DEFAULT_SLO_MS, SOURCE_KINDS, STEP_CHOICES_S,
@@ -60,6 +60,9 @@ def resolve_source(v: ViewSettings) -> DataSource:
     except StoreBusyError as exc:
         # A writer (e.g. `tidelens ingest`) held the lock past the wait: say who, not a traceback.
         return DataSource(label, str(file), "", f"Cannot open {code(file)} now: {md(exc)}")
+    except StoreFileError as exc:
+        # Not a store Tidelens wrote (a pipe, another format, views or macros): refused unread.
+        return DataSource(label, str(file), "", f"Cannot open {code(file)}: {md(exc.reason)}")
     except duckdb.Error as exc:
         return DataSource(label, str(file), "", f"Cannot open {code(file)}: {md(exc)}. Is it a "
                           "DuckDB store file?")

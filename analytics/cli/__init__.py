@@ -10,7 +10,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Sequence
+from typing import Sequence, TextIO
 
 from analytics.cli.commands import COMMANDS
 from analytics.errors import TidelensError
@@ -44,21 +44,45 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class _Shown:
+    """A text stream whose every write shows control characters as escapes
+    (:func:`analytics.text.visible`, newline and tab kept): a file name, a label or an error
+    message holding ESC sequences, C1 controls or a bidi override never drives the terminal,
+    whichever command printed it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        from analytics.text import visible
+
+        self._stream.write(visible(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_command_of(argv))
-    args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Shown(out), _Shown(err)  # type: ignore[assignment]
     try:
-        return int(args.func(args) or 0)
-    except TidelensError as exc:
-        print(f"tidelens: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        # `tidelens classify | head`: the reader has gone, which is no error of ours. Python's
-        # recipe: point stdout at /dev/null so the flush at exit does not raise again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
+        parser = build_parser(_command_of(argv))
+        args = parser.parse_args(argv)
+        try:
+            return int(args.func(args) or 0)
+        except TidelensError as exc:
+            print(f"tidelens: {exc}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:
+            # `tidelens classify | head`: the reader has gone, which is no error of ours. Python's
+            # recipe: point stdout at /dev/null so the flush at exit does not raise again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, out.fileno())
+            return 1
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -62,11 +62,17 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
-                                  default=str).decode() + "\n")
+    """``obj`` as indented JSON; control characters in its strings as JSON escapes (the same data)."""
+    from analytics.text import json_visible
+
+    sys.stdout.write(json_visible(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+                                               default=str).decode()) + "\n")
 
 
 def print_table(frame: pl.DataFrame, *, max_rows: int = 200) -> None:
+    """``frame`` as a table; a cell's control characters (and newlines) shown as escapes."""
+    from analytics.text import visible_frame
+
     with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200,
                    tbl_hide_dataframe_shape=True):
-        print(frame)
+        print(visible_frame(frame, keep=""))

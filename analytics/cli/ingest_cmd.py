@@ -10,6 +10,7 @@ from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, print_json
 from analytics.ingest import group_failures, ingest_path
 from analytics.store import Store
+from analytics.text import visible
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,7 +46,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                     "requests": requests})
     else:
         for r in results:
-            line = f"{r.status:8} {r.format:15} {r.series:>8} series {r.samples:>10} samples  {r.name}"
+            line = f"{r.status:8} {r.format:15} {r.series:>8} series {r.samples:>10} samples  {visible(r.name, keep='')}"
             if r.duplicates:
                 line += f"  ({r.duplicates} duplicate timestamps, last kept)"
             if r.blanks:
@@ -63,6 +64,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     else:  # some share a reason: say each reason once, with its files (never 29 lines, then this)
         print(f"tidelens: {len(failed)} failed, for {len(groups)} reason(s):", file=sys.stderr)
         for reason, names in groups:
-            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            shown = ", ".join(visible(n, keep="") for n in names[:3]) + (
+                f" and {len(names) - 3} more" if len(names) > 3 else "")
             print(f"  {len(names)} x {reason}\n      {shown}", file=sys.stderr)
     return 1 if failed else 0

@@ -6,9 +6,9 @@ SAMPLES_INSERT_DIRECT = "INSERT INTO samples SELECT series_id, ts_ms, value FROM
 
 # The chunked fast path (runs too large to hold at once): the pieces, spilled to Parquet, go in
 # with one sort, so the store's rows lie in the same (series, ts) order as the one-piece path.
-SAMPLES_INSERT_SORTED_PARQUET = """
+# ``sample_parts_in`` is an Arrow stream of the pieces registered by the loader: the store's
+# connection reads no file itself (analytics.store_file).
+SAMPLES_INSERT_SORTED_PARTS = """
 INSERT INTO samples
-SELECT series_id, ts_ms, value FROM read_parquet($files) ORDER BY series_id, ts_ms
+SELECT series_id, ts_ms, value FROM sample_parts_in ORDER BY series_id, ts_ms
 """
-MEMORY_LIMIT_GET = "SELECT current_setting('memory_limit')"
-MEMORY_LIMIT_SET = "SET memory_limit = $limit"

@@ -175,3 +175,30 @@ FROM samples x JOIN series s ON s.id = x.series_id
 WHERE s.metric = $metric AND x.ts_ms >= $start_ms AND x.ts_ms <= $end_ms
 ORDER BY x.series_id, x.ts_ms
 """
+
+# Every object in the store's own catalog (not the system's, not this connection's temp objects),
+# as (kind, schema, name, definition): what analytics.store_file compares with what Tidelens
+# writes before anything reads the store. A sequence's definition holds its current value, so
+# sequences are compared by name alone.
+CATALOG_OBJECTS = """
+SELECT 'table' AS kind, schema_name, table_name AS name, sql FROM duckdb_tables()
+WHERE database_name = current_database()
+UNION ALL SELECT 'view', schema_name, view_name, sql FROM duckdb_views()
+WHERE database_name = current_database() AND NOT internal
+UNION ALL SELECT 'sequence', schema_name, sequence_name, NULL FROM duckdb_sequences()
+WHERE database_name = current_database()
+UNION ALL SELECT 'index', schema_name, index_name, sql FROM duckdb_indexes()
+WHERE database_name = current_database()
+UNION ALL SELECT replace(function_type, '_', ' '), schema_name, function_name, macro_definition
+FROM duckdb_functions() WHERE database_name = current_database() AND NOT internal
+UNION ALL SELECT 'type', schema_name, type_name, NULL FROM duckdb_types()
+WHERE database_name = current_database() AND NOT internal
+UNION ALL SELECT 'schema', schema_name, schema_name, NULL FROM duckdb_schemas()
+WHERE database_name = current_database() AND schema_name <> 'main'
+"""
+# One table's columns as the store declares them: what a refusal names when a table differs.
+TABLE_COLUMNS = """
+SELECT column_name, data_type, column_default, is_nullable FROM duckdb_columns()
+WHERE database_name = current_database() AND schema_name = 'main' AND table_name = $table
+ORDER BY column_index
+"""
