@@ -13,6 +13,14 @@ from analytics.cli.common import add_config, add_db, add_json, config_path, prin
 TOKEN_ENV = "TIDELENS_GRAFANA_TOKEN"
 
 
+def _help(name: str) -> str:
+    from dataclasses import fields
+
+    from analytics.outbound import HttpConfig
+
+    return next(f.metadata["help"] for f in fields(HttpConfig) if f.name == name)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help=command_help("export"))
     p.add_argument("target", choices=("grafana",), help="where to: grafana")
@@ -25,6 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dashboard-uid", default=None, metavar="UID",
                    help="attach the annotations to this dashboard (default: org-wide, by tag)")
     p.add_argument("--step", default="1m", help="timeline step of the events (default 1m, as the app)")
+    p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                   help=_help("timeout_s") + " (default 10)")
+    p.add_argument("--retries", type=int, default=2, help=_help("retries") + " (default 2; never a POST "
+                   "Grafana may have acted on)")
     add_config(p, "[slo] and the workload map")
     add_json(p)
     p.set_defaults(func=cmd_export)
@@ -32,15 +44,25 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     import json
+    from dataclasses import replace
 
     from analytics.errors import ConfigError
     from analytics.events import EventsConfig, analyse_store
-    from analytics.grafana import dashboard_model, event_annotations, post_annotations
+    from analytics.grafana import GRAFANA_CONFIG, check_uid, dashboard_model, event_annotations, post_annotations
+    from analytics.secrets import secret_from_env, secret_from_file
     from analytics.slo import resolve_slos
     from analytics.store import Store
     from analytics.timeline import parse_step_s
     from analytics.workloads import load_map
 
+    if args.dashboard_uid is not None:
+        check_uid(args.dashboard_uid)
+    token = ""
+    if args.url:  # the token is read, and refused if malformed, before any work
+        if args.token_file:
+            token = secret_from_file(args.token_file, "Grafana token")
+        elif os.environ.get(TOKEN_ENV):
+            token = secret_from_env(TOKEN_ENV, "Grafana token")
     if not Path(args.db).exists():
         raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
     config = config_path(args)
@@ -57,14 +79,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     report: dict = {"annotations": len(annotations), "panels": len(model.get("panels", [])),
                     "files": [str(out / "annotations.json"), str(out / "dashboard.json")]}
     if args.url:
-        if args.token_file:
-            try:
-                token = Path(args.token_file).read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise ConfigError(f"--token-file {args.token_file}: cannot read it ({exc.strerror})") from None
-        else:
-            token = os.environ.get(TOKEN_ENV, "")
-        report["posted"] = post_annotations(args.url, token, annotations)
+        config = replace(GRAFANA_CONFIG, timeout_s=args.timeout, retries=args.retries)
+        report["posted"] = post_annotations(args.url, token, annotations, config=config)
     if args.json:
         print_json(report)
     else:
