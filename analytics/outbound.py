@@ -299,6 +299,10 @@ class Outbound:
     def __init__(self, base: str, config: HttpConfig, *, error: type[TidelensError],
                  verify: bool | str = True, sleep: Callable[[float], None] = time.sleep,
                  hints: Hints | None = None) -> None:
+        if not config.timeout_s > 0 or config.timeout_s == float("inf"):
+            raise ConfigError(f"timeout {config.timeout_s!r}: give a positive number of seconds (--timeout)")
+        if config.max_bytes <= 0:
+            raise ConfigError(f"max_bytes {config.max_bytes!r}: give a positive number of bytes")
         self.base = base
         self.config = config
         self.error = error

@@ -33,6 +33,8 @@ SNIPPET_CHARS = 300
 # A token file is a token, not a document: refuse anything bigger before reading it whole.
 MAX_SECRET_BYTES = 64 << 10
 REDACTED = "[redacted]"
+# A terminal's escape sequences (colours, cursor moves, title changes), dropped whole.
+_ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
 
 
 def _b64_cores(raw: bytes) -> set[str]:
@@ -96,6 +98,7 @@ def printable(text: str) -> str:
     """``text`` on one line: line breaks as spaces, other control and format characters out
     (an escape sequence must not reach a terminal; dropping them also rejoins a secret a
     server split with them, so the redactor finds it)."""
+    text = _ANSI.sub("", text)
     text = re.sub(r"[\r\n\t]+", " ", text)
     return "".join(c for c in text if not unicodedata.category(c).startswith("C"))
 

@@ -42,27 +42,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_export)
 
 
+def _grafana_token(args: argparse.Namespace) -> str:
+    """The token to post with (``""``: none given), read and checked before any work, so a bad
+    token file or uid costs nothing and is never shown."""
+    from analytics.grafana import check_uid
+    from analytics.secrets import secret_from_env, secret_from_file
+
+    if args.dashboard_uid is not None:
+        check_uid(args.dashboard_uid)
+    if not args.url:
+        return ""
+    if args.token_file:
+        return secret_from_file(args.token_file, "Grafana token")
+    if os.environ.get(TOKEN_ENV):
+        return secret_from_env(TOKEN_ENV, "Grafana token")
+    return ""
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    token = _grafana_token(args)
+
     import json
     from dataclasses import replace
 
     from analytics.errors import ConfigError
     from analytics.events import EventsConfig, analyse_store
-    from analytics.grafana import GRAFANA_CONFIG, check_uid, dashboard_model, event_annotations, post_annotations
-    from analytics.secrets import secret_from_env, secret_from_file
+    from analytics.grafana import GRAFANA_CONFIG, dashboard_model, event_annotations, post_annotations
     from analytics.slo import resolve_slos
     from analytics.store import Store
     from analytics.timeline import parse_step_s
     from analytics.workloads import load_map
 
-    if args.dashboard_uid is not None:
-        check_uid(args.dashboard_uid)
-    token = ""
-    if args.url:  # the token is read, and refused if malformed, before any work
-        if args.token_file:
-            token = secret_from_file(args.token_file, "Grafana token")
-        elif os.environ.get(TOKEN_ENV):
-            token = secret_from_env(TOKEN_ENV, "Grafana token")
     if not Path(args.db).exists():
         raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
     config = config_path(args)

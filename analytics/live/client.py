@@ -11,6 +11,7 @@ source names, error messages or logs.
 
 from __future__ import annotations
 
+import base64
 import math
 import os
 import time
@@ -91,8 +92,9 @@ class AuthConfig:
         if token.startswith("Bearer "):
             out.append(token.removeprefix("Bearer "))
         basic = self.resolve_basic()
-        if basic:
-            out += [basic[1], f"{basic[0]}:{basic[1]}"]
+        if basic:  # the header's own value too, so an echo encoding it again is found
+            pair = f"{basic[0]}:{basic[1]}"
+            out += [basic[1], pair, base64.b64encode(pair.encode()).decode()]
         return sorted({v for v in out if len(v) >= MIN_REDACTED_LEN}, key=len, reverse=True)
 
     def redactor(self) -> Redactor:
