@@ -123,7 +123,7 @@ class _Deadline:
         self._lock = threading.Lock()
 
     def arm(self) -> None:
-        """Start an attempt's clock (again, for a retry)."""
+        """Start an attempt's clock: on entering, and again after each retry's wait."""
         self.disarm()
         with self._lock:
             self.expired = False
@@ -197,7 +197,6 @@ class _Watched:
 
     def request(self, *args: Any, **kwargs: Any) -> Any:
         if (dl := _deadline()) is not None:
-            dl.arm()  # each attempt, a retry's too, has the whole deadline
             dl.watch(self.sock)  # a kept-alive connection's socket
         return super().request(*args, **kwargs)  # type: ignore[misc]
 
@@ -245,7 +244,8 @@ class _Retry(Retry):
         return out
 
     def sleep(self, response: Any = None) -> None:
-        if (dl := _deadline()) is not None:
+        dl = _deadline()
+        if dl is not None:
             dl.disarm()  # the wait is not the server's time
             dl.retries += 1
         delay = self.backoff_factor * 2 ** (max(len(self.history), 1) - 1) * (1 + 0.25 * random.random())
@@ -255,6 +255,8 @@ class _Retry(Retry):
             except (urllib3.exceptions.InvalidHeader, ValueError, OverflowError):
                 pass
         self.sleeper(min(delay, MAX_WAIT_S))
+        if dl is not None:
+            dl.arm()  # the next attempt has the whole deadline, connecting included
 
 
 # -- the helper -----------------------------------------------------------------------------------
