@@ -19,6 +19,7 @@ One place owns the rules both follow, so they cannot drift apart:
 
 from __future__ import annotations
 
+import logging
 import random
 import socket
 import threading
@@ -114,8 +115,9 @@ class _Deadline:
     """Ends an attempt when its time is up by shutting its sockets down, which wakes a read
     blocked on a server that sends a byte now and then (each byte restarts a socket timeout)."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, redactor: Redactor | None = None) -> None:
         self.seconds = seconds
+        self.redactor = redactor
         self.expired = False
         self.retries = 0
         self._socks: list[socket.socket] = []
@@ -177,6 +179,25 @@ def _shut(sock: socket.socket) -> None:
 
 def _deadline() -> _Deadline | None:
     return getattr(_local, "deadline", None)
+
+
+class _RedactLogs(logging.Filter):
+    """urllib3 logs a retry with the error it met, which can quote what a server sent (a status
+    line made of the token it was given): a record logged by the thread of a request under way
+    is redacted of that request's secrets before any handler sees it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        dl = _deadline()
+        if dl is not None and dl.redactor is not None:
+            record.msg, record.args = dl.redactor(printable(record.getMessage())), ()
+        return True
+
+
+_LOG_FILTER = _RedactLogs()
+# A logger's filters see only its own records, not its children's: each logger urllib3 uses.
+for _name in ("urllib3.connectionpool", "urllib3.connection", "urllib3.util.retry", "urllib3.response",
+              "urllib3.poolmanager"):
+    logging.getLogger(_name).addFilter(_LOG_FILTER)
 
 
 class _Watched:
@@ -367,7 +388,7 @@ class Outbound:
               headers: Mapping[str, str] | None, auth: tuple[str, str] | None, body: bytes | None,
               what: str, redactor: Redactor) -> Reply:
         t = self.config.timeout_s
-        with _Deadline(t) as dl:
+        with _Deadline(t, redactor) as dl:
             try:
                 resp = self._session.request(method, url, params=params, headers=dict(headers or {}),
                                              auth=auth, data=body, verify=self.verify, timeout=(t, t),

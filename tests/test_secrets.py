@@ -148,6 +148,8 @@ class Hostile:
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self._drip(body)
+                elif mode == "status_echo":  # a status line made of the header it was sent
+                    self.wfile.write(f"{auth}\r\n\r\n".encode())
                 elif mode == "grafana":  # a well-behaved annotations API
                     self._answer(200, b"[]" if grafana_get else b'{"id": 7}')
                 else:
@@ -342,3 +344,17 @@ def test_the_redactor_finds_every_encoding() -> None:
     assert said.startswith("[redacted]BBB") and said.endswith("...") and len(said) <= 303
     cut = r.snippet("C" * (16 * 300 + r.longest - 5) + TOKEN, limit=10_000)
     assert TOKEN[:5] not in cut
+
+
+def test_the_http_librarys_own_logs_are_redacted(caplog: pytest.LogCaptureFixture) -> None:
+    """urllib3 logs each retry with the error it met, here a status line made of the token."""
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="urllib3")
+    with Hostile("status_echo") as srv:
+        with pytest.raises(TidelensError) as err:
+            post_annotations(srv.url, TOKEN, ANN, config=HttpConfig(timeout_s=1, retries=1, backoff_s=0))
+    assert len(srv.seen) == 2  # the request and its retry
+    assert "Retrying" in caplog.text
+    assert not leaks(caplog.text) and not leaks(str(err.value)), caplog.text
+    assert "[redacted]" in caplog.text
