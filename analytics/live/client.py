@@ -83,23 +83,24 @@ class AuthConfig:
             out["Authorization"] = f"Bearer {token}"
         return out
 
-    def secret_values(self) -> list[str]:
+    def secret_values(self, headers: dict[str, str] | None = None,
+                      basic: tuple[str, str] | None = None) -> list[str]:
         """Every secret this configuration sends: header values read from the environment, the
-        bearer token and the basic-auth password (the :class:`Redactor` finds their encodings)."""
-        headers = self.resolve_headers()
-        out = [headers[h] for h in self.header_envs]
+        bearer token and the basic-auth password (the :class:`Redactor` finds their encodings).
+
+        ``headers`` and ``basic`` are the values a request is about to send, when it has read
+        them already: a token file rotated in between must not leave the sent token unredacted.
+        """
+        headers = self.resolve_headers() if headers is None else headers
+        basic = self.resolve_basic() if basic is None else basic
+        out = [headers[h] for h in self.header_envs if h in headers]
         token = headers.get("Authorization", "")
         if token.startswith("Bearer "):
             out.append(token.removeprefix("Bearer "))
-        basic = self.resolve_basic()
         if basic:  # the header's own value too, so an echo encoding it again is found
             pair = f"{basic[0]}:{basic[1]}"
             out += [basic[1], pair, base64.b64encode(pair.encode()).decode()]
         return sorted({v for v in out if len(v) >= MIN_REDACTED_LEN}, key=len, reverse=True)
-
-    def redactor(self) -> Redactor:
-        """The redactor of every secret this configuration sends."""
-        return Redactor(self.secret_values())
 
     def resolve_basic(self) -> tuple[str, str] | None:
         if not self.basic_user:
@@ -238,7 +239,7 @@ class PromClient:
         message, every secret of this client redacted from it."""
         headers = self.auth.resolve_headers()
         basic = self.auth.resolve_basic()
-        redactor = self.auth.redactor()
+        redactor = Redactor(self.auth.secret_values(headers, basic))
         # POST would hide long queries from proxy logs, but not every proxy allows it; the
         # query itself is not secret.
         reply = self._http.request("GET", f"{self.base}/{path.lstrip('/')}", params=params,
