@@ -9,21 +9,23 @@
   the signals the store has, plus an annotation query for the Tidelens tags; built with
   ``grafana-foundation-sdk`` and its types;
 - :func:`post_annotations`: posts them, idempotently (an event already there, found by its
-  ``tidelens-event:<id>`` tag, is updated, never duplicated), with the outbound-request rules of
-  the live pulls: no redirect followed, the token sent to the given origin only, never logged or
-  stored, and redacted from any error.
+  ``tidelens-event:<id>`` tag, is updated, never duplicated), through the live pulls' own
+  outbound helper (:mod:`analytics.outbound`): a deadline per attempt, redirects within Grafana's
+  origin only, the token sent there only, never logged or stored, and redacted (in all its
+  encodings) from any message; an answer of the wrong shape is a message, not a traceback.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import urllib.error
+import time
 import urllib.parse
-import urllib.request
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from analytics.errors import ConfigError, TidelensError
+from analytics.outbound import Hints, HttpConfig, Outbound, check_url
+from analytics.secrets import Redactor, check_secret, printable
 
 if TYPE_CHECKING:
     from analytics.events import EventsAnalysis
@@ -155,52 +157,103 @@ def dashboard_exprs(model: dict[str, Any]) -> list[str]:
 
 
 # -- posting --------------------------------------------------------------------------------------
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001
-        raise GrafanaError(f"{req.get_method()} {req.full_url}: Grafana answered {code} with a redirect to "
-                           f"{newurl}; not followed (the token goes to the given URL only): give that "
-                           "URL instead")
+# Grafana's own rule for a uid (util.IsValidShortUID): letters, digits, '-' and '_', at most 40.
+_UID = re.compile(r"[A-Za-z0-9_-]{1,40}")
+_MAX_ID = 2**63 - 1
+GRAFANA_CONFIG = HttpConfig(timeout_s=10.0, retries=2, max_bytes=8 << 20)
+_HINTS = Hints(
+    timeout="is Grafana reachable there? Raise --timeout if it is slow",
+    connect="is Grafana reachable there?",
+    tls="check Grafana's certificate",
+    redirect="If you trust that server, give its URL as --url")
 
 
-def _redact(text: str, token: str) -> str:
-    return text.replace(token, "[redacted]") if token else text
+def check_uid(uid: str, where: str = "--dashboard-uid") -> str:
+    """``uid`` if it is a valid Grafana uid; a :class:`ConfigError` naming ``where`` if not."""
+    if not isinstance(uid, str) or not _UID.fullmatch(uid):
+        raise ConfigError(f"{where} {printable(str(uid))[:80]!r}: a Grafana uid is 1-40 letters, "
+                          "digits, '-' or '_'")
+    return uid
 
 
-def _call(base: str, token: str, method: str, path: str, body: Any = None, *, timeout_s: float) -> Any:
-    url = base.rstrip("/") + path
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={
-        "Authorization": f"Bearer {token}", "Content-Type": "application/json", "Accept": "application/json"})
-    opener = urllib.request.build_opener(_NoRedirect())
+def _call(http: Outbound, token: str, redactor: Redactor, method: str, path: str,
+          body: Any = None) -> Any:
+    url = http.base + path
+    what = f"{method} {path.split('?', 1)[0]}"
+    reply = http.request(method, url, what=what, redactor=redactor,
+                         body=None if body is None else json.dumps(body).encode(),
+                         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                                  "Accept": "application/json"})
+    said = redactor.snippet(reply.content[:4096])
+    if reply.status in (401, 403):
+        raise http.fail(f"{http.base}: {what}: Grafana answered HTTP {reply.status} (not authorised): "
+                        "check the token and that its service account may write annotations", redactor)
+    if reply.status >= 300:
+        raise http.fail(f"{http.base}: {what}: Grafana answered HTTP {reply.status}: {said}", redactor)
+    if not reply.content.strip():
+        return None
     try:
-        with opener.open(req, timeout=timeout_s) as r:
-            raw = r.read(8 << 20)
-    except urllib.error.HTTPError as exc:
-        said = _redact(exc.read(2048).decode("utf-8", "replace"), token)
-        raise GrafanaError(f"{method} {url}: Grafana answered {exc.code}: {said[:300]}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        raise GrafanaError(f"{method} {url}: {_redact(str(exc), token)}; is Grafana reachable there?") from None
-    return json.loads(raw) if raw else None
+        return json.loads(reply.content)
+    except (ValueError, RecursionError):
+        raise http.fail(f"{http.base}: {what}: HTTP {reply.status}, but not JSON ({said!r}): is --url "
+                        "Grafana's base URL?", redactor) from None
+
+
+def _annotation_id(http: Outbound, redactor: Redactor, value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_ID:
+        raise http.fail(f"{http.base}: {where} is {redactor.snippet(repr(value), 80)}, not an "
+                        "annotation id: is --url Grafana's base URL?", redactor)
+    return value
 
 
 def post_annotations(url: str, token: str, annotations: list[dict[str, Any]], *,
-                     timeout_s: float = 10.0) -> list[dict[str, Any]]:
-    """Create or update each annotation (found again by its event tag); returns what was done."""
+                     config: HttpConfig | None = None,
+                     sleep: Callable[[float], None] = time.sleep) -> list[dict[str, Any]]:
+    """Create or update each annotation (found again by its event tag); returns what was done.
+
+    Requests follow :mod:`analytics.outbound`'s rules (a deadline per attempt, retries of GET
+    and PUT only, redirects within Grafana's origin only) and every message is redacted of the
+    token in all its encodings.
+    """
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"--url {url!r}: give Grafana's base URL, e.g. https://grafana.example.com")
+        raise ConfigError(f"--url {printable(url)[:200]!r}: give Grafana's base URL, e.g. "
+                          "https://grafana.example.com")
+    base = check_url(url)
     if not token:
         raise ConfigError("no Grafana token: set TIDELENS_GRAFANA_TOKEN or pass --token-file FILE")
-    done = []
+    redactor = Redactor([token])
+    token = check_secret(token, "the Grafana token")
     for item in annotations:
-        tag = next(t for t in item["tags"] if t.startswith("tidelens-event:"))
-        found = _call(url, token, "GET", "/api/annotations?" + urllib.parse.urlencode(
-            {"tags": tag, "limit": 10, "type": "annotation"}), timeout_s=timeout_s) or []
-        if found:
-            ann_id = found[0]["id"]
-            _call(url, token, "PUT", f"/api/annotations/{int(ann_id)}", item, timeout_s=timeout_s)
-            done.append({"event": tag.split(":", 1)[1], "action": "updated", "id": ann_id})
-        else:
-            got = _call(url, token, "POST", "/api/annotations", item, timeout_s=timeout_s) or {}
-            done.append({"event": tag.split(":", 1)[1], "action": "created", "id": got.get("id")})
+        if item.get("dashboardUID") is not None:
+            check_uid(item["dashboardUID"], "the annotations' dashboardUID")
+    done = []
+    with Outbound(base, config or GRAFANA_CONFIG, error=GrafanaError, sleep=sleep, hints=_HINTS) as http:
+        for item in annotations:
+            tag = next(t for t in item["tags"] if t.startswith("tidelens-event:"))
+            found = _call(http, token, redactor, "GET", "/api/annotations?" + urllib.parse.urlencode(
+                {"tags": tag, "limit": 10, "type": "annotation"}))
+            if found is None:
+                found = []
+            if not isinstance(found, list) or not all(isinstance(a, dict) for a in found):
+                raise http.fail(f"{base}: GET /api/annotations answered "
+                                f"{'an object' if isinstance(found, dict) else type(found).__name__} "
+                                "where a list of annotations was expected: is --url Grafana's base URL?",
+                                redactor)
+            if found:
+                ann_id = _annotation_id(http, redactor, found[0].get("id"), "GET /api/annotations: [0].id")
+                _call(http, token, redactor, "PUT", f"/api/annotations/{urllib.parse.quote(str(ann_id), safe='')}",
+                      item)
+                done.append({"event": tag.split(":", 1)[1], "action": "updated", "id": ann_id})
+            else:
+                got = _call(http, token, redactor, "POST", "/api/annotations", item)
+                if got is None:
+                    got = {}
+                if not isinstance(got, dict):
+                    raise http.fail(f"{base}: POST /api/annotations answered {type(got).__name__} where "
+                                    "an object was expected: is --url Grafana's base URL?", redactor)
+                new_id = got.get("id")
+                if new_id is not None:
+                    new_id = _annotation_id(http, redactor, new_id, "POST /api/annotations: id")
+                done.append({"event": tag.split(":", 1)[1], "action": "created", "id": new_id})
     return done

@@ -21,6 +21,7 @@ import pytest
 import live_data as d
 from analytics.cli import main
 from analytics.grafana import GrafanaError, dashboard_exprs, post_annotations
+from analytics.outbound import HttpConfig
 from analytics.times import iso_utc
 from apptest_helpers import isolated_cli, morning_store
 from plugins.prometheus import prometheus  # noqa: F401  (the session fixture)
@@ -179,7 +180,7 @@ def test_a_redirect_is_not_followed_and_errors_never_show_the_token(tmp_path) ->
         bouncer.close()
         elsewhere.close()
     with pytest.raises(GrafanaError) as err:
-        post_annotations("http://127.0.0.1:9", TOKEN, ann, timeout_s=2)  # nothing listens there
+        post_annotations("http://127.0.0.1:9", TOKEN, ann, config=HttpConfig(timeout_s=2, retries=0))  # nothing listens
     assert TOKEN not in str(err.value) and "reachable" in str(err.value)
 
 

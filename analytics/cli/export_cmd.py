@@ -13,6 +13,14 @@ from analytics.cli.common import add_config, add_db, add_json, config_path, prin
 TOKEN_ENV = "TIDELENS_GRAFANA_TOKEN"
 
 
+def _help(name: str) -> str:
+    from dataclasses import fields
+
+    from analytics.outbound import HttpConfig
+
+    return next(f.metadata["help"] for f in fields(HttpConfig) if f.name == name)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help=command_help("export"))
     p.add_argument("target", choices=("grafana",), help="where to: grafana")
@@ -25,17 +33,41 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dashboard-uid", default=None, metavar="UID",
                    help="attach the annotations to this dashboard (default: org-wide, by tag)")
     p.add_argument("--step", default="1m", help="timeline step of the events (default 1m, as the app)")
+    p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                   help=_help("timeout_s") + " (default 10)")
+    p.add_argument("--retries", type=int, default=2, help=_help("retries") + " (default 2; never a POST "
+                   "Grafana may have acted on)")
     add_config(p, "[slo] and the workload map")
     add_json(p)
     p.set_defaults(func=cmd_export)
 
 
+def _grafana_token(args: argparse.Namespace) -> str:
+    """The token to post with (``""``: none given), read and checked before any work, so a bad
+    token file or uid costs nothing and is never shown."""
+    from analytics.grafana import check_uid
+    from analytics.secrets import secret_from_env, secret_from_file
+
+    if args.dashboard_uid is not None:
+        check_uid(args.dashboard_uid)
+    if not args.url:
+        return ""
+    if args.token_file:
+        return secret_from_file(args.token_file, "Grafana token")
+    if os.environ.get(TOKEN_ENV):
+        return secret_from_env(TOKEN_ENV, "Grafana token")
+    return ""
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    token = _grafana_token(args)
+
     import json
+    from dataclasses import replace
 
     from analytics.errors import ConfigError
     from analytics.events import EventsConfig, analyse_store
-    from analytics.grafana import dashboard_model, event_annotations, post_annotations
+    from analytics.grafana import GRAFANA_CONFIG, dashboard_model, event_annotations, post_annotations
     from analytics.slo import resolve_slos
     from analytics.store import Store
     from analytics.timeline import parse_step_s
@@ -57,14 +89,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     report: dict = {"annotations": len(annotations), "panels": len(model.get("panels", [])),
                     "files": [str(out / "annotations.json"), str(out / "dashboard.json")]}
     if args.url:
-        if args.token_file:
-            try:
-                token = Path(args.token_file).read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise ConfigError(f"--token-file {args.token_file}: cannot read it ({exc.strerror})") from None
-        else:
-            token = os.environ.get(TOKEN_ENV, "")
-        report["posted"] = post_annotations(args.url, token, annotations)
+        config = replace(GRAFANA_CONFIG, timeout_s=args.timeout, retries=args.retries)
+        report["posted"] = post_annotations(args.url, token, annotations, config=config)
     if args.json:
         print_json(report)
     else:

@@ -11,34 +11,27 @@ source names, error messages or logs.
 
 from __future__ import annotations
 
+import base64
 import math
 import os
-import random
 import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-import base64
-from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import orjson
-import requests
 
 from analytics.errors import ConfigError, TidelensError
+from analytics.outbound import (RETRY_STATUSES, Hints, HttpConfig, Outbound, Reply, check_url,  # noqa: F401
+                                safe_url)
+from analytics.secrets import MIN_REDACTED_LEN, Redactor, secret_from_env, secret_from_file  # noqa: F401
 
 # Prometheus refuses a range query whose result would exceed 11,000 points per series.
 MAX_POINTS_PER_SERIES = 11_000
 # One week of a 1,000-GPU fleet's holders in one request took Prometheus past 10 GB; a day-long
 # chunk of the same stayed at 2 GB. Chunks are sized from the series count the guard saw.
 MAX_SAMPLES_PER_REQUEST = 2_000_000
-# Statuses worth retrying: the server or a proxy is overloaded or restarting.
-RETRY_STATUSES = frozenset({429, 502, 503, 504})
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-# A reverse proxy adds a slash or a login hop; more than a few is a loop.
-MAX_REDIRECTS = 5
-# Shorter secrets would blank out ordinary words in a message; a secret that short is not one.
-MIN_REDACTED_LEN = 3
 
 
 class PullError(TidelensError):
@@ -90,17 +83,23 @@ class AuthConfig:
             out["Authorization"] = f"Bearer {token}"
         return out
 
-    def secret_values(self) -> list[str]:
-        """Every secret as it could come back in a server's answer: raw, and basic auth encoded."""
-        headers = self.resolve_headers()
-        out = [headers[h] for h in self.header_envs]
+    def secret_values(self, headers: dict[str, str] | None = None,
+                      basic: tuple[str, str] | None = None) -> list[str]:
+        """Every secret this configuration sends: header values read from the environment, the
+        bearer token and the basic-auth password (the :class:`Redactor` finds their encodings).
+
+        ``headers`` and ``basic`` are the values a request is about to send, when it has read
+        them already: a token file rotated in between must not leave the sent token unredacted.
+        """
+        headers = self.resolve_headers() if headers is None else headers
+        basic = self.resolve_basic() if basic is None else basic
+        out = [headers[h] for h in self.header_envs if h in headers]
         token = headers.get("Authorization", "")
         if token.startswith("Bearer "):
-            out += [token, token.removeprefix("Bearer ")]
-        basic = self.resolve_basic()
-        if basic:
-            pair = base64.b64encode(f"{basic[0]}:{basic[1]}".encode()).decode()
-            out += [basic[1], pair]
+            out.append(token.removeprefix("Bearer "))
+        if basic:  # the header's own value too, so an echo encoding it again is found
+            pair = f"{basic[0]}:{basic[1]}"
+            out += [basic[1], pair, base64.b64encode(pair.encode()).decode()]
         return sorted({v for v in out if len(v) >= MIN_REDACTED_LEN}, key=len, reverse=True)
 
     def resolve_basic(self) -> tuple[str, str] | None:
@@ -120,43 +119,11 @@ class AuthConfig:
 
 
 def _secret_env(var: str, what: str) -> str:
-    value = os.environ.get(var)
-    if not value:
-        raise ConfigError(f"the {what} comes from environment variable {var}, which is not set")
-    return value.strip()
+    return secret_from_env(var, what)
 
 
 def _secret_file(path: str, what: str) -> str:
-    try:
-        return Path(path).read_text().strip()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the {what} from {path}: {exc.strerror}") from exc
-
-
-def safe_url(url: str) -> str:
-    """The server's URL without credentials, query or fragment: what may be shown or stored.
-
-    >>> safe_url("https://user@prom.example:9090/prometheus/?x=1")
-    'https://prom.example:9090/prometheus'
-    """
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
-
-
-def check_url(url: str) -> str:
-    """Validate a server URL and return its safe form; passwords in URLs are refused."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"server URL {safe_url(url) or url!r} must look like "
-                          "http(s)://host[:port][/path]")
-    if parts.password is not None or parts.username is not None:
-        raise ConfigError("credentials in the server URL are refused (they would end up in logs "
-                          "and the page URL): use --user with --password-env/--password-file, "
-                          "or --token-env/--token-file")
-    return safe_url(url)
+    return secret_from_file(path, what)
 
 
 def allowed_servers(config_path: str | Path | None = None) -> list[str] | None:
@@ -190,14 +157,10 @@ def check_allowed(url: str, allowed: list[str] | None, config_hint: str = "tidel
 
 
 @dataclass
-class ClientConfig:
-    """Timeouts, retries and limits for one server."""
+class ClientConfig(HttpConfig):
+    """Deadline, retries and limits for one server (:class:`~analytics.outbound.HttpConfig`'s,
+    and the points per request a Prometheus takes)."""
 
-    timeout_s: float = field(default=60.0, metadata={"help": "per-request timeout in seconds"})
-    retries: int = field(default=3, metadata={
-        "help": "retries of a transient failure (connection reset, 429, 502-504)"})
-    backoff_s: float = field(default=0.5, metadata={
-        "help": "first retry wait in seconds; doubles each retry, with jitter"})
     max_points: int = field(default=MAX_POINTS_PER_SERIES, metadata={
         "help": "points per series per range request (the server's limit is 11,000)"})
     max_samples: int = field(default=MAX_SAMPLES_PER_REQUEST, metadata={
@@ -214,6 +177,14 @@ class Response:
     warnings: list[str] = field(default_factory=list)
 
 
+_HINTS = Hints(
+    timeout="narrow the range or scope, use a coarser --step, or raise --timeout",
+    connect="is the server running and the URL right?",
+    tls="pass --ca-bundle PEM, or --insecure if you accept the risk",
+    redirect="If you trust that server, pull from it directly with --url (and add it to "
+             "[live] servers)")
+
+
 class PromClient:
     """A Prometheus HTTP API client.
 
@@ -224,7 +195,7 @@ class PromClient:
     auth:
         Authentication and TLS settings.
     config:
-        Timeouts, retries and limits.
+        Deadline, retries and limits.
     allowed:
         Servers a shared deployment allows (see :func:`allowed_servers`); ``None``: any.
     sleep:
@@ -238,17 +209,23 @@ class PromClient:
         check_allowed(self.base, allowed)
         self.auth = auth or AuthConfig()
         self.config = config or ClientConfig()
-        self._sleep = sleep
-        self._session = requests.Session()
-        self.bytes_received = 0
-        self.requests_made = 0
+        self._http = Outbound(self.base, self.config, error=PullError, verify=self.auth.verify(),
+                              sleep=sleep, hints=_HINTS)
+
+    @property
+    def bytes_received(self) -> int:
+        return self._http.bytes_received
+
+    @property
+    def requests_made(self) -> int:
+        return self._http.requests_made
 
     def describe(self) -> str:
         """The server as it may be shown: no credentials."""
         return self.base
 
     def close(self) -> None:
-        self._session.close()
+        self._http.close()
 
     def __enter__(self) -> "PromClient":
         return self
@@ -258,124 +235,82 @@ class PromClient:
 
     # -- requests -----------------------------------------------------------------------
     def get(self, path: str, params: dict[str, Any], *, what: str) -> Response:
-        """GET ``path`` with retries; raise :class:`PullError` with the server's own message."""
-        url = f"{self.base}/{path.lstrip('/')}"
+        """GET ``path`` (retried when transient); raise :class:`PullError` with the server's own
+        message, every secret of this client redacted from it."""
         headers = self.auth.resolve_headers()
         basic = self.auth.resolve_basic()
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                # POST would hide long queries from proxy logs, but not every proxy allows it; the
-                # query itself is not secret.
-                resp = self._get_same_origin(url, params, headers, basic, what)
-            except requests.exceptions.SSLError as exc:
-                raise PullError(f"{self.base}: TLS verification failed ({_short(exc)}): pass "
-                                "--ca-bundle PEM, or --insecure if you accept the risk") from exc
-            except requests.exceptions.Timeout as exc:
-                if attempt <= self.config.retries:
-                    self._wait(attempt)
-                    continue
-                raise PullError(f"{self.base}: {what} timed out after {self.config.timeout_s:g} s "
-                                f"({attempt} attempts): narrow the range or scope, use a coarser "
-                                "--step, or raise --timeout") from exc
-            except requests.exceptions.ConnectionError as exc:
-                if attempt <= self.config.retries:
-                    self._wait(attempt)
-                    continue
-                raise PullError(f"{self.base}: cannot connect ({_short(exc)}) after {attempt} "
-                                "attempts: is the server running and the URL right?") from exc
-            self.requests_made += 1
-            self.bytes_received += len(resp.content)
-            if resp.status_code in RETRY_STATUSES and attempt <= self.config.retries:
-                self._wait(attempt, resp.headers.get("Retry-After"))
-                continue
-            return self._decode(resp, what)
+        redactor = Redactor(self.auth.secret_values(headers, basic))
+        # POST would hide long queries from proxy logs, but not every proxy allows it; the
+        # query itself is not secret.
+        reply = self._http.request("GET", f"{self.base}/{path.lstrip('/')}", params=params,
+                                   headers=headers, auth=basic, what=what, redactor=redactor)
+        return self._decode(reply, what, redactor)
 
-    def _get_same_origin(self, url: str, params: dict[str, Any] | None, headers: dict[str, str],
-                         basic: tuple[str, str] | None, what: str) -> requests.Response:
-        """GET, following redirects only within the server's own origin.
-
-        ``requests`` strips ``Authorization`` on a redirect to another host but keeps every
-        other header, so a tenant key would leave with it: redirects are followed here, by
-        hand, and one to another scheme, host or port is refused rather than followed.
-        """
-        for _hop in range(MAX_REDIRECTS + 1):
-            resp = self._session.get(url, params=params, headers=headers, auth=basic,
-                                     verify=self.auth.verify(), timeout=self.config.timeout_s,
-                                     allow_redirects=False)
-            if resp.status_code not in REDIRECT_STATUSES or "Location" not in resp.headers:
-                return resp
-            target = urljoin(resp.url, resp.headers["Location"])
-            if _origin(target) != _origin(self.base):
-                resp.close()
-                raise PullError(f"{self.base}: {what}: HTTP {resp.status_code} redirects to "
-                                f"{safe_url(target)}, another server; Tidelens does not follow it "
-                                "with your credentials. If you trust that server, pull from it "
-                                "directly with --url (and add it to [live] servers)")
-            resp.close()
-            url, params = target, None  # the Location carries its own query
-        raise PullError(f"{self.base}: {what}: more than {MAX_REDIRECTS} redirects: check the URL "
-                        "(a login page or a proxy loop?)")
-
-    def _redact(self, text: str) -> str:
-        """``text`` with every secret of this client replaced, as a server may echo one back."""
-        for secret in self.auth.secret_values():
-            text = text.replace(secret, "[redacted]")
-        return text
-
-    def _wait(self, attempt: int, retry_after: str | None = None) -> None:
-        delay = self.config.backoff_s * 2 ** (attempt - 1) * (1 + 0.25 * random.random())
-        if retry_after:
-            try:
-                delay = max(delay, float(retry_after))
-            except ValueError:
-                pass
-        self._sleep(min(delay, 60.0))
-
-    def _decode(self, resp: requests.Response, what: str) -> Response:
-        if resp.status_code in (401, 403):
-            raise PullError(f"{self.base}: {what}: HTTP {resp.status_code} (not authorised): "
-                            "check the token or user and password")
+    def _decode(self, resp: Reply, what: str, redactor: Redactor) -> Response:
+        fail = self._http.fail
+        if resp.status in (401, 403):
+            raise fail(f"{self.base}: {what}: HTTP {resp.status} (not authorised): "
+                       "check the token or user and password", redactor)
         try:
             body = orjson.loads(resp.content)
-        except orjson.JSONDecodeError as exc:
-            snippet = self._redact(resp.content[:400].decode("utf-8", "replace"))[:120]
-            raise PullError(f"{self.base}: {what}: HTTP {resp.status_code}, not a Prometheus API "
-                            f"answer ({snippet!r}): is the URL the API's base "
-                            "(e.g. http://host:9090 or .../prometheus)?") from exc
+        except orjson.JSONDecodeError:
+            raise fail(f"{self.base}: {what}: HTTP {resp.status}, not a Prometheus API answer "
+                       f"({redactor.snippet(resp.content[:4096], 120)!r}): is the URL the API's base "
+                       "(e.g. http://host:9090 or .../prometheus)?", redactor) from None
         if not isinstance(body, dict):
-            raise PullError(f"{self.base}: {what}: HTTP {resp.status_code}, not a Prometheus API "
-                            "answer (JSON, but not an object): is the URL the API's base?")
-        if resp.status_code != 200 or body.get("status") != "success":
-            kind = self._redact(str(body.get("errorType", f"HTTP {resp.status_code}")))
-            error = self._redact(str(body.get("error", "")))[:2000]
-            raise PullError(f"{self.base}: {what} failed: {kind}: {error}")
-        warnings = [self._redact(str(w)) for w in body.get("warnings") or []]
-        return Response(body.get("data"), resp.content, warnings)
+            raise fail(f"{self.base}: {what}: HTTP {resp.status}, not a Prometheus API answer "
+                       "(JSON, but not an object): is the URL the API's base?", redactor)
+        if resp.status != 200 or body.get("status") != "success":
+            kind = redactor.snippet(str(body.get("errorType", f"HTTP {resp.status}")), 80)
+            error = redactor.snippet(str(body.get("error", "")))
+            raise fail(f"{self.base}: {what} failed: {kind}: {error}", redactor)
+        warnings = body.get("warnings") or []
+        if not isinstance(warnings, list):
+            warnings = [warnings]
+        return Response(body.get("data"), resp.content,
+                        [redactor.snippet(str(w)) for w in warnings[:20]])
+
+    def _result(self, resp: Response, what: str) -> Response:
+        """``resp`` checked to hold a query result (``data.result``, a list of series objects),
+        so the pull reads it without meeting a shape it cannot handle."""
+        data = resp.data
+        where = None
+        if not isinstance(data, dict) or not isinstance(data.get("result", []), list):
+            where = "data.result"
+        else:
+            for i, item in enumerate(data.get("result") or []):
+                if (not isinstance(item, dict) or not isinstance(item.get("metric", {}), dict)
+                        or not all(isinstance(v, str) for v in (item.get("metric") or {}).values())
+                        or not isinstance(item.get("values", []), list)
+                        or not isinstance(item.get("value", []), list)):
+                    where = f"data.result[{i}]"
+                    break
+        if where:
+            raise PullError(f"{self.base}: {what}: the answer at {where} is not a query result "
+                            "(a list of series with metric labels and values): is the URL a "
+                            "Prometheus-compatible query API?")
+        return resp
 
     # -- API ----------------------------------------------------------------------------
     def query(self, promql: str, at_ms: int) -> Response:
         """An instant query at ``at_ms``."""
-        return self.get("api/v1/query", {"query": promql, "time": _sec(at_ms)}, what="query")
+        return self._result(self.get("api/v1/query", {"query": promql, "time": _sec(at_ms)},
+                                     what="query"), "query")
 
     def query_range(self, promql: str, start_ms: int, end_ms: int, step_ms: int) -> Response:
         """One range query; callers split long ranges with :func:`split_range` first."""
-        return self.get("api/v1/query_range", {"query": promql, "start": _sec(start_ms),
-                                               "end": _sec(end_ms), "step": _sec(step_ms)},
-                        what="range query")
+        return self._result(self.get("api/v1/query_range", {"query": promql, "start": _sec(start_ms),
+                                                            "end": _sec(end_ms), "step": _sec(step_ms)},
+                                     what="range query"), "range query")
 
     def series(self, selector: str, start_ms: int, end_ms: int) -> Response:
         """The label sets of the series matching ``selector`` in ``[start, end]``."""
-        return self.get("api/v1/series", {"match[]": selector, "start": _sec(start_ms),
+        resp = self.get("api/v1/series", {"match[]": selector, "start": _sec(start_ms),
                                           "end": _sec(end_ms)}, what="series lookup")
-
-    def ready(self) -> bool:
-        try:
-            return self._session.get(f"{self.base}/-/ready", timeout=2, allow_redirects=False,
-                                     verify=self.auth.verify()).status_code == 200
-        except requests.exceptions.RequestException:
-            return False
+        if resp.data is not None and not isinstance(resp.data, list):
+            raise PullError(f"{self.base}: series lookup: the answer's data is not a list of "
+                            "label sets: is the URL a Prometheus-compatible query API?")
+        return resp
 
 
 def split_range(start_ms: int, end_ms: int, step_ms: int,
@@ -406,20 +341,5 @@ def split_range(start_ms: int, end_ms: int, step_ms: int,
     return out
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
 def _sec(ms: int) -> str:
     return f"{ms / 1000:.3f}"
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc)
-    for marker in ("Connection refused", "Name or service not known", "timed out",
-                   "CERTIFICATE_VERIFY_FAILED", "Connection reset"):
-        if marker in text:
-            return marker
-    return text[:160]

@@ -124,13 +124,25 @@ def _guard(client: PromClient, promql: str, at_ms: int, max_series: int, what: s
     else:
         resp = client.query(f"count({promql})", at_ms)
         result = resp.data.get("result") or []
-        n = int(float(result[0]["value"][1])) if result else 0
+        try:
+            n = int(float(result[0]["value"][1])) if result else 0
+        except (KeyError, IndexError, TypeError, ValueError, OverflowError):
+            raise PullError(f"{client.describe()}: {what}: the series count came back as "
+                            f"data.result[0].value = {_shown(result[0].get('value'))}, not a number: "
+                            "is the URL a Prometheus-compatible query API?") from None
     if n > max_series:
         raise SeriesGuardError(
             f"{client.describe()}: {what} would return {n:,} series (limit {max_series:,}): narrow "
             "it with --scope label=value (e.g. namespace=inference or Hostname=~\"node-0.*\"), a "
             "more specific selector, or raise --max-series if the store can take it")
     return n
+
+
+def _shown(value: Any) -> str:
+    from analytics.secrets import printable
+
+    text = printable(repr(value))
+    return text if len(text) <= 80 else text[:80] + "..."
 
 
 def _check_series(resp: Response, max_series: int, what: str, server: str) -> None:
@@ -193,7 +205,8 @@ def _land(store: Store, name: str, fmt: str, promql: str, metric: str | None, re
     return res
 
 
-def _reshape(store: Store, pq: PullQuery, resp: Response, chunk_start_ms: int, step_ms: int) -> Response:
+def _reshape(store: Store, pq: PullQuery, resp: Response, chunk_start_ms: int, step_ms: int,
+             server: str = "") -> Response:
     """Name summed series by service, and turn per-step increases into running sums.
 
     A running sum continues from the value the store holds for the same series before this
@@ -201,7 +214,7 @@ def _reshape(store: Store, pq: PullQuery, resp: Response, chunk_start_ms: int, s
     the first step's increase survives counter semantics (a first sample is a baseline).
     """
     out = []
-    for item in resp.data.get("result") or []:
+    for i, item in enumerate(resp.data.get("result") or []):
         labels = {k: v for k, v in (item.get("metric") or {}).items() if k != "__name__"}
         if pq.service_from_workload:
             workload = labels.pop("workload", None)
@@ -212,10 +225,15 @@ def _reshape(store: Store, pq: PullQuery, resp: Response, chunk_start_ms: int, s
             key = series_key(canonical_metric(pq.metric), labels)
             rows = store.con.execute(q.LAST_VALUE_BEFORE, {"key": key, "before_ms": chunk_start_ms}).fetchall()
             total = float(rows[0][0]) if rows else 0.0
-            acc = [] if rows else [[float(values[0][0]) - step_ms / 1000, "0"]]
-            for ts, v in values:
-                total += float(v)
-                acc.append([ts, repr(total)])
+            j = 0
+            try:
+                acc = [] if rows else [[float(values[0][0]) - step_ms / 1000, "0"]]
+                for j, (ts, v) in enumerate(values):
+                    total += float(v)
+                    acc.append([ts, repr(total)])
+            except (TypeError, ValueError, IndexError):
+                raise PullError(f"{server}: query {pq.metric}: bad sample {_shown(values[j])} at "
+                                f"data.result[{i}].values[{j}]: a sample is [time, \"value\"]") from None
             values = acc
         out.append({"metric": labels, "values": values})
     return Response({"resultType": "matrix", "result": out}, resp.content, resp.warnings)
@@ -287,7 +305,7 @@ def pull(store: Store, client: PromClient, start_ms: int, end_ms: int, *, step_m
                 name = (f"prom://{server.split('://', 1)[1]}/query_range?q={pq.key}&scope={scope_key}"
                         f"&step={step_ms // 1000}s&start={iso_utc(a)}&end={iso_utc(b)}")
                 if pq.service_from_workload or pq.accumulate:
-                    resp = _reshape(store, pq, resp, a, step_ms)
+                    resp = _reshape(store, pq, resp, a, step_ms, server)
                 report.results.append(_land(store, name, "prometheus-live", pq.promql, pq.metric, resp))
             if min(b, settled_ms) >= a:
                 _record_range(store, server, pq.key, step_ms, scope_key, a, min(b, settled_ms))
@@ -353,9 +371,13 @@ def pull_raw(store: Store, client: PromClient, selector: str, start_ms: int, end
         _check_series(resp, max_series, f"selector {selector}", server)
         if resp.data.get("result"):
             # Clip to the asked range: the first and last windows may reach beyond it.
-            result = [{"metric": it["metric"], "values": [v for v in it.get("values", [])
-                                                          if start_ms < float(v[0]) * 1000 <= end_ms]}
-                      for it in resp.data["result"]]
+            try:
+                result = [{"metric": it.get("metric") or {},
+                           "values": [v for v in it.get("values") or [] if start_ms < float(v[0]) * 1000 <= end_ms]}
+                          for it in resp.data["result"]]
+            except (TypeError, ValueError, IndexError, KeyError):
+                raise PullError(f"{server}: selector {selector}: a sample's time is not a number in "
+                                "data.result[].values: a sample is [time, \"value\"]") from None
             resp = Response({"resultType": "matrix", "result": [r for r in result if r["values"]]},
                             resp.content, resp.warnings)
             if resp.data["result"]:
