@@ -21,7 +21,6 @@ analytics.errors.ConfigError: store '../etc/x.duckdb' is outside the data folder
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 
 from analytics.errors import ConfigError
@@ -42,12 +41,11 @@ def data_dir(config_path: str | Path | None = None) -> Path:
     if env:
         return Path(env).expanduser().resolve()
     if config_path is not None:
+        from analytics.config import read_config
+
         path = Path(config_path)
         if path.is_file():
-            try:
-                doc = tomllib.loads(path.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"{path}: {exc}: fix the TOML syntax") from exc
+            doc = read_config(path)
             value = doc.get("app", {}).get("data_dir") if isinstance(doc.get("app"), dict) else None
             if value is not None:
                 if not isinstance(value, str) or not value.strip():

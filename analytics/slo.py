@@ -22,7 +22,6 @@ Light to import (no polars, no analysis): the app's view settings and the CLI's 
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
@@ -45,13 +44,11 @@ def slos_from_config(path: str | Path | None) -> dict[str, float]:
     ConfigError
         The file does not parse, or an SLO is not a positive number.
     """
+    from analytics.config import read_config
+
     if path is None or not Path(path).exists():
         return {}
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: {exc}; fix the TOML syntax") from exc
-    table = data.get("slo", {})
+    table = read_config(path).get("slo", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [slo] must be a table of service = milliseconds")
     out: dict[str, float] = {}

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -334,14 +333,11 @@ def load_map(path: str | Path | None) -> WorkloadMap:
     """
     if path is None or not Path(path).exists():
         return WorkloadMap()
+    from analytics.config import read_config
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{p}: not UTF-8 text: {exc}") from exc
+    doc = read_config(p)
+    text = p.read_text(encoding="utf-8")  # rule line numbers for messages (tomllib gives values)
     head = doc.get("map", {})
     unknown = set(head) - set(_MAP_KEYS)
     if unknown:

@@ -9,19 +9,18 @@ Stores are opened read-only for reading and closed at once.
 
 from __future__ import annotations
 
-import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from analytics.config import config_location
 from analytics.data_dir import data_dir
 from analytics.store import Store
 from analytics.view import ViewSettings, uploads_db_path
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIG_ENV = "TIDELENS_CONFIG"  # the CLI reads the same variable (analytics/cli/common.py)
 
 
 class StoreLock:
@@ -139,7 +138,7 @@ def mapping_file(target: Path) -> Path:
 
 def config_file() -> Path:
     """``tidelens.toml``: the workload map the app reads and the Data page saves."""
-    return Path(os.environ.get(CONFIG_ENV) or ROOT / "tidelens.toml")
+    return config_location()
 
 
 def config_version() -> str:

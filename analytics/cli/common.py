@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,11 +10,9 @@ from typing import Any
 import orjson
 import polars as pl
 
-from analytics.errors import ConfigError
+from analytics.config import CONFIG_ENV, CONFIG_NAME, find_config
 from analytics.store import DEFAULT_DB
 
-CONFIG_ENV = "TIDELENS_CONFIG"  # the app reads the same variable (pages/_store.py)
-DEFAULT_CONFIG = Path("tidelens.toml")
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +33,7 @@ def add_config(parser: argparse.ArgumentParser, what: str) -> None:
     """``--config``: the one flag, on every command, for the file the app reads too."""
     parser.add_argument("--config", default=None, metavar="FILE.toml",
                         help=f"tidelens.toml with {what} (default: ${CONFIG_ENV}, else "
-                             f"./{DEFAULT_CONFIG} when it exists, else the built-in defaults)")
+                             f"./{CONFIG_NAME} when it exists, else the built-in defaults)")
 
 
 def config_path(args: argparse.Namespace) -> Path | None:
@@ -45,16 +42,7 @@ def config_path(args: argparse.Namespace) -> Path | None:
 
     Raises ConfigError when ``--config`` names a file that is not there.
     """
-    if args.config:
-        path = Path(args.config)
-        if not path.exists():
-            raise ConfigError(f"{path}: no such config file; copy tidelens.example.toml to start one")
-        return path
-    env = os.environ.get(CONFIG_ENV)
-    for path in ((Path(env),) if env else ()) + (DEFAULT_CONFIG,):
-        if path.exists():
-            return path
-    return None
+    return find_config(args.config)
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import base64
 import math
-import os
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -130,16 +128,14 @@ def allowed_servers(config_path: str | Path | None = None) -> list[str] | None:
     """Servers a shared deployment allows, from ``[live] servers`` in ``tidelens.toml``.
 
     ``None`` means no list is configured (a personal install: any server may be asked).
-    The file is ``config_path``, else ``$TIDELENS_CONFIG``, else ``./tidelens.toml``.
+    The file is the one every reader uses (:func:`analytics.config.config_location`).
     """
-    path = Path(config_path or os.environ.get("TIDELENS_CONFIG") or "tidelens.toml")
-    if not path.exists():
+    from analytics.config import config_location, config_section
+
+    path = config_location(config_path)
+    if not path.is_file():
         return None
-    try:
-        doc = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: {exc}: fix the TOML syntax") from exc
-    servers = doc.get("live", {}).get("servers")
+    servers = config_section(path, "live").get("servers")
     if servers is None:
         return None
     if not isinstance(servers, list) or not all(isinstance(s, str) for s in servers):
