@@ -57,6 +57,8 @@ EXPECT: dict[str, tuple[str, int | str | None, str]] = {
     "lineprotocol/escape_in_tag.lp": ("refused", 3, "is not key=value"),
     "requests/latency_huge.csv": ("refused", 3, "not a plausible latency in ms: more than 86,400 s"),
     "requests/latency_inf.csv": ("refused", 3, "not a plausible latency"),
+    "requests/latency_nan.csv": ("loaded", None, "1 NaN latency value(s) read as missing (the request counts, "
+                                                 "its latency does not), first at line 3"),
     "requests/service_empty.csv": ("refused", 3, "is not a service name"),
     "requests/request_id_twice.csv": ("loaded", None, "1 row(s) repeating a 'request_id' seen earlier in the log "
                                                       "skipped, first at line 22"),

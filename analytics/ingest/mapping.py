@@ -273,6 +273,9 @@ def _known_metrics() -> set[str]:
 
 def _read(data: bytes, source: str) -> pl.DataFrame:
     if data[:4] == b"PAR1":
+        from analytics.ingest.tabular import check_parquet_width
+
+        check_parquet_width(data, source)
         try:
             frame = pl.read_parquet(io.BytesIO(data))
         except pl.exceptions.PolarsError as exc:

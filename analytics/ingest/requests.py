@@ -297,6 +297,7 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
         raise IngestError(source, f"the request log has no column {', '.join(map(repr, missing))}; its columns: "
                           f"{', '.join(header)[:300]}", **({"line": 1} if kind == "csv" else {}))
     numeric = [c for c in (rc.latency, rc.ttft, rc.tokens) if c]
+    nan = None  # rows whose latency or time to first token is NaN: kept as missing, said in the note
     try:
         frame = _read_typed(data, kind, rc)
     except (pl.exceptions.PolarsError, ValueError):
@@ -318,10 +319,14 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
             _bad_row(frame, num < 0, c, "a latency (it is negative)", source, locate)
             unit = rc.ttft_unit if c == rc.ttft else rc.latency_unit
             bound = limits.max_latency_s * 1000.0 / UNITS_MS[unit]
-            _bad_row(frame, num > bound, c, f"a plausible latency in {unit}: more than {limits.max_latency_s:,} s "
+            # polars orders NaN above every number: a NaN is missing, not too long
+            _bad_row(frame, (num > bound) & ~num.is_nan(), c,
+                     f"a plausible latency in {unit}: more than {limits.max_latency_s:,} s "
                      "(is the unit right? raise TIDELENS_MAX_LATENCY_S if it is real)", source, locate)
         else:
             _bad_row(frame, num.is_infinite() | (num < 0), c, "a count of tokens", source, locate)
+        if c != rc.tokens and num.is_nan().any():
+            nan = num.is_nan().fill_null(False) if nan is None else nan | num.is_nan().fill_null(False)
         frame = frame.with_columns(num.fill_nan(None).alias(c))
     ts = _times_ms(frame[rc.time], rc, source, frame, locate)
     error = pl.repeat(False, frame.height, eager=True)
@@ -358,6 +363,8 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
                         "namespace": text(rc.namespace)})
     if rc.request_id:
         out = out.with_columns(frame[rc.request_id].cast(pl.Utf8).alias("__id"))
+    if nan is not None:
+        out = out.with_columns(nan.alias("__nan"))
     return out, locate
 
 
@@ -449,6 +456,11 @@ def parse_requests(data: bytes, sink: Sink, source: str, rc: RequestColumns | No
             dropped.append(f"{hits.len():,} {what}, first at {at}")
             frame = frame.filter(~mask)
 
+    if "__nan" in frame.columns:
+        hits = frame["__nan"].arg_true()
+        line = locate(int(frame["__row"][int(hits[0])]))
+        dropped.append(f"{hits.len():,} NaN latency value(s) read as missing (the request counts, its latency "
+                       f"does not), first at {'line ' + str(line['line']) if 'line' in line else line.get('where')}")
     if "__id" in frame.columns:
         skip(frame["__id"].is_not_null() & ~frame["__id"].is_first_distinct(),
              f"row(s) repeating a {rc.request_id!r} seen earlier in the log skipped")

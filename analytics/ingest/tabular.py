@@ -211,6 +211,20 @@ def _ragged_error(source: str, data: bytes, width: int) -> IngestError | None:
                        "fix the export so every row has one field per header column", line=line)
 
 
+def check_parquet_width(data: bytes, source: str) -> None:
+    """Refuse a Parquet file with more columns than the limits allow, from its footer's schema alone."""
+    from analytics.limits import IngestLimits
+
+    limit = IngestLimits.from_env().max_columns
+    try:
+        columns = len(pl.read_parquet_schema(io.BytesIO(data)))
+    except Exception as exc:  # polars' own error names the damage
+        raise IngestError(source, f"unreadable Parquet: {str(exc).splitlines()[0] if str(exc) else exc!r}") from None
+    if columns > limit:
+        raise IngestError(source, f"{columns:,} columns, more than {limit:,} in one table: refused before reading "
+                          "the rows; raise TIDELENS_MAX_COLUMNS if it is real", where="schema")
+
+
 def check_header_width(data: bytes, source: str) -> None:
     """Refuse a CSV whose header has more columns than the limits allow, before any row is parsed
     (a one-row CSV of 3 million columns took 22.9 s and 3.4 GB to refuse before; this counts the
@@ -262,6 +276,7 @@ def parse_csv_long(data: bytes, sink: Sink, source: str) -> str | None:
 
 
 def parse_parquet_long(data: bytes, sink: Sink, source: str) -> str | None:
+    check_parquet_width(data, source)
     try:
         frame = pl.read_parquet(io.BytesIO(data))
     except Exception as exc:
