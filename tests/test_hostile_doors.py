@@ -46,6 +46,7 @@ EXPECT: dict[str, tuple[str, int | str | None, str]] = {
     "datadog/duplicate_tag.json": ("refused", f"{SERIES}.scope", "tag 'gpu' given twice"),
     "datadog/value_1e400.json": ("refused", 15, "number is infinity"),
     "datadog/nan_literal.json": ("refused", 15, "not valid JSON"),
+    "datadog/deep_nesting.json": ("refused", None, "nested too deep for its keys to be checked"),
     "datadog/escape_in_metric.json": ("refused", f"{SERIES}.metric", "metric name is a list"),
     "lineprotocol/bad_utf8.lp": ("refused", 3, "not UTF-8"),
     "lineprotocol/int_overflow.lp": ("refused", 3, "'1.5e10000i' is not an integer"),

@@ -113,29 +113,35 @@ def _pairs_hook(pairs: list[tuple[str, Any]]) -> _Pairs:
     return out
 
 
-def _first_dup(x: Any, path: str) -> tuple[str, str] | None:
-    if isinstance(x, dict):
-        if getattr(x, "dup", None) is not None:
-            return path, x.dup  # type: ignore[attr-defined]
-        items: Any = x.items()
-    elif isinstance(x, list):
-        items = enumerate(x)
-    else:
-        return None
-    for k, v in items:
-        found = _first_dup(v, f"{path}[{k}]" if isinstance(k, int) else f"{path}.{k}" if path != "$" else k)
-        if found:
-            return found
+def _first_dup(doc: Any) -> tuple[str, str] | None:
+    """``(JSON path, key)`` of the first object holding a key twice (a stack, not recursion: a
+    document nested a thousand deep must not end in RecursionError)."""
+    stack: list[tuple[Any, str]] = [(doc, "$")]
+    while stack:
+        x, path = stack.pop()
+        if isinstance(x, dict):
+            if getattr(x, "dup", None) is not None:
+                return path, x.dup  # type: ignore[attr-defined]
+            children = [(v, k if path == "$" else f"{path}.{k}") for k, v in x.items()]
+        elif isinstance(x, list):
+            children = [(v, f"{path}[{k}]") for k, v in enumerate(x) if isinstance(v, (dict, list))]
+        else:
+            continue
+        stack.extend(reversed(children))  # in document order
     return None
 
 
-def _key_count(x: Any) -> int:
-    """Keys of every object in ``x``, not looking inside ``pointlist`` (pairs of numbers, checked one by one)."""
-    if isinstance(x, dict):
-        return len(x) + sum(_key_count(v) for k, v in x.items() if k != "pointlist")
-    if isinstance(x, list):
-        return sum(_key_count(v) for v in x if isinstance(v, (dict, list)))
-    return 0
+def _key_count(doc: Any) -> int:
+    """Keys of every object in ``doc``, not looking inside ``pointlist`` (pairs of numbers, checked one by one)."""
+    n, stack = 0, [doc]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            n += len(x)
+            stack.extend(v for k, v in x.items() if k != "pointlist" and isinstance(v, (dict, list)))
+        elif isinstance(x, list):
+            stack.extend(v for v in x if isinstance(v, (dict, list)))
+    return n
 
 
 def check_duplicate_keys(data: bytes, doc: Any, source: str) -> None:
@@ -153,9 +159,12 @@ def check_duplicate_keys(data: bytes, doc: Any, source: str) -> None:
 
     try:
         full = json.loads(data, object_pairs_hook=_pairs_hook)
+    except RecursionError:
+        raise IngestError(source, "nested too deep for its keys to be checked (a Datadog response nests a few "
+                          "levels); save the response again, unedited") from None
     except ValueError:
         return  # orjson read it: a difference in what each accepts, not a duplicate
-    found = _first_dup(full, "$")
+    found = _first_dup(full)
     if found:
         where, key = found
         raise IngestError(source, f"key {_show(key)} given twice in one object (a JSON reader would keep only "
