@@ -71,12 +71,12 @@ WITH new AS (
     SELECT row_id, hash(ts_ms::BIGINT, service::VARCHAR, latency_ms::DOUBLE, ttft_ms::DOUBLE, error::BOOLEAN,
                         status::VARCHAR, tokens::DOUBLE, pod::VARCHAR, namespace::VARCHAR) AS h
     FROM stage_requests_new
-), numbered AS (
-    SELECT row_id, h, row_number() OVER (PARTITION BY h ORDER BY row_id) AS k FROM new
 ), old AS (
     SELECT hash(ts_ms::BIGINT, service::VARCHAR, latency_ms::DOUBLE, ttft_ms::DOUBLE, error::BOOLEAN,
                 status::VARCHAR, tokens::DOUBLE, pod::VARCHAR, namespace::VARCHAR) AS h, count(*) AS n
     FROM requests WHERE ts_ms BETWEEN $lo_ms AND $hi_ms GROUP BY 1
+), hit AS (  -- numbered only where the store holds the row at all: a log beside others costs a join
+    SELECT row_id, n, row_number() OVER (PARTITION BY h ORDER BY row_id) AS k FROM new JOIN old USING (h)
 )
-SELECT row_id FROM numbered JOIN old USING (h) WHERE k <= n ORDER BY row_id
+SELECT row_id FROM hit WHERE k <= n ORDER BY row_id
 """
