@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from analytics.errors import IngestError
+from analytics.errors import IngestError, bounded
 from analytics.times import iso_utc
 from analytics.ingest.detect import (EXPOSITION_FORMATS, FORMATS, REQUEST_FORMATS, detect_format, exposition_flavour,
                                      refine_format)
@@ -239,7 +239,7 @@ def ingest_path(store: Store, path: str | Path, *, at_ms: int | None = None,
     path = Path(path)
     if not path.exists():
         return [LoadResult(name=str(path), format="unknown", status="failed",
-                           error=f"{path}: no such file or folder")]
+                           error=bounded(f"{path}: no such file or folder"))]
     results = []
     for file in list_files(path):
         why = not_data_reason(file)
@@ -258,5 +258,5 @@ def ingest_path(store: Store, path: str | Path, *, at_ms: int | None = None,
             results.append(LoadResult(name=str(file), format=fmt, status="failed", error=str(exc)))
         except Exception as exc:  # a parser bug must not stop the other files
             results.append(LoadResult(name=str(file), format="unknown", status="failed",
-                                      error=f"{file}: internal error while loading: {exc!r}"))
+                                      error=bounded(f"{file}: internal error while loading: {exc!r}")))
     return results
