@@ -11,6 +11,12 @@ A request is an error when its HTTP status is 5xx or 429 (refused for capacity),
 log's own error flag says so (``error``/``is_error``/``failed`` true, ``success``/``ok``
 false); errors are counted apart from the latency percentiles.
 
+A request is counted once: rows the store already holds (the same log under another name, two
+exports that overlap) are skipped and counted in the note, matched on every column (the store
+keeps no request id), and rows repeating a ``request_id`` within a log likewise. A latency past
+``TIDELENS_MAX_LATENCY_S`` (a day) is refused as a wrong unit or a broken log; a NaN one is kept
+as missing and said in the note.
+
 >>> cols = detect_request_columns(["timestamp", "service", "latency_ms", "status"])
 >>> (cols.time, cols.latency, cols.latency_unit, cols.service, cols.status)
 ('timestamp', 'latency_ms', 'ms', 'service', 'status')
