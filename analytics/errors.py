@@ -8,6 +8,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# An error message is read by a person in a terminal or a page: a reader that echoed every column
+# of a 3-million-column header wrote 8.9 MB into one. Longer messages keep their start and say how
+# much was cut.
+MESSAGE_MAX_CHARS = 2000
+
+
+def bounded(text: str, limit: int = MESSAGE_MAX_CHARS) -> str:
+    r"""``text`` with control characters shown as escapes (a newline too: no forged line in a
+    terminal) and at most ``limit`` characters, the cut said.
+
+    >>> bounded("a\x1b[31mb\nc"), bounded("x" * 40, 30)
+    ('a\\u001b[31mb\\nc', 'xxxxxx… (+34 chars)')
+    """
+    from analytics.text import visible
+
+    s = visible(text).replace("\n", "\\n")
+    if len(s) <= limit:
+        return s
+    keep = max(1, limit - 24)  # room for the note of what was cut
+    return s[:keep] + f"… (+{len(s) - keep:,} chars)"
+
 
 class TidelensError(Exception):
     """Base class of every error Tidelens reports to a user."""
@@ -35,8 +56,8 @@ class IngestError(TidelensError):
 
     def __init__(self, source: str | Path, message: str, *, line: int | None = None,
                  where: str | None = None) -> None:
-        self.source = str(source)
-        self.message = message
+        self.source = bounded(str(source), 500)
+        self.message = bounded(message)
         self.line = line
         self.where = where
         loc = self.source
@@ -44,11 +65,14 @@ class IngestError(TidelensError):
             loc += f":{line}"
         if where:
             loc += f" at {where}"
-        super().__init__(f"{loc}: {message}")
+        super().__init__(f"{loc}: {self.message}")
 
 
 class ConfigError(TidelensError):
-    """A configuration file (``tidelens.toml``) or a setting is invalid."""
+    """A configuration file (``tidelens.toml``, a column mapping) or a setting is invalid."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(bounded(message))
 
 
 class NotEnoughDataError(TidelensError):

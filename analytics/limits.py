@@ -7,7 +7,14 @@ bounded amount of work and memory, with the file named, instead of filling the m
 - decompressed bytes at most ``max_gzip_ratio`` times the compressed size and at most
   ``max_decompressed_bytes`` (both: whichever is smaller);
 - a line at most ``max_line_bytes`` long (a file with no newline is one line);
-- at most ``max_series`` distinct series per source, and ``max_services`` services per request log.
+- at most ``max_series`` distinct series per source, and ``max_services`` services per request log;
+- at most ``max_columns`` columns in a table (CSV, Parquet), counted on the header before any row
+  is parsed (a one-row CSV of 3 million columns took 22.9 s and 3.4 GB before this);
+- a request's latency at most ``max_latency_s`` (a larger one is a wrong unit or a broken log).
+
+Every format meets the same bounds: the line length for every line-based text (exposition, CSV,
+line protocol, request logs; JSON documents are often one line and are bounded by the series
+count instead, counted on the raw bytes before parsing).
 
 Each is set by an environment variable (the field's ``env``), for servers that load more.
 """
@@ -38,6 +45,10 @@ class IngestLimits:
                          "distinct series in one source at most this many")
     max_services: int = _f(10_000, "TIDELENS_MAX_SERVICES_PER_SOURCE",
                            "distinct services in one request log at most this many")
+    max_columns: int = _f(10_000, "TIDELENS_MAX_COLUMNS",
+                          "columns of one table (CSV, Parquet) at most this many")
+    max_latency_s: int = _f(86_400, "TIDELENS_MAX_LATENCY_S",
+                            "a request's latency (or time to first token) at most this many seconds (default a day)")
 
     @classmethod
     def from_env(cls) -> "IngestLimits":

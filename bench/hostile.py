@@ -2,22 +2,29 @@
 
 Every case is one ``tidelens ingest`` process (its own peak RSS from ``wait4``), against the
 floor of a valid small file in the same run. The cases: every file of ``tests/fixtures/hostile/``
-plus the decompression bombs of issue 16 built here at full size (10 MB of gzip holding 10 GB of
-zeros after a valid header; 26 MB of valid lines expanding to 10 GB; a 10 MB CSV ``.gz`` holding
-4 GB) and a 1.5 GB valid archive that must still load. Targets: each refusal < 10 s at < 1 GB
-peak; the valid archive loads. Figures, not a timed test.
+and of its door folders (``datadog/``, ``lineprotocol/``, ``requests/``, ``csv/``; each mapping of
+``mapping/`` as ``--columns`` over its table), the decompression bombs of issue 16 built here at
+full size (10 MB of gzip holding 10 GB of zeros after a valid header; 26 MB of valid lines
+expanding to 10 GB; a 10 MB CSV ``.gz`` holding 4 GB), the big cases of issue 43
+(``make_doors.big_cases``: one 400 MB line-protocol line, a one-row CSV of 3 million columns, a
+Datadog response of 2.1 million series, a request log with a 17 MiB line) and a 1.5 GB valid
+archive that must still load. Targets: each refusal < 10 s at < 1 GB peak; the valid archive
+loads. Figures, not a timed test.
 
 Usage::
 
-    .venv/bin/python bench/hostile.py [--scale 1.0] [--skip-archive]
+    .venv/bin/python bench/hostile.py [--scale 1.0] [--skip-archive] [--skip-bombs]
 
-``--scale 0.1`` builds the bombs and the archive at a tenth of the size (a quick look).
+``--scale 0.1`` builds the bombs and the archive at a tenth of the size (a quick look); the big
+cases of issue 43 are always built at full size (a few hundred MB, seconds), since their size is
+what crosses each limit. The smallest run: ``--scale 0.01 --skip-archive --skip-bombs``.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -77,11 +84,25 @@ def build_archive(folder: Path, scale: float) -> Path:
     return path
 
 
-def run_case(path: Path, db: Path) -> tuple[float, float, int, str]:
+def door_cases() -> list[tuple[str, list[str]]]:
+    """``(label, ingest arguments)`` of every file in the door folders (a mapping: --columns over its table)."""
+    out = []
+    for folder in sorted(p for p in HOSTILE.iterdir() if p.is_dir()):
+        for p in sorted(folder.iterdir()):
+            if folder.name == "mapping":
+                if p.suffix == ".toml":
+                    out.append((f"mapping: {p.name}", ["--columns", str(p), str(folder / "table.csv")]))
+            else:
+                out.append((f"{folder.name}: {p.name}", [str(p)]))
+    return out
+
+
+def run_case(path: Path | list[str], db: Path) -> tuple[float, float, int, str]:
     """(seconds, peak MiB, exit code, last line of output) of one ingest process."""
     env = {k: v for k, v in os.environ.items() if k != "TIDELENS_TIME_WINDOW"}
+    args = [str(path)] if isinstance(path, Path) else path
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "analytics.cli", "ingest", "--db", str(db), str(path)],
+    proc = subprocess.Popen([sys.executable, "-m", "analytics.cli", "ingest", "--db", str(db), *args],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
     _, status, usage = os.wait4(proc.pid, 0)
@@ -96,18 +117,35 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scale", type=float, default=1.0, help="size of the built bombs and archive (1 = issue 16's)")
     ap.add_argument("--skip-archive", action="store_true", help="do not build and load the 1.5 GB archive")
+    ap.add_argument("--skip-bombs", action="store_true", help="do not build the gzip bombs of issue 16")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         floor_file = folder / "floor.prom"
         floor_file.write_bytes(f'# TYPE up gauge\nup{{job="a"}} 1 {T}\n'.encode())
         floor_s, floor_mib, _, _ = run_case(floor_file, folder / "floor.duckdb")
+        cases: list[tuple[str, Path | list[str]]] = [
+            (f"corpus: {p.name}", p) for p in sorted(HOSTILE.iterdir())
+            if p.is_file() and p.name not in ("make_corpus.py", "make_doors.py")]
+        cases += door_cases()
+        if not args.skip_bombs:
+            t = time.perf_counter()
+            bombs = build_bombs(folder, args.scale)
+            print(f"built the bombs in {time.perf_counter() - t:.0f} s "
+                  f"({', '.join(f'{p.stat().st_size / 1e6:.0f} MB' for p in bombs.values())} compressed)")
+            cases += list(bombs.items())
         t = time.perf_counter()
-        bombs = build_bombs(folder, args.scale)
-        print(f"built the bombs in {time.perf_counter() - t:.0f} s "
-              f"({', '.join(f'{p.stat().st_size / 1e6:.0f} MB' for p in bombs.values())} compressed)")
-        cases = [(f"corpus: {p.name}", p) for p in sorted(HOSTILE.iterdir()) if p.name != "make_corpus.py"]
-        cases += list(bombs.items())
+        # Built in a process of its own: a child's peak RSS starts at this process's size when it forks.
+        code = ("import importlib.util, json, sys; from pathlib import Path; "
+                "s = importlib.util.spec_from_file_location('d', sys.argv[1]); m = importlib.util.module_from_spec(s); "
+                "s.loader.exec_module(m); "
+                "print(json.dumps({k: str(v) for k, v in m.big_cases(Path(sys.argv[2]), 1.0).items()}))")
+        built = subprocess.run([sys.executable, "-c", code, str(HOSTILE / "make_doors.py"), str(folder)],
+                               check=True, capture_output=True, text=True).stdout
+        big = {k: Path(v) for k, v in json.loads(built).items()}  # full size always: it crosses each limit
+        print(f"built the big cases in {time.perf_counter() - t:.0f} s "
+              f"({', '.join(f'{p.stat().st_size / 1e6:.0f} MB' for p in big.values())})")
+        cases += list(big.items())
         print(f"floor (a valid 1-line file): {floor_s:.2f} s, {floor_mib:.0f} MiB peak\n")
         print(f"| case | exit | time s | x floor | peak MiB | within {TARGET_S:.0f} s / {TARGET_MIB:.0f} MiB | message |")
         print("|---|---|---|---|---|---|---|")
@@ -117,7 +155,7 @@ def main() -> None:
             ok = secs < TARGET_S and mib < TARGET_MIB
             worst = max(worst, secs / TARGET_S, mib / TARGET_MIB)
             print(f"| {label} | {rc} | {secs:.2f} | {secs / floor_s:.1f} | {mib:.0f} | "
-                  f"{'yes' if ok else 'NO'} | {last[-90:].replace('|', '/')} |")
+                  f"{'yes' if ok else 'NO'} | {last[-90:].replace('|', '/')} |", flush=True)
         print(f"\nworst case at {worst:.2f} of its target (time or memory)")
         if not args.skip_archive:
             t = time.perf_counter()

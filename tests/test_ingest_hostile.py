@@ -122,6 +122,24 @@ def test_a_line_without_end_is_refused_before_it_is_read_whole(tmp_path, monkeyp
         assert exc.value.line == 2
 
 
+def test_a_long_line_that_ends_inside_the_next_read_is_refused_too():
+    """A chunk cut inside a line is finished with one bounded readline; a line that ends there
+    but is longer than the limit (8 bytes of chunk + 8 of readline > 12) is refused, not passed."""
+    import io
+
+    from analytics.ingest.sources import check_line_lengths, iter_chunks
+
+    data = b"ab\n" + b"x" * 15 + b"\ncd\n"
+    with pytest.raises(IngestError, match="a line longer than 12 bytes") as exc:
+        list(iter_chunks(io.BytesIO(data), chunk_bytes=8, max_line_bytes=12, name="f"))
+    assert exc.value.line == 2
+    with pytest.raises(IngestError, match="a line longer than 12 bytes") as exc:
+        check_line_lengths(data, "f", max_line_bytes=12)
+    assert exc.value.line == 2
+    assert len(list(iter_chunks(io.BytesIO(data), chunk_bytes=8, max_line_bytes=15))) >= 1
+    check_line_lengths(data, "f", max_line_bytes=15)
+
+
 def test_a_source_with_too_many_series_is_refused(store, monkeypatch):
     monkeypatch.setenv("TIDELENS_MAX_SERIES_PER_SOURCE", "100")
     text = "".join(f'x{{id="{i}"}} 1 {T}\n' for i in range(500)).encode()

@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from analytics.errors import IngestError
+from analytics.errors import IngestError, bounded
 from analytics.times import iso_utc
 from analytics.ingest.detect import (EXPOSITION_FORMATS, FORMATS, REQUEST_FORMATS, detect_format, exposition_flavour,
                                      refine_format)
 from analytics.ingest.exposition import parse_exposition
 from analytics.ingest.promjson import parse_prom_json
-from analytics.ingest.sources import (HashedChunks, gunzip, iter_bytes_chunks, list_files, peek_path, read_path,
-                                      tail_path)
+from analytics.ingest.sources import (HashedChunks, check_line_lengths, gunzip, iter_bytes_chunks, list_files,
+                                      peek_path, read_path, read_path_lines, tail_path)
 from analytics.ingest.tabular import parse_csv_grafana, parse_csv_long, parse_nvidia_smi, parse_parquet_long
 from analytics.store import LoadResult, Sink, Store, content_hash
 
@@ -38,6 +38,12 @@ if TYPE_CHECKING:
 
 __all__ = ["ingest_path", "ingest_bytes", "detect_format", "FORMATS", "iso_utc", "group_failures",
            "group_messages", "not_data_reason"]
+
+
+# Formats read line by line: every line at most the limits' max_line_bytes, checked before parsing
+# (JSON documents are often one line; they are bounded by their series count instead).
+LINE_FORMATS = ("influx-lp", "servegen-rate", "csv-long", "csv-grafana", "nvidia-smi-csv", "requests-csv",
+                "requests-jsonl")
 
 
 def _default_time(at_ms: int | None, mtime_ms: int | None) -> tuple[int, str]:
@@ -60,7 +66,7 @@ def _exposition_parse(name: str, fmt: str, chunks: Callable[[], Iterable[bytes]]
     return parse
 
 
-def _data_parse(name: str, fmt: str, data: bytes) -> Callable[[Sink], str | None]:
+def _data_parse(name: str, fmt: str, data: bytes, store: Store) -> Callable[[Sink], str | None]:
     stem = Path(name).name.split(".")[0] or "value"
     if fmt == "prom-json":
         return lambda sink: parse_prom_json(data, sink, name, default_metric=stem)
@@ -79,7 +85,7 @@ def _data_parse(name: str, fmt: str, data: bytes) -> Callable[[Sink], str | None
     if fmt in REQUEST_FORMATS:
         from analytics.ingest.requests import parse_requests
 
-        return lambda sink: parse_requests(data, sink, name)
+        return lambda sink: parse_requests(data, sink, name, con=store.con)
     if fmt == "csv-long":
         return lambda sink: parse_csv_long(data, sink, name)
     if fmt == "csv-grafana":
@@ -99,7 +105,9 @@ def _mapped(store: Store, name: str, data: bytes, columns: "ColumnMapping") -> L
 
     fmt = "mapped-parquet" if data[:4] == b"PAR1" else "mapped-csv"
     identity = hashlib.sha256(f"{content_hash(data)}:{columns.digest()}".encode()).hexdigest()
-    return store.load(name, fmt, identity, lambda sink: parse_mapped(data, sink, name, columns))
+    if fmt == "mapped-csv":
+        check_line_lengths(data, name)
+    return store.load(name, fmt, identity, lambda sink: parse_mapped(data, sink, name, columns, con=store.con))
 
 
 def ingest_bytes(store: Store, name: str, data: bytes, *, at_ms: int | None = None,
@@ -135,7 +143,9 @@ def ingest_bytes(store: Store, name: str, data: bytes, *, at_ms: int | None = No
         parse = _exposition_parse(name, fmt, lambda: iter_bytes_chunks(data, name=name), at_ms, mtime_ms, why)
     else:
         fmt = refine_format(fmt, data, name)
-        parse = _data_parse(name, fmt, data)
+        if fmt in LINE_FORMATS:
+            check_line_lengths(data, name)
+        parse = _data_parse(name, fmt, data, store)
     return store.load(name, fmt, content_hash(data), parse)
 
 
@@ -143,7 +153,8 @@ def _ingest_file(store: Store, path: Path, at_ms: int | None,
                  columns: "ColumnMapping | None" = None) -> LoadResult:
     name = str(path)
     if columns is not None:
-        return _mapped(store, name, read_path(path), columns)
+        parquet = peek_path(path, 4) == b"PAR1"
+        return _mapped(store, name, read_path(path) if parquet else read_path_lines(path), columns)
     head = peek_path(path)
     fmt = detect_format(head, name)
     why = None
@@ -155,9 +166,9 @@ def _ingest_file(store: Store, path: Path, at_ms: int | None,
         chunks = HashedChunks(path)
         parse = _exposition_parse(name, fmt, lambda: chunks, at_ms, mtime_ms, why)
         return store.load(name, fmt, chunks.hexdigest, parse)
-    data = read_path(path)
+    data = read_path_lines(path) if fmt in LINE_FORMATS else read_path(path)
     fmt = refine_format(fmt, data, name)
-    return store.load(name, fmt, content_hash(data), _data_parse(name, fmt, data))
+    return store.load(name, fmt, content_hash(data), _data_parse(name, fmt, data, store))
 
 
 # What a folder of exports also holds, skipped (and counted) rather than failed: a README or a
@@ -228,7 +239,7 @@ def ingest_path(store: Store, path: str | Path, *, at_ms: int | None = None,
     path = Path(path)
     if not path.exists():
         return [LoadResult(name=str(path), format="unknown", status="failed",
-                           error=f"{path}: no such file or folder")]
+                           error=bounded(f"{path}: no such file or folder"))]
     results = []
     for file in list_files(path):
         why = not_data_reason(file)
@@ -247,5 +258,5 @@ def ingest_path(store: Store, path: str | Path, *, at_ms: int | None = None,
             results.append(LoadResult(name=str(file), format=fmt, status="failed", error=str(exc)))
         except Exception as exc:  # a parser bug must not stop the other files
             results.append(LoadResult(name=str(file), format="unknown", status="failed",
-                                      error=f"{file}: internal error while loading: {exc!r}"))
+                                      error=bounded(f"{file}: internal error while loading: {exc!r}")))
     return results

@@ -96,7 +96,11 @@ def detect_format(data: bytes, name: str = "") -> str:
         # Datadog's /api/v1/query answers series[].pointlist; Prometheus data.result
         return "datadog-v1" if b'"pointlist"' in stripped[:1 << 20] and b'"series"' in stripped[:1 << 20] \
             else "prom-json"
-    lines = [ln for ln in data[:1 << 16].split(b"\n")[:200] if ln.strip()]
+    head = data[:1 << 16]
+    pieces = head.split(b"\n")[:200]
+    if len(data) > len(head) and len(pieces) > 1 and not head.endswith(b"\n"):
+        pieces = pieces[:-1]  # a line cut by the slice (or one too long to judge) says nothing of the format
+    lines = [ln for ln in pieces if ln.strip()]
     if not lines:
         raise IngestError(name or "<data>", "the file is empty")
     exposition = any(ln.startswith((b"# HELP ", b"# TYPE ")) for ln in lines) or \

@@ -23,6 +23,9 @@ Any other measurement is kept as ``<measurement>_<field>``. String and boolean f
 
 from __future__ import annotations
 
+import math
+import re
+
 import orjson
 import polars as pl
 
@@ -94,15 +97,31 @@ def _key_value(kv: str) -> tuple[str, str, bool]:
     return kv, "", False
 
 
+_INT = re.compile(r"^[+-]?[0-9]+$")
+_UINT = re.compile(r"^[0-9]+$")
+INT64 = 2**63
+
+
 def _field_value(raw: str) -> float | None:
-    """A numeric field's value; ``None`` for a string or boolean field."""
+    """A numeric field's value (NaN or infinite kept for the caller to drop and count); ``None``
+    for a string or boolean field. An integer (``i``) or unsigned (``u``) field must be one that
+    fits 64 bits, as InfluxDB requires: ``1.5e10000i`` is no integer."""
     if raw.startswith('"'):
         return None
     if raw in ("t", "T", "true", "True", "TRUE", "f", "F", "false", "False", "FALSE"):
         return None
-    text = raw[:-1] if raw[-1:] in ("i", "u") else raw
+    if raw[-1:] in ("i", "u"):
+        text = raw[:-1]
+        signed = raw[-1] == "i"
+        if not (_INT if signed else _UINT).match(text):
+            raise _Bad(f"field value {raw!r} is not an {'integer' if signed else 'unsigned integer'} (digits "
+                       f"then '{raw[-1]}')")
+        n = int(text)
+        if not (-INT64 <= n < INT64 if signed else 0 <= n < 2 * INT64):
+            raise _Bad(f"field value {raw[:40]!r} does not fit a 64-bit {'integer' if signed else 'unsigned integer'}")
+        return float(n)
     try:
-        return float(text)
+        return float(raw)
     except ValueError:
         raise _Bad(f"field value {raw!r} is not a number, a string or a boolean") from None
 
@@ -121,19 +140,26 @@ def split_line(line: str) -> tuple[str, dict[str, str], dict[str, float | None],
         k, v, eq = _key_value(kv)
         if not eq or not k:
             raise _Bad(f"tag {kv!r} is not key=value")
-        tags[_unescape(k)] = _unescape(v)
+        key = _unescape(k)
+        if key in tags:
+            raise _Bad(f"tag {key!r} given twice (InfluxDB would keep one silently): write each tag once")
+        tags[key] = _unescape(v)
     fields: dict[str, float | None] = {}
     for kv in _split(sections[1], ","):
         k, v, eq = _key_value(kv)
         if not eq or not k or not v:
             raise _Bad(f"field {kv!r} is not key=value")
-        fields[_unescape(k)] = _field_value(v)
+        key = _unescape(k)
+        if key in fields:
+            raise _Bad(f"field {key!r} given twice: write each field once")
+        fields[key] = _field_value(v)
     ts = None
     if len(sections) == 3:
-        try:
-            ts = int(sections[2])
-        except ValueError:
-            raise _Bad(f"timestamp {sections[2]!r} is not an integer (nanoseconds)") from None
+        if not _INT.match(sections[2]):
+            raise _Bad(f"timestamp {sections[2][:40]!r} is not an integer (nanoseconds)")
+        ts = int(sections[2])
+        if not -INT64 <= ts < INT64:
+            raise _Bad(f"timestamp {sections[2][:40]!r} is beyond any representable time (nanoseconds since 1970)")
     return measurement, tags, fields, ts
 
 
@@ -169,14 +195,34 @@ def _le(bound: str) -> str:
     return "+Inf" if bound == "+Inf" else f"{float(bound):g}"
 
 
+def _decode(data: bytes | str, source: str) -> str:
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        raise IngestError(source, f"not UTF-8 text ({exc.reason} at byte {exc.start - line_start} of the line)",
+                          line=data.count(b"\n", 0, exc.start) + 1) from None
+
+
 def parse_line_protocol(data: bytes, sink: Sink, source: str, *, default_ts_ms: int | None = None) -> str | None:
-    """Load Telegraf's line protocol into ``sink``; returns a note or None."""
-    text = data.decode("utf-8", errors="strict") if isinstance(data, bytes) else data
+    """Load Telegraf's line protocol into ``sink``; returns a note or None.
+
+    NaN and infinite float fields are dropped and counted in the note, with the first line, as
+    the exposition reader does for counters (line protocol has no such values: InfluxDB refuses
+    them and Telegraf's serializer drops them, so one here is no reading).
+    """
+    from analytics.limits import IngestLimits
+
+    max_series = IngestLimits.from_env().max_series
+    text = _decode(data, source)
     series: dict[tuple[str, str], int] = {}
     rows: list[tuple[int, int, float]] = []
     lines_of: list[int] = []
-    skipped = 0
-    for n, line in enumerate(text.splitlines(), start=1):
+    skipped = nonfinite = 0
+    first_nonfinite = 0
+    for n, line in enumerate(text.split("\n"), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
@@ -190,13 +236,25 @@ def parse_line_protocol(data: bytes, sink: Sink, source: str, *, default_ts_ms: 
         else:
             ts_ms = ts // 1_000_000  # nanoseconds, Telegraf's default precision
         skipped += sum(v is None for v in fields.values())
+        odd = [f for f, v in fields.items() if v is not None and not math.isfinite(v)]
+        if odd:
+            nonfinite += len(odd)
+            first_nonfinite = first_nonfinite or n
+            fields = {f: (None if f in odd else v) for f, v in fields.items()}
         for metric, labels, value in _samples_of(measurement, tags, fields):
             key = (metric, orjson.dumps(dict(sorted(labels.items()))).decode())
-            skey = series.setdefault(key, len(series))
+            skey = series.get(key)
+            if skey is None:
+                if len(series) >= max_series:
+                    raise IngestError(source, f"more than {max_series:,} series in one source: refused (a tag that "
+                                      "changes on every line makes a new series each time); split the export, "
+                                      "or raise TIDELENS_MAX_SERIES_PER_SOURCE", line=n)
+                skey = series[key] = len(series)
             rows.append((skey, ts_ms, value))
             lines_of.append(n)
     if not rows:
-        raise IngestError(source, "no numeric field in any line")
+        raise IngestError(source, "no numeric field in any line" + (
+            f" ({nonfinite} NaN/Inf field value(s) dropped, first at line {first_nonfinite})" if nonfinite else ""))
     sink.add_series(pl.DataFrame({"skey": list(series.values()), "metric": [k[0] for k in series],
                                   "labels": [k[1] for k in series]},
                                  schema={"skey": pl.Int64, "metric": pl.Utf8, "labels": pl.Utf8}))
@@ -204,7 +262,12 @@ def parse_line_protocol(data: bytes, sink: Sink, source: str, *, default_ts_ms: 
     sink.add_samples(pl.DataFrame({"skey": list(skeys), "ts_ms": list(ts_col), "value": list(vals)},
                                   schema={"skey": pl.Int64, "ts_ms": pl.Int64, "value": pl.Float64}),
                      locate=lambda i: {"line": lines_of[i]})
-    return f"{skipped} string or boolean field(s) skipped" if skipped else None
+    notes = []
+    if nonfinite:
+        notes.append(f"{nonfinite} NaN/Inf field value(s) dropped, first at line {first_nonfinite}")
+    if skipped:
+        notes.append(f"{skipped} string or boolean field(s) skipped")
+    return "; ".join(notes) or None
 
 
 def looks_like_line_protocol(lines: list[bytes]) -> bool:

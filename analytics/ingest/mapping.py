@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,20 @@ class ColumnMapping:
     def check(self, where: str) -> None:
         if not self.time:
             raise ConfigError(f"{where}: [time] column is required")
+        if not zone_ok(self.time_zone):
+            raise ConfigError(f"{where}: [time] zone {_short(self.time_zone)} is no time zone; write an IANA name "
+                              "such as zone = \"UTC\" or zone = \"Europe/Paris\"")
+        for name, (standard, scale) in self.signals.items():
+            if not standard.strip():
+                raise ConfigError(f"{where}: [signals.{name}] metric is empty; write metric = "
+                                  "\"DCGM_FI_PROF_GR_ENGINE_ACTIVE\" (the standard metric it stands for)")
+            if not math.isfinite(scale) or scale == 0:
+                raise ConfigError(f"{where}: [signals.{name}] scale = {scale!r} would make every value "
+                                  f"{'0' if scale == 0 else 'NaN or infinite'}; write a finite, non-zero number such as "
+                                  "scale = 0.01")
+        for what, x in (("[metric] name", self.metric), ("[metric] column", self.metric_column)):
+            if x is not None and not x.strip():
+                raise ConfigError(f"{where}: {what} is empty; write a metric name, e.g. name = \"duty_cycle\"")
         if self.requests is not None:
             self.request_columns().check(where)
             return
@@ -113,8 +128,74 @@ class ColumnMapping:
             raise ConfigError(f"{where}: [metric] needs exactly one of column, name or from_file = true")
 
 
+def zone_ok(zone: str) -> bool:
+    """Whether ``zone`` is a time zone the readers can apply (polars' database: IANA names, offsets)."""
+    try:
+        pl.Series([0]).cast(pl.Datetime("ms")).dt.replace_time_zone(zone)
+    except Exception:  # polars raises ComputeError (or a panic) for a name it does not know
+        return False
+    return True
+
+
+def _names(cols: list[str], shown: int = 8) -> str:
+    from analytics.ingest.tabular import _names as names
+
+    return names(cols, shown)
+
+
+def _short(x: Any) -> str:
+    r = repr(x)
+    return r if len(r) <= 60 else r[:60] + "…"
+
+
+def _kind(x: Any) -> str:
+    return {list: "a list", dict: "a table", bool: "a boolean", int: "an integer", float: "a number",
+            str: "a string"}.get(type(x), type(x).__name__)
+
+
+# The mapping's tables and keys: what each must be, and an example of what to write.
+_STR, _BOOL, _STRS = "a string", "true or false", "a string or a list of strings"
+_SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
+    "time": {"column": (_STR, 'column = "timestamp"'), "unit": (_STR, 'unit = "s"'), "zone": (_STR, 'zone = "UTC"')},
+    "metric": {"name": (_STR, 'name = "duty_cycle"'), "column": (_STR, 'column = "metric"'),
+               "from_file": (_BOOL, "from_file = true")},
+    "values": {"columns": (_STRS, 'columns = ["value"]')},
+}
+
+
+def _typed(p: Path, table: str, key: str, x: Any, kind: str, example: str) -> Any:
+    ok = (isinstance(x, bool) if kind == _BOOL else isinstance(x, str) if kind == _STR
+          else isinstance(x, str) or (isinstance(x, list) and all(isinstance(c, str) for c in x)))
+    if not ok:
+        raise ConfigError(f"{p}: [{table}] {key} is {_kind(x)} ({_short(x)}); it must be {kind}: write {example}")
+    if isinstance(x, str) and not x.strip():
+        raise ConfigError(f"{p}: [{table}] {key} is empty; write {example}")
+    if isinstance(x, list) and not all(c.strip() for c in x):
+        raise ConfigError(f"{p}: [{table}] {key} holds an empty name; write {example}")
+    return x
+
+
+def _table(p: Path, doc: dict[str, Any], name: str) -> dict[str, Any]:
+    t = doc.get(name, {})
+    if not isinstance(t, dict):
+        raise ConfigError(f"{p}: {name} is {_kind(t)} ({_short(t)}); it must be a table: write [{name}] on a line "
+                          "of its own, its keys below")
+    spec = _SCHEMA.get(name)
+    if spec is not None:
+        unknown = sorted(set(t) - set(spec))
+        if unknown:
+            raise ConfigError(f"{p}: [{name}] has no key {_short(unknown[0])}; its keys: {', '.join(spec)}")
+        for key, x in t.items():
+            _typed(p, name, key, x, *spec[key])
+    return t
+
+
 def load_mapping(path: str | Path) -> ColumnMapping:
-    """A mapping from its TOML file; errors name the file and the key."""
+    """A mapping from its TOML file; errors name the file, the key and what to write instead.
+
+    Every table and key is checked against :data:`_SCHEMA` (a list where a name is expected, an
+    integer metric name, an unknown zone, ``scale = inf``, an empty name are each refused).
+    """
     import tomllib
 
     p = Path(path)
@@ -122,17 +203,33 @@ def load_mapping(path: str | Path) -> ColumnMapping:
         doc = tomllib.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read the column mapping ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start}); save the mapping as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML ({exc})") from None
-    t, m, v = doc.get("time", {}), doc.get("metric", {}), doc.get("values", {})
+        raise ConfigError(f"{p}: not valid TOML ({exc}); see README 'Your own table' for a mapping to start from") from None
+    known = ("time", "metric", "values", "labels", "signals", "requests")
+    unknown = sorted(set(doc) - set(known))
+    if unknown:
+        raise ConfigError(f"{p}: no table or key {_short(unknown[0])} in a column mapping; its tables: "
+                          f"{', '.join(f'[{k}]' for k in known)}")
+    t, m, v = _table(p, doc, "time"), _table(p, doc, "metric"), _table(p, doc, "values")
+    labels = _table(p, doc, "labels")
+    for col, label in labels.items():
+        _typed(p, "labels", col, label, _STR, f'{_short(col) if col.isidentifier() else repr(col)} = "<label name>"')
     signals = {}
-    for name, s in (doc.get("signals") or {}).items():
-        if not isinstance(s, dict) or not isinstance(s.get("metric"), str):
-            raise ConfigError(f"{p}: [signals.{name}] needs metric = \"<standard metric name>\"")
-        try:
-            signals[name] = (s["metric"], float(s.get("scale", 1.0)))
-        except (TypeError, ValueError):
-            raise ConfigError(f"{p}: [signals.{name}] scale must be a number") from None
+    for name, sig in _table(p, doc, "signals").items():
+        if not isinstance(sig, dict):
+            raise ConfigError(f"{p}: signals.{name} is {_kind(sig)}; write a table [signals.{name}] with "
+                              "metric = \"<standard metric name>\" and scale = <number>")
+        unknown = sorted(set(sig) - {"metric", "scale"})
+        if unknown:
+            raise ConfigError(f"{p}: [signals.{name}] has no key {_short(unknown[0])}; its keys: metric, scale")
+        _typed(p, f"signals.{name}", "metric", sig.get("metric"), _STR, 'metric = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"')
+        scale = sig.get("scale", 1.0)
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+            raise ConfigError(f"{p}: [signals.{name}] scale is {_kind(scale)} ({_short(scale)}); write a number, "
+                              "e.g. scale = 0.01")
+        signals[name] = (sig["metric"], float(scale))
     cols = v.get("columns", [])
     if isinstance(cols, str):
         cols = [cols]
@@ -140,16 +237,15 @@ def load_mapping(path: str | Path) -> ColumnMapping:
     if "requests" in doc:
         requests = _request_table(doc["requests"], p)
     mapping = ColumnMapping(
-        time=str(t.get("column", "")), time_unit=str(t.get("unit", "s")), time_zone=str(t.get("zone", "UTC")),
-        values=tuple(str(c) for c in cols), metric=m.get("name"), metric_column=m.get("column"),
-        metric_from_file=bool(m.get("from_file", False)),
-        labels={str(k): str(x) for k, x in (doc.get("labels") or {}).items()}, signals=signals, requests=requests)
+        time=t.get("column", ""), time_unit=t.get("unit", "s"), time_zone=t.get("zone", "UTC"),
+        values=tuple(cols), metric=m.get("name"), metric_column=m.get("column"),
+        metric_from_file=m.get("from_file", False), labels=dict(labels), signals=signals, requests=requests)
     mapping.check(str(p))
     return mapping
 
 
 _REQUEST_KEYS = ("latency", "latency_unit", "ttft", "ttft_unit", "service", "service_name", "status", "error",
-                 "success", "tokens", "pod", "namespace")
+                 "success", "tokens", "pod", "namespace", "request_id")
 
 
 def _request_table(table: Any, where: Path) -> "RequestColumns":
@@ -160,9 +256,8 @@ def _request_table(table: Any, where: Path) -> "RequestColumns":
     unknown = sorted(set(table) - set(_REQUEST_KEYS))
     if unknown:
         raise ConfigError(f"{where}: [requests] has no key {', '.join(unknown)}; its keys: {', '.join(_REQUEST_KEYS)}")
-    bad = [k for k, x in table.items() if not isinstance(x, str)]
-    if bad:
-        raise ConfigError(f"{where}: [requests] {bad[0]} must be a string (a column name or a unit)")
+    for k, x in table.items():
+        _typed(where, "requests", k, x, _STR, f'{k} = "{"ms" if k.endswith("_unit") else "<column name>"}"')
     return RequestColumns(time="", **table)
 
 
@@ -178,11 +273,17 @@ def _known_metrics() -> set[str]:
 
 def _read(data: bytes, source: str) -> pl.DataFrame:
     if data[:4] == b"PAR1":
+        from analytics.ingest.tabular import check_parquet_width
+
+        check_parquet_width(data, source)
         try:
             frame = pl.read_parquet(io.BytesIO(data))
         except pl.exceptions.PolarsError as exc:
             raise IngestError(source, f"not a readable Parquet file ({exc})") from None
         return frame.select(pl.all().cast(pl.Utf8))
+    from analytics.ingest.tabular import check_header_width
+
+    check_header_width(data, source)
     try:
         return pl.read_csv(io.BytesIO(data), infer_schema=False)
     except pl.exceptions.PolarsError as exc:
@@ -196,12 +297,15 @@ def _bad(frame: pl.DataFrame, mask: pl.Series, column: str, what: str, source: s
         raise IngestError(source, f"column {column!r}: {frame[column][i]!r} is not {what}", line=i + 2)
 
 
-def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping) -> str | None:
-    """Load a CSV or Parquet table through ``mapping`` into ``sink``; returns a note or None."""
+def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping, *, con: Any = None) -> str | None:
+    """Load a CSV or Parquet table through ``mapping`` into ``sink``; returns a note or None.
+
+    ``con``: the store's connection, for a request log's rows already loaded (see ``parse_requests``).
+    """
     if mapping.requests is not None:
         from analytics.ingest.requests import parse_requests
 
-        note = parse_requests(data, sink, source, mapping.request_columns())
+        note = parse_requests(data, sink, source, mapping.request_columns(), con=con)
         return f"column mapping {mapping.digest()} (a request log): {note}"
     frame = _read(data, source)
     needed = [mapping.time, *mapping.values, *mapping.labels,
@@ -209,7 +313,7 @@ def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping) -
     missing = [c for c in needed if c not in frame.columns]
     if missing:
         raise IngestError(source, f"the mapping names column(s) {', '.join(map(repr, missing))} the table does "
-                          f"not have; its columns: {', '.join(frame.columns)}", line=1)
+                          f"not have; its columns: {_names(frame.columns)}", line=1)
     raw_t = frame[mapping.time]
     if mapping.time_unit == "iso":
         parsed = raw_t.str.strip_chars().str.to_datetime(time_zone=mapping.time_zone, strict=False,
@@ -243,6 +347,11 @@ def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping) -
     long = pl.concat(parts, how="vertical").filter(pl.col("value").is_not_null() & pl.col("ts_ms").is_not_null())
     if long.height == 0:
         raise IngestError(source, "the mapping gives no rows with both a time and a value")
+    empty = long["metric"].is_null() | (long["metric"].str.strip_chars() == "")
+    if empty.any():
+        row = int(long["__row"][int(empty.arg_true()[0])])
+        raise IngestError(source, f"column {mapping.metric_column!r}: an empty metric name; every row needs one",
+                          line=row + 2)
     # a metric standing for a standard signal: renamed and scaled
     for name, (standard, scale) in mapping.signals.items():
         hit = pl.col("metric") == name
@@ -251,7 +360,7 @@ def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping) -
     out_metrics = sorted(long["metric"].unique().to_list())
     known = _known_metrics()
     if not any(m in known or _RATE.search(m.lower()) for m in out_metrics):
-        raise IngestError(source, f"the mapping gives metric(s) {', '.join(out_metrics)}, none of which any "
+        raise IngestError(source, f"the mapping gives metric(s) {_names(out_metrics)}, none of which any "
                           "analysis reads: map one onto a standard signal with [signals.<metric>] (e.g. "
                           "metric = \"DCGM_FI_PROF_GR_ENGINE_ACTIVE\", or a request_rate), see `tidelens signals`")
     label_cols = list(mapping.labels.values())
@@ -265,7 +374,7 @@ def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping) -
     rows = joined["__row"].to_list()
     sink.add_samples(joined.select(pl.col("skey").cast(pl.Int64), "ts_ms", "value"),
                      locate=lambda i: {"line": int(rows[i]) + 2})
-    return f"column mapping {mapping.digest()}: {series.height} series of {', '.join(out_metrics)}"
+    return f"column mapping {mapping.digest()}: {series.height} series of {_names(out_metrics)}"
 
 
 # The standard metrics a mapped column most often stands for (the Data page's choices).

@@ -11,6 +11,12 @@ A request is an error when its HTTP status is 5xx or 429 (refused for capacity),
 log's own error flag says so (``error``/``is_error``/``failed`` true, ``success``/``ok``
 false); errors are counted apart from the latency percentiles.
 
+A request is counted once: rows the store already holds (the same log under another name, two
+exports that overlap) are skipped and counted in the note, matched on every column (the store
+keeps no request id), and rows repeating a ``request_id`` within a log likewise. A latency past
+``TIDELENS_MAX_LATENCY_S`` (a day) is refused as a wrong unit or a broken log; a NaN one is kept
+as missing and said in the note.
+
 >>> cols = detect_request_columns(["timestamp", "service", "latency_ms", "status"])
 >>> (cols.time, cols.latency, cols.latency_unit, cols.service, cols.status)
 ('timestamp', 'latency_ms', 'ms', 'service', 'status')
@@ -59,6 +65,7 @@ _TOKEN_NAMES = ("output_tokens", "completion_tokens", "generated_tokens", "num_g
 _POD_NAMES = ("pod", "pod_name", "kubernetes_pod_name", "exported_pod")
 _NAMESPACE_NAMES = ("namespace", "kube_namespace", "kubernetes_namespace", "exported_namespace")
 _TRUE = ("true", "1", "yes", "y", "t")
+_ID_NAMES = ("request_id", "requestid", "req_id", "x_request_id", "x-request-id", "trace_id")
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,7 @@ class RequestColumns:
     tokens: str | None = None
     pod: str | None = None
     namespace: str | None = None
+    request_id: str | None = None  # rows repeating an id are one request logged twice
 
     def check(self, where: str) -> None:
         from analytics.errors import ConfigError
@@ -105,7 +113,7 @@ class RequestColumns:
     def columns(self) -> list[str]:
         """The table's columns this reads, in a stable order."""
         cols = [self.time, self.latency, self.ttft, self.service, self.status, self.error, self.success,
-                self.tokens, self.pod, self.namespace]
+                self.tokens, self.pod, self.namespace, self.request_id]
         return list(dict.fromkeys(c for c in cols if c))
 
     def as_dict(self) -> dict[str, Any]:
@@ -155,7 +163,7 @@ def detect_request_columns(cols: list[str]) -> RequestColumns | None:
         ttft=ttft, ttft_unit=_unit_of(ttft, _TTFT) or "ms" if ttft else "ms",
         service=_first(cols, _SERVICE_NAMES), status=_first(cols, _STATUS_NAMES),
         error=_first(cols, _ERROR_NAMES), success=_first(cols, _SUCCESS_NAMES), tokens=_first(cols, _TOKEN_NAMES),
-        pod=_first(cols, _POD_NAMES), namespace=_first(cols, _NAMESPACE_NAMES))
+        pod=_first(cols, _POD_NAMES), namespace=_first(cols, _NAMESPACE_NAMES), request_id=_first(cols, _ID_NAMES))
 
 
 def jsonl_keys(head: bytes) -> list[str] | None:
@@ -283,11 +291,19 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
         (lambda i: {"where": f"row {i + 1}"}) if kind == "parquet"
         else (lambda i: {"line": i + 2}) if kind == "csv" else (lambda i: {"line": i + 1}))
     header = _header(data, kind, source)
+    from analytics.limits import IngestLimits
+
+    limits = IngestLimits.from_env()
+    if len(header) > limits.max_columns:
+        raise IngestError(source, f"{len(header):,} columns, more than {limits.max_columns:,} in one table: refused "
+                          "before reading the rows; raise TIDELENS_MAX_COLUMNS if it is real",
+                          **({"line": 1} if kind == "csv" else {}))
     missing = [c for c in rc.columns() if c not in header]
     if missing:
         raise IngestError(source, f"the request log has no column {', '.join(map(repr, missing))}; its columns: "
                           f"{', '.join(header)[:300]}", **({"line": 1} if kind == "csv" else {}))
     numeric = [c for c in (rc.latency, rc.ttft, rc.tokens) if c]
+    nan = None  # rows whose latency or time to first token is NaN: kept as missing, said in the note
     try:
         frame = _read_typed(data, kind, rc)
     except (pl.exceptions.PolarsError, ValueError):
@@ -307,6 +323,16 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
                      source, locate)
         if c != rc.tokens:
             _bad_row(frame, num < 0, c, "a latency (it is negative)", source, locate)
+            unit = rc.ttft_unit if c == rc.ttft else rc.latency_unit
+            bound = limits.max_latency_s * 1000.0 / UNITS_MS[unit]
+            # polars orders NaN above every number: a NaN is missing, not too long
+            _bad_row(frame, (num > bound) & ~num.is_nan(), c,
+                     f"a plausible latency in {unit}: more than {limits.max_latency_s:,} s "
+                     "(is the unit right? raise TIDELENS_MAX_LATENCY_S if it is real)", source, locate)
+        else:
+            _bad_row(frame, num.is_infinite() | (num < 0), c, "a count of tokens", source, locate)
+        if c != rc.tokens and num.is_nan().any():
+            nan = num.is_nan().fill_null(False) if nan is None else nan | num.is_nan().fill_null(False)
         frame = frame.with_columns(num.fill_nan(None).alias(c))
     ts = _times_ms(frame[rc.time], rc, source, frame, locate)
     error = pl.repeat(False, frame.height, eager=True)
@@ -336,11 +362,15 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
             return pl.repeat(None, frame.height, dtype=pl.Utf8, eager=True)
         return frame[col] if frame[col].dtype == pl.Categorical else frame[col].cast(pl.Utf8)
 
-    out = pl.DataFrame({"ts_ms": ts, "service": service,
+    out = pl.DataFrame({"__row": pl.int_range(0, frame.height, eager=True), "ts_ms": ts, "service": service,
                         "latency_ms": number(rc.latency, UNITS_MS[rc.latency_unit]),
                         "ttft_ms": number(rc.ttft, UNITS_MS[rc.ttft_unit]), "error": error,
                         "status": text(rc.status), "tokens": number(rc.tokens), "pod": text(rc.pod),
                         "namespace": text(rc.namespace)})
+    if rc.request_id:
+        out = out.with_columns(frame[rc.request_id].cast(pl.Utf8).alias("__id"))
+    if nan is not None:
+        out = out.with_columns(nan.alias("__nan"))
     return out, locate
 
 
@@ -382,10 +412,34 @@ def header_columns(data: bytes, source: str) -> list[str]:
     return _header(data, _container(data), source)
 
 
-def parse_requests(data: bytes, sink: Sink, source: str, rc: RequestColumns | None = None) -> str | None:
+def _known_rows(frame: pl.DataFrame, con: Any) -> pl.Series:
+    """Which rows of ``frame`` the store's ``requests`` already holds (see REQUEST_ROWS_KNOWN)."""
+    from analytics.sql import requests as rq
+
+    span = {"lo_ms": frame["ts_ms"].min(), "hi_ms": frame["ts_ms"].max()}
+    none = pl.repeat(False, frame.height, eager=True)
+    if not con.execute(rq.REQUESTS_IN_SPAN, span).fetchall()[0][0]:
+        return none
+    con.register("stage_requests_new", frame.with_row_index("row_id").select(
+        "row_id", *(pl.col(c).cast(pl.Utf8) if frame.schema[c] == pl.Categorical else pl.col(c)
+                    for c in ("ts_ms", "service", "latency_ms", "ttft_ms", "error", "status", "tokens", "pod",
+                              "namespace"))))
+    try:
+        known = pl.Series([r[0] for r in con.execute(rq.REQUEST_ROWS_KNOWN, span).fetchall()], dtype=pl.Int64)
+    finally:
+        con.unregister("stage_requests_new")
+    return none.scatter(known.cast(pl.Int64), True) if known.len() else none
+
+
+def parse_requests(data: bytes, sink: Sink, source: str, rc: RequestColumns | None = None, *,
+                   con: Any = None) -> str | None:
     """Load a request log into ``sink``; returns the load's note.
 
     ``rc``: which column is what; default :func:`detect_request_columns` of the header.
+    ``con``: the store's connection, when given the rows the store already holds are skipped and
+    counted in the note (the same requests loaded under another name, or two overlapping exports,
+    counted once: 1,999,999 rows for 1,000,000 requests before). Rows repeating a request id
+    within the log are skipped the same way.
     """
     if rc is None:
         cols = header_columns(data, source)
@@ -397,7 +451,30 @@ def parse_requests(data: bytes, sink: Sink, source: str, rc: RequestColumns | No
     frame = frame.filter(pl.col("ts_ms").is_not_null())
     if frame.height == 0:
         raise IngestError(source, "the request log has no rows with a time")
-    sink.add_requests(frame, locate=locate)
+    dropped: list[str] = []
+
+    def skip(mask: pl.Series, what: str) -> None:
+        nonlocal frame
+        hits = mask.arg_true()
+        if hits.len():
+            line = locate(int(frame["__row"][int(hits[0])]))
+            at = f"line {line['line']}" if "line" in line else line.get("where", "")
+            dropped.append(f"{hits.len():,} {what}, first at {at}")
+            frame = frame.filter(~mask)
+
+    if "__nan" in frame.columns:
+        hits = frame["__nan"].arg_true()
+        line = locate(int(frame["__row"][int(hits[0])]))
+        dropped.append(f"{hits.len():,} NaN latency value(s) read as missing (the request counts, its latency "
+                       f"does not), first at {'line ' + str(line['line']) if 'line' in line else line.get('where')}")
+    if "__id" in frame.columns:
+        skip(frame["__id"].is_not_null() & ~frame["__id"].is_first_distinct(),
+             f"row(s) repeating a {rc.request_id!r} seen earlier in the log skipped")
+    if con is not None:
+        skip(_known_rows(frame, con), "row(s) already in the store (the same time, service, latency, status, "
+                                      "pod: from a log loaded before) skipped")
+    rows = frame["__row"]
+    sink.add_requests(frame, locate=lambda i: locate(int(rows[i])))
     which = rc.ttft if rc.ttft else rc.latency
     parts = [f"latency from {which!r}" + (" (time to first token)" if rc.ttft else "")]
     if rc.service is None:
@@ -405,7 +482,7 @@ def parse_requests(data: bytes, sink: Sink, source: str, rc: RequestColumns | No
                      + ("the mapping" if rc.service_name else "the file name"))
     if not (rc.status or rc.error or rc.success):
         parts.append("no status column: no request counts as an error")
-    return "; ".join(parts)
+    return "; ".join(parts + dropped)
 
 
 def with_time(rc: RequestColumns, time: str, unit: str, zone: str) -> RequestColumns:

@@ -59,3 +59,24 @@ WHERE ts_ms > $lo_ms AND ts_ms <= $hi_ms
 GROUP BY ALL
 ORDER BY service, ts_end_ms
 """
+
+# A new log's rows already in the store (a log loaded again under another name, or two exports
+# that overlap): the store has no request id, so a row's key is the hash of every column. Rows
+# repeat legitimately (two requests in one millisecond with the same latency), so this counts:
+# the k-th copy of a row in the new log is known when the store holds at least k copies of it.
+# $lo_ms/$hi_ms: the new log's span (the store's other rows cannot match).
+REQUESTS_IN_SPAN = "SELECT count(*) FROM requests WHERE ts_ms BETWEEN $lo_ms AND $hi_ms"
+REQUEST_ROWS_KNOWN = """
+WITH new AS (
+    SELECT row_id, hash(ts_ms::BIGINT, service::VARCHAR, latency_ms::DOUBLE, ttft_ms::DOUBLE, error::BOOLEAN,
+                        status::VARCHAR, tokens::DOUBLE, pod::VARCHAR, namespace::VARCHAR) AS h
+    FROM stage_requests_new
+), old AS (
+    SELECT hash(ts_ms::BIGINT, service::VARCHAR, latency_ms::DOUBLE, ttft_ms::DOUBLE, error::BOOLEAN,
+                status::VARCHAR, tokens::DOUBLE, pod::VARCHAR, namespace::VARCHAR) AS h, count(*) AS n
+    FROM requests WHERE ts_ms BETWEEN $lo_ms AND $hi_ms GROUP BY 1
+), hit AS (  -- numbered only where the store holds the row at all: a log beside others costs a join
+    SELECT row_id, n, row_number() OVER (PARTITION BY h ORDER BY row_id) AS k FROM new JOIN old USING (h)
+)
+SELECT row_id FROM hit WHERE k <= n ORDER BY row_id
+"""
