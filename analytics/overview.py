@@ -19,7 +19,7 @@ import polars as pl
 from analytics.measures import (gpu_hours, gpu_hours_expr, minutes_over_slo_any, minutes_over_slo_by_service,
                                 over_slo_expr, pool_size)
 from analytics.signals import SIGNALS
-from analytics.timeline.pool import CLASS_COLUMNS as POOL_CLASSES
+from analytics.timeline.config import CLASS_COLUMNS as POOL_CLASSES
 
 # GPU classes in the order every chart stacks them (bottom to top) and every legend lists them:
 # the pool timeline's own list (one definition).

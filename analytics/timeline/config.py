@@ -20,6 +20,9 @@ class TimelineConfig:
         "help": "last instant (UTC epoch ms) to cover; default the store's last sample"})
 
 
+# The classes a GPU is counted in, in the order every chart stacks them and every legend lists
+# them; light to import (charts read it without importing the timeline's store code).
+CLASS_COLUMNS = ("inference", "batch", "other", "unmanaged", "unknown", "idle")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 

@@ -22,7 +22,7 @@ from analytics.counters import register_temp, step_range
 from analytics.errors import ConfigError
 from analytics.sql import timeline as q
 from analytics.store import Store
-from analytics.timeline.config import TimelineConfig
+from analytics.timeline.config import CLASS_COLUMNS, TimelineConfig
 from analytics.timeline.service import autoscaler_by_pool
 from analytics.workloads import WorkloadMap, classify_pods, pool_of_host
 
@@ -31,7 +31,6 @@ DEVICE_KIND = {sg.DCGM_GR_ENGINE_ACTIVE: q.KIND_GR_ACTIVE, sg.DCGM_GPU_UTIL: q.K
 # the NVIDIA device plugin's time-sliced resource with renameByDefault (nvidia.com/gpu.shared)
 SHARED_RESOURCE = "nvidia_com_gpu_shared"
 # GPU classes, in the order every chart stacks them (bottom to top) and every legend lists them.
-CLASS_COLUMNS = ("inference", "batch", "other", "unmanaged", "unknown", "idle")
 _SLICES = re.compile(r"(\d+)g\.")
 
 
