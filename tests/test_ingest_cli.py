@@ -75,6 +75,6 @@ def test_a_folder_skips_docs_and_says_each_failure_reason_once(tmp_path, capsys)
     out, err = capsys.readouterr()
     assert "1 loaded, 3 skipped, 4 failed" in out
     assert "not a data file (documentation)" in out and "not a data file (an image)" in out
-    assert "4 failed, for 1 reason(s):" in err and "4 x a CSV whose header names no known layout" in err
+    assert "4 failed for 1 shared reason(s):" in err and "4 x a CSV whose header names no known layout" in err
     # each reason once, with its files, instead of a line per file (29 lines, then the summary)
     assert err.count("trace-0.csv") == 1 and len(err.splitlines()) == 3

@@ -13,6 +13,9 @@ from analytics.store import Store
 from analytics.text import visible
 
 
+GROUP_AT = 3  # files sharing one reason before it is said once for them all
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ingest", help=command_help("ingest"))
     add_db(p)
@@ -57,13 +60,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"{len(loaded)} loaded, {len(results) - len(loaded) - len(failed)} skipped, {len(failed)} failed: "
               f"{sum(r.series for r in loaded)} series, {sum(r.samples for r in loaded)} samples"
               + (f", {requests:,} requests" if requests else ""))
+    # A failure: one line, its file and its line or JSON path. A reason that GROUP_AT or more
+    # files share: said once, with their files (never 29 lines and then the same summary).
     groups = group_failures(failed)
-    if len(failed) == len(groups):  # every failure its own reason: one line each, file and line
-        for r in failed:
+    shared = {name for _, names in groups if len(names) >= GROUP_AT for name in names}
+    for r in failed:
+        if r.name not in shared:
             print(f"tidelens: {r.error}", file=sys.stderr)
-    else:  # some share a reason: say each reason once, with its files (never 29 lines, then this)
-        print(f"tidelens: {len(failed)} failed, for {len(groups)} reason(s):", file=sys.stderr)
-        for reason, names in groups:
+    many = [(reason, names) for reason, names in groups if len(names) >= GROUP_AT]
+    if many:
+        print(f"tidelens: {len(shared)} failed for {len(many)} shared reason(s):", file=sys.stderr)
+        for reason, names in many:
             shown = ", ".join(visible(n, keep="") for n in names[:3]) + (
                 f" and {len(names) - 3} more" if len(names) > 3 else "")
             print(f"  {len(names)} x {reason}\n      {shown}", file=sys.stderr)
