@@ -81,3 +81,21 @@ def test_dcgm_blanks_are_dropped_for_dcgm_fields_only(monkeypatch) -> None:
     with Store(":memory:") as store:
         [result] = ingest_path(store, FIXTURES / "openmetrics" / "parsers" / "uint64_counter" / "metrics", at_ms=AT_MS)
         assert (result.samples, result.blanks) == (1, 0)
+
+
+def test_scrapes_concatenated_inside_one_document_load_with_a_note_and_a_long_one_is_judged_in_part() -> None:
+    from analytics.ingest.om_check import HISTOGRAM_DEFECT, MAX_CHECK_LINES
+
+    # every series at t1, then every series at t2, one # EOF: the family's series interleave
+    rows = [f'u{{g="{g}"}} {g} {1780000000 + 15 * t}' for t in range(2) for g in range(3)]
+    text = "# TYPE u gauge\n" + "\n".join(rows) + "\n# EOF\n"
+    with Store(":memory:") as store:
+        result = ingest_bytes(store, "x.om", text.encode())
+    assert result.samples == 6 and "Invalid metric grouping" in result.note and "loaded as written" in result.note
+    # one family longer than the part judged: cut inside it, its unseen end is not called a defect
+    n = MAX_CHECK_LINES * 2
+    big = "# TYPE h histogram\n" + "".join(f'h_count{{x="{i}"}} 1 1780000000\nh_bucket{{x="{i}",le="+Inf"}} 1 '
+                                           f'1780000000\nh_sum{{x="{i}"}} 1 1780000000\n' for i in range(n // 3))
+    with Store(":memory:") as store:
+        result = ingest_bytes(store, "big.om", (big + "# EOF\n").encode())
+    assert result.samples == 3 * (n // 3) and HISTOGRAM_DEFECT not in (result.note or "")

@@ -9,9 +9,10 @@ slower than ours, so it judges the first scrape only (up to the first ``# EOF``,
 from the same exporter.
 
 A defect of structure (a bad ``# TYPE`` / ``# UNIT`` / ``# HELP`` line, repeated metadata,
-interleaved families, a clashing name) refuses the file with its line. A defect of values (a
-negative or NaN counter-like sample, a histogram without ``+Inf`` or ``_count``, decreasing
-buckets, an exemplar where none is allowed) loads the file with a note naming it: the negative and
+a clashing name) refuses the file with its line. A defect of values (a negative or NaN
+counter-like sample, a histogram without ``+Inf`` or ``_count``, decreasing buckets, an exemplar
+where none is allowed) or of grouping (a family's series interleaved, as when scrapes are
+concatenated without their ``# EOF``) loads the file with a note naming it: the negative and
 NaN counter-like values are dropped by the parser, and a histogram note reaches the pages that
 show percentiles (:data:`HISTOGRAM_DEFECT`).
 """
@@ -22,7 +23,8 @@ from typing import Iterator
 
 from analytics.errors import IngestError
 
-MAX_CHECK_LINES = 50_000
+MAX_CHECK_LINES = 4_000  # ~0.1 CPU-s of prometheus_client: a whole dcgm-exporter scrape, and more
+_HARD_LIMIT = 5_000  # cut even inside a family (one huge family without metadata lines)
 # The phrase a source's note carries when one of its histograms is not a histogram; pages that
 # show percentiles look for it (analytics.events.pipeline.store_notes).
 HISTOGRAM_DEFECT = "not a valid histogram"
@@ -33,7 +35,10 @@ _HISTOGRAM = ("+Inf bucket missing", "Count does not match +Inf value", "_count 
 _VALUES = ("Counter-like samples cannot be", "Quantile values cannot be negative", "Stateset samples can only",
            "Info samples can only", "Invalid line only histogram/gaugehistogram buckets and counters can have "
            "exemplars", "Bucket value must be an integer", "Count value must be an integer",
-           "Timestamps went backwards", "Mix of timestamp presence")
+           "Timestamps went backwards", "Mix of timestamp presence",
+           # a family's series interleaved (scrapes concatenated without their # EOF): each sample still
+           # has its series and time, so nothing is misread
+           "Invalid metric grouping")
 
 
 class _Lines:
@@ -63,16 +68,21 @@ class FirstScrapeCheck:
         self.notes: list[str] = []
         self._lines: list[str] = []
         self._done = False
+        self._cut_inside = False  # cut inside a family: what only its end can tell is not judged
 
     def feed(self, chunk: bytes) -> None:
         """Take the lines of one chunk (whole lines) until the first scrape is complete."""
         if self._done:
             return
         for line in chunk.decode("utf-8", errors="replace").split("\n"):
-            if line.startswith("# EOF") and line.rstrip("\r") != "# EOF":
+            line = line.removesuffix("\r")  # CRLF: not the spec's, but the parser reads it; judge the rest
+            if line.startswith("# EOF") and line != "# EOF":
                 raise IngestError(self.source, f"{line[:80]!r} is not the line '# EOF' that ends OpenMetrics "
                                   "(nothing may follow it on its line)", line=len(self._lines) + 1)
-            if line == "# EOF" or len(self._lines) >= MAX_CHECK_LINES and line.startswith("# "):
+            n = len(self._lines)
+            # cut where a family starts (or, past the hard limit, inside one)
+            if line == "# EOF" or n >= MAX_CHECK_LINES and (line.startswith("# ") or n >= _HARD_LIMIT):
+                self._cut_inside = line != "# EOF" and not line.startswith("# ")
                 self._lines.append("# EOF")
                 self.finish()
                 return
@@ -97,12 +107,14 @@ class FirstScrapeCheck:
         except Exception as exc:  # ValueError mostly; its parser raises bare ones on junk too
             reason = str(exc) or "a line the OpenMetrics grammar does not allow"
             line_no = max(fd.count, 1)
+            if self._cut_inside and line_no >= len(lines):
+                return  # raised at the end of a family the cut left unfinished (a histogram's +Inf...)
             what = reason.split(": ", 1)[0]
             if what.startswith(_HISTOGRAM):
                 self.notes.append(f"{HISTOGRAM_DEFECT} (OpenMetrics) at or before line {line_no}: {reason[:160]} "
                                   "(percentiles from it are not to be trusted)")
             elif what.startswith(_VALUES):
-                self.notes.append(f"not valid OpenMetrics at line {line_no}: {reason[:160]}")
+                self.notes.append(f"not valid OpenMetrics at line {line_no}: {reason[:160]} (loaded as written)")
             else:
                 raise IngestError(self.source, f"not valid OpenMetrics: {reason[:200]}", line=line_no) from None
 
@@ -111,7 +123,7 @@ def check_text(text: str, source: str = "<text>") -> list[str]:
     """Judge one OpenMetrics text whole (tests, and the doctest below).
 
     >>> check_text("# TYPE a counter\\na_total -1\\n# EOF\\n")
-    ['not valid OpenMetrics at line 2: Counter-like samples cannot be negative: a_total -1']
+    ['not valid OpenMetrics at line 2: Counter-like samples cannot be negative: a_total -1 (loaded as written)']
     """
     check = FirstScrapeCheck(source)
     check.feed(text.encode())
