@@ -8,11 +8,12 @@ slower than ours, so it judges the first scrape only (up to the first ``# EOF``,
 :data:`MAX_CHECK_LINES` lines, cut where a family starts): the later scrapes of an archive come
 from the same exporter.
 
-A defect of structure (a bad ``# TYPE`` / ``# UNIT`` / ``# HELP`` line, repeated metadata,
-a clashing name) refuses the file with its line. A defect of values (a negative or NaN
+A defect of structure (a bad ``# TYPE`` / ``# UNIT`` / ``# HELP`` line, repeated metadata or
+metadata after samples, a label, value or timestamp the grammar refuses) refuses the file with
+its line. A defect of values (a negative or NaN
 counter-like sample, a histogram without ``+Inf`` or ``_count``, decreasing buckets, an exemplar
-where none is allowed) or of grouping (a family's series interleaved, as when scrapes are
-concatenated without their ``# EOF``) loads the file with a note naming it: the negative and
+where none is allowed) or of grouping (a family's series or families interleaved, as when scrapes
+are concatenated without their ``# EOF``) loads the file with a note naming it: the negative and
 NaN counter-like values are dropped by the parser, and a histogram note reaches the pages that
 show percentiles (:data:`HISTOGRAM_DEFECT`).
 """
@@ -38,7 +39,10 @@ _VALUES = ("Counter-like samples cannot be", "Quantile values cannot be negative
            "Timestamps went backwards", "Mix of timestamp presence",
            # a family's series interleaved (scrapes concatenated without their # EOF): each sample still
            # has its series and time, so nothing is misread
-           "Invalid metric grouping")
+           "Invalid metric grouping",
+           # a family's name met again after another family (families interleaved), or a family named
+           # like another's sample: each sample line still names its series
+           "Clashing name")
 
 
 class _Lines:
