@@ -131,9 +131,11 @@ def pool_story_queries(store: "Store", wmap: Any = None,
 def dashboard_model(store: "Store", *, wmap: Any = None, slos_ms: dict[str, float] | None = None,
                     title: str = "Tidelens: the pool story", uid: str = "tidelens-pool-story") -> dict[str, Any]:
     """The dashboard's JSON model (Grafana's ``dashboard`` object), built with the SDK's types."""
+    from grafana_foundation_sdk.builders import common as cb
     from grafana_foundation_sdk.builders import dashboard as db
     from grafana_foundation_sdk.builders import prometheus, timeseries
     from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models import common as cm
     from grafana_foundation_sdk.models import dashboard as dm
 
     ds = dm.DataSourceRef(type_val="prometheus", uid=f"${{{DATASOURCE_VAR}}}")
@@ -143,7 +145,12 @@ def dashboard_model(store: "Store", *, wmap: Any = None, slos_ms: dict[str, floa
                          .datasource(dm.DataSourceRef(type_val="grafana", uid="-- Grafana --"))
                          .target(db.AnnotationTarget().type("tags").tags([TAG]).match_any(False).limit(500))))
     for i, (name, unit, targets) in enumerate(pool_story_queries(store, wmap, slos_ms)):
-        panel = timeseries.Panel().title(name).unit(unit).datasource(ds).height(9).span(24 if i == 0 else 12)
+        # A timeseries panel's options are an object with a legend and a tooltip (the SDK's schema
+        # requires both); without them the builder writes "options": null, which Grafana's schema refuses.
+        panel = (timeseries.Panel().title(name).unit(unit).datasource(ds).height(9).span(24 if i == 0 else 12)
+                 .legend(cb.VizLegendOptions().display_mode(cm.LegendDisplayMode.LIST)
+                         .placement(cm.LegendPlacement.BOTTOM).show_legend(True).calcs([]))
+                 .tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI).sort(cm.SortOrder.DESCENDING)))
         for k, (expr, legend) in enumerate(targets):
             panel = panel.with_target(prometheus.Dataquery().expr(expr).legend_format(legend)
                                       .ref_id(chr(ord("A") + k)).datasource(ds).range())

@@ -16,7 +16,9 @@ NORMALISED_LABELS: dict[str, tuple[str, ...]] = {
     "hostname": ("Hostname", "hostname", "node", "kubernetes_node", "instance"),
     "model": ("modelName", "model_name_gpu", "gpu_model"),
     "namespace": ("exported_namespace", "namespace", "podnamespace", "pod_namespace"),
-    "pod": ("exported_pod", "pod", "podname", "pod_name"),
+    # dcgm-exporter's Slurm job (hpc_job) and Tidelens' NVML collector's local process name a
+    # GPU's holder where no pod does (a bare-metal or Slurm host): the workload map reads them as pods
+    "pod": ("exported_pod", "pod", "podname", "pod_name", "hpc_job", "process"),
     "container": ("exported_container", "container", "container_name"),
     "mig_profile": ("GPU_I_PROFILE", "gpu_i_profile", "mig_profile"),
     "mig_id": ("GPU_I_ID", "gpu_i_id", "mig_id"),

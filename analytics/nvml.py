@@ -6,7 +6,10 @@ and labels, so every analysis works on it unchanged: NVML's utilization is
 where GPM exists (Hopper and newer), per GPU and per MIG instance; MIG instances carry their
 parent's ``UUID`` plus ``GPU_I_PROFILE`` and ``GPU_I_ID``. Per-process GPU memory is
 ``tidelens:nvml_process_fb_used`` (MiB) with the owning container and pod UID where the
-process's cgroup tells them.
+process's cgroup tells them. Memory is NVML's v2 reading, as DCGM's: ``DCGM_FI_DEV_FB_USED``
+without what the driver reserves, which is ``DCGM_FI_DEV_FB_RESERVED``. A device in use names its
+biggest process as ``process="user/command"`` (with its container and pod UID), which the workload
+map reads as the holder's pod, as it reads dcgm-exporter's ``hpc_job`` on a Slurm host.
 
 Without a driver, :func:`available` says so in one line; nothing raises a traceback at a user.
 """
@@ -30,6 +33,7 @@ from analytics.errors import TidelensError
 from analytics.store import LoadResult, Sink, Store
 
 DCGM_FB_FREE = s.DCGM_FB_FREE
+DCGM_FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"  # MiB the driver reserves (NVML v2; not in FB_USED)
 DCGM_MEM_CLOCK = "DCGM_FI_DEV_MEM_CLOCK"  # MHz
 PROCESS_FB_USED = "tidelens:nvml_process_fb_used"  # MiB per process
 MIB = 1024 * 1024
@@ -85,6 +89,28 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def process_of(pid: int, proc_root: Path = Path("/proc")) -> str | None:
+    """``user/command`` of a local process (from ``/proc``), or None where it is gone or hidden.
+
+    dcgm-exporter names a GPU's holder by pod (Kubernetes) or ``hpc_job`` (Slurm); on a bare
+    host the process is what there is. The workload map sees it as the holder's ``pod``, so a rule
+    ``pod = "alice/.*"`` matches a user and ``pod = ".*/vllm"`` a command.
+    """
+    import pwd
+
+    try:
+        comm = (proc_root / str(pid) / "comm").read_text().strip()
+        status = (proc_root / str(pid) / "status").read_text()
+    except OSError:
+        return None
+    uid = next((line.split()[1] for line in status.splitlines() if line.startswith("Uid:")), None)
+    try:
+        user = pwd.getpwuid(int(uid)).pw_name if uid is not None else "?"
+    except (KeyError, ValueError):
+        user = uid or "?"
+    return f"{user}/{comm or '?'}"
+
+
 def container_of(pid: int, proc_root: Path = Path("/proc")) -> dict[str, str]:
     """``container_id`` and ``pod_uid`` of a process, from its cgroup (empty where it tells nothing).
 
@@ -137,6 +163,7 @@ class NvmlSampler:
     devices: list[_Device] = field(default_factory=list)
     gpm: bool = False
     notes: list[str] = field(default_factory=list)
+    memory_v2: bool = True  # False once the driver lacks nvmlDeviceGetMemoryInfo_v2 (before R510)
 
     def open(self) -> "NvmlSampler":
         self.nvml = self.nvml or _nvml_module()
@@ -255,12 +282,54 @@ class NvmlSampler:
             d.gpm_prev = cur
         return value
 
+    def _memory(self, h: Any, lab: dict[str, str]) -> tuple[float, float, float | None] | None:
+        """(used, free, reserved) bytes as dcgm-exporter reads them: NVML's v2 memory info, whose
+        ``used`` leaves out what the driver reserves (DCGM does so since R510); v1 on older
+        drivers, whose ``used`` includes it (reserved then unknown: None), with a note."""
+        nv = self.nvml
+        if self.memory_v2:
+            try:
+                m = nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
+                return float(m.used), float(m.free), float(m.reserved)
+            except (nv.NVMLError_FunctionNotFound, nv.NVMLError_ArgumentVersionMismatch,
+                    nv.NVMLError_NotSupported) as exc:
+                self.memory_v2 = False
+                self.notes.append(f"this driver has no nvmlDeviceGetMemoryInfo_v2 ({exc}; before R510): "
+                                  "DCGM_FI_DEV_FB_USED is NVML's v1 'used', which includes the memory the "
+                                  "driver reserves (a few hundred MiB more than dcgm-exporter and nvidia-smi "
+                                  "show), and DCGM_FI_DEV_FB_RESERVED is not written")
+            except nv.NVMLError as exc:
+                self.notes.append(f"{lab['UUID']} memory: {exc}")
+                return None
+        try:
+            m = nv.nvmlDeviceGetMemoryInfo(h)
+        except nv.NVMLError as exc:
+            self.notes.append(f"{lab['UUID']} memory: {exc}")
+            return None
+        return float(m.used), float(m.free), None
+
+    def _holder(self, procs: list[Any]) -> dict[str, str]:
+        """The labels naming a device's holder: its biggest process (``process`` = user/command,
+        and the container and pod UID its cgroup names); none for an unused device."""
+        known = [p for p in procs if process_of(p.pid, self.proc_root)]
+        if not known:
+            return {}
+        top = max(known, key=lambda p: (getattr(p, "usedGpuMemory", None) or 0, -p.pid))
+        return {"process": process_of(top.pid, self.proc_root) or "?", **container_of(top.pid, self.proc_root)}
+
     def sample(self) -> list[Sample]:
         """One reading of every device: ``(metric, labels, value)`` triples."""
         nv = self.nvml
         out: list[Sample] = []
         for d in self.devices:
             h, lab = d.handle, d.labels
+            try:
+                procs = nv.nvmlDeviceGetComputeRunningProcesses(h)
+            except nv.NVMLError:
+                procs = []
+            holder = self._holder(procs)
+            if holder:  # the device's series name their holder, as dcgm-exporter's pod labels do
+                lab = {**lab, **holder}
 
             def read(metric: str, fn: Callable[[], float]) -> None:
                 try:
@@ -272,14 +341,13 @@ class NvmlSampler:
 
             if d.parent is None:
                 read(s.DCGM_GPU_UTIL, lambda: nv.nvmlDeviceGetUtilizationRates(h).gpu)
-            mem = None
-            try:
-                mem = nv.nvmlDeviceGetMemoryInfo(h)
-            except nv.NVMLError as exc:
-                self.notes.append(f"{lab['UUID']} memory: {exc}")
+            mem = self._memory(h, lab)
             if mem is not None:
-                out.append((s.DCGM_FB_USED, lab, mem.used / MIB))
-                out.append((DCGM_FB_FREE, lab, mem.free / MIB))
+                used, free, reserved = mem
+                out.append((s.DCGM_FB_USED, lab, used / MIB))
+                out.append((DCGM_FB_FREE, lab, free / MIB))
+                if reserved is not None:
+                    out.append((DCGM_FB_RESERVED, lab, reserved / MIB))
             if d.parent is None:
                 read(s.DCGM_POWER, lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0)
                 read(s.DCGM_GPU_TEMP, lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
@@ -292,15 +360,13 @@ class NvmlSampler:
                         out.append((s.DCGM_GR_ENGINE_ACTIVE, lab, act))
                 except nv.NVMLError as exc:
                     self.notes.append(f"{lab['UUID']} GPM: {exc}")
-            try:
-                procs = nv.nvmlDeviceGetComputeRunningProcesses(h)
-            except nv.NVMLError:
-                procs = []
             for p in procs:
                 used = getattr(p, "usedGpuMemory", None)
                 if used is None:
                     continue  # NVML hides per-process memory in some modes
-                plab = {**lab, "pid": str(p.pid), **container_of(p.pid, self.proc_root)}
+                plab = {**d.labels, "pid": str(p.pid), **container_of(p.pid, self.proc_root)}
+                if who := process_of(p.pid, self.proc_root):
+                    plab["process"] = who
                 out.append((PROCESS_FB_USED, plab, used / MIB))
         return out
 

@@ -53,12 +53,32 @@ def main() -> int:
         out = subprocess.run(["nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used,power.draw,"
                               "temperature.gpu,clocks.sm", "--format=csv"], capture_output=True, text=True)
         print("peer nvidia-smi:\n" + out.stdout)
+        _compare_memory(rows)
     with Store(":memory:") as st:
         cfg = nvml.CollectConfig(interval_ms=int(args.interval * 1000), duration_ms=int(args.interval * 3000))
         results = nvml.collect(st, cfg)
         print("collect():", [r.as_dict() for r in results])
         print(st.series().select("metric", "uuid", "hostname", "model", "mig_profile", "mig_id").head(20))
     return 0
+
+
+def _compare_memory(rows: list) -> None:
+    """Memory used and reserved per whole GPU: nvidia-smi (what dcgm-exporter agrees with) vs Tidelens."""
+    out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used,memory.reserved",
+                          "--format=csv,noheader,nounits"], capture_output=True, text=True)
+    ours = {(lab.get("gpu"), m): v for m, lab, v in rows if "GPU_I_ID" not in lab and "pid" not in lab}
+    for line in out.stdout.strip().splitlines():
+        try:
+            idx, used, reserved = (x.strip() for x in line.split(","))
+            smi_used, smi_res = float(used), float(reserved)
+        except ValueError:
+            print("nvidia-smi memory line not understood:", line)
+            continue
+        t_used = ours.get((idx, "DCGM_FI_DEV_FB_USED"))
+        t_res = ours.get((idx, nvml.DCGM_FB_RESERVED))
+        agree = t_used is not None and abs(t_used - smi_used) <= 2
+        print(f"GPU {idx}: memory used nvidia-smi {smi_used:.0f} MiB, Tidelens {t_used} MiB; reserved "
+              f"nvidia-smi {smi_res:.0f} MiB, Tidelens {t_res} MiB -> {'agree' if agree else 'DIFFER'}")
 
 
 if __name__ == "__main__":

@@ -68,6 +68,30 @@ def test_annotations_are_the_events_and_the_dashboard_loads_through_the_sdk(db, 
     assert query["target"]["tags"] == ["tidelens"] and query["target"]["type"] == "tags"
 
 
+SCHEMAS = Path(__file__).parent / "fixtures" / "grafana"
+SDK_VERSION = "1769699998!10.1.0"  # the SDK release the schemas were vendored from (tests/fixtures/SOURCES.md)
+
+
+def test_the_dashboard_validates_against_the_sdks_own_json_schema(db, tmp_path, capsys) -> None:
+    import importlib.metadata
+
+    import jsonschema
+
+    assert importlib.metadata.version("grafana_foundation_sdk") == SDK_VERSION, \
+        "the SDK was upgraded: vendor its jsonschema/{dashboard,timeseries}.jsonschema.json again"
+    _export(capsys, db, tmp_path / "g")
+    model = json.loads((tmp_path / "g" / "dashboard.json").read_text())
+    board = json.loads((SCHEMAS / "dashboard.jsonschema.json").read_text())
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:120]}"
+              for e in jsonschema.Draft7Validator(board).iter_errors(model)]
+    assert errors == []
+    # each panel's options as the timeseries panel's own schema has them
+    ts = json.loads((SCHEMAS / "timeseries.jsonschema.json").read_text())
+    options = jsonschema.Draft7Validator({"$ref": "#/definitions/Options", "definitions": ts["definitions"]})
+    assert model["panels"] and all(p["type"] == "timeseries" for p in model["panels"])
+    assert [list(options.iter_errors(p["options"])) for p in model["panels"]] == [[]] * len(model["panels"])
+
+
 @pytest.mark.prometheus
 @pytest.mark.xdist_group("prometheus")
 def test_every_promql_expression_returns_data_from_the_users_prometheus(prometheus, tmp_path, capsys) -> None:  # noqa: F811

@@ -37,9 +37,9 @@ EXPECT: dict[str, tuple[str, int | str | None, str]] = {
     "duplicate_label.prom": ("refused", 3, "duplicate label name 'job'"),
     "html_metric_name.prom": ("refused", 3, "invalid metric name"),
     "untimestamped_twice.prom": ("refused", 3, "again without a timestamp"),
-    "negative_counter.prom": ("loaded", None, "1 negative counter value(s) dropped (a counter never "
-                                              "goes below 0), first at line 3"),
-    "nan_counter.prom": ("loaded", None, "2 NaN/Inf counter value(s) dropped, first at line 3"),
+    "negative_counter.prom": ("loaded", None, "1 negative counter value(s) dropped (a counter, a "
+                                              "histogram's bucket or count never goes below 0), first at line 3"),
+    "nan_counter.prom": ("loaded", None, "2 NaN/Inf counter value(s) dropped (counters, buckets and counts), first at line 3"),
     "stray_eof_0.0.4.prom": ("loaded", None, "text 0.0.4"),
     "after_eof.om": ("loaded", None, "1 line(s) after the # EOF at line 3"),
     "csv_short_row.csv": ("refused", 3, "3 field(s) where the header has 4"),

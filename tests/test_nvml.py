@@ -20,12 +20,17 @@ class _Struct:
         self.__dict__.update(kw)
 
 
-def fake_pynvml(*, gpus: int = 2, mig_on: int | None = None, gpm: bool = True,
+RESERVED_MIB = 615  # what an idle H200 on driver 580 reserves (issue 38)
+
+
+def fake_pynvml(*, gpus: int = 2, mig_on: int | None = None, gpm: bool = True, memory_v2: bool = True,
                 init_error: type[pynvml.NVMLError] | None = None) -> types.ModuleType:
     """A stand-in for ``pynvml``: the same function names and arities, real error classes.
 
     GPU ``mig_on`` (if any) is MIG-enabled with a 3g.40gb (GI 1) and a 1g.10gb (GI 2)
     instance; GPU 0 runs a containerised process. GPM counters advance 0.5 % per sample call.
+    Memory as the driver reports it: v1 ``used`` includes the reserved memory, v2's does not;
+    ``memory_v2=False`` is a driver before R510 (no ``nvmlDeviceGetMemoryInfo_v2``).
     """
     m = types.ModuleType("pynvml")
     for name in dir(pynvml):  # constants and error classes are the real ones
@@ -33,6 +38,7 @@ def fake_pynvml(*, gpus: int = 2, mig_on: int | None = None, gpm: bool = True,
             setattr(m, name, getattr(pynvml, name))
     state = {"init": 0, "gpm_calls": {}, "freed": 0}
     m.state = state
+    m.nvmlMemory_v2 = pynvml.nvmlMemory_v2
     gpu_handles = [("gpu", i) for i in range(gpus)]
 
     def nvmlInit():  # noqa: N802
@@ -72,7 +78,14 @@ def fake_pynvml(*, gpus: int = 2, mig_on: int | None = None, gpm: bool = True,
 
     def nvmlDeviceGetMemoryInfo(handle, version=None):  # noqa: N802
         used = (1000 + 100 * handle[1]) * MIB if handle[0] == "gpu" else 2000 * handle[2] * MIB
-        return _Struct(total=81559 * MIB, used=used, free=81559 * MIB - used)
+        reserved = RESERVED_MIB * MIB if handle[0] == "gpu" else 0
+        total = 81559 * MIB
+        if version is None:
+            return _Struct(total=total, used=used + reserved, free=total - used - reserved)
+        if not memory_v2:
+            raise pynvml.NVMLError_FunctionNotFound()
+        assert version == pynvml.nvmlMemory_v2
+        return _Struct(version=version, total=total, reserved=reserved, used=used, free=total - used - reserved)
 
     def nvmlDeviceGetPowerUsage(handle):  # noqa: N802
         if handle[1] == 1:
@@ -156,6 +169,8 @@ def _proc(tmp_path: Path) -> Path:
     (tmp_path / "4242" / "cgroup").write_text(
         "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0a1b2c3d_1111_2222_3333_444455556666"
         ".slice/cri-containerd-" + "c0" * 32 + ".scope\n")
+    (tmp_path / "4242" / "comm").write_text("vllm\n")
+    (tmp_path / "4242" / "status").write_text("Name:\tvllm\nUid:\t0\t0\t0\t0\n")
     return tmp_path
 
 
@@ -163,7 +178,7 @@ def test_fake_matches_the_real_signatures():
     import inspect
     fake = fake_pynvml()
     for name in dir(fake):
-        if name.startswith("nvml") and hasattr(pynvml, name):
+        if name.startswith("nvml") and callable(getattr(pynvml, name, None)):
             real = inspect.signature(getattr(pynvml, name)).parameters
             mine = inspect.signature(getattr(fake, name)).parameters
             assert [p for p in mine if mine[p].default is inspect.Parameter.empty] == \
@@ -258,3 +273,57 @@ def test_cli_collect(monkeypatch, tmp_path, capsys):
     assert "1 GPU(s)" in out.err
     results = orjson.loads(out.out)
     assert results and results[0]["status"] == "loaded" and results[0]["series"] > 0
+
+
+def test_memory_is_read_as_dcgm_reads_it_without_the_reserved_part(tmp_path):
+    with nvml.NvmlSampler(fake_pynvml(gpus=1), hostname="h", proc_root=_proc(tmp_path)) as sampler:
+        got = {m: v for m, lab, v in sampler.sample() if "pid" not in lab}
+    assert got[s.DCGM_FB_USED] == 1000  # v1 says 1615: the driver's reserve counted as used
+    assert got[nvml.DCGM_FB_RESERVED] == RESERVED_MIB
+    assert got[s.DCGM_FB_FREE] == 81559 - 1000 - RESERVED_MIB
+    assert not any("v2" in n for n in sampler.notes)
+
+
+def test_an_old_driver_falls_back_to_v1_memory_with_a_note(tmp_path):
+    with nvml.NvmlSampler(fake_pynvml(gpus=2, memory_v2=False), hostname="h") as sampler:
+        first = sampler.sample()
+        sampler.sample()
+    used = {lab["gpu"]: v for m, lab, v in first if m == s.DCGM_FB_USED}
+    assert used == {"0": 1000 + RESERVED_MIB, "1": 1100 + RESERVED_MIB}
+    assert not any(m == nvml.DCGM_FB_RESERVED for m, _, _ in first)
+    [note] = [n for n in sampler.notes if "nvmlDeviceGetMemoryInfo_v2" in n]  # said once, not per read
+    assert "includes the memory the driver reserves" in note
+
+
+def test_a_local_process_names_its_gpus_holder_and_the_workload_map_classifies_it(store, tmp_path):
+    from analytics.workloads import WorkloadMap, classify_pods, load_map
+
+    now = [1_767_571_200.0]
+    cfg = nvml.CollectConfig(interval_ms=1000, duration_ms=2000, flush_ms=60_000)
+    sampler = nvml.NvmlSampler(fake_pynvml(gpus=2), hostname="node-a", proc_root=_proc(tmp_path))
+    nvml.collect(store, cfg, sampler=sampler, clock=lambda: now[0],
+                 sleep=lambda sec: now.__setitem__(0, now[0] + max(sec, 0.001)))
+    util = store.series(s.DCGM_GPU_UTIL).sort("gpu")
+    assert util["pod"].to_list() == ["root/vllm", None]  # GPU 1 runs nothing: no holder
+    assert orjson.loads(util["labels"][0])["container_id"] == "c0" * 32
+    [pod] = classify_pods(store, WorkloadMap()).filter(pod="root/vllm").iter_rows(named=True)
+    assert (pod["cls"], pod["rule"]) == ("inference", "default: inference name")
+    # a user's rule on the user or the command
+    toml = tmp_path / "tidelens.toml"
+    toml.write_text('[[rule]]\nname = "root runs batch"\npod = "root/.*"\nclass = "batch"\n')
+    [pod] = classify_pods(store, load_map(toml)).filter(pod="root/vllm").iter_rows(named=True)
+    assert (pod["cls"], pod["rule"]) == ("batch", "root runs batch")
+
+
+def test_dcgm_exporters_slurm_job_label_names_the_holder(store, tmp_path):
+    from analytics.ingest import ingest_bytes
+    from analytics.workloads import classify_pods, load_map
+
+    text = (b'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-0",Hostname="hpc-1",hpc_job="81342"} 97 1767571200000\n'
+            b'DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-1",Hostname="hpc-1"} 0 1767571200000\n')
+    ingest_bytes(store, "slurm.prom", text)
+    assert store.series(s.DCGM_GPU_UTIL).sort("gpu")["pod"].to_list() == ["81342", None]
+    toml = tmp_path / "tidelens.toml"
+    toml.write_text('[[rule]]\nname = "slurm jobs train"\npod = "[0-9]+"\nclass = "batch"\nteam = "hpc"\n')
+    [pod] = classify_pods(store, load_map(toml)).iter_rows(named=True)
+    assert (pod["pod"], pod["cls"], pod["team"]) == ("81342", "batch", "hpc")

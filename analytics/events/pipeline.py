@@ -82,13 +82,28 @@ def analyse_store(store: "Store", cfg: EventsConfig | None = None, wmap: "Worklo
     return result
 
 
+def histogram_defect_notes(store: "Store") -> list[str]:
+    """The load notes of sources holding a histogram that is not one (no ``+Inf``, decreasing
+    buckets, count != ``+Inf``): percentiles computed from them are shown with this warning."""
+    from analytics.ingest.om_check import HISTOGRAM_DEFECT
+    from analytics.sql import store as sq
+
+    rows = store.query(sq.SOURCE_NOTES_WITH, {"phrase": HISTOGRAM_DEFECT}).rows()
+    out = []
+    for name, note in rows:
+        part = next(p for p in note.split("; ") if HISTOGRAM_DEFECT in p)
+        out.append(f"{name}: {part}")
+    return out
+
+
 def store_notes(store: "Store", services: pl.DataFrame, slos_ms: "dict[str, float | None]",
                 wmap: "WorkloadMap | None" = None) -> list[str]:
     """What the store says of how exactly the events could be judged (the page and the CLI add the
-    same): an SLO inside a histogram bucket; a service whose request log wins over its histogram."""
+    same): an SLO inside a histogram bucket; a loaded histogram that is not one; a service whose request log wins over its histogram."""
     from analytics.events.slo import slo_bucket_notes
 
     notes = slo_bucket_notes(store, services, slos_ms)
+    notes.extend(histogram_defect_notes(store))
     if store.has_requests() and services["slo_metric"].str.starts_with("requests.").any():
         from analytics.timeline.service import latency_source_notes, request_log_summary
 

@@ -167,10 +167,13 @@ def exposition_flavour(head: bytes, tail: bytes = b"") -> tuple[str, str | None]
             continue
         m = _TS_TOKEN.search(line)
         if m:
-            stamps.append(m.group(1))
+            try:
+                stamps.append((m.group(1), abs(float(m.group(1)))))
+            except ValueError:
+                continue  # not a number ('1.1.1'): the parser refuses that line with its place
     if stamps:
-        integral = all(b"." not in t and b"e" not in t.lower() for t in stamps)
-        big = max(abs(float(t)) for t in stamps)
+        integral = all(b"." not in t and b"e" not in t.lower() for t, _ in stamps)
+        big = max(v for _, v in stamps)
         if integral and big >= 1e11:
             why = ("timestamps are integer milliseconds (text 0.0.4), so the '# EOF' / '# UNIT' lines do not "
                    "make it OpenMetrics") if marked else None

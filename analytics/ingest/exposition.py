@@ -26,6 +26,7 @@ import orjson
 import polars as pl
 
 from analytics.errors import IngestError
+from analytics.ingest.om_check import FirstScrapeCheck
 from analytics.store import Sink
 
 _NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -46,15 +47,24 @@ def _unescape_one(m: re.Match[str]) -> str:
                          "\\n and \\\" are allowed)") from None
 
 
-def _unescape(text: str) -> str:
-    out = _ESCAPE_RE.sub(_unescape_one, text) if "\\" in text else text
+def _keep_unknown_escape(m: re.Match[str]) -> str:
+    # OpenMetrics' grammar allows a backslash before any character; only \\, \n and \" stand for
+    # something else, so '\z' is the two characters it reads as (prometheus_client does the same).
+    return _ESCAPES.get(m.group(1), m.group(0))
+
+
+def _unescape(text: str, openmetrics: bool = False) -> str:
+    if "\\" not in text:
+        out = text
+    else:
+        out = _ESCAPE_RE.sub(_keep_unknown_escape if openmetrics else _unescape_one, text)
     if "\x00" in out:
         raise ValueError("a label value holds a NUL byte, which no exporter writes: the file is "
                          "damaged or hostile")
     return out
 
 
-def _read_quoted(text: str, i: int) -> tuple[str, int]:
+def _read_quoted(text: str, i: int, openmetrics: bool = False) -> tuple[str, int]:
     """Read a double-quoted string starting at ``text[i] == '"'``; return (value, index after it)."""
     j = i + 1
     n = len(text)
@@ -64,7 +74,7 @@ def _read_quoted(text: str, i: int) -> tuple[str, int]:
             j += 2
             continue
         if c == '"':
-            return _unescape(text[i + 1:j]), j + 1
+            return _unescape(text[i + 1:j], openmetrics), j + 1
         j += 1
     raise ValueError("missing closing quote in a label value")
 
@@ -80,7 +90,7 @@ def parse_labels(text: str, *, openmetrics: bool = False) -> tuple[str | None, d
         if i >= n:
             break
         if text[i] == '"':
-            key, i = _read_quoted(text, i)
+            key, i = _read_quoted(text, i, openmetrics)
             quoted = True
         else:
             j = i
@@ -100,7 +110,7 @@ def parse_labels(text: str, *, openmetrics: bool = False) -> tuple[str | None, d
                 i += 1
             if i >= n or text[i] != '"':
                 raise ValueError(f"label {key!r}: the value must be in double quotes")
-            value, i = _read_quoted(text, i)
+            value, i = _read_quoted(text, i, openmetrics)
             if not quoted and not _LABEL_RE.match(key):
                 raise ValueError(f"invalid label name {key!r}")
             if key in labels:
@@ -166,6 +176,12 @@ def _parse_number(tok: str, what: str) -> float:
         raise ValueError(f"invalid {what} {tok!r} (expected a number, NaN, +Inf or -Inf)") from None
 
 
+# An OpenMetrics timestamp with a non-zero digit below the millisecond ("1.0001", not "1.5000")
+_SUB_MS = pl.col("t").str.contains(r"\.\d{3}0*[1-9]").fill_null(False).alias("sub_ms")
+# The samples that are counts, by family type: they are never negative and never NaN.
+_COUNTS_OF_TYPE = {"counter": ("", "_total"), "histogram": ("_bucket", "_count"),
+                   "gaugehistogram": ("_bucket", "_gcount"), "summary": ("_count",)}
+_COUNT_SUFFIXES = ("_total", "_bucket", "_count", "_gcount")
 _FRACTION_RE = re.compile(r"^[+-]?\d*\.\d+$")
 _SERIES_RE = re.compile(r'^[^{"\s]*\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\}')
 
@@ -214,6 +230,17 @@ def parse_sample_line(line: str, *, openmetrics: bool = False,
     return series, name, labels, value, ts_ms
 
 
+def _finer_than_ms(line: str) -> bool:
+    """Whether an OpenMetrics sample line's timestamp has digits below the millisecond."""
+    head = line.split(" # ", 1)[0].split()
+    frac = head[-1].partition(".")[2] if len(head) >= 3 else ""
+    return "e" not in frac.lower() and len(frac.rstrip("0")) > 3
+
+
+class UnrepresentableTime(ValueError):
+    """A well-formed OpenMetrics timestamp beyond what epoch milliseconds in int64 can hold."""
+
+
 def parse_timestamp_ms(tok: str, *, openmetrics: bool) -> int:
     """A sample's timestamp as epoch ms: text 0.0.4 writes integer milliseconds, OpenMetrics
     seconds (a fraction allowed). Raises ``ValueError`` on anything else, or beyond int64.
@@ -234,7 +261,7 @@ def parse_timestamp_ms(tok: str, *, openmetrics: bool) -> int:
             raise ValueError(f"invalid timestamp {tok!r}")
         ts_ms = round(ts * 1000.0)
     if abs(ts_ms) > INT64_MAX:
-        raise ValueError(f"timestamp {tok[:40]!r} is beyond any representable time "
+        raise (UnrepresentableTime if openmetrics else ValueError)(f"timestamp {tok[:40]!r} is beyond any representable time "
                          f"({'seconds' if openmetrics else 'milliseconds'} since 1970)")
     return ts_ms
 
@@ -269,7 +296,8 @@ class ExpositionParser:
         # What the load report must mention, kind -> [count, first line]: lines after the first
         # # EOF (loaded as concatenated scrapes), counter values dropped (negative, NaN/Inf).
         self.dropped: dict[str, list[int]] = {}
-        self._counter_families: set[str] = set()
+        # family -> the suffixes of its counter-like samples (counts: never negative, never NaN)
+        self._counter_families: dict[str, tuple[str, ...]] = {}
         self._counter_skeys: set[int] = set()
         self._skey_of_text: dict[str, int] = {}
         self._skey_of_identity: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
@@ -277,6 +305,7 @@ class ExpositionParser:
         self._parsed: dict[str, tuple[str, dict[str, str]]] = {}
         self._skey_of_key: dict[str, int] = {}  # series text of the vectorised path (no '}') -> skey, -1: not vouched
         self._map = pl.DataFrame(schema={"series": pl.Utf8, "skey": pl.Int64})
+        self.check: FirstScrapeCheck | None = FirstScrapeCheck(source) if openmetrics else None
 
     # -- series identity ------------------------------------------------------------------
     def _skey(self, text: str, name: str, labels: dict[str, str], new: list[tuple[int, str, str]]) -> int:
@@ -292,14 +321,23 @@ class ExpositionParser:
         return skey
 
     def _is_counter(self, name: str) -> bool:
-        """Declared a counter by ``# TYPE`` (OpenMetrics names the family, samples add _total)."""
+        """A count by its family's ``# TYPE``: a counter (OpenMetrics names the family, samples add
+        _total), a histogram's _bucket and _count, a gauge histogram's _bucket and _gcount, a
+        summary's _count."""
         fams = self._counter_families
-        return bool(fams) and (name in fams or (name.endswith("_total") and name[:-6] in fams))
+        if not fams:
+            return False
+        if "" in fams.get(name, ()):
+            return True
+        for suffix in _COUNT_SUFFIXES:
+            if name.endswith(suffix) and suffix in fams.get(name[:-len(suffix)], ()):
+                return True
+        return False
 
     def _note_type(self, line: str) -> None:
         parts = line.split()
-        if len(parts) >= 4 and parts[1] == "TYPE" and parts[3] == "counter":
-            self._counter_families.add(parts[2])
+        if len(parts) >= 4 and parts[1] == "TYPE" and parts[3] in _COUNTS_OF_TYPE:
+            self._counter_families[parts[2]] = _COUNTS_OF_TYPE[parts[3]]
 
     def _drop(self, kind: str, count: int, line: int) -> None:
         """Count ``count`` lines or values of ``kind``, the first at ``line``, for the report."""
@@ -312,9 +350,16 @@ class ExpositionParser:
         """What the load report says was read and not loaded, with the first line of each."""
         words = {"after_eof": f"line(s) after the # EOF at line {self.eof_line} (OpenMetrics ends "
                               "there) read as scrapes concatenated one after another",
-                 "negative_counter": "negative counter value(s) dropped (a counter never goes below 0)",
-                 "nonfinite_counter": "NaN/Inf counter value(s) dropped"}
-        return [f"{n} {words[k]}, first at line {line}" for k, (n, line) in self.dropped.items()]
+                 "negative_counter": "negative counter value(s) dropped (a counter, a histogram's bucket or "
+                                     "count never goes below 0)",
+                 "nonfinite_counter": "NaN/Inf counter value(s) dropped (counters, buckets and counts)",
+                 "unrepresentable_time": "sample(s) dropped whose timestamp is valid OpenMetrics but beyond "
+                                         "what epoch milliseconds can hold (about 292 million years)",
+                 "sub_ms": "sample(s) timestamped finer than a millisecond: Tidelens keeps milliseconds, so "
+                           "samples of one series within the same millisecond are merged (the last kept) and "
+                           "counted among the duplicates"}
+        checked = self.check.notes if self.check is not None else []
+        return [*checked, *(f"{n} {words[k]}, first at line {line}" for k, (n, line) in self.dropped.items())]
 
     def _announce(self, new: list[tuple[int, str, str]]) -> None:
         if new:
@@ -326,6 +371,8 @@ class ExpositionParser:
     def feed(self, chunk: bytes) -> None:
         """Parse one chunk of whole lines (the last chunk may lack its final newline)."""
         first = self.line_no + 1
+        if self.check is not None:
+            self.check.feed(chunk)
         frame = self._fast_frame(chunk)
         if frame is None:
             self._feed_slow(chunk, first)
@@ -395,8 +442,13 @@ class ExpositionParser:
         ok = (pl.when("labelled").then(pl.col("f0") == "").otherwise(pl.col("f0") != "")
               & (pl.col("labelled") == pl.col("series").str.contains("{", literal=True))
               & pl.col("value").is_not_null() & (~pl.col("has_ts") | pl.col("ts_ms").is_not_null())).fill_null(False)
-        parsed = (lf.with_columns(ok=ok).select("row", "series", "value", "ts_ms", "has_ts", "ok")
+        parsed = (lf.with_columns(ok=ok).select("row", "series", "value", "ts_ms", "has_ts", "ok",
+                                                *([_SUB_MS] if self.openmetrics else []))
                   .join(self._map.lazy(), on="series", how="left", maintain_order="left").collect())
+        if self.openmetrics:
+            fine = parsed.filter(pl.col("ok") & pl.col("sub_ms"))
+            if fine.height:
+                self._drop("sub_ms", fine.height, first + int(fine["row"][0]))
 
         new: list[tuple[int, str, str]] = []
         fresh = parsed.filter(pl.col("ok") & pl.col("skey").is_null()) if parsed["skey"].null_count() else None
@@ -453,7 +505,8 @@ class ExpositionParser:
         stripped = line.strip()
         if not stripped:
             return None
-        if self.openmetrics and self.saw_eof:
+        if self.openmetrics and self.saw_eof and line_no > self.eof_line:
+            # the chunk's # EOF was found before its lines went one by one: only those after it count
             self._drop("after_eof", 1, line_no)
         if stripped.startswith("#"):
             if stripped == "# EOF" and not self.saw_eof:
@@ -462,9 +515,15 @@ class ExpositionParser:
                 self._note_type(stripped)
             return None
         try:
-            return parse_sample_line(stripped, openmetrics=self.openmetrics, cache=self._parsed)
+            parsed = parse_sample_line(stripped, openmetrics=self.openmetrics, cache=self._parsed)
+        except UnrepresentableTime:
+            self._drop("unrepresentable_time", 1, line_no)
+            return None
         except ValueError as exc:
             raise IngestError(self.source, f"{exc}: {stripped[:120]!r}", line=line_no) from None
+        if self.openmetrics and parsed[4] is not None and _finer_than_ms(stripped):
+            self._drop("sub_ms", 1, line_no)
+        return parsed
 
     def _feed_slow(self, chunk: bytes, first: int) -> None:
         rows: list[tuple[int, int, int | None, float, bool]] = []
@@ -531,6 +590,8 @@ def parse_exposition(chunks: Iterable[bytes], sink: Sink, source: str, *, openme
     try:
         for chunk in chunks:
             parser.feed(chunk)
+        if parser.check is not None:
+            parser.check.finish()
     finally:
         if was_enabled:
             gc.enable()

@@ -92,10 +92,14 @@ FROM series_new_in
 STAGE_MAP_CREATE = "CREATE OR REPLACE TEMP TABLE stage_map AS SELECT skey, series_id FROM stage_map_in"
 
 # DCGM blank values are sentinels for "no data" (int64 2^63-16 .. +3 all round to 2^63 as doubles,
-# int32 2147483632..35, fp64 2^47 .. +3): dropped, and counted.
-BLANK_PREDICATE = """(value = 9223372036854775808.0
+# int32 2147483632..35, fp64 2^47 .. +3): dropped, and counted, for DCGM fields only (dcgm-exporter's
+# DCGM_FI_* in any case, and what the Datadog DCGM integration or Tidelens' NVML collector write
+# under those names). Any other metric may well hold such a value (a vLLM counter of 2147483633
+# requests, node-exporter's 2^47 bytes): it is kept. Reads the staged series of the same load.
+BLANK_PREDICATE = """(skey IN (SELECT skey FROM stage_series WHERE upper(metric) LIKE 'DCGM\\_FI\\_%' ESCAPE '\\')
+    AND (value = 9223372036854775808.0
     OR value BETWEEN 2147483632.0 AND 2147483635.0
-    OR value BETWEEN 140737488355328.0 AND 140737488355331.0)"""
+    OR value BETWEEN 140737488355328.0 AND 140737488355331.0))"""
 
 # Fast path (the Sink saw every series' timestamps strictly increase in file order): nothing to
 # collapse, and a plain join is ~30x cheaper than the grouping below (10M samples: 0.3 s vs 10 s).
@@ -201,4 +205,10 @@ TABLE_COLUMNS = """
 SELECT column_name, data_type, column_default, is_nullable FROM duckdb_columns()
 WHERE database_name = current_database() AND schema_name = 'main' AND table_name = $table
 ORDER BY column_index
+"""
+# Loaded sources whose note carries a phrase (a histogram that is not one: analytics.ingest.om_check).
+SOURCE_NOTES_WITH = """
+SELECT name, note FROM sources
+WHERE status = 'loaded' AND note IS NOT NULL AND contains(note, $phrase)
+ORDER BY id
 """
