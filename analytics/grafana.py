@@ -158,11 +158,6 @@ def dashboard_model(store: "Store", *, wmap: Any = None, slos_ms: dict[str, floa
     return json.loads(json.dumps(board.build(), cls=JSONEncoder))
 
 
-def dashboard_exprs(model: dict[str, Any]) -> list[str]:
-    """Every PromQL expression of a dashboard model (its panels' targets)."""
-    return [t["expr"] for p in model.get("panels", []) for t in p.get("targets", []) if t.get("expr")]
-
-
 # -- posting --------------------------------------------------------------------------------------
 # Grafana's own rule for a uid (util.IsValidShortUID): letters, digits, '-' and '_', at most 40.
 _UID = re.compile(r"[A-Za-z0-9_-]{1,40}")
