@@ -1,4 +1,4 @@
-"""Verdicts across export variants: the full matrix, several seeds, longer runs, the README's table.
+"""Verdicts across export variants: the full matrix, several seeds, longer runs, docs/verdicts.md's table.
 
 Runs every case of :data:`variant_matrix.MATRIX` (the same list the tests run on one
 seed over 4 days) for ``--days`` days on each of ``--seeds``, and the independently written
