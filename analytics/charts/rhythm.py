@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 from analytics.text import plot_text
 from analytics.charts.theme import SLO_COLOR, apply_theme, class_color, display_ts, log_ms_axis, zone_label
 from analytics.rhythm.decompose import Decomposition
-from analytics.rhythm.summary import WEEKDAY_NAMES, RhythmSummary
+from analytics.rhythm.summary import WEEKDAY_NAMES, RhythmSummary, self_norm_counts
 
 TRAFFIC_COLOR = class_color("inference")
 BATCH_COLOR = class_color("batch")
@@ -202,9 +202,7 @@ def self_norm_figure(p99: Decomposition, slo_ms: float, *, tz: str = "UTC", days
     # A trace, not add_hline: hline annotations land wrong on a log axis.
     fig.add_trace(go.Scatter(x=[x.min(), x.max()] if len(x) else [], y=[slo_ms, slo_ms], mode="lines",
                              name=f"SLO {slo_ms:g} ms", line=dict(color=SLO_COLOR, dash="dash", width=2)))
-    inside = f.filter(pl.col("observed") > slo_ms)
-    n_above = inside.height
-    n_inside = inside.filter(pl.col("observed") <= pl.col("upper")).height
+    n_above, n_inside = self_norm_counts(f, slo_ms)
     fig.add_annotation(xref="paper", yref="paper", x=0.01, y=0.99, showarrow=False, align="left",
                        xanchor="left", bgcolor="rgba(255,255,255,0.8)",
                        text=(f"{n_above} steps above the SLO;<br>{n_inside} of them inside p99's own "

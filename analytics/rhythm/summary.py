@@ -55,6 +55,22 @@ def hour_of_week(frame: pl.DataFrame, value_col: str, tz: str = "UTC", *,
             .rename({"local_hour": "hour"}).sort("weekday", "hour"))
 
 
+def self_norm_counts(frame: pl.DataFrame, slo_ms: float) -> tuple[int, int]:
+    """Of a p99 decomposition's steps (``observed``, ``upper``): how many are over the SLO
+    (:func:`analytics.measures.over_slo`), and how many of those sit inside p99's own seasonal
+    band, where a seasonal baseline would call them normal.
+
+    >>> self_norm_counts(pl.DataFrame({"observed": [50.0, 150.0, 300.0, None], "upper": [60.0, 200.0, 200.0, 1.0]}), 100.0)
+    (2, 1)
+    """
+    from analytics.measures import over_slo
+
+    observed = frame["observed"].cast(pl.Float64).to_numpy()
+    above = over_slo(observed, slo_ms)
+    inside = above & (np.nan_to_num(observed, nan=np.inf) <= frame["upper"].cast(pl.Float64).fill_null(-np.inf).to_numpy())
+    return int(above.sum()), int(inside.sum())
+
+
 def tidal_window(profile: list[float | None], share: float) -> tuple[int, int] | None:
     """The longest run of hours (circular) whose profile stays below ``share`` of its peak.
 
