@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analytics.events import EventsConfig
+from analytics.events import EventsConfig, analyse
 from analytics.events.pipeline import timelines_for
 from analytics.sample import load_into, simulate, truth
 from analytics.store import Store
@@ -44,7 +44,9 @@ def cal(request):
     with Store(":memory:") as st:
         load_into(st, res)
         tl = timelines_for(st, EventsConfig())
-    return calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service="chat-vllm", slo_for=slos)
+    cal = calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service="chat-vllm", slo_for=slos)
+    cal.events = analyse(tl["services"], tl["pool"], tl["holdings"], cfg=EventsConfig(), slos_ms=slos)
+    return cal
 
 
 def test_the_shared_row_is_the_backtests_replay(cal):
@@ -59,6 +61,19 @@ def test_the_shared_row_is_the_backtests_replay(cal):
     # every run that happened is a job of the scenario, arriving when it did
     assert len(cal.scenario.batch.jobs) == len(cal.observation.runs) > 0
     assert all(j.arrival_ms >= 0 and not j.daily for j in cal.scenario.batch.jobs)
+
+
+def test_partitioned_removes_the_minutes_tail_events_blame_on_batch(cal):
+    """The pages' one sentence: N (tail events' batch-contention minutes, share-weighted) and M
+    (the shared minutes partitioning removes) tell the same story, within 25% or 15 minutes."""
+    from analytics.whatif.agree import agreement
+
+    a = agreement(cal.events.events, cal.scenario, steps=cal.events.steps)
+    assert a.tail_batch_minutes > 60 and a.events > 0, a.as_dict()
+    assert abs(a.removed_minutes - a.tail_batch_minutes) <= max(0.25 * a.tail_batch_minutes, 15.0), a.as_dict()
+    assert a.agrees and f"removes {a.removed_minutes:,.0f} of the shared" in a.sentence()
+    # N never counts more than the minutes the store saw over the SLO
+    assert a.tail_batch_minutes <= cal.backtest["observed_violation_minutes"]
 
 
 def test_work_is_conserved_per_run_under_every_policy(cal):
