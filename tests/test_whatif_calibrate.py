@@ -202,6 +202,13 @@ def test_whatif_page_on_the_store_shows_the_backtest(sim_db, monkeypatch, tmp_pa
 
     table = policies()
     assert len(table) == 7 and table["Violation minutes"].max() > 0
+    # The 3 days are the days modelled: the table's shared row is the backtest's replay, and beside
+    # the table the Tail events page's batch minutes against what partitioning removes.
+    shared = float(table.set_index("Policy")["Violation minutes"]["shared"])
+    assert abs(shared - float(shown["Violation minutes, replayed"].value.replace(",", ""))) <= 0.5
+    said = " ".join(i.value for i in at.info)
+    assert "Tail events attribute" in said and "partitioned with" in said and "of the shared" in said
+    assert not at.warning  # what happened: no forward-looking what-if unless chosen
     # Opened, the backtest detail draws the replay over time and where each parameter came from.
     at.session_state["w_bt_detail"] = True
     at.run()
@@ -216,6 +223,12 @@ def test_whatif_page_on_the_store_shows_the_backtest(sim_db, monkeypatch, tmp_pa
     after = policies().set_index("Policy")["Violation minutes"]["shared"]
     assert after < before
     assert at.query_params["w_pool.gpus"] == "70" and at.query_params["w_src"] == "store"
+    # A forward-looking what-if is a choice, named above the tables and in the link.
+    at.session_state["w_x.traffic_growth"] = 1.2
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("not what happened: traffic x1.2" in w.value for w in at.warning)
+    assert at.query_params["w_x.traffic_growth"] == "1.2"
 
 
 @pytest.mark.parametrize(("model_name", "key"), [
