@@ -23,7 +23,7 @@ from analytics.whatif import form, reservation
 from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.calibrate import Calibration
 from analytics.whatif.agree import agreement
-from analytics.whatif.transforms import Transforms, apply_transforms, transform_specs, transforms_of
+from analytics.whatif.transforms import apply_transforms, transform_specs, transforms_from, transforms_of
 from analytics.whatif.ledger import policy_table, typical_day
 from analytics.plan import make_plan, plan_zip
 from pages._caches import memo
@@ -221,7 +221,7 @@ if ahead.open:
             num_t = type(spec["default"])
             col.number_input(label, min_value=num_t(spec["min"]), max_value=num_t(spec["max"]),
                              step=num_t(spec["step"]), key=tkey, help=spec["help"])
-chosen_t = Transforms(**{spec["name"]: ss[f"w_x.{spec['name']}"] for spec in specs})
+chosen_t = transforms_from(ss)
 
 try:
     scn = apply_transforms(form.apply(base, changes), chosen_t)
@@ -302,9 +302,13 @@ st.caption("Every policy moves the batch runs that happened (each arriving when 
            "the next day, and what is left at the end is counted unfinished.")
 if cal is not None:  # the Tail events page's attribution, over the same days, beside the model's
     asked = EventsQuery.from_view(v, src, ss)  # the Tail events page's question, for this view
-    found = asked.run()
-    agreed = memo(("agree", *replayed, asked), lambda: agreement(found.events, scn, results, found.steps))
-    st.info(md(agreed.sentence()), icon=":material/balance:")
+    try:
+        found = asked.run()
+    except TidelensError as exc:  # the table stands without the sentence
+        st.caption(f"Tail events could not be compared: {md(exc)}")
+    else:
+        agreed = memo(("agree", *replayed, asked), lambda: agreement(found.events, scn, results, found.steps))
+        st.info(md(agreed.sentence()), icon=":material/balance:")
 best = next(r for r in table.iter_rows(named=True) if "fewest" in r["best"])  # policy_table's mark
 k = kpi_row(3)
 k[0].metric("Fewest violation minutes, modelled", f"{best['policy']}: {best['violation_minutes']:,.0f}",

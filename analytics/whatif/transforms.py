@@ -58,6 +58,19 @@ def transform_specs() -> list[dict[str, Any]]:
     return [{"name": f.name, "default": f.default, **f.metadata} for f in fields(Transforms)]
 
 
+def transforms_from(values: dict[str, Any], prefix: str = "w_x.") -> Transforms:
+    """The transforms a link (or a page's state) carries as ``w_x.<name>`` values; a value that
+    does not read as its type raises ``ConfigError`` naming it.
+
+    >>> transforms_from({"w_x.traffic_growth": "1.2", "w_x.typical_day": "true", "w_src": "store"}).names()
+    ['traffic x1.2', "a typical day's batch (workloads folded into daily jobs)"]
+    """
+    from analytics.whatif.form import parse_value
+
+    return Transforms(**{f.name: parse_value(values.get(prefix + f.name, f.default), f.default, prefix + f.name)
+                         for f in fields(Transforms)})
+
+
 def apply_transforms(scn: PoolScenario, t: Transforms) -> PoolScenario:
     """``scn`` with the transforms ``t`` applied and named in ``provenance["transforms"]``;
     ``scn`` itself when none is chosen.
