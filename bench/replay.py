@@ -14,7 +14,14 @@ A case that misses is a finding about the model, never a tolerance to widen.
 
 Usage::
 
-    .venv/bin/python bench/replay.py [--days 7] [--seeds 1,2] [--gpus 64]
+    .venv/bin/python bench/replay.py [--days 7] [--seeds 1,2] [--gpus 64] [--cases LABEL,...]
+        [--independent CASE,...]
+
+Beside each backtest: N, the minutes the tail events attribute to batch contention (each event's
+minutes over the SLO times its batch share) and M, the shared minutes partitioning with the
+automatic reservation removes (both replays move the runs that happened;
+:mod:`analytics.whatif.agree`). Target: M within 25% or 15 minutes of N on contention cases;
+both about 0 on the partitioned control.
 """
 
 from __future__ import annotations
@@ -34,8 +41,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 SIM_SERVICES = ("chat-vllm", "recommender")
 
 
-def _row(label: str, seed: int, service: str, cal: Any) -> dict[str, Any]:
+def _row(label: str, seed: int, service: str, cal: Any, events: Any) -> dict[str, Any]:
+    from analytics.whatif.agree import agreement
+
     bt = cal.backtest
+    # The pages' sentence on the whole period: N (tail events, share-weighted) and M (shared less
+    # partitioned, both moving the runs that happened; the shared row is this backtest's replay).
+    ag = agreement(events.events, cal.scenario, steps=events.steps)
     frame = bt["frame"]
     busy = frame["traffic_rps"].to_numpy() > 0
     calls = float((busy & (frame["p99_ms"].to_numpy() > cal.scenario.service.slo_ms)).sum()
@@ -44,12 +56,14 @@ def _row(label: str, seed: int, service: str, cal: Any) -> dict[str, Any]:
             "observed_min": bt["observed_violation_minutes"], "replayed_min": bt["model_violation_minutes"],
             "calls_min": calls, "error": bt["violation_minutes_error"],
             "observed_batch_h": bt["observed_batch_gpu_hours"], "replayed_batch_h": bt["model_batch_gpu_hours"],
-            "noise": cal.scenario.service.p99_noise_log_sd, "within": bt["within"]}
+            "noise": cal.scenario.service.p99_noise_log_sd, "within": bt["within"],
+            "n_batch_min": ag.tail_batch_minutes, "m_removed_min": ag.removed_minutes,
+            "shared_min": ag.shared_minutes, "reserved": ag.reserved_gpus, "agrees": ag.agrees}
 
 
 def simulated(case: Any, *, days: int, gpus: int, seed: int) -> list[dict[str, Any]]:
     """Backtest rows of one simulator case, one per service."""
-    from analytics.events import EventsConfig
+    from analytics.events import EventsConfig, analyse
     from analytics.events.pipeline import timelines_for
     from analytics.sample import load_into, simulate, truth
     from analytics.store import Store
@@ -60,8 +74,9 @@ def simulated(case: Any, *, days: int, gpus: int, seed: int) -> list[dict[str, A
     with Store(":memory:") as st:
         load_into(st, res)
         tl = timelines_for(st, EventsConfig())
+    events = analyse(tl["services"], tl["pool"], tl["holdings"], cfg=EventsConfig(), slos_ms=slos)
     return [_row(case.label, seed, svc, calibrate_frames(tl["services"], tl["pool"], tl["holdings"],
-                                                         service=svc, slo_for=slos))
+                                                         service=svc, slo_for=slos), events)
             for svc in SIM_SERVICES]
 
 
@@ -69,7 +84,7 @@ def independent(case: str, *, days: int, seed: int) -> list[dict[str, Any]]:
     """Backtest rows of the independent export's ``case``, ingested through the real ingest path."""
     from independent_export import write_story
 
-    from analytics.events import EventsConfig
+    from analytics.events import EventsConfig, analyse
     from analytics.events.pipeline import timelines_for
     from analytics.ingest import ingest_path
     from analytics.store import Store
@@ -82,8 +97,10 @@ def independent(case: str, *, days: int, seed: int) -> list[dict[str, Any]]:
                 ingest_path(st, Path(d) / "export" / f)
             tl = timelines_for(st, EventsConfig())
     slos = {k: v["p99_ms"] for k, v in tr["slos"].items()}
+    events = analyse(tl["services"], tl["pool"], tl["holdings"], cfg=EventsConfig(), slos_ms=slos)
     return [_row(f"independent export: {case}", seed, svc,
-                 calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=svc, slo_for=slos))
+                 calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=svc, slo_for=slos),
+                 events)
             for svc in slos]
 
 
@@ -110,15 +127,23 @@ def main() -> int:
     ap.add_argument("--days", type=int, default=7)
     ap.add_argument("--seeds", default="1,2")
     ap.add_argument("--gpus", type=int, default=64)
+    ap.add_argument("--cases", default=None,
+                    help="comma-separated case labels ('morning', 'partitioned + hpa-prefix + no-ksm-pods'): "
+                         "only those matrix cases (a small run)")
+    ap.add_argument("--independent", default="hpa-renamed,hpa-info,idle-unlabelled,both",
+                    help="the independent export's cases ('' for none)")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
+    wanted = [c for c in args.cases.split(",") if c] if args.cases else None
     for case in MATRIX:
+        if wanted is not None and case.label not in wanted:
+            continue
         for seed in seeds:
             rows += simulated(case, days=args.days, gpus=args.gpus, seed=seed)
             print(f"{case.label} seed {seed} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
-    for case in ("hpa-renamed", "hpa-info", "idle-unlabelled", "both"):
+    for case in [c for c in args.independent.split(",") if c]:
         for seed in seeds:
             rows += independent(case, days=min(args.days, 5), seed=seed)
 
@@ -127,17 +152,24 @@ def main() -> int:
           "over the SLO within 15% or 10 minutes and batch GPU-hours within 10%. Peer: the same replay "
           "calling each step by the model's p99 alone.\n")
     print("| case | seed | service | minutes observed | replayed (error) | calls by model p99 (error) "
-          "| batch GPU-h observed / replayed | reading noise | within |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| batch GPU-h observed / replayed | reading noise | within | N: tail events' batch minutes "
+          "| M: partitioned removes (R GPUs) | M vs N |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ov = r["observed_min"]
         call_err = (r["calls_min"] - ov) / ov if ov else float("nan")
         print(f"| {r['case']} | {r['seed']} | {r['service']} | {ov:,.0f} | {r['replayed_min']:,.1f} "
               f"({r['error']:+.0%}) | {r['calls_min']:,.0f} ({call_err:+.0%}) | {r['observed_batch_h']:,.0f} / "
-              f"{r['replayed_batch_h']:,.0f} | {r['noise']:.3f} | {'yes' if r['within'] else 'MISSED'} |")
+              f"{r['replayed_batch_h']:,.0f} | {r['noise']:.3f} | {'yes' if r['within'] else 'MISSED'} | "
+              f"{r['n_batch_min']:,.0f} | {r['m_removed_min']:,.0f} of {r['shared_min']:,.0f} ({r['reserved']}) | "
+              f"{'agrees' if r['agrees'] else 'DISAGREES'} |")
     print("\nPooled per case (every seed and service):\n")
     print(pooled_table(rows))
     missed = [r for r in rows if not r["within"]]
+    apart = [r for r in rows if not r["agrees"]]
+    print(f"\nN vs M (M within 25% or 15 minutes of N): {len(rows) - len(apart)} of {len(rows)} agree"
+          + "".join(f"\n- {r['case']} seed {r['seed']} {r['service']}: N {r['n_batch_min']:,.0f}, "
+                    f"M {r['m_removed_min']:,.0f}" for r in apart))
     errs = np.array([abs(r["error"]) for r in rows if r["observed_min"] > 0])
     print(f"\n{len(rows)} service backtests in {time.perf_counter() - t0:.0f} s; {len(missed)} missed; "
           f"|error| median {np.median(errs):.1%}, max {errs.max():.1%}"

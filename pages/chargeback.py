@@ -13,11 +13,13 @@ from analytics.text import md
 from analytics.charts.whatif import bills_figure
 from analytics.errors import TidelensError
 from analytics.whatif import POLICIES, POLICY_HELP, PRESETS, capacity_plan, compare, reservation
+from analytics.whatif.agree import agreement
+from analytics.whatif.transforms import apply_transforms, transforms_from, transforms_of
 from analytics.whatif import form
 from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.ledger import bills, ledger, summarise_ledger
 from pages._caches import memo
-from pages._queries import store_calibration_or_stop
+from pages._queries import EventsQuery, store_calibration_or_stop
 from pages._show import choose, kpi_row, show_chart, show_table, show_table_with_notes
 from pages._sidebar import keep_in_link, page_setup, seed_from_link, source
 
@@ -57,7 +59,7 @@ else:
 
 # The What-if page's edits (in the URL) apply to the same start.
 try:
-    scn = form.apply(base, form.from_query(qp.to_dict())) \
+    scn = apply_transforms(form.apply(base, form.from_query(qp.to_dict())), transforms_from(qp.to_dict())) \
         if qp.get("w_src", sources[0]) == kind else base
 except TidelensError as exc:
     st.warning(f"Edited parameters in the link ignored: {md(exc)}", icon=":material/link_off:")
@@ -76,6 +78,19 @@ if kind == STORE and ss.get("cb_svc"):
 
 results = memo(("compare", scn.fingerprint(), tuple(POLICIES)), lambda: compare(scn, POLICIES))
 st.caption(f"{md(scn.description)} · SLO p99 {scn.service.slo_ms:g} ms · {scn.pool.gpus} GPUs")
+if transforms_of(scn):
+    st.warning("Forward-looking what-if, not what happened: " + md("; ".join(transforms_of(scn))),
+               icon=":material/trending_up:")
+if kind == STORE:  # the What-if page's sentence, from the same function on the same replays
+    asked = EventsQuery.from_view(v, src, ss)
+    try:
+        found = asked.run()
+    except TidelensError:
+        pass
+    else:
+        agreed = memo(("agree", scn.fingerprint(), tuple(POLICIES), asked),
+                      lambda: agreement(found.events, scn, results, found.steps))
+        st.info(md(agreed.sentence()), icon=":material/balance:")
 
 st.subheader("Externality ledger")
 c = st.columns(2)

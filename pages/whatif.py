@@ -23,10 +23,12 @@ from analytics.whatif import (POLICIES, POLICY_HELP, PRESETS, PoolParams, Servic
 from analytics.whatif import form, reservation
 from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.calibrate import Calibration
+from analytics.whatif.agree import agreement
+from analytics.whatif.transforms import apply_transforms, transform_specs, transforms_from, transforms_of
 from analytics.whatif.ledger import policy_table, typical_day
 from analytics.plan import make_plan, plan_zip
 from pages._caches import memo
-from pages._queries import in_background, rerun_when_done, store_calibration_or_stop
+from pages._queries import EventsQuery, in_background, rerun_when_done, store_calibration_or_stop
 from pages._show import choose, kpi_row, show_chart, show_table
 from pages._sidebar import page_setup, source
 
@@ -198,8 +200,32 @@ changes["pool.checkpoint_interval_min"] = choose(
     "Batch checkpoints", checkpoints, key="w_f.pool.checkpoint_interval_min", where=decide,
     format_func=form.checkpoint_text, help=form.param_help("pool.checkpoint_interval_min", base))
 
+# Forward-looking what-ifs: chosen here, named above the tables and in the JSON; never the default.
+specs = transform_specs()
+for spec in specs:
+    tkey = f"w_x.{spec['name']}"
+    if tkey not in ss:
+        try:
+            ss[tkey] = form.parse_value(qp.get(tkey, spec["default"]), spec["default"], spec["name"])
+        except TidelensError:
+            ss[tkey] = spec["default"]
+    ss[tkey] = ss[tkey]  # kept while the panel is folded
+ahead = st.expander("Forward-looking what-ifs (traffic growth, larger or more jobs, a typical day)",
+                    icon=":material/trending_up:", key="w_ahead", on_change="rerun")
+if ahead.open:
+    cols = ahead.columns(len(specs))
+    for col, spec in zip(cols, specs):
+        label, tkey = spec["name"].replace("_", " ").capitalize(), f"w_x.{spec['name']}"
+        if isinstance(spec["default"], bool):
+            col.toggle(label, key=tkey, help=spec["help"])
+        else:
+            num_t = type(spec["default"])
+            col.number_input(label, min_value=num_t(spec["min"]), max_value=num_t(spec["max"]),
+                             step=num_t(spec["step"]), key=tkey, help=spec["help"])
+chosen_t = transforms_from(ss)
+
 try:
-    scn = form.apply(base, changes)
+    scn = apply_transforms(form.apply(base, changes), chosen_t)
 except TidelensError as exc:
     st.error(md(exc), icon=":material/error:")
     st.stop()
@@ -214,6 +240,8 @@ view = next((k for k, label in VIEWS.items() if label == ss.get("w_view")), "day
 if view != "day":
     want["w_view"] = view
 want.update({f"w_{k}": val for k, val in form.changed(scn, base).items()})
+want.update({f"w_x.{spec['name']}": str(ss[f"w_x.{spec['name']}"]).lower() for spec in specs
+             if ss[f"w_x.{spec['name']}"] != spec["default"]})
 for key in [k for k in qp.keys() if k.startswith("w_") and k not in want]:
     del qp[key]
 for key, val in want.items():
@@ -221,6 +249,9 @@ for key, val in want.items():
         qp[key] = val
 
 reserved, reserved_why = reservation(scn)
+if transforms_of(scn):
+    st.warning("Forward-looking what-if, not what happened: " + md("; ".join(transforms_of(scn))),
+               icon=":material/trending_up:")
 st.caption(f"{md(scn.description)} · {scn.steps} steps of {scn.step_s} s · SLO p99 "
            f"{scn.service.slo_ms:g} ms · {scn.pool.gpus} GPUs · inference reservation {reserved} GPUs "
            f"({'set' if reserved_why == 'set' else md(reserved_why)})")
@@ -250,9 +281,9 @@ if cal is not None:
     k[3].metric("Batch GPU-hours, replayed", f"{bt['model_batch_gpu_hours']:,.0f}",
                 delta=f"{bt['batch_gpu_hours_error']:+.0%}", delta_color="off", border=True)
     st.caption(f"Period p99: {bt['observed_p99_ms']:,.0f} ms observed, {bt['model_p99_ms']:,.0f} ms "
-               f"replayed ({bt['p99_error']:+.0%}). The policies below replay the period's last "
-               f"{int(ss.get('w_days', MODEL_DAYS))} days with the calibrated daily batch jobs, so their "
-               "minutes differ from the backtest's on purpose.")
+               f"replayed ({bt['p99_error']:+.0%}). The policies below move the batch runs that happened "
+               f"over the period's last {int(ss.get('w_days', MODEL_DAYS))} days, each by its rule; their "
+               "shared row is this replay of those days (the same minutes when they cover the range).")
     detail = st.expander("Backtest over time, and where each parameter came from",
                          key="w_bt_detail", on_change="rerun")
     if detail.open:
@@ -267,6 +298,18 @@ replayed = (scn.fingerprint(), tuple(policies))
 results = memo(("compare", *replayed), lambda: compare(scn, tuple(policies)))
 table = policy_table(results)
 st.subheader("Policies side by side")
+st.caption("Every policy moves the batch runs that happened (each arriving when it did, with its GPUs "
+           "and its work), by its rule; a run that waits, is evicted or deferred carries its work into "
+           "the next day, and what is left at the end is counted unfinished.")
+if cal is not None:  # the Tail events page's attribution, over the same days, beside the model's
+    asked = EventsQuery.from_view(v, src, ss)  # the Tail events page's question, for this view
+    try:
+        found = asked.run()
+    except TidelensError as exc:  # the table stands without the sentence
+        st.caption(f"Tail events could not be compared: {md(exc)}")
+    else:
+        agreed = memo(("agree", *replayed, asked), lambda: agreement(found.events, scn, results, found.steps))
+        st.info(md(agreed.sentence()), icon=":material/balance:")
 best_name = best_policy({n: r.summary for n, r in results.items()})
 best = next(r for r in table.iter_rows(named=True) if r["policy"] == best_name)
 k = kpi_row(3)
@@ -292,8 +335,19 @@ columns = {
                              "step counted with its chance (the reading noise under Advanced)"),
     "pool_utilization": num("Pool allocated", format="percent", help="GPU-hours held / the pool's"),
     "pool_utilization_active": num("Pool busy", format="percent", help="GPU-hours doing work / the pool's"),
-    "batch_goodput_gpu_hours": num("Batch goodput (GPU-h)", format="%,.0f",
-                                   help="Batch GPU-hours that advanced a job (lost work excluded)"),
+    "batch_goodput_gpu_hours": num("Batch done (GPU-h)", format="%,.0f",
+                                   help="Batch GPU-hours that advanced a run (lost work excluded)"),
+    "batch_lost_gpu_hours": num("Lost (GPU-h)", format="%,.0f",
+                                help="Work thrown away by evictions and interruptions (since the last "
+                                     "checkpoint), redone later"),
+    "batch_unfinished_gpu_hours": num("Unfinished (GPU-h)", format="%,.0f",
+                                      help="Work the runs asked for and had not done by the period's end"),
+    "batch_runs_unfinished": num("Runs not finished", format="%d",
+                                 help="Runs still waiting or running at the period's end"),
+    "queue_delay_median_h": num("Median wait (h)", format="%.1f",
+                                help="Hours from a run's arrival (when it started in fact) to its start "
+                                     "under the policy; a run never started waited until the period's end"),
+    "queue_delay_max_h": num("Worst wait (h)", format="%.1f", help="The longest of those waits"),
     "cost_total": num("GPU cost", format="$%,.0f", help="The pool's GPUs for the period, each at its "
                       "price (reserved, spot, on-demand)"),
     "cost_per_useful_gpu_hour": num("Per useful GPU-h", format="dollar",
@@ -306,7 +360,11 @@ show_table(table, column_config=columns, key="w_table_service",
                          "worst_minute_p99_ms"))
 show_table(table, column_config=columns, key="w_table_cost",
            column_order=("policy", "cost_total", "externality_cost", "cost_per_useful_gpu_hour",
-                         "pool_utilization", "pool_utilization_active", "batch_goodput_gpu_hours"))
+                         "pool_utilization", "pool_utilization_active"))
+show_table(table, column_config=columns, key="w_table_batch",
+           column_order=("policy", "batch_goodput_gpu_hours", "batch_lost_gpu_hours",
+                         "batch_unfinished_gpu_hours", "batch_runs_unfinished", "queue_delay_median_h",
+                         "queue_delay_max_h"))
 # One chart at a time: a tab runs (and draws) only when it is picked; a second chart on the
 # first render cost a new tab ~0.12 s (bench/elements.py --base).
 day_tab, next_tab, sweep_tab = st.tabs(list(VIEWS.values()), key="w_view", on_change="rerun")
@@ -376,8 +434,9 @@ if files.open:
                              file_name=f"tidelens-{scn.name.replace(':', '-')}.toml",
                              mime="application/toml", icon=":material/save:", on_click="ignore")
         c[1].download_button("Results (JSON)", on_click="ignore", icon=":material/download:",
-                             data=orjson.dumps({name: {**r.summary, "externality": r.externality}
-                                                for name, r in results.items()},
+                             data=orjson.dumps({"scenario": {"name": scn.name, "transforms": transforms_of(scn)},
+                                                "policies": {name: {**r.summary, "externality": r.externality}
+                                                             for name, r in results.items()}},
                                                option=orjson.OPT_INDENT_2, default=str),
                              file_name="tidelens-whatif.json", mime="application/json")
         up = c[2].file_uploader("Load a scenario (TOML)", type=["toml"], key="w_upload")

@@ -96,6 +96,9 @@ def test_gpu_hours_held_agree_across_overview_whatif_and_cli(db, capsys):
     # Chargeback bills the same pool the What-if replays (its caption names the pool's size)
     chargeback = _page(db, "pages/chargeback.py", w_src="store", w_svc="chat-vllm")
     assert any("· 64 GPUs" in c.value for c in chargeback.caption)
+    # and says the same sentence: tail events' batch minutes against what partitioning removes
+    said = [i.value for i in whatif.info if "Tail events attribute" in i.value]
+    assert len(said) == 1 and said == [i.value for i in chargeback.info if "Tail events attribute" in i.value]
     # and bills only teams the store has (never a preset's), plus the partitioned plan's tenants
     from analytics.store import Store
     from analytics.whatif.policies import CLASS_B_TEAM

@@ -61,6 +61,14 @@ def test_policy_and_price_change_the_bill(tmp_path: Path) -> None:
 def test_what_if_edits_in_the_link_apply(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp", **{"w_pool.gpus": "96"})
     assert _num(_metric(at, "Violation minutes, modelled")) == 0
+    assert not at.warning  # what happened, unless the link chose a forward-looking what-if
+
+
+def test_a_forward_looking_what_if_in_the_link_is_billed_and_named(tmp_path: Path) -> None:
+    plain = _num(_metric(_page(tmp_path, w_src="morning-ramp"), "Violation minutes, modelled"))
+    at = _page(tmp_path, w_src="morning-ramp", **{"w_x.traffic_growth": "1.3"})
+    assert any("not what happened: traffic x1.3" in w.value for w in at.warning)
+    assert _num(_metric(at, "Violation minutes, modelled")) > plain
 
 
 def test_ledger_and_bills_add_up() -> None:

@@ -31,12 +31,12 @@ def _num(text: str) -> float:
 
 
 def _policies(at: AppTest):
-    """The policies' numbers as the page draws them: its two static tables (the service's, the
-    cost's) side by side, by policy, under their headers; no grid on the page."""
+    """The policies' numbers as the page draws them: its three static tables (the service's, the
+    cost's, the batch's) side by side, by policy, under their headers; no grid on the page."""
     assert not at.dataframe
-    service, cost = tables(at)[0].value, tables(at)[1].value
-    assert list(service["Policy"]) == list(cost["Policy"])
-    return service.merge(cost, on="Policy").set_index("Policy")
+    service, cost, batch = tables(at)[0].value, tables(at)[1].value, tables(at)[2].value
+    assert list(service["Policy"]) == list(cost["Policy"]) == list(batch["Policy"])
+    return service.merge(cost, on="Policy").merge(batch, on="Policy").set_index("Policy")
 
 
 def test_launches_with_the_morning_story(tmp_path: Path) -> None:
@@ -300,7 +300,7 @@ def test_time_slicing_pods_and_checkpoints_are_decisions_with_an_effect(tmp_path
     rare = _policies(at)
     # checkpoints two hours apart lose more work at each preemption: the same work holds the
     # pool longer than at the job's own (Young/Daly) interval
-    assert rare.loc["preemption", "Batch goodput (GPU-h)"] == after.loc["preemption", "Batch goodput (GPU-h)"]
+    assert rare.loc["preemption", "Batch done (GPU-h)"] == after.loc["preemption", "Batch done (GPU-h)"]
     assert rare.loc["preemption", "Pool allocated"] > after.loc["preemption", "Pool allocated"]
 
 

@@ -63,10 +63,13 @@ def test_parameters_come_from_the_store_and_say_so(chat) -> None:
         assert prov[key].startswith("store:"), key
     assert prov["service.cooldown_min"] == "default"
     assert prov["service.slo_ms"].startswith("user")
-    # The simulator's truth: 6-minute warm-up, a 48-GPU fine-tune at 02:00 for 8-9 hours.
+    # The simulator's truth: 6-minute warm-up, a 48-GPU fine-tune at 02:00 for 8-9 hours: the
+    # runs that happened, each a job arriving when it did (no longer one "typical" daily job).
     assert scn.service.warmup_min == pytest.approx(6.0, abs=1.0)
-    job = next(j for j in scn.batch.jobs if j.name == "nightly-finetune")
-    assert job.gpus == 48 and job.start_hour == 2.0 and 8.0 <= job.duration_h <= 9.0
+    runs = [j for j in scn.batch.jobs if j.name.startswith("nightly-finetune#")]
+    assert len(runs) == 3 and all(not j.daily and j.arrival_ms > 0 for j in runs)
+    for job in runs:
+        assert job.gpus == 48 and job.start_hour == pytest.approx(2.0, abs=0.25) and 8.0 <= job.duration_h <= 9.5
     # The pool is the store's 64 GPUs; what the other service and the dev pods held stays held,
     # step by step, as observed.
     assert scn.pool.gpus == 64
@@ -199,6 +202,13 @@ def test_whatif_page_on_the_store_shows_the_backtest(sim_db, monkeypatch, tmp_pa
 
     table = policies()
     assert len(table) == 7 and table["Violation minutes"].max() > 0
+    # The 3 days are the days modelled: the table's shared row is the backtest's replay, and beside
+    # the table the Tail events page's batch minutes against what partitioning removes.
+    shared = float(table.set_index("Policy")["Violation minutes"]["shared"])
+    assert abs(shared - float(shown["Violation minutes, replayed"].value.replace(",", ""))) <= 0.5
+    said = " ".join(i.value for i in at.info)
+    assert "Tail events attribute" in said and "partitioned with" in said and "of the shared" in said
+    assert not at.warning  # what happened: no forward-looking what-if unless chosen
     # Opened, the backtest detail draws the replay over time and where each parameter came from.
     at.session_state["w_bt_detail"] = True
     at.run()
@@ -213,6 +223,12 @@ def test_whatif_page_on_the_store_shows_the_backtest(sim_db, monkeypatch, tmp_pa
     after = policies().set_index("Policy")["Violation minutes"]["shared"]
     assert after < before
     assert at.query_params["w_pool.gpus"] == "70" and at.query_params["w_src"] == "store"
+    # A forward-looking what-if is a choice, named above the tables and in the link.
+    at.session_state["w_x.traffic_growth"] = 1.2
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("not what happened: traffic x1.2" in w.value for w in at.warning)
+    assert at.query_params["w_x.traffic_growth"] == "1.2"
 
 
 @pytest.mark.parametrize(("model_name", "key"), [

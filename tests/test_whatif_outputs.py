@@ -123,7 +123,9 @@ def test_the_best_policy_leads_by_whole_minutes() -> None:
         summary = {k: 0.0 for k in ("p99_ms", "worst_minute_p99_ms", "slo_compliance",
                                     "pool_utilization", "pool_utilization_active",
                                     "batch_goodput_gpu_hours", "cost_per_useful_gpu_hour",
-                                    "externality_cost")}
+                                    "externality_cost", "batch_lost_gpu_hours",
+                                    "batch_unfinished_gpu_hours", "batch_runs_unfinished",
+                                    "queue_delay_median_h", "queue_delay_max_h")}
         return PolicyResult(name, {}, summary | {"violation_minutes": minutes, "cost_total": cost},
                             [], [], None)
 

@@ -17,6 +17,7 @@ from analytics.whatif import (POLICIES, PRESETS, SUMMARY_KEYS, PoolScenario, com
                               scenario_from_toml)
 from analytics.whatif.calibrate import calibrate_store
 from analytics.whatif.form import MODEL_DAYS, last_days
+from analytics.whatif.transforms import Transforms, apply_transforms, transform_specs, transforms_of
 from analytics.workloads import load_map
 from analytics.store import Store
 
@@ -43,6 +44,15 @@ def add_scenario_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", type=int, default=60, metavar="SECONDS",
                    help="with --db: timeline step in seconds (default 60)")
     add_config(p, "[slo] and the workload map (with --db; the What-if page reads the same)")
+    fwd = p.add_argument_group("forward-looking what-ifs (never the default: without them the batch is "
+                               "the runs that happened)")
+    for spec in transform_specs():
+        flag = "--" + spec["name"].replace("_", "-")
+        if isinstance(spec["default"], bool):
+            fwd.add_argument(flag, action="store_true", help=spec["help"])
+        else:
+            fwd.add_argument(flag, type=type(spec["default"]), default=spec["default"],
+                             help=f"{spec['help']} (default {spec['default']})")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -84,7 +94,9 @@ def load_scenario(args: argparse.Namespace) -> PoolScenario:
         scn = dataclasses.replace(scn, service=dataclasses.replace(scn.service,
                                                                    slo_ms=args.slo_ms))
         scn.provenance = {**scn.provenance, "service.slo_ms": "user (--slo-ms)"}
-    return scn
+    chosen = Transforms(**{spec["name"]: getattr(args, spec["name"], spec["default"])
+                           for spec in transform_specs()})
+    return apply_transforms(scn, chosen)
 
 
 def _open_db(args: argparse.Namespace) -> Store:
@@ -125,7 +137,8 @@ def cmd_whatif(args: argparse.Namespace) -> int:
                      "step_s": scn.step_s, "start_ts_ms": scn.start_ts_ms,
                      "slo_ms": scn.service.slo_ms, "pool_gpus": scn.pool.gpus,
                      "reservation_gpus": reserved, "reservation_source": why,
-                     "headroom": scn.pool.headroom, "provenance": scn.provenance},
+                     "headroom": scn.pool.headroom, "provenance": scn.provenance,
+                     "transforms": transforms_of(scn)},
         "policies": {name: {**r.summary, "externality": r.externality}
                      for name, r in results.items()},
         "best_policy": best_policy({name: r.summary for name, r in results.items()}),

@@ -38,10 +38,17 @@ class JobRun:
     lost_gpu_h: float = 0.0  # compute thrown away by interruptions
     interruptions: int = 0
     running_min: float = 0.0
+    work_gpu_h: float = 0.0  # work asked: its hours on all the GPUs it asked for
 
     @property
     def completed(self) -> bool:
         return self.end_step >= 0
+
+    @property
+    def unfinished_gpu_h(self) -> float:
+        """Work asked and not done by the end of the period (lost work is redone, so it is
+        in here until it is)."""
+        return 0.0 if self.completed else max(0.0, self.work_gpu_h - self.goodput_gpu_h)
 
 
 @dataclass
@@ -84,13 +91,24 @@ class BatchOutcome:
     running_min: float = 0.0
 
 
-def instances(jobs: tuple[BatchJob, ...], hour_of_day: np.ndarray, step_min: float
-              ) -> list[tuple[int, BatchJob]]:
-    """Submission step of every instance in the period, sorted by submission."""
+def instances(jobs: tuple[BatchJob, ...], hour_of_day: np.ndarray, step_min: float,
+              start_ts_ms: int | None = None) -> list[tuple[int, BatchJob]]:
+    """Submission step of every instance in the period, sorted by submission.
+
+    A run that happened (``arrival_ms`` set) arrives at its own step (the first when it came
+    before the period; none when after), counted from ``start_ts_ms`` (the end of the first
+    step); the others at each step whose hour is their ``start_hour``.
+    """
     n = hour_of_day.shape[0]
     out: list[tuple[int, BatchJob]] = []
     half = 0.5 * step_min / 60.0
+    step_ms = step_min * 60_000.0
     for job in jobs:
+        if job.arrival_ms >= 0 and start_ts_ms is not None:
+            k = max(0, int(math.ceil((job.arrival_ms - start_ts_ms) / step_ms - 1e-9)))
+            if k < n:
+                out.append((k, job))
+            continue
         d = np.abs(((hour_of_day - job.start_hour + 12.0) % 24.0) - 12.0)
         hits = np.flatnonzero(d < half + 1e-9)
         # One hit per day: drop neighbours within a day of each other.
@@ -172,7 +190,8 @@ def _saved(elapsed: float, tau: float, d: float, planned: bool) -> tuple[float, 
 
 
 def schedule(jobs: tuple[BatchJob, ...], rules: BatchRules, hour_of_day: np.ndarray,
-             step_min: float, tau_by_job: dict[str, float]) -> BatchOutcome:
+             step_min: float, tau_by_job: dict[str, float], start_ts_ms: int | None = None
+             ) -> BatchOutcome:
     """Place every job instance; return holdings per step and each instance's fate.
 
     Segments are placed in time order (a heap of the instances waiting, by the earliest
@@ -187,7 +206,7 @@ def schedule(jobs: tuple[BatchJob, ...], rules: BatchRules, hour_of_day: np.ndar
     nf_cache: dict[int, np.ndarray] = {}
     free = rules.region_free
     pending: dict[str, list[tuple[int, BatchJob]]] = {}
-    for release, job in instances(jobs, hour_of_day, step_min):
+    for release, job in instances(jobs, hour_of_day, step_min, start_ts_ms):
         pending.setdefault(job.name, []).append((release, job))
     for q in pending.values():
         q.reverse()  # pop() gives the earliest
@@ -201,7 +220,7 @@ def schedule(jobs: tuple[BatchJob, ...], rules: BatchRules, hour_of_day: np.ndar
         while q:
             release, job = q.pop()
             g = float(min(job.gpus, rules.region_gpus))
-            run = JobRun(job.name, job.team, release, int(g))
+            run = JobRun(job.name, job.team, release, int(g), work_gpu_h=job.gpus * job.duration_h)
             runs.append(run)
             if g <= 0 or job.duration_h <= 0:
                 continue
@@ -301,8 +320,8 @@ def schedule(jobs: tuple[BatchJob, ...], rules: BatchRules, hour_of_day: np.ndar
     # Instances still queued behind an unfinished one were submitted too: count them.
     for q in pending.values():
         for release, job in q:
-            runs.append(JobRun(job.name, job.team, release, int(min(job.gpus,
-                                                                    rules.region_gpus))))
+            runs.append(JobRun(job.name, job.team, release, int(min(job.gpus, rules.region_gpus)),
+                               work_gpu_h=job.gpus * job.duration_h))
     runs.sort(key=lambda r: (r.release_step, r.job))
     total_int = sum(r.interruptions for r in runs)
     total_run = sum(r.running_min for r in runs)
@@ -317,7 +336,8 @@ def young_daly_tau(checkpoint_cost_min: float, mtbi_min: float, step_min: float)
 
 
 def schedule_with_checkpoints(jobs: tuple[BatchJob, ...], rules: BatchRules,
-                              hour_of_day: np.ndarray, step_min: float
+                              hour_of_day: np.ndarray, step_min: float,
+                              start_ts_ms: int | None = None
                               ) -> tuple[BatchOutcome, dict[str, float]]:
     """Schedule twice when a job's interval is automatic and something interrupts jobs.
 
@@ -326,7 +346,7 @@ def schedule_with_checkpoints(jobs: tuple[BatchJob, ...], rules: BatchRules,
     fixed = {j.name: (j.checkpoint_interval_min if j.checkpoint_interval_min > 0 else math.inf)
              for j in jobs}
     auto = [j for j in jobs if j.checkpoint_interval_min <= 0]
-    first = schedule(jobs, rules, hour_of_day, step_min, fixed)
+    first = schedule(jobs, rules, hour_of_day, step_min, fixed, start_ts_ms)
     if not auto or not (rules.preempt or rules.spot_per_h > 0) or first.interruptions == 0:
         return first, fixed
     tau = dict(fixed)
@@ -336,4 +356,4 @@ def schedule_with_checkpoints(jobs: tuple[BatchJob, ...], rules: BatchRules,
         run_min = sum(r.running_min for r in mine)
         tau[j.name] = young_daly_tau(j.checkpoint_cost_min, run_min / k if k else math.inf,
                                      step_min)
-    return schedule(jobs, rules, hour_of_day, step_min, tau), tau
+    return schedule(jobs, rules, hour_of_day, step_min, tau, start_ts_ms), tau

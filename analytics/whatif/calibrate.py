@@ -2,9 +2,10 @@
 
 ``calibrate`` reads the pool and service timelines and sets each parameter the data shows,
 recording where it came from in ``PoolScenario.provenance`` (``store: ...``; ``default`` for
-what the store cannot tell). ``backtest`` replays the observed period under the observed
-policy, day by day with the batch instances that really ran, and compares violation minutes
-and p99 with the store's.
+what the store cannot tell); its batch is the runs that happened (``observed_jobs``), which
+every policy moves by its rule. ``backtest`` replays the observed period under the observed
+policy as one continuous simulation (the policy table's shared row is that replay) and
+compares violation minutes, batch GPU-hours and p99 with the store's.
 """
 
 from __future__ import annotations
@@ -23,12 +24,10 @@ from analytics.whatif.fit import (ServiceFit, autoscaler_rps_per_replica, fit_se
                                 patience_candidates, replica_cap,
                                 weighted_p99)
 from analytics.whatif.observe import Observation, observe
-from analytics.whatif.outputs import simulate
+from analytics.whatif.outputs import PolicyResult, simulate
 from analytics.whatif.params import (BatchJob, BatchParams, PoolParams, PoolScenario,
                                    ServiceParams)
 from analytics.sql.whatif import GPU_MODELS
-
-RECURRING_MIN_DAYS = 2  # a batch workload seen on this many days is a daily job
 
 
 def mig_model_for(model_name: str) -> str | None:
@@ -76,48 +75,24 @@ def _hours(obs: Observation, idx: int) -> float:
     return float(((obs.ts_ms[idx] // 1000 - obs.step_s) % 86400) / 3600.0)
 
 
-def _circular_median_hour(hours: list[float]) -> float:
-    """Median hour of day, cut where the hours are sparsest (02:00 and 23:00 are close)."""
-    h = np.sort(np.asarray(hours) % 24.0)
-    gaps = np.diff(np.concatenate([h, [h[0] + 24.0]]))
-    cut = h[(int(np.argmax(gaps)) + 1) % h.size]
-    return float((np.median((h - cut) % 24.0) + cut) % 24.0)
-
-
-def batch_jobs(obs: Observation) -> tuple[tuple[BatchJob, ...], dict[str, str]]:
-    """Daily jobs from the observed runs: recurring workloads, plus one ad-hoc job per team."""
-    steps_day = 86400 // obs.step_s
-    days = max(obs.steps / steps_day, 1.0)
-    by_workload: dict[str, list] = {}
-    for r in obs.runs:
-        by_workload.setdefault(r.workload, []).append(r)
+def observed_jobs(obs: Observation) -> tuple[tuple[BatchJob, ...], dict[str, str]]:
+    """The batch runs that happened, one job each: its arrival (the end of the first step it
+    held GPUs), its GPUs (the run's median) and its work (its length at that size); the
+    checkpoint, restore and eviction costs are the defaults. Every policy moves these runs,
+    and under ``shared`` they are the backtest's replay."""
     jobs: list[BatchJob] = []
-    prov: dict[str, str] = {}
-    adhoc: dict[str, list] = {}
+    by_workload: dict[str, list] = {}
+    for k, r in enumerate(obs.runs):
+        by_workload.setdefault(r.workload, []).append(r)
+        jobs.append(BatchJob(name=f"{r.workload}#{k}", team=r.team, gpus=r.gpus,
+                             start_hour=_hours(obs, r.start),
+                             duration_h=(r.end - r.start) * obs.step_s / 3600.0, daily=False,
+                             arrival_ms=int(obs.ts_ms[r.start])))
+    prov = {}
     for name, runs in sorted(by_workload.items()):
-        run_days = {r.start // steps_day for r in runs}
-        if len(run_days) < RECURRING_MIN_DAYS:
-            adhoc.setdefault(runs[0].team, []).extend(runs)
-            continue
-        dur_h = float(np.median([(r.end - r.start) * obs.step_s / 3600.0 for r in runs]))
-        jobs.append(BatchJob(name=name, team=runs[0].team,
-                             gpus=int(round(float(np.median([r.gpus for r in runs])))),
-                             start_hour=round(_circular_median_hour(
-                                 [_hours(obs, r.start) for r in runs]) * 4) / 4,
-                             duration_h=round(min(dur_h, 23.75) * 4) / 4 or 0.25, daily=True))
-        prov[f"batch.{name}"] = (f"store: {len(runs)} runs on {len(run_days)} of {days:.0f} days "
-                                 "(median GPUs, start hour, duration)")
-    for team, runs in sorted(adhoc.items()):
-        gpu_h_day = sum(r.gpus * (r.end - r.start) * obs.step_s / 3600.0 for r in runs) / days
-        gpus = int(max(1, round(float(np.median([r.gpus for r in runs])))))
-        dur = min(23.75, max(0.25, round(gpu_h_day / gpus * 4) / 4))
-        name = f"ad-hoc-{team}"
-        jobs.append(BatchJob(name=name, team=team, gpus=gpus,
-                             start_hour=round(_circular_median_hour(
-                                 [_hours(obs, r.start) for r in runs]) * 4) / 4,
-                             duration_h=dur, daily=True))
-        prov[f"batch.{name}"] = (f"store: {len(runs)} one-off runs of team {team}, "
-                                 f"{gpu_h_day:.0f} GPU-h a day, folded into one daily job")
+        hours = [(r.end - r.start) * obs.step_s / 3600.0 for r in runs]
+        prov[f"batch.{name}"] = (f"store: {len(runs)} runs as they happened (their starts, GPUs and "
+                                 f"lengths, {min(hours):.1f} to {max(hours):.1f} h)")
     return tuple(jobs), prov
 
 
@@ -231,7 +206,7 @@ def scenario_from(obs: Observation, *, slo_ms: float | None = None,
         prov["pool.gpus"] = ("store: no GPU holdings in the store; the most replicas desired "
                              "times GPUs per replica")
         others = None
-    jobs, jprov = batch_jobs(obs)
+    jobs, jprov = observed_jobs(obs)
     prov.update(jprov)
     prov["batch.jobs"] = f"store: {len(obs.runs)} batch runs in the period" if obs.runs \
         else "store: no batch holdings in the period"
@@ -253,43 +228,42 @@ def scenario_from(obs: Observation, *, slo_ms: float | None = None,
     return scn, fit
 
 
-def replay(obs: Observation, scenario: PoolScenario, policy: str = "shared") -> pl.DataFrame:
-    """The observed period replayed day by day with the batch runs that really happened.
+def replay_result(obs: Observation, scenario: PoolScenario, policy: str = "shared"
+                  ) -> PolicyResult:
+    """The observed period under ``policy``, as one continuous simulation: the period's
+    traffic, the calibrated service, the pool less what the other services and unmodelled work
+    held at each step (when the pool size came from the store), and every batch run that
+    happened as a job arriving when it did (:func:`observed_jobs`). A run that waits, is
+    evicted or deferred carries its work across midnight; what is left at the period's end is
+    reported unfinished.
 
-    Each day is one scenario: that day's traffic, the calibrated service, the pool less what
-    the other services and unmodelled work held that day (when the pool size came from the
-    store), and every batch run that held GPUs that day as a one-off job (its GPUs, start,
-    and length within the day). Columns: ``ts_ms``, ``traffic_rps``, ``p99_ms`` (model),
-    ``observed_p99_ms``,
+    On the calibrated scenario of ``obs`` this is ``simulate(scenario, policy)``: the
+    policy table's shared row and the backtest are one replay.
+    """
+    if obs.steps < 2:
+        raise NotEnoughDataError("the backtest needs at least two steps")
+    jobs, _ = observed_jobs(obs)
+    others = scenario.others_gpus if scenario.others_gpus is not None \
+        and scenario.others_gpus.shape[0] == obs.steps else None
+    full = replace(scenario, traffic_rps=obs.rps, others_gpus=others,
+                   start_ts_ms=int(obs.ts_ms[0]), batch=BatchParams(jobs=jobs))
+    return simulate(full, policy)
+
+
+def replay(obs: Observation, scenario: PoolScenario, policy: str = "shared") -> pl.DataFrame:
+    """The observed period replayed with the batch runs that really happened
+    (:func:`replay_result`), beside what the store saw.
+
+    Columns: ``ts_ms``, ``traffic_rps``, ``p99_ms`` (model), ``observed_p99_ms``,
     ``ready_replicas`` (model), ``observed_ready``, ``batch_gpus`` (model),
     ``observed_batch_gpus``, ``violation`` (model).
     """
-    steps_day = 86400 // obs.step_s
-    parts: list[dict[str, np.ndarray]] = []
-    for a in range(0, obs.steps, steps_day):
-        b = min(obs.steps, a + steps_day)
-        if b - a < 2:
-            break
-        jobs = []
-        for k, r in enumerate(obs.runs):
-            s, e = max(r.start, a), min(r.end, b)
-            if e <= s:
-                continue
-            hour = ((obs.ts_ms[a] // 1000 - obs.step_s + (s - a) * obs.step_s) % 86400) / 3600
-            jobs.append(BatchJob(name=f"{r.workload}#{k}", team=r.team, gpus=r.gpus,
-                                 start_hour=float(hour),
-                                 duration_h=(e - s) * obs.step_s / 3600.0, daily=False))
-        # Each day's pool: the GPUs it had, and what the others held at each step of it.
-        others = scenario.others_gpus[a:b] if scenario.others_gpus is not None \
-            and scenario.others_gpus.shape[0] == obs.steps else None
-        day = replace(scenario, traffic_rps=obs.rps[a:b], others_gpus=others,
-                      start_ts_ms=int(obs.ts_ms[a]), batch=BatchParams(jobs=tuple(jobs)))
-        res = simulate(day, policy)
-        parts.append({k: res.series[k] for k in ("ts_ms", "traffic_rps", "p99_ms",
-                                                  "ready_replicas", "batch_gpus", "violation")})
-    if not parts:
-        raise NotEnoughDataError("the backtest needs at least two steps")
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return _frame(obs, replay_result(obs, scenario, policy))
+
+
+def _frame(obs: Observation, res: PolicyResult) -> pl.DataFrame:
+    cols = {k: res.series[k] for k in ("ts_ms", "traffic_rps", "p99_ms", "ready_replicas",
+                                       "batch_gpus", "violation")}
     n = cols["ts_ms"].shape[0]
     cols["observed_p99_ms"] = obs.p99_ms[:n]
     cols["observed_ready"] = obs.ready[:n]
@@ -328,7 +302,8 @@ def backtest_from(obs: Observation, scenario: PoolScenario, *, observed_policy: 
     step), ``agreement`` (share of steps both call the same way against the SLO), ``policy``
     and ``frame`` (``replay``).
     """
-    frame = replay(obs, scenario, observed_policy)
+    result = replay_result(obs, scenario, observed_policy)
+    frame = _frame(obs, result)
     slo = scenario.service.slo_ms
     obs_p99 = frame["observed_p99_ms"].to_numpy()
     mod_p99 = frame["p99_ms"].to_numpy()
@@ -337,11 +312,11 @@ def backtest_from(obs: Observation, scenario: PoolScenario, *, observed_policy: 
     chance = frame["violation"].to_numpy()  # each step's chance of reading over
     mod_v = chance > 0.5
     ov = minutes_over_slo(np.where(busy, obs_p99, np.nan), slo, step_s=obs.step_s)
-    mv = float(chance.sum() * obs.step_min)
+    mv = float(result.summary["violation_minutes"])  # the policy table's number, the same replay
     period_min = frame.height * obs.step_min
     err = _rel(mv, ov, period_min)
     ob = gpu_hours(frame["observed_batch_gpus"].to_numpy(), step_s=obs.step_s)
-    mb = gpu_hours(frame["batch_gpus"].to_numpy(), step_s=obs.step_s)
+    mb = float(result.summary["batch_gpu_hours"])
     b_err = _rel(mb, ob, float(scenario.pool.gpus) * period_min / 60.0)
     misses = []
     if abs(mv - ov) > max(BACKTEST_VIOLATION_TOLERANCE * ov, BACKTEST_VIOLATION_FLOOR_MIN):
@@ -425,10 +400,10 @@ def calibrate(store: Any, *, pool: str | None = None, service: str | None = None
     more); ``warmup_min`` (lag from a scale-up free GPUs could place to ready);
     ``gpus_per_replica``; ``pool.gpus`` (the pool less what other services and unmodelled
     work hold at this service's busy hours); ``pool.gpu_model`` (the ``modelName`` most
-    GPUs report, as a MIG table key: ``gpu_model_of``); the batch jobs (recurring
-    workloads as daily
-    jobs with their median GPUs, start hour and duration; one-off runs folded into one daily
-    job per team). Everything else keeps its default and says so.
+    GPUs report, as a MIG table key: ``gpu_model_of``); the batch runs that happened
+    (each a job arriving when it did, with its GPUs and length: ``observed_jobs``; a typical
+    day's batch is a transform the user chooses, :mod:`analytics.whatif.transforms`).
+    Everything else keeps its default and says so.
 
     Parameters
     ----------

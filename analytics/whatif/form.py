@@ -11,7 +11,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 from analytics.errors import ConfigError
-from analytics.whatif.params import PoolParams, PoolScenario, ServiceParams
+from analytics.whatif.params import BatchJob, BatchParams, PoolParams, PoolScenario, ServiceParams
 
 GROUPS: dict[str, type] = {"service": ServiceParams, "pool": PoolParams}
 # Days of a calibrated store's period the what-ifs replay (the page and the CLI alike); the
@@ -167,4 +167,21 @@ def last_days(scn: PoolScenario, days: int) -> PoolScenario:
             "traffic_rps": scn.provenance.get("traffic_rps", "") + f" (last {days} days)"}
     others = scn.others_gpus[-n:] if scn.others_gpus is not None else None
     return replace(scn, traffic_rps=scn.traffic_rps[-n:], others_gpus=others, start_ts_ms=start,
-                   provenance=prov)
+                   provenance=prov, batch=BatchParams(jobs=_runs_from(scn.batch.jobs, start, scn.step_s)))
+
+
+def _runs_from(jobs: tuple[BatchJob, ...], start_ms: int, step_s: int) -> tuple[BatchJob, ...]:
+    """The runs that happened as seen from ``start_ms`` (the end of a period's first step): a
+    run over before it is dropped, one under way keeps the part it had left, arriving at once;
+    daily jobs are kept as they are."""
+    step_ms = step_s * 1000
+    out = []
+    for j in jobs:
+        if j.arrival_ms < 0 or j.arrival_ms >= start_ms:
+            out.append(j)
+            continue
+        done_h = (start_ms - j.arrival_ms) / step_ms * step_s / 3600.0
+        if done_h < j.duration_h - 1e-9:
+            out.append(replace(j, arrival_ms=int(start_ms), duration_h=j.duration_h - done_h,
+                               start_hour=((start_ms // 1000 - step_s) % 86400) / 3600.0))
+    return tuple(out)

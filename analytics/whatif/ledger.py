@@ -14,7 +14,9 @@ from analytics.whatif.params import PoolScenario
 
 
 def policy_table(results: dict[str, PolicyResult]) -> pl.DataFrame:
-    """One row per policy: p99, compliance, violation minutes, utilization, goodput, cost, and
+    """One row per policy: p99, compliance, violation minutes, utilization, batch work done,
+    lost, and unfinished at the period's end, runs not finished, the median and worst queueing
+    delay (hours from a run's arrival to its start), cost, and
     ``best``: which policy has the fewest violation minutes (:func:`analytics.measures.best_policy`)
     and which the lowest total cost, for a table a room reads at a glance.
     """
@@ -28,6 +30,11 @@ def policy_table(results: dict[str, PolicyResult]) -> pl.DataFrame:
                      "pool_utilization": s["pool_utilization"],
                      "pool_utilization_active": s["pool_utilization_active"],
                      "batch_goodput_gpu_hours": s["batch_goodput_gpu_hours"],
+                     "batch_lost_gpu_hours": s["batch_lost_gpu_hours"],
+                     "batch_unfinished_gpu_hours": s["batch_unfinished_gpu_hours"],
+                     "batch_runs_unfinished": s["batch_runs_unfinished"],
+                     "queue_delay_median_h": s["queue_delay_median_h"],
+                     "queue_delay_max_h": s["queue_delay_max_h"],
                      "cost_total": s["cost_total"],
                      "cost_per_useful_gpu_hour": s["cost_per_useful_gpu_hour"],
                      "externality_cost": s["externality_cost"]})

@@ -117,6 +117,10 @@ def _result(scn: PoolScenario, tr: CapacityTrace, memo: StableMemo | None = None
     lost_h = float(sum(r.lost_gpu_h for r in runs))
     done = [r for r in runs if r.completed]
     jct = [(r.end_step + 1 - r.release_step) * step_h for r in done]
+    # Steps from arrival to the first start; a run that never started waited at least until
+    # the period's end (counted so: a policy cannot look good by never starting a run).
+    delay = [((r.first_start_step if r.first_start_step >= 0 else scn.steps) - r.release_step) * step_h
+             for r in runs]
 
     hours = scn.steps * step_h
     price = {"reserved": pool.price_reserved_per_gpu_h, "spot": pool.price_spot_per_gpu_h,
@@ -141,6 +145,11 @@ def _result(scn: PoolScenario, tr: CapacityTrace, memo: StableMemo | None = None
         "batch_gpu_hours": batch_h,
         "batch_goodput_gpu_hours": good_h,
         "batch_lost_gpu_hours": lost_h,
+        "batch_work_gpu_hours": float(sum(r.work_gpu_h for r in runs)),
+        "batch_unfinished_gpu_hours": float(sum(r.unfinished_gpu_h for r in runs)),
+        "batch_runs_unfinished": int(sum(not r.completed for r in runs)),
+        "queue_delay_median_h": float(np.median(delay)) if delay else None,
+        "queue_delay_max_h": float(np.max(delay)) if delay else None,
         "batch_jobs_submitted": len(runs),
         "batch_jobs_completed": len(done),
         "mean_job_completion_h": float(np.mean(jct)) if jct else None,
@@ -181,7 +190,8 @@ def _result(scn: PoolScenario, tr: CapacityTrace, memo: StableMemo | None = None
              "first_start_step": r.first_start_step, "end_step": r.end_step,
              "completed": r.completed, "gpus": r.gpus, "held_gpu_h": r.held_gpu_h,
              "goodput_gpu_h": r.goodput_gpu_h, "lost_gpu_h": r.lost_gpu_h,
-             "interruptions": r.interruptions} for r in runs]
+             "work_gpu_h": r.work_gpu_h, "unfinished_gpu_h": r.unfinished_gpu_h,
+             "queue_delay_h": d, "interruptions": r.interruptions} for r, d in zip(runs, delay)]
     return PolicyResult(tr.policy, series, summary, ledger, jobs, tr)
 
 

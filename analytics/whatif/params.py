@@ -99,6 +99,9 @@ class BatchJob:
     duration_h: float = _f(8.0, "hours of work on all its GPUs, without interruptions", min=0.0,
                            max=10000.0, step=0.25, unit="h")
     daily: bool = _f(True, "submitted again every day")
+    arrival_ms: int = _f(-1, "a run that happened: when it arrived (UTC epoch ms, the end of the first "
+                         "step it held GPUs); -1 = submitted at start_hour (every day when daily)",
+                         min=-1, max=2**62, step=1, unit="ms")
     checkpoint_cost_min: float = _f(3.0, "minutes one checkpoint stalls the job", min=0.0,
                                     max=120.0, step=0.5, unit="min")
     checkpoint_interval_min: float = _f(

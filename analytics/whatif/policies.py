@@ -195,8 +195,12 @@ def capacity(scn: PoolScenario, policy: str) -> CapacityTrace:
     rules = BatchRules(region_free=avail - need_gpus, eligible=eligible,
                        region_gpus=pool_gpus, seed=pool.seed)
     if policy == "polite":
+        # One window per start hour: the runs that happened are many jobs at a few hours.
+        windows: dict[float, np.ndarray | None] = {}
         for j in scn.batch.jobs:
-            eligible[j.name] = _in_window(hours, j.start_hour, pool.polite_release_hour)
+            if j.start_hour not in windows:
+                windows[j.start_hour] = _in_window(hours, j.start_hour, pool.polite_release_hour)
+            eligible[j.name] = windows[j.start_hour]
         rules.drain = True
     elif policy == "preemption":
         rules.preempt = True
@@ -229,7 +233,7 @@ def capacity(scn: PoolScenario, policy: str) -> CapacityTrace:
 
     jobs = scn.batch.jobs if pool.checkpoint_interval_min < 0 else tuple(
         replace(j, checkpoint_interval_min=pool.checkpoint_interval_min) for j in scn.batch.jobs)  # one for all
-    outcome, tau = schedule_with_checkpoints(jobs, rules, hours, step_min)
+    outcome, tau = schedule_with_checkpoints(jobs, rules, hours, step_min, scn.start_ts_ms)
     held = outcome.held
 
     slow = np.zeros(n)  # share of inference replicas slowed by co-location

@@ -1,0 +1,135 @@
+"""The one sentence the What-if, Tail events and review pages must agree on.
+
+"Tail events attribute N minutes of this range to batch contention; partitioned with R reserved
+GPUs removes M of the shared minutes." N comes from the tail events (each event's minutes over
+the SLO weighted by its batch-contention share, over the modelled period); M is the shared row's
+minutes over the SLO less the partitioned row's, both replays of the runs that happened. When
+the model and the attribution tell the same story, M is close to N.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+import polars as pl
+
+from analytics.whatif.outputs import PolicyResult, compare
+from analytics.whatif.params import PoolScenario
+from analytics.whatif.policies import reservation
+
+BATCH = "batch_contention"
+
+
+def batch_contention_minutes(events: Iterable[Any], steps: pl.DataFrame | None = None,
+                             service: str | None = None, start_ms: int | None = None,
+                             end_ms: int | None = None) -> float:
+    """Minutes of tail events attributed to batch contention: each event's minutes over the SLO
+    (the steps of ``steps`` inside it whose p99 is over the event's SLO,
+    :func:`analytics.measures.over_slo`; without ``steps``, its whole length) times its
+    batch-contention share, summed over the events (the part of each in ``(start_ms, end_ms]``).
+
+    ``events`` are :class:`analytics.events.Event` (``service``, ``start_ms``, ``end_ms``,
+    ``slo_ms``, ``shares``), ``steps`` the analysis' per-step frame
+    (``EventsAnalysis.steps``: ``ts_ms``, ``service``, ``p99_ms``, steps ending at ``ts_ms``);
+    ``service`` keeps one service's events.
+
+    >>> from analytics.events import Event
+    >>> ev = Event("ev-1", "chat", "p", 0, 600_000, 900.0, 500.0, shares={BATCH: 0.75})
+    >>> batch_contention_minutes([ev]), batch_contention_minutes([ev], start_ms=300_000)
+    (7.5, 3.75)
+    >>> steps = pl.DataFrame({"ts_ms": [60_000 * k for k in range(1, 11)], "service": ["chat"] * 10,
+    ...                       "p99_ms": [900.0] * 4 + [100.0] * 2 + [800.0] * 4})
+    >>> batch_contention_minutes([ev], steps)
+    6.0
+    """
+    from analytics.measures import over_slo
+
+    by_service: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    total = 0.0
+    for ev in events:
+        if service is not None and ev.service != service:
+            continue
+        a = ev.start_ms if start_ms is None else max(ev.start_ms, start_ms)
+        b = ev.end_ms if end_ms is None else min(ev.end_ms, end_ms)
+        share = float(ev.shares.get(BATCH, 0.0))
+        if b <= a or share <= 0:
+            continue
+        if steps is None:
+            total += (b - a) / 60_000.0 * share
+            continue
+        if ev.service not in by_service:
+            mine = steps.filter(pl.col("service") == ev.service).sort("ts_ms")
+            ts = mine["ts_ms"].cast(pl.Int64).to_numpy()
+            p99 = mine["p99_ms"].cast(pl.Float64).fill_null(float("nan")).to_numpy()
+            by_service[ev.service] = (ts, p99)
+        ts, p99 = by_service[ev.service]
+        i, j = np.searchsorted(ts, a, side="right"), np.searchsorted(ts, b, side="right")
+        if j > i:
+            step_min = float(np.median(np.diff(ts))) / 60_000.0 if ts.size > 1 else 1.0
+            total += float(over_slo(p99[i:j], ev.slo_ms).sum()) * step_min * share
+    return total
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """N against M for one scenario (see the module)."""
+
+    service: str
+    tail_batch_minutes: float  # N
+    events: int  # tail events of the service in the period
+    shared_minutes: float
+    partitioned_minutes: float
+    reserved_gpus: int
+    period_days: float
+
+    @property
+    def removed_minutes(self) -> float:
+        """M: the shared minutes partitioning removes (negative when it adds)."""
+        return self.shared_minutes - self.partitioned_minutes
+
+    @property
+    def agrees(self) -> bool:
+        """M within 25% or 15 minutes of N (whichever is larger)."""
+        n, m = self.tail_batch_minutes, self.removed_minutes
+        return abs(m - n) <= max(0.25 * n, 15.0)
+
+    def sentence(self) -> str:
+        days = f"{self.period_days:.0f} day{'s' if round(self.period_days) != 1 else ''}"
+        return (f"Tail events attribute {self.tail_batch_minutes:,.0f} minutes of these {days} to batch "
+                f"contention; partitioned with {self.reserved_gpus} reserved GPUs removes "
+                f"{self.removed_minutes:,.0f} of the shared {self.shared_minutes:,.0f} minutes.")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"service": self.service, "tail_batch_minutes": self.tail_batch_minutes,
+                "events": self.events, "shared_minutes": self.shared_minutes,
+                "partitioned_minutes": self.partitioned_minutes,
+                "removed_minutes": self.removed_minutes, "reserved_gpus": self.reserved_gpus,
+                "agrees": self.agrees, "sentence": self.sentence()}
+
+
+def agreement(events: Iterable[Any], scn: PoolScenario,
+              results: dict[str, PolicyResult] | None = None,
+              steps: pl.DataFrame | None = None) -> Agreement:
+    """N (:func:`batch_contention_minutes` over ``scn``'s period, on the events analysis'
+    ``steps``) beside M (shared less partitioned on ``scn``), for the service ``scn`` was
+    calibrated on (``store:<service>``).
+
+    ``results`` are the policy table's replays when it has them (``compare``); the shared and
+    partitioned rows missing from it are replayed here.
+    """
+    service = scn.name.split(":", 1)[1] if scn.name.startswith("store:") else None
+    have = dict(results or {})
+    missing = tuple(p for p in ("shared", "partitioned") if p not in have)
+    if missing:
+        have.update(compare(scn, missing))
+    ts = scn.ts_ms()
+    start, end = int(ts[0]) - scn.step_s * 1000, int(ts[-1])
+    mine = [e for e in events if (service is None or e.service == service)
+            and e.end_ms > start and e.start_ms < end]
+    return Agreement(service=service or scn.name,
+                     tail_batch_minutes=batch_contention_minutes(mine, steps, None, start, end),
+                     events=len(mine), shared_minutes=float(have["shared"].summary["violation_minutes"]),
+                     partitioned_minutes=float(have["partitioned"].summary["violation_minutes"]),
+                     reserved_gpus=reservation(scn)[0], period_days=scn.steps * scn.step_s / 86400.0)
