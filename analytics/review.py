@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from analytics.slo import SloTable
     from analytics.store import Store
     from analytics.whatif.calibrate import Calibration
+    from analytics.whatif.agree import Agreement
     from analytics.whatif.params import PoolScenario
     from analytics.workloads import WorkloadMap
 
@@ -72,6 +73,16 @@ class Review:
     scenario: "PoolScenario | None" = None  # what ``results`` replayed (the range's last days)
     missing: dict[str, str] = field(default_factory=dict)  # part -> why it is not shown
 
+    def agreement(self) -> "Agreement | None":
+        """Tail events' batch-contention minutes beside what partitioning removes, over the days
+        the what-if replays (:func:`analytics.whatif.agree.agreement`, the What-if page's and
+        Chargeback's sentence); ``None`` without both analyses."""
+        if self.scenario is None or self.events is None or not self.results:
+            return None
+        from analytics.whatif.agree import agreement
+
+        return agreement(self.events.events, self.scenario, self.results, self.events.steps)
+
     def best_policy(self) -> str | None:
         """The what-if's best policy (:func:`analytics.measures.best_policy`), as the page names it."""
         from analytics.measures import best_policy
@@ -101,6 +112,9 @@ class Review:
                              "pool_gpus": self.calibration.scenario.pool.gpus,
                              "policies": {n: r.summary for n, r in self.results.items()},
                              "best_policy": self.best_policy()}
+            agreed = self.agreement()
+            if agreed is not None:
+                out["whatif"]["agreement"] = agreed.as_dict()
         return out
 
 
@@ -317,14 +331,18 @@ def _whatif_section(r: Review) -> ReviewSection:
     else:  # said before any policy, as on the What-if page
         finding = (f"The model does not reproduce what {svc} went through ("
                    + "; ".join(bt.get("misses", [])) + "), so its policies are directions, not amounts.")
+    # Batch work done and left unfinished beside the minutes: no policy looks good by dropping batch.
     rows = [[n, f"{s['violation_minutes']:,.0f}", f"{s['slo_compliance']:.1%}", f"{s['p99_ms']:,.0f}",
-             f"{s['pool_utilization']:.0%}", f"${s['externality_cost']:,.0f}"]
+             f"{s['pool_utilization']:.0%}", f"{s.get('batch_goodput_gpu_hours', 0.0):,.0f}",
+             f"{s.get('batch_unfinished_gpu_hours', 0.0):,.0f}", f"${s['externality_cost']:,.0f}"]
             for n, s in ((n, r.results[n].summary) for n in names)]
-    return ReviewSection("What-if (modelled)", finding, paragraphs=[check, (
-        f"{scn.pool.gpus} GPUs in the pool, SLO p99 {scn.service.slo_ms:g} ms; the policies replay the "
-        "last days of the range.")], tables=[(
+    agreed = r.agreement()
+    paragraphs = [check] + ([agreed.sentence()] if agreed is not None else []) + [(
+        f"{scn.pool.gpus} GPUs in the pool, SLO p99 {scn.service.slo_ms:g} ms; every policy moves the "
+        "batch runs that happened over the last days of the range.")]
+    return ReviewSection("What-if (modelled)", finding, paragraphs=paragraphs, tables=[(
             ["policy", "violation minutes", "SLO compliance", "p99 (ms)", "pool utilization",
-             "externality"], rows)],
+             "batch done (GPU-h)", "batch unfinished (GPU-h)", "externality"], rows)],
         figure=typical_day_figure(typical_day(scn, r.results), scn.service.slo_ms),
         figure_name="whatif-typical-day")
 

@@ -230,3 +230,21 @@ def test_a_right_to_left_override_is_shown_not_obeyed_in_both_reports(tmp_path) 
     assert events.events, "the slow half hour is a tail event"
     report = re.sub(r"<script.*?</script>", "", report_html(events, events.events[0]), flags=re.S)
     assert "\u202e" not in report and "chat\\u202egnp.exe" in report
+
+
+def test_the_review_says_what_the_whatif_page_says(db, capsys) -> None:
+    """The capacity review carries the What-if page's sentence (Tail events' batch minutes beside
+    what partitioning removes) from the same function, in its JSON and its what-if section."""
+    from analytics.whatif.agree import agreement
+
+    with Store(db, read_only=True) as st:
+        review = review_store(st)
+    agreed = review.agreement()
+    assert agreed is not None and agreed.events >= 1
+    again = agreement(review.events.events, review.scenario, review.results, review.events.steps)
+    assert agreed.as_dict() == again.as_dict()
+    numbers = review.numbers()["whatif"]
+    assert numbers["agreement"]["sentence"] == agreed.sentence()
+    assert numbers["agreement"]["tail_batch_minutes"] > 0 and numbers["agreement"]["agrees"]
+    text = review_html(review)
+    assert agreed.sentence().split(";")[0] in text and "batch done (GPU-h)" in text
