@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from analytics.measures import over_slo_chance
+from analytics.measures import over_slo, over_slo_chance
 from analytics.whatif.queueing import (_wait_rate, erlang_c, response_quantile,
                                      service_shape, step_latency)
 
@@ -86,7 +86,7 @@ def _loss_terms(weight: np.ndarray, obs: np.ndarray, slo_ms: float,
     ``noise_log_sd``), so the count and the calls are what the store would show; a column
     of noises (all above 0) scores one series under each, a row per noise."""
     noisy = bool(np.all(np.asarray(noise_log_sd) > 0))
-    obs_over = obs > slo_ms
+    obs_over = over_slo(obs, slo_ms)
     w_over = weight * obs_over
     w_under = weight * ~obs_over
     n_over = float(w_over.sum())
@@ -163,7 +163,7 @@ def _thin(lam: np.ndarray, rep: np.ndarray, obs: np.ndarray, slo_ms: float
     >>> kept.size <= MAX_FIT_POINTS + 2, round(float(w[kept > 100].sum())), round(float(w.sum()))
     (True, 30000, 40000)
     """
-    over = obs > slo_ms
+    over = over_slo(obs, slo_ms)
     half = MAX_FIT_POINTS // 2
     parts, weights = [], []
     for side, keep_up_to in ((np.flatnonzero(over), MAX_FIT_POINTS), (np.flatnonzero(~over), half)):

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from analytics.errors import NotEnoughDataError
-from analytics.measures import gpus_per_replica, infer_desired
+from analytics.measures import gpus_per_replica, infer_desired, over_slo
 
 MIN_STEPS = 60  # an hour at 1-minute steps: less cannot show a scale-up or a batch job
 DEFAULT_WARMUP_MIN = 5.0  # replicas settle this long before their load per replica counts
@@ -88,7 +88,7 @@ def pick_service(services: pl.DataFrame, slo_for: dict[str, float] | float | Non
     for name in names:
         g = services.filter(pl.col("service") == name)
         slo = _slo_of(slo_for, name)
-        over = float((g["p99_ms"].fill_null(0.0) > slo).sum()) if slo else 0.0
+        over = float(over_slo(g["p99_ms"].to_numpy(), slo).sum()) if slo else 0.0
         k = (over, float(g["rps"].fill_null(0.0).sum()))
         if k > key:
             best, key = name, k
