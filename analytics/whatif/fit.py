@@ -127,7 +127,7 @@ def patience_candidates(p99_ms: np.ndarray, slo_ms: float) -> tuple[float, ...]:
     the service time push past it, nor a bucket bound many steps are clamped to). Their
     median first, then their deciles."""
     seen = p99_ms[np.isfinite(p99_ms)]
-    if not seen.size or float(seen.max()) <= slo_ms:
+    if not over_slo(seen, slo_ms).any():  # no step over the SLO: no timeout to read
         return ()
     plateau = seen[seen >= 0.5 * float(seen.max())]
     out: list[float] = []
