@@ -23,8 +23,9 @@ import pytest
 from analytics.events import EventsConfig
 from analytics.events.pipeline import timelines_for
 from analytics.whatif import POLICIES, compare, reservation
-from analytics.whatif.calibrate import (BACKTEST_BATCH_TOLERANCE, BACKTEST_VIOLATION_FLOOR_MIN,
-                                        BACKTEST_VIOLATION_TOLERANCE, calibrate_frames)
+from analytics.whatif.backtest import (BACKTEST_BATCH_TOLERANCE, BACKTEST_VIOLATION_FLOOR_MIN,
+                                       BACKTEST_VIOLATION_TOLERANCE)
+from analytics.whatif.calibrate import calibrate_frames
 from analytics.whatif.form import MODEL_DAYS, last_days
 from analytics.sample import load_into, simulate, truth
 from analytics.store import Store

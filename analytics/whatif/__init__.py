@@ -4,7 +4,8 @@ The core takes arrays (a traffic curve and parameters), never a store: ``calibra
 a ``PoolScenario`` from the store, ``PRESETS`` build the design's two stories.
 """
 
-from analytics.whatif.calibrate import backtest, calibrate
+from analytics.whatif.backtest import backtest
+from analytics.whatif.calibrate import calibrate
 from analytics.whatif.mig import MIG_PROFILES, MigProfile, choose_layout, placements
 from analytics.whatif.outputs import (SUMMARY_KEYS, PolicyResult, burst_bands, capacity_plan,
                                     compare, frontier, headroom_by_hour, next_gpus,
