@@ -25,7 +25,7 @@ from analytics.view import STEP_CHOICES_S, apply_workload_edits, format_step
 from pages._caches import cached_inventory, cached_links, cached_request_logs, cached_series, cached_workloads
 from pages._show import choose, kpi_row, show_chart, show_table, show_table_with_notes
 from pages._sidebar import page_setup, source
-from pages._store import (config_file, config_version, load_upload, load_workload_map, mapping_file,
+from pages._store import (config_file, config_version, load_upload, load_uploads, load_workload_map, mapping_file,
                           open_store, upload_target)
 
 v = page_setup()
@@ -557,8 +557,9 @@ files_tab, map_tab, pull_tab, nvml_tab = st.tabs(
 if files_tab.open:
     with files_tab:
         st.caption(f"Prometheus/OpenMetrics text, Prometheus API JSON, CSV or Parquet, per-request logs "
-                   f"(CSV, JSON lines or Parquet with a time and a latency_ms / latency_s column), optionally "
-                   f"gzipped. Files are added to {code(target)}; the same file twice is skipped.")
+                   f"(CSV, JSON lines or Parquet with a time and a latency_ms / latency_s column), optionally gzipped "
+                   f"or in a .tar, .tar.gz or .zip (each member its own file). Files are added to {code(target)}; "
+                   "the same file twice is skipped.")
         at_text = st.text_input("Time of untimestamped scrapes (UTC)", key="upload_at",
                                 placeholder="2026-11-28T09:30Z, only for a single scrape without timestamps")
         files = st.file_uploader("Files", accept_multiple_files=True, key="upload_files")
@@ -574,7 +575,7 @@ if files_tab.open:
             results = ss.setdefault("upload_results", [])
             for i, f in enumerate(new, start=1):
                 bar.progress((i - 1) / len(new), text=f"Loading {f.name} ({i} of {len(new)})")
-                results[:0] = [asdict(load_upload(target, f.name, f.getvalue(), at_ms))]
+                results[:0] = [asdict(o) for o in load_uploads(target, f.name, f.getvalue(), at_ms)]
                 done.add(f.file_id)
             bar.progress(1.0, text=f"Done: {len(new)} file(s)")
             _offer_switch()
