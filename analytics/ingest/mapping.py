@@ -29,6 +29,7 @@ A per-request log (one row per request) takes a ``[requests]`` table instead of 
     latency_unit = "ms"
     service = "upstream"  # a column; or service_name = "chat-vllm"
     status = "code"       # optional: status, error, success, tokens, pod, namespace
+    # success = "predict_status" and success_values = ["SUCCEED"]: which values mean success
 
 The mapping's digest is part of the source's identity: the same file under another mapping is a
 new load. Errors name the file, the line and the column; a mapping that gives no signal any
@@ -245,7 +246,7 @@ def load_mapping(path: str | Path) -> ColumnMapping:
 
 
 _REQUEST_KEYS = ("latency", "latency_unit", "ttft", "ttft_unit", "service", "service_name", "status", "error",
-                 "success", "tokens", "pod", "namespace", "request_id")
+                 "success", "success_values", "tokens", "pod", "namespace", "request_id")
 
 
 def _request_table(table: Any, where: Path) -> "RequestColumns":
@@ -257,7 +258,14 @@ def _request_table(table: Any, where: Path) -> "RequestColumns":
     if unknown:
         raise ConfigError(f"{where}: [requests] has no key {', '.join(unknown)}; its keys: {', '.join(_REQUEST_KEYS)}")
     for k, x in table.items():
+        if k == "success_values":
+            _typed(where, "requests", k, x, _STRS, 'success_values = ["SUCCEED"]')
+            continue
         _typed(where, "requests", k, x, _STR, f'{k} = "{"ms" if k.endswith("_unit") else "<column name>"}"')
+    if isinstance(table.get("success_values"), str):
+        table = {**table, "success_values": [table["success_values"]]}
+    if "success_values" in table:
+        table = {**table, "success_values": tuple(table["success_values"])}
     return RequestColumns(time="", **table)
 
 
@@ -441,7 +449,8 @@ def mapping_toml(m: ColumnMapping) -> str:
     doc: dict[str, Any] = {"time": {"column": m.time, "unit": m.time_unit, "zone": m.time_zone}}
     if m.requests is not None:
         r = m.requests  # a unit is written only beside its column
-        doc["requests"] = {k: v for k in _REQUEST_KEYS if (v := getattr(r, k)) is not None
+        doc["requests"] = {k: list(v) if isinstance(v, tuple) else v for k in _REQUEST_KEYS
+                           if (v := getattr(r, k)) is not None
                            and not (k == "latency_unit" and r.latency is None)
                            and not (k == "ttft_unit" and r.ttft is None)}
         return tomli_w.dumps(doc)
