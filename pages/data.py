@@ -267,9 +267,19 @@ def _mapping_panel() -> None:
         if std != "(as it is)":
             signals[name] = (std, float(scale))
     rename = dict(part.split(":", 1) for part in (x.strip() for x in renames.split(",")) if ":" in part)
+    gpu_as = ["its UUID (or host and gpu) labels", "one GPU per pod", "these columns"]
+    d1, d2 = st.columns([1, 2])
+    gpu_is = d1.radio("One GPU is", gpu_as, key="map_device", index=1 if start.device_per else
+                      2 if start.device_columns else 0,
+                      help="a pod-level table has no GPU column: without 'one GPU per pod' its pods count as one GPU")
+    device_cols = d2.multiselect("Columns that identify one GPU", [x for x in cols if x != time_col],
+                                 default=[x for x in start.device_columns if x in cols], key="map_device_cols",
+                                 disabled=gpu_is != gpu_as[2])
     mapping = ColumnMapping(time=time_col, time_unit=unit, time_zone=zone or "UTC", values=tuple(values),
                             metric=(metric or None) if len(values) <= 1 else None,
-                            labels={x: rename.get(x, x).strip() for x in labels}, signals=signals)
+                            labels={x: rename.get(x, x).strip() for x in labels}, signals=signals,
+                            device_per="pod" if gpu_is == gpu_as[1] else None,
+                            device_columns=tuple(device_cols) if gpu_is == gpu_as[2] else ())
     show_table([{"value column": col, "becomes": signals.get(col if len(values) > 1 else metric, (
         col if len(values) > 1 else metric, 1.0))[0],
         "scale": signals.get(col if len(values) > 1 else metric, ("", 1.0))[1]} for col in values],
@@ -329,7 +339,7 @@ def _load_mapped(up: Any, mapping: Any, saved_at: Path, what: str) -> None:
         st.error(md(out.message), icon=":material/error:")
         return
     saved_at.write_text(mapping_toml(mapping), encoding="utf-8")
-    loaded = md(out.message) if what == "requests" else f"{out.series} series, {out.samples:,} samples"
+    loaded = md(out.message) if what == "requests" else f"{out.series} series, {out.samples:,} samples ({md(out.message)})"
     st.success(f"{md(up.name)}: {out.status}, {loaded}. Mapping saved as {code(saved_at)}.",
                icon=":material/check_circle:")
 
