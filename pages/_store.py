@@ -174,7 +174,8 @@ def load_upload(target: Path, name: str, data: bytes, at_ms: int | None, columns
         o.status == "loaded" for o in outs) else "failed" if failed else "skipped"
     counts = {s: sum(o.status == s for o in outs) for s in ("loaded", "skipped", "failed")}
     message = ", ".join(f"{n} {s}" for s, n in counts.items() if n) + " member(s)"
-    message += "".join(f"; {o.message}" for o in failed)
+    message += "".join(f"; {o.message}" if o.status == "failed" else f"; {o.file}: {o.message}"
+                       for o in outs if o.status == "failed" or (o.status == "loaded" and o.message))
     return UploadOutcome(name, status, sum(o.series for o in outs), sum(o.samples for o in outs), message)
 
 

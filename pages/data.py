@@ -209,7 +209,8 @@ def _mapping_panel() -> None:
     st.caption("A table Tidelens has no layout for (a warehouse export, a per-container CSV): say which "
                "column is time, which are values and labels, and which standard signal a value stands "
                f"for. The mapping is saved beside {code(target)} and used again next time.")
-    up = st.file_uploader("Table (CSV or Parquet)", type=["csv", "parquet", "gz"], key="map_file")
+    up = st.file_uploader("Table (CSV or Parquet, or an archive of them)", type=["csv", "parquet", "gz", "tgz", "tar",
+                                                                           "zip"], key="map_file")
     if up is None:
         return
     try:

@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import os
+import stat
 import subprocess
 import sys
 import tarfile
@@ -43,11 +44,15 @@ def _tar(members: dict[str, bytes], gz: bool = True, extra: list[tarfile.TarInfo
     return buf.getvalue()
 
 
-def _zip(members: dict[str, bytes]) -> bytes:
+def _zip(members: dict[str, bytes], links: dict[str, str] = {}) -> bytes:  # noqa: B006 - never mutated
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, data in members.items():
             zf.writestr(name, data)
+        for name, target in links.items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            zf.writestr(info, target)
     return buf.getvalue()
 
 
@@ -95,11 +100,13 @@ def test_zip_through_the_upload_names_each_member_and_writes_nothing_to_disk(tmp
 
     work = tmp_path / "work"
     work.mkdir()
-    data = _zip({"m/a.prom": _prom("a"), "../../escape.prom": _prom("b"), "._a.prom": b"mac"})
+    data = _zip({"m/a.prom": _prom("a"), "../../escape.prom": _prom("b"), "._a.prom": b"mac"},
+                links={"m/passwd.prom": "/etc/passwd"})
     outs = load_uploads(work / "u.duckdb", "export.zip", data, None)
     by = {o.file: o for o in outs}
     assert by["export.zip!m/a.prom"].status == "loaded" and by["export.zip!../../escape.prom"].status == "loaded"
     assert "1 macOS metadata member(s)" in by["export.zip"].message
+    assert by["export.zip!m/passwd.prom"].status == "skipped" and "a symbolic link" in by["export.zip!m/passwd.prom"].message
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file() and "duckdb" not in p.name) == []
     # the one-outcome form (the mapping form's) sums the members; a re-load is all skipped
     again = load_upload(work / "u.duckdb", "export.zip", data, None)

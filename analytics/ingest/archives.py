@@ -165,3 +165,18 @@ def _zip_members(name: str, raw: BinaryIO, size: int, limits: IngestLimits) -> I
             budget -= len(data)
             y, mo, d, h, mi, s = info.date_time
             yield Member(member, data, calendar.timegm((y, mo, d, h, mi, s)) * 1000 if y > 1980 else None)
+
+
+def table_bytes(name: str, data: bytes) -> tuple[str, bytes]:
+    """``(source, bytes)`` of the table an upload holds, for a preview: its first data member if it
+    is an archive (``archive!member``), else its own bytes; gunzipped either way."""
+    from analytics.ingest import not_data_reason
+    from analytics.ingest.sources import gunzip
+
+    kind = bytes_kind(data, name)
+    if kind is None:
+        return name, gunzip(name, data)
+    for m in iter_members(name, io.BytesIO(data), len(data), kind):
+        if m.data is not None and not_data_reason(Path(m.name.split("!", 1)[1])) is None:
+            return m.name, gunzip(m.name, m.data)
+    raise IngestError(name, f"no table inside this {kind} archive")

@@ -20,7 +20,6 @@ Written as TOML (``tidelens ingest --columns mapping.toml FILE...``)::
     [signals.duty_cycle]  # a metric -> the standard metric it stands for, times a scale
     metric = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
     scale = 0.01
-
     [device]              # what one GPU is (:mod:`analytics.ingest.device`): per = "pod" or columns = [...]
     per = "pod"
 
@@ -277,10 +276,8 @@ def _request_table(table: Any, where: Path) -> "RequestColumns":
             _typed(where, "requests", k, x, _STRS, 'success_values = ["SUCCEED"]')
             continue
         _typed(where, "requests", k, x, _STR, f'{k} = "{"ms" if k.endswith("_unit") else "<column name>"}"')
-    if isinstance(table.get("success_values"), str):
-        table = {**table, "success_values": [table["success_values"]]}
-    if "success_values" in table:
-        table = {**table, "success_values": tuple(table["success_values"])}
+    if "success_values" in table:  # one value or several
+        table = {**table, "success_values": tuple([sv] if isinstance(sv := table["success_values"], str) else sv)}
     return RequestColumns(time="", **table)
 
 
@@ -421,7 +418,11 @@ _TIME_NAMES = ("timestamp", "time", "ts", "ts_ms", "ts_s", "datetime", "date", "
 
 
 def read_table(data: bytes, source: str) -> pl.DataFrame:
-    """The table as text columns (what a mapping is applied to, and what the form previews)."""
+    """The table as text columns (what a mapping is applied to, and what the form previews); of an
+    archive, its first table (:func:`analytics.ingest.archives.table_bytes`)."""
+    from analytics.ingest.archives import table_bytes
+
+    source, data = table_bytes(source, data)
     return _read(data, source)
 
 
