@@ -340,7 +340,8 @@ def _load_mapped(up: Any, mapping: Any, saved_at: Path, what: str) -> None:
         st.error(md(out.message), icon=":material/error:")
         return
     saved_at.write_text(mapping_toml(mapping), encoding="utf-8")
-    loaded = md(out.message) if what == "requests" else f"{out.series} series, {out.samples:,} samples ({md(out.message)})"
+    loaded = (md(out.message) if what == "requests"
+              else f"{out.series} series, {out.samples:,} samples ({md(out.message)})")
     st.success(f"{md(up.name)}: {out.status}, {loaded}. Mapping saved as {code(saved_at)}.",
                icon=":material/check_circle:")
 

@@ -99,8 +99,8 @@ def histogram_defect_notes(store: "Store") -> list[str]:
 def store_notes(store: "Store", services: pl.DataFrame, slos_ms: "dict[str, float | None]",
                 wmap: "WorkloadMap | None" = None) -> list[str]:
     """What the store says of how exactly the events could be judged (the page and the CLI add the
-    same): an SLO inside a histogram bucket; a loaded histogram that is not one; a service whose request log wins over its histogram; a service whose traffic is its rate
-    gauge."""
+    same): an SLO inside a histogram bucket; a loaded histogram that is not one; a service whose
+    request log wins over its histogram; a service whose traffic is its rate gauge."""
     from analytics.events.slo import slo_bucket_notes
 
     notes = slo_bucket_notes(store, services, slos_ms)

@@ -33,8 +33,8 @@ from analytics.ingest.detect import (EXPOSITION_FORMATS, FORMATS, REQUEST_FORMAT
                                      refine_format)
 from analytics.ingest.exposition import parse_exposition
 from analytics.ingest.promjson import parse_prom_json
-from analytics.ingest.sources import (PEEK_BYTES, HashedChunks, check_line_lengths, gunzip, iter_bytes_chunks, list_files,
-                                      peek_path, read_path, read_path_lines, tail_path)
+from analytics.ingest.sources import (PEEK_BYTES, HashedChunks, check_line_lengths, gunzip, iter_bytes_chunks,
+                                      list_files, peek_path, read_path, read_path_lines, tail_path)
 from analytics.ingest.tabular import parse_csv_grafana, parse_csv_long, parse_nvidia_smi, parse_parquet_long
 from analytics.store import LoadResult, Sink, Store, content_hash
 
