@@ -90,7 +90,7 @@ def cached_links(path: str, version: str, map_version: str) -> tuple[pl.DataFram
 @st.cache_data(show_spinner=False, max_entries=16)
 def cached_request_logs(path: str, version: str, map_version: str) -> pl.DataFrame:
     """Each service of the store's request logs, and whether its log or its histogram gives its numbers."""
-    from analytics.timeline.service import request_log_summary
+    from analytics.timeline.sources import request_log_summary
 
     wmap = load_workload_map()
     with open_store(path) as store:

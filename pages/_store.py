@@ -164,22 +164,42 @@ class UploadOutcome:
 
 def load_upload(target: Path, name: str, data: bytes, at_ms: int | None, columns: Any = None) -> UploadOutcome:
     """Load one uploaded file into ``target`` through a short-lived read-write connection
-    (through a column mapping, :mod:`analytics.ingest.mapping`, when ``columns`` is one)."""
+    (through a column mapping, :mod:`analytics.ingest.mapping`, when ``columns`` is one); an
+    archive's members are summed into one outcome (:func:`load_uploads` lists them)."""
+    outs = load_uploads(target, name, data, at_ms, columns)
+    if len(outs) == 1 and outs[0].file == name:
+        return outs[0]
+    failed = [o for o in outs if o.status == "failed"]
+    status = "failed" if failed and len(failed) == len(outs) else "loaded" if any(
+        o.status == "loaded" for o in outs) else "failed" if failed else "skipped"
+    counts = {s: sum(o.status == s for o in outs) for s in ("loaded", "skipped", "failed")}
+    message = ", ".join(f"{n} {s}" for s, n in counts.items() if n) + " member(s)"
+    message += "".join(f"; {o.message}" if o.status == "failed" else f"; {o.file}: {o.message}"
+                       for o in outs if o.status == "failed" or (o.status == "loaded" and o.message))
+    return UploadOutcome(name, status, sum(o.series for o in outs), sum(o.samples for o in outs), message)
+
+
+def load_uploads(target: Path, name: str, data: bytes, at_ms: int | None, columns: Any = None) -> list[UploadOutcome]:
+    """Like :func:`load_upload`, one outcome per source: an archive's members each their own
+    (``archive!member``), any other file one."""
     from analytics.errors import TidelensError
-    from analytics.ingest import ingest_bytes, not_data_reason
+    from analytics.ingest import ingest_upload, not_data_reason
 
     why = not_data_reason(Path(name))
     if why is not None:
-        return UploadOutcome(name, "skipped", message=f"not a data file ({why})")
+        return [UploadOutcome(name, "skipped", message=f"not a data file ({why})")]
     try:
         with open_store(target, read_only=False) as store:
-            r = ingest_bytes(store, name, data, at_ms=at_ms, columns=columns)
+            results = ingest_upload(store, name, data, at_ms=at_ms, columns=columns)
     except TidelensError as exc:
-        return UploadOutcome(name, "failed", message=str(exc))
+        return [UploadOutcome(name, "failed", message=str(exc))]
     except Exception as exc:  # noqa: BLE001 - a parser bug must not take the page down
-        return UploadOutcome(name, "failed", message=f"{name}: internal error "
-                             f"({type(exc).__name__}: {exc}); please report it with the file")
-    note = r.error or r.note or ""
-    if r.status == "loaded" and r.duplicates:
-        note = (note + "; " if note else "") + f"{r.duplicates} duplicate samples (last kept)"
-    return UploadOutcome(name, r.status, r.series, r.samples, note)
+        return [UploadOutcome(name, "failed", message=f"{name}: internal error "
+                              f"({type(exc).__name__}: {exc}); please report it with the file")]
+    outs = []
+    for r in results:
+        note = r.error or r.note or ""
+        if r.status == "loaded" and r.duplicates:
+            note = (note + "; " if note else "") + f"{r.duplicates} duplicate samples (last kept)"
+        outs.append(UploadOutcome(r.name, r.status, r.series, r.samples, note))
+    return outs

@@ -25,7 +25,7 @@ from analytics.view import STEP_CHOICES_S, apply_workload_edits, format_step
 from pages._caches import cached_inventory, cached_links, cached_request_logs, cached_series, cached_workloads
 from pages._show import choose, kpi_row, show_chart, show_table, show_table_with_notes
 from pages._sidebar import page_setup, source
-from pages._store import (config_file, config_version, load_upload, load_workload_map, mapping_file,
+from pages._store import (config_file, config_version, load_upload, load_uploads, load_workload_map, mapping_file,
                           open_store, upload_target)
 
 v = page_setup()
@@ -209,7 +209,8 @@ def _mapping_panel() -> None:
     st.caption("A table Tidelens has no layout for (a warehouse export, a per-container CSV): say which "
                "column is time, which are values and labels, and which standard signal a value stands "
                f"for. The mapping is saved beside {code(target)} and used again next time.")
-    up = st.file_uploader("Table (CSV or Parquet)", type=["csv", "parquet", "gz"], key="map_file")
+    up = st.file_uploader("Table (CSV or Parquet, or an archive of them)", type=["csv", "parquet", "gz", "tgz", "tar",
+                                                                           "zip"], key="map_file")
     if up is None:
         return
     try:
@@ -267,9 +268,19 @@ def _mapping_panel() -> None:
         if std != "(as it is)":
             signals[name] = (std, float(scale))
     rename = dict(part.split(":", 1) for part in (x.strip() for x in renames.split(",")) if ":" in part)
+    gpu_as = ["its UUID (or host and gpu) labels", "one GPU per pod", "these columns"]
+    d1, d2 = st.columns([1, 2])
+    gpu_is = d1.radio("One GPU is", gpu_as, key="map_device", index=1 if start.device_per else
+                      2 if start.device_columns else 0,
+                      help="a pod-level table has no GPU column: without 'one GPU per pod' its pods count as one GPU")
+    device_cols = d2.multiselect("Columns that identify one GPU", [x for x in cols if x != time_col],
+                                 default=[x for x in start.device_columns if x in cols], key="map_device_cols",
+                                 disabled=gpu_is != gpu_as[2])
     mapping = ColumnMapping(time=time_col, time_unit=unit, time_zone=zone or "UTC", values=tuple(values),
                             metric=(metric or None) if len(values) <= 1 else None,
-                            labels={x: rename.get(x, x).strip() for x in labels}, signals=signals)
+                            labels={x: rename.get(x, x).strip() for x in labels}, signals=signals,
+                            device_per="pod" if gpu_is == gpu_as[1] else None,
+                            device_columns=tuple(device_cols) if gpu_is == gpu_as[2] else ())
     show_table([{"value column": col, "becomes": signals.get(col if len(values) > 1 else metric, (
         col if len(values) > 1 else metric, 1.0))[0],
         "scale": signals.get(col if len(values) > 1 else metric, ("", 1.0))[1]} for col in values],
@@ -329,7 +340,8 @@ def _load_mapped(up: Any, mapping: Any, saved_at: Path, what: str) -> None:
         st.error(md(out.message), icon=":material/error:")
         return
     saved_at.write_text(mapping_toml(mapping), encoding="utf-8")
-    loaded = md(out.message) if what == "requests" else f"{out.series} series, {out.samples:,} samples"
+    loaded = (md(out.message) if what == "requests"
+              else f"{out.series} series, {out.samples:,} samples ({md(out.message)})")
     st.success(f"{md(up.name)}: {out.status}, {loaded}. Mapping saved as {code(saved_at)}.",
                icon=":material/check_circle:")
 
@@ -557,8 +569,9 @@ files_tab, map_tab, pull_tab, nvml_tab = st.tabs(
 if files_tab.open:
     with files_tab:
         st.caption(f"Prometheus/OpenMetrics text, Prometheus API JSON, CSV or Parquet, per-request logs "
-                   f"(CSV, JSON lines or Parquet with a time and a latency_ms / latency_s column), optionally "
-                   f"gzipped. Files are added to {code(target)}; the same file twice is skipped.")
+                   f"(CSV, JSON lines or Parquet with a time and a latency_ms / latency_s column), optionally gzipped "
+                   f"or in a .tar, .tar.gz or .zip (each member its own file). Files are added to {code(target)}; "
+                   "the same file twice is skipped.")
         at_text = st.text_input("Time of untimestamped scrapes (UTC)", key="upload_at",
                                 placeholder="2026-11-28T09:30Z, only for a single scrape without timestamps")
         files = st.file_uploader("Files", accept_multiple_files=True, key="upload_files")
@@ -574,7 +587,7 @@ if files_tab.open:
             results = ss.setdefault("upload_results", [])
             for i, f in enumerate(new, start=1):
                 bar.progress((i - 1) / len(new), text=f"Loading {f.name} ({i} of {len(new)})")
-                results[:0] = [asdict(load_upload(target, f.name, f.getvalue(), at_ms))]
+                results[:0] = [asdict(o) for o in load_uploads(target, f.name, f.getvalue(), at_ms)]
                 done.add(f.file_id)
             bar.progress(1.0, text=f"Done: {len(new)} file(s)")
             _offer_switch()

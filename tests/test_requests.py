@@ -20,7 +20,8 @@ from analytics.ingest import detect_format, ingest_bytes
 from analytics.ingest.mapping import load_mapping, mapping_toml
 from analytics.timeline import service_timeline
 from analytics.timeline.config import TimelineConfig
-from analytics.timeline.service import LOG_LATENCY, LOG_TTFT, request_log_summary
+from analytics.timeline.service import LOG_LATENCY, LOG_TTFT
+from analytics.timeline.sources import request_log_summary
 
 T0 = 1_767_571_200  # 2026-01-05 00:00 UTC, a Monday
 

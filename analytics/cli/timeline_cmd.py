@@ -13,7 +13,7 @@ from analytics.cli.common import add_config, add_db, add_json, config_path, prin
 from analytics.store import Store
 from analytics.fieldhelp import field_help
 from analytics.timeline import (TimelineConfig, autoscaler_links, class_rules, parse_step_s, pool_timeline,
-                                service_timeline, signal_report)
+                                service_timeline, shared_gpu_keys, signal_report)
 from analytics.workloads import classify_workloads, load_map
 
 def _add_map(p: argparse.ArgumentParser) -> None:
@@ -71,11 +71,15 @@ def cmd_signals(args: argparse.Namespace) -> int:
     with Store(args.db, read_only=Path(args.db).exists() and args.db != ":memory:") as st:
         frame = signal_report(st)
         rules = class_rules(st)
+        shared = shared_gpu_keys(st)
     if args.json:
-        print_json({"signals": frame.to_dicts(), "unlabelled_gpus": rules.to_dicts()})
+        print_json({"signals": frame.to_dicts(), "unlabelled_gpus": rules.to_dicts(),
+                    "shared_gpu_keys": shared.to_dicts()})
     else:
         print_table(frame)
         _section("GPUs without a pod label, per exporter (job)", rules)
+        if shared.height:
+            _section("GPU keys many pods share at once (likely each pod its own GPU)", shared)
     return 0
 
 

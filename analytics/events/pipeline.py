@@ -99,14 +99,18 @@ def histogram_defect_notes(store: "Store") -> list[str]:
 def store_notes(store: "Store", services: pl.DataFrame, slos_ms: "dict[str, float | None]",
                 wmap: "WorkloadMap | None" = None) -> list[str]:
     """What the store says of how exactly the events could be judged (the page and the CLI add the
-    same): an SLO inside a histogram bucket; a loaded histogram that is not one; a service whose request log wins over its histogram."""
+    same): an SLO inside a histogram bucket; a loaded histogram that is not one; a service whose
+    request log wins over its histogram; a service whose traffic is its rate gauge."""
     from analytics.events.slo import slo_bucket_notes
 
     notes = slo_bucket_notes(store, services, slos_ms)
     notes.extend(histogram_defect_notes(store))
     if store.has_requests() and services["slo_metric"].str.starts_with("requests.").any():
-        from analytics.timeline.service import latency_source_notes, request_log_summary
+        from analytics.timeline.sources import latency_source_notes, request_log_summary
 
         notes.extend(latency_source_notes(request_log_summary(store, wmap)))
+    from analytics.timeline.sources import traffic_source_notes
+
+    notes.extend(traffic_source_notes(store, wmap))
     return notes
 

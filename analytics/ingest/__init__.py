@@ -7,6 +7,9 @@ Public API
     failures reported per file while the others still load.
 :func:`ingest_bytes`
     One upload's bytes (possibly gzip); raises :class:`~analytics.errors.IngestError` on bad input.
+:func:`ingest_upload`
+    One upload that may be an archive (``.tar``, ``.tar.gz``, ``.zip``): one result per member
+    (:mod:`analytics.ingest.archives`), each a source named ``archive!member``.
 :func:`detect_format`
     ``prom-text | openmetrics | prom-json | csv-long | csv-grafana | nvidia-smi-csv | parquet-long``, the
     other formats of :data:`FORMATS`, and per-request logs (``requests-csv | -jsonl | -parquet``).
@@ -17,26 +20,28 @@ decompressed bytes, so the same data again (compressed or not) is ``skipped``.
 
 from __future__ import annotations
 
+import io
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable
 
 from analytics.errors import IngestError, bounded
 from analytics.times import iso_utc
+from analytics.ingest.archives import MACOS, NESTED, archive_kind, bytes_kind, iter_members
 from analytics.ingest.detect import (EXPOSITION_FORMATS, FORMATS, REQUEST_FORMATS, detect_format, exposition_flavour,
                                      refine_format)
 from analytics.ingest.exposition import parse_exposition
 from analytics.ingest.promjson import parse_prom_json
-from analytics.ingest.sources import (HashedChunks, check_line_lengths, gunzip, iter_bytes_chunks, list_files,
-                                      peek_path, read_path, read_path_lines, tail_path)
+from analytics.ingest.sources import (PEEK_BYTES, HashedChunks, check_line_lengths, gunzip, iter_bytes_chunks,
+                                      list_files, peek_path, read_path, read_path_lines, tail_path)
 from analytics.ingest.tabular import parse_csv_grafana, parse_csv_long, parse_nvidia_smi, parse_parquet_long
 from analytics.store import LoadResult, Sink, Store, content_hash
 
 if TYPE_CHECKING:
     from analytics.ingest.mapping import ColumnMapping
 
-__all__ = ["ingest_path", "ingest_bytes", "detect_format", "FORMATS", "iso_utc", "group_failures",
+__all__ = ["ingest_path", "ingest_bytes", "ingest_upload", "detect_format", "FORMATS", "iso_utc", "group_failures",
            "group_messages", "not_data_reason"]
 
 
@@ -135,6 +140,10 @@ def ingest_bytes(store: Store, name: str, data: bytes, *, at_ms: int | None = No
         On bad input; nothing of the source is left in the store.
     """
     data = gunzip(name, data)
+    kind = archive_kind(data[:1024], name)
+    if kind is not None:
+        raise IngestError(name, NESTED if "!" in name else f"a {kind} archive; load it with `tidelens ingest` "
+                          "or the Data page's upload, which read it member by member")
     if columns is not None:
         return _mapped(store, name, data, columns)
     fmt = detect_format(data, name)
@@ -248,15 +257,68 @@ def ingest_path(store: Store, path: str | Path, *, at_ms: int | None = None,
                                       note=f"not a data file ({why})"))
             continue
         try:
-            results.append(_ingest_file(store, file, at_ms, columns))
-        except IngestError as exc:
-            fmt = "unknown"
-            try:
-                fmt = detect_format(peek_path(file), str(file))
-            except IngestError:
-                pass
-            results.append(LoadResult(name=str(file), format=fmt, status="failed", error=str(exc)))
-        except Exception as exc:  # a parser bug must not stop the other files
-            results.append(LoadResult(name=str(file), format="unknown", status="failed",
-                                      error=bounded(f"{file}: internal error while loading: {exc!r}")))
+            kind = archive_kind(peek_path(file, 1024), file)
+        except IngestError:
+            kind = None  # unreadable: the ordinary load says why
+        if kind is not None:
+            with open(file, "rb") as raw:
+                results.extend(_ingest_archive(store, str(file), raw, file.stat().st_size, kind, at_ms, columns))
+            continue
+        results.append(_guarded(str(file), lambda: _ingest_file(store, file, at_ms, columns),
+                                lambda: peek_path(file)))
     return results
+
+
+def _guarded(name: str, load: Callable[[], LoadResult], head: Callable[[], bytes]) -> LoadResult:
+    """``load()``, or its failure as a result (``head()``: the bytes its format is told from)."""
+    try:
+        return load()
+    except IngestError as exc:
+        fmt = "unknown"
+        try:
+            fmt = detect_format(head(), name)
+        except IngestError:
+            pass
+        return LoadResult(name=name, format=fmt, status="failed", error=str(exc))
+    except Exception as exc:  # a parser bug must not stop the other files
+        return LoadResult(name=name, format="unknown", status="failed",
+                          error=bounded(f"{name}: internal error while loading: {exc!r}"))
+
+
+def _ingest_archive(store: Store, name: str, raw: BinaryIO, size: int, kind: str, at_ms: int | None,
+                    columns: "ColumnMapping | None") -> list[LoadResult]:
+    """Every member of an archive, each loaded as its own source (see :mod:`analytics.ingest.archives`)."""
+    results: list[LoadResult] = []
+    macos = 0
+    try:
+        for m in iter_members(name, raw, size, kind):
+            member = m.name.split("!", 1)[1]
+            why = m.skip or (f"not a data file ({r})" if (r := not_data_reason(Path(member))) else None)
+            if m.skip == MACOS:
+                macos += 1
+            elif why is not None:
+                results.append(LoadResult(name=m.name, format="none", status="skipped", note=why))
+            else:
+                data = m.data or b""
+                results.append(_guarded(m.name, lambda: ingest_bytes(store, m.name, data, at_ms=at_ms,
+                                                                     mtime_ms=m.mtime_ms, columns=columns),
+                                        lambda: gunzip(m.name, data[:PEEK_BYTES])))
+    except IngestError as exc:  # the archive itself (corrupt, a bomb): the members before it stay loaded
+        results.append(LoadResult(name=exc.source, format=kind, status="failed", error=str(exc)))
+    if macos:
+        results.append(LoadResult(name=name, format=kind, status="skipped",
+                                  note=f"{macos} macOS metadata member(s) skipped (._* files and __MACOSX/)"))
+    if not results:
+        results.append(LoadResult(name=name, format=kind, status="failed",
+                                  error=str(IngestError(name, f"an empty {kind} archive: no file inside to load"))))
+    return results
+
+
+def ingest_upload(store: Store, name: str, data: bytes, *, at_ms: int | None = None,
+                  mtime_ms: int | None = None, columns: "ColumnMapping | None" = None) -> list[LoadResult]:
+    """Load one upload: an archive member by member (one result each, failures among them), any
+    other file as :func:`ingest_bytes` does (which raises :class:`~analytics.errors.IngestError`)."""
+    kind = bytes_kind(data, name)
+    if kind is None:
+        return [ingest_bytes(store, name, data, at_ms=at_ms, mtime_ms=mtime_ms, columns=columns)]
+    return _ingest_archive(store, name, io.BytesIO(data), len(data), kind, at_ms, columns)

@@ -20,6 +20,8 @@ Written as TOML (``tidelens ingest --columns mapping.toml FILE...``)::
     [signals.duty_cycle]  # a metric -> the standard metric it stands for, times a scale
     metric = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
     scale = 0.01
+    [device]              # what one GPU is (:mod:`analytics.ingest.device`): per = "pod" or columns = [...]
+    per = "pod"
 
 A per-request log (one row per request) takes a ``[requests]`` table instead of ``[values]``
 (:mod:`analytics.ingest.requests`; ``[time]`` as above, its unit also ``clf`` or ``auto``)::
@@ -29,6 +31,7 @@ A per-request log (one row per request) takes a ``[requests]`` table instead of 
     latency_unit = "ms"
     service = "upstream"  # a column; or service_name = "chat-vllm"
     status = "code"       # optional: status, error, success, tokens, pod, namespace
+    # success = "predict_status" and success_values = ["SUCCEED"]: which values mean success
 
 The mapping's digest is part of the source's identity: the same file under another mapping is a
 new load. Errors name the file, the line and the column; a mapping that gives no signal any
@@ -76,6 +79,8 @@ class ColumnMapping:
     labels: dict[str, str] = field(default_factory=dict)  # column -> label
     signals: dict[str, tuple[str, float]] = field(default_factory=dict)  # metric -> (standard, scale)
     requests: "RequestColumns | None" = None  # a per-request log: which column is what
+    device_columns: tuple[str, ...] = ()  # the column(s) identifying one GPU ([device] columns)
+    device_per: str | None = None  # or "pod": one GPU per pod ([device] per)
 
     @property
     def layout(self) -> str:
@@ -95,7 +100,10 @@ class ColumnMapping:
         blob = orjson.dumps({"time": [self.time, self.time_unit, self.time_zone], "values": list(self.values),
                              "metric": [self.metric, self.metric_column, self.metric_from_file],
                              "labels": self.labels, "signals": {k: list(v) for k, v in self.signals.items()},
-                             **({"requests": self.requests.as_dict()} if self.requests is not None else {})},
+                             **({"requests": self.requests.as_dict()} if self.requests is not None else {}),
+                             # only when set: the digests of mappings without one stay as they were
+                             **({"device": [list(self.device_columns), self.device_per]}
+                                if self.device_columns or self.device_per else {})},
                             option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -119,6 +127,9 @@ class ColumnMapping:
         if self.requests is not None:
             self.request_columns().check(where)
             return
+        from analytics.ingest.device import check_device
+
+        check_device(self.device_columns, self.device_per, self.labels, where)
         if self.time_unit not in (*TIME_UNITS_MS, "iso"):
             raise ConfigError(f"{where}: [time] unit {self.time_unit!r}: one of s, ms, us, ns, iso")
         if not self.values:
@@ -207,7 +218,7 @@ def load_mapping(path: str | Path) -> ColumnMapping:
         raise ConfigError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start}); save the mapping as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: not valid TOML ({exc}); see README 'Your own table' for a mapping to start from") from None
-    known = ("time", "metric", "values", "labels", "signals", "requests")
+    known = ("time", "metric", "values", "labels", "signals", "requests", "device")
     unknown = sorted(set(doc) - set(known))
     if unknown:
         raise ConfigError(f"{p}: no table or key {_short(unknown[0])} in a column mapping; its tables: "
@@ -236,16 +247,20 @@ def load_mapping(path: str | Path) -> ColumnMapping:
     requests = None
     if "requests" in doc:
         requests = _request_table(doc["requests"], p)
+    from analytics.ingest.device import read_device_table
+
+    device_columns, device_per = read_device_table(p, doc)
     mapping = ColumnMapping(
         time=t.get("column", ""), time_unit=t.get("unit", "s"), time_zone=t.get("zone", "UTC"),
         values=tuple(cols), metric=m.get("name"), metric_column=m.get("column"),
-        metric_from_file=m.get("from_file", False), labels=dict(labels), signals=signals, requests=requests)
+        metric_from_file=m.get("from_file", False), labels=dict(labels), signals=signals, requests=requests,
+        device_columns=device_columns, device_per=device_per)
     mapping.check(str(p))
     return mapping
 
 
 _REQUEST_KEYS = ("latency", "latency_unit", "ttft", "ttft_unit", "service", "service_name", "status", "error",
-                 "success", "tokens", "pod", "namespace", "request_id")
+                 "success", "success_values", "tokens", "pod", "namespace", "request_id")
 
 
 def _request_table(table: Any, where: Path) -> "RequestColumns":
@@ -257,7 +272,12 @@ def _request_table(table: Any, where: Path) -> "RequestColumns":
     if unknown:
         raise ConfigError(f"{where}: [requests] has no key {', '.join(unknown)}; its keys: {', '.join(_REQUEST_KEYS)}")
     for k, x in table.items():
+        if k == "success_values":
+            _typed(where, "requests", k, x, _STRS, 'success_values = ["SUCCEED"]')
+            continue
         _typed(where, "requests", k, x, _STR, f'{k} = "{"ms" if k.endswith("_unit") else "<column name>"}"')
+    if "success_values" in table:  # one value or several
+        table = {**table, "success_values": tuple([sv] if isinstance(sv := table["success_values"], str) else sv)}
     return RequestColumns(time="", **table)
 
 
@@ -308,7 +328,7 @@ def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping, *
         note = parse_requests(data, sink, source, mapping.request_columns(), con=con)
         return f"column mapping {mapping.digest()} (a request log): {note}"
     frame = _read(data, source)
-    needed = [mapping.time, *mapping.values, *mapping.labels,
+    needed = [mapping.time, *mapping.values, *mapping.labels, *mapping.device_columns,
               *([mapping.metric_column] if mapping.metric_column else [])]
     missing = [c for c in needed if c not in frame.columns]
     if missing:
@@ -325,7 +345,11 @@ def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping, *
         _bad(frame, num.is_null() & raw_t.is_not_null(), mapping.time,
              f"a number of {mapping.time_unit} since the epoch", source)
         ts = (num * TIME_UNITS_MS[mapping.time_unit]).round(0).cast(pl.Int64)
-    labels = frame.select([pl.col(c).alias(lb) for c, lb in mapping.labels.items()]) if mapping.labels else None
+    from analytics.ingest.device import device_label, shared_note
+
+    device = device_label(mapping.device_columns, mapping.device_per, mapping.labels)
+    label_exprs = [pl.col(c).alias(lb) for c, lb in mapping.labels.items()] + ([device] if device is not None else [])
+    labels = frame.select(label_exprs) if label_exprs else None
     parts = []
     stem = Path(source).name.split(".")[0] or "value"
     for col in mapping.values:
@@ -363,7 +387,8 @@ def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping, *
         raise IngestError(source, f"the mapping gives metric(s) {_names(out_metrics)}, none of which any "
                           "analysis reads: map one onto a standard signal with [signals.<metric>] (e.g. "
                           "metric = \"DCGM_FI_PROF_GR_ENGINE_ACTIVE\", or a request_rate), see `tidelens signals`")
-    label_cols = list(mapping.labels.values())
+    label_cols = list(labels.columns) if labels is not None else []
+    shared = None if device is not None else shared_note(long, label_cols)
     keyed = long.with_columns(
         (pl.struct(label_cols).map_elements(lambda s: orjson.dumps({k: v for k, v in s.items() if v is not None},
                                                                    option=orjson.OPT_SORT_KEYS).decode(),
@@ -374,7 +399,11 @@ def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping, *
     rows = joined["__row"].to_list()
     sink.add_samples(joined.select(pl.col("skey").cast(pl.Int64), "ts_ms", "value"),
                      locate=lambda i: {"line": int(rows[i]) + 2})
-    return f"column mapping {mapping.digest()}: {series.height} series of {_names(out_metrics)}"
+    note = f"column mapping {mapping.digest()}: {series.height} series of {_names(out_metrics)}"
+    if device is not None:
+        note += ("; each pod its own GPU (UUID pod/<pod>)" if mapping.device_per == "pod"
+                 else f"; a GPU is each {' + '.join(map(repr, mapping.device_columns))}")
+    return note + (f"; {shared}" if shared else "")
 
 
 # The standard metrics a mapped column most often stands for (the Data page's choices).
@@ -389,7 +418,11 @@ _TIME_NAMES = ("timestamp", "time", "ts", "ts_ms", "ts_s", "datetime", "date", "
 
 
 def read_table(data: bytes, source: str) -> pl.DataFrame:
-    """The table as text columns (what a mapping is applied to, and what the form previews)."""
+    """The table as text columns (what a mapping is applied to, and what the form previews); of an
+    archive, its first table (:func:`analytics.ingest.archives.table_bytes`)."""
+    from analytics.ingest.archives import table_bytes
+
+    source, data = table_bytes(source, data)
     return _read(data, source)
 
 
@@ -441,7 +474,8 @@ def mapping_toml(m: ColumnMapping) -> str:
     doc: dict[str, Any] = {"time": {"column": m.time, "unit": m.time_unit, "zone": m.time_zone}}
     if m.requests is not None:
         r = m.requests  # a unit is written only beside its column
-        doc["requests"] = {k: v for k in _REQUEST_KEYS if (v := getattr(r, k)) is not None
+        doc["requests"] = {k: list(v) if isinstance(v, tuple) else v for k in _REQUEST_KEYS
+                           if (v := getattr(r, k)) is not None
                            and not (k == "latency_unit" and r.latency is None)
                            and not (k == "ttft_unit" and r.ttft is None)}
         return tomli_w.dumps(doc)
@@ -459,4 +493,6 @@ def mapping_toml(m: ColumnMapping) -> str:
         doc["labels"] = dict(m.labels)
     if m.signals:
         doc["signals"] = {k: {"metric": std, "scale": scale} for k, (std, scale) in m.signals.items()}
+    if m.device_per or m.device_columns:
+        doc["device"] = {"per": m.device_per} if m.device_per else {"columns": list(m.device_columns)}
     return tomli_w.dumps(doc)

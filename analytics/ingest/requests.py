@@ -8,8 +8,13 @@ latency column must say its unit (a ``_ms``/``_s``/``_us`` suffix, or a tool's d
 field); a bare ``latency`` is refused rather than guessed.
 
 A request is an error when its HTTP status is 5xx or 429 (refused for capacity), or when the
-log's own error flag says so (``error``/``is_error``/``failed`` true, ``success``/``ok``
-false); errors are counted apart from the latency percentiles.
+log's own flag says so: an ``error`` column true or a failure word, a ``success`` column a failure
+word or an error status. The words are read case-insensitively (:data:`SUCCESS_WORDS`:
+``SUCCEED``, ``SUCCESS``, ``OK``, ``TRUE``, ``1``...; :data:`FAILURE_WORDS`: ``FAILED``,
+``FAILURE``, ``ERROR``, ``FALSE``, ``0``...), a three-digit success value as an HTTP status; a
+mapping's ``success_values = ["SUCCEED"]`` names the success values itself. A success value read
+as neither counts as failed and is said in the note, as is a log whose every request reads as
+failed (every p99 would then be empty). Errors are counted apart from the latency percentiles.
 
 A request is counted once: rows the store already holds (the same log under another name, two
 exports that overlap) are skipped and counted in the note, matched on every column (the store
@@ -65,6 +70,12 @@ _TOKEN_NAMES = ("output_tokens", "completion_tokens", "generated_tokens", "num_g
 _POD_NAMES = ("pod", "pod_name", "kubernetes_pod_name", "exported_pod")
 _NAMESPACE_NAMES = ("namespace", "kube_namespace", "kubernetes_namespace", "exported_namespace")
 _TRUE = ("true", "1", "yes", "y", "t")
+SUCCESS_WORDS = frozenset({"succeed", "succeeded", "success", "successful", "ok", "true", "1", "yes", "y", "t",
+                           "pass", "passed", "done", "complete", "completed", "finished"})
+FAILURE_WORDS = frozenset({"fail", "failed", "failure", "error", "err", "false", "0", "no", "n", "f", "timeout",
+                           "timed_out", "aborted", "cancelled", "canceled", "rejected", "exception"})
+# failure words that also mean "no error" in an error column (error = 0 / false is a success)
+_FALSY = frozenset({"false", "0", "no", "n", "f"})
 _ID_NAMES = ("request_id", "requestid", "req_id", "x_request_id", "x-request-id", "trace_id")
 
 
@@ -94,6 +105,7 @@ class RequestColumns:
     pod: str | None = None
     namespace: str | None = None
     request_id: str | None = None  # rows repeating an id are one request logged twice
+    success_values: tuple[str, ...] | None = None  # the success column's values meaning success (any case)
 
     def check(self, where: str) -> None:
         from analytics.errors import ConfigError
@@ -109,6 +121,11 @@ class RequestColumns:
             raise ConfigError(f"{where}: [time] unit {self.time_unit!r}: one of {', '.join(TIME_UNITS)}")
         if self.service is not None and self.service_name is not None:
             raise ConfigError(f"{where}: [requests] takes service (a column) or service_name (a constant), not both")
+        if self.success_values is not None and self.success is None:
+            raise ConfigError(f"{where}: [requests] success_values needs success = \"<column>\" (the column "
+                              "they are values of)")
+        if self.success_values is not None and not any(v.strip() for v in self.success_values):
+            raise ConfigError(f"{where}: [requests] success_values is empty; write success_values = [\"SUCCEED\"]")
 
     def columns(self) -> list[str]:
         """The table's columns this reads, in a stable order."""
@@ -117,7 +134,39 @@ class RequestColumns:
         return list(dict.fromkeys(c for c in cols if c))
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items() if v is not None}
+
+
+def success_failed(value: str, success_values: tuple[str, ...] | None = None) -> bool | None:
+    """Whether a success column's ``value`` says the request failed (None: it says neither).
+
+    >>> [success_failed(v) for v in ("SUCCEED", "FAILED", "ok", "0", "200", "503", "PENDING")]
+    [False, True, False, True, False, True, None]
+    >>> success_failed("SUCCEED", ("succeed",)), success_failed("DONE", ("succeed",))
+    (False, True)
+    """
+    w = value.strip().lower()
+    if success_values is not None:
+        return w not in {v.strip().lower() for v in success_values}
+    if w in SUCCESS_WORDS:
+        return False
+    if w in FAILURE_WORDS:
+        return True
+    if len(w) == 3 and w.isdigit() and w[0] in "12345":
+        return _is_error_status(w)
+    return None
+
+
+def _error_flag(value: str) -> bool:
+    """Whether an error column's ``value`` says the request failed (true, 1, or a failure word)."""
+    w = value.strip().lower()
+    return w in _TRUE or (w in FAILURE_WORDS and w not in _FALSY)
+
+
+def _status_error(value: str) -> bool:
+    """Whether a status column's ``value`` is an error: 5xx, 429, or a failure word (FAILED, ERROR)."""
+    w = value.strip().lower()
+    return _is_error_status(w) or (w in FAILURE_WORDS and w not in _FALSY)
 
 
 def _first(cols: list[str], names: tuple[str, ...]) -> str | None:
@@ -336,12 +385,19 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
         frame = frame.with_columns(num.fill_nan(None).alias(c))
     ts = _times_ms(frame[rc.time], rc, source, frame, locate)
     error = pl.repeat(False, frame.height, eager=True)
+    unread = None  # a success value that reads as neither: counted failed, named in the note
     if rc.status:
-        error = error | _by_value(frame[rc.status], _is_error_status)
+        error = error | _by_value(frame[rc.status], _status_error)
     if rc.error:
-        error = error | _by_value(frame[rc.error], lambda v: v.strip().lower() in _TRUE)
+        error = error | _by_value(frame[rc.error], _error_flag)
     if rc.success:
-        error = error | _by_value(frame[rc.success], lambda v: v.strip().lower() not in _TRUE)
+        # 1 failed, 0 succeeded, null: neither (a flag's null would read as "no error")
+        read = _by_value(frame[rc.success], lambda v: None if (f := success_failed(v, rc.success_values)) is None
+                         else int(f), pl.Int8)
+        raw_success = frame[rc.success].cast(pl.Utf8)
+        neither = read.is_null() & raw_success.is_not_null()
+        unread = raw_success.zip_with(neither, pl.repeat(None, frame.height, dtype=pl.Utf8, eager=True))
+        error = error | (read == 1).fill_null(False) | neither
     name = rc.service_name or Path(source).name.split(".")[0] or "requests"
     if rc.service:
         from analytics.store import check_service_count
@@ -371,6 +427,8 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
         out = out.with_columns(frame[rc.request_id].cast(pl.Utf8).alias("__id"))
     if nan is not None:
         out = out.with_columns(nan.alias("__nan"))
+    if unread is not None and unread.null_count() < unread.len():
+        out = out.with_columns(unread.alias("__unread"))
     return out, locate
 
 
@@ -473,6 +531,11 @@ def parse_requests(data: bytes, sink: Sink, source: str, rc: RequestColumns | No
     if con is not None:
         skip(_known_rows(frame, con), "row(s) already in the store (the same time, service, latency, status, "
                                       "pod: from a log loaded before) skipped")
+    if "__unread" in frame.columns:
+        hits = frame["__unread"].drop_nulls()
+        shown = ", ".join(repr(v) for v in hits.unique(maintain_order=True).head(3).to_list())
+        dropped.append(f"{hits.len():,} request(s) whose {rc.success!r} reads neither as success nor as failure "
+                       f"({shown}) counted as failed: name the success values with [requests] success_values")
     rows = frame["__row"]
     sink.add_requests(frame, locate=lambda i: locate(int(rows[i])))
     which = rc.ttft if rc.ttft else rc.latency
@@ -482,6 +545,10 @@ def parse_requests(data: bytes, sink: Sink, source: str, rc: RequestColumns | No
                      + ("the mapping" if rc.service_name else "the file name"))
     if not (rc.status or rc.error or rc.success):
         parts.append("no status column: no request counts as an error")
+    elif frame.height and frame["error"].all():
+        by = ", ".join(repr(c) for c in (rc.status, rc.error, rc.success) if c)
+        parts.append(f"every request reads as failed (by {by}), so no latency percentile can be drawn: if they "
+                     "succeeded, name the success values with [requests] success_values = [\"...\"]")
     return "; ".join(parts + dropped)
 
 

@@ -96,18 +96,22 @@ def open_binary(path: Path, limits: IngestLimits | None = None) -> BoundedReader
     """Open ``path`` for reading its decompressed bytes (gzip detected from content), bounded by
     ``limits`` (:class:`~analytics.ingest.limits.IngestLimits`: a gzip at most ``max_gzip_ratio``
     times its size, anything at most ``max_decompressed_bytes``)."""
+    return open_fileobj(open(path, "rb"), path, path.stat().st_size, limits)
+
+
+def open_fileobj(raw: BinaryIO, name: str | Path, size: int, limits: IngestLimits | None = None) -> BoundedReader:
+    """Like :func:`open_binary` over an open binary stream of ``size`` bytes (an upload in memory);
+    the returned reader closes ``raw``."""
     limits = limits or IngestLimits.from_env()
-    with open(path, "rb") as fh:
-        head = fh.read(2)
+    head = raw.read(2)
+    raw.seek(0)
     if is_gzip(head):
-        size = path.stat().st_size
-        raw = open(path, "rb")
-        return BoundedReader(gzip.GzipFile(fileobj=raw, mode="rb"), path,  # type: ignore[arg-type]
+        return BoundedReader(gzip.GzipFile(fileobj=raw, mode="rb"), name,  # type: ignore[arg-type]
                              limits.decompressed_cap(size),
                              f"{size:,} bytes of gzip; at most {limits.max_gzip_ratio}x that, and at most "
                              f"{limits.max_decompressed_bytes:,}", consumed=raw.tell, ratio=limits.max_gzip_ratio,
                              also_close=raw)
-    return BoundedReader(open(path, "rb"), path, limits.max_decompressed_bytes,
+    return BoundedReader(raw, name, limits.max_decompressed_bytes,
                          f"at most {limits.max_decompressed_bytes:,} bytes a source")
 
 

@@ -340,3 +340,24 @@ GROUP BY ALL
 """
 
 SIGNAL_METRICS = "SELECT DISTINCT metric FROM series"
+
+# GPU keys (no UUID: host/gpu, '?' where missing) whose device series name more than $few pods,
+# and the most pods any one timestamp of theirs holds: a pod-level table loaded without saying
+# what a GPU is. Only keys without a UUID are scanned (dcgm-exporter always has one).
+SHARED_GPU_KEYS = """
+WITH dev AS (
+    SELECT id, coalesce(hostname, '?') || '/' || coalesce(gpu, '?') AS gpu_key, pod
+    FROM series
+    WHERE list_contains($metrics, metric) AND uuid IS NULL AND pod IS NOT NULL
+), wide AS (
+    SELECT gpu_key FROM dev GROUP BY gpu_key HAVING count(DISTINCT pod) > $few
+), at_once AS (
+    SELECT d.gpu_key, x.ts_ms, count(DISTINCT d.pod) AS pods
+    FROM samples x JOIN dev d ON x.series_id = d.id
+    WHERE d.gpu_key IN (SELECT gpu_key FROM wide)
+    GROUP BY ALL
+)
+SELECT gpu_key, max(pods) AS pods_at_once
+FROM at_once GROUP BY gpu_key HAVING max(pods) > $few
+ORDER BY pods_at_once DESC, gpu_key
+"""

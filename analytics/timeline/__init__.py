@@ -21,9 +21,9 @@ from analytics.timeline.combined import Timelines, timelines
 from analytics.timeline.config import TimelineConfig, parse_step_s
 from analytics.timeline.pool import class_rules, holdings, pool_timeline
 from analytics.timeline.service import autoscaler_links, service_timeline
-from analytics.timeline.signals import signal_report
+from analytics.timeline.signals import shared_gpu_keys, signal_report
 from analytics.timeline.slicing import slice_timelines
 
 __all__ = ["TimelineConfig", "parse_step_s", "increase", "rate", "histogram_quantile", "histogram_quantiles",
            "holdings", "pool_timeline", "service_timeline", "signal_report", "Timelines", "timelines",
-           "slice_timelines", "autoscaler_links", "class_rules"]
+           "slice_timelines", "autoscaler_links", "class_rules", "shared_gpu_keys"]

@@ -10,6 +10,12 @@ its pods (pods' quantiles cannot be merged; the max is the conservative reading)
 A series' service is its ``service`` label (``exported_service`` behind a ServiceMonitor),
 else its pod's workload. HPA and Deployment series are linked to the service they scale by
 :mod:`analytics.timeline.autoscaler` (names rarely agree in real clusters).
+
+Traffic (``rps``) is the service's request-rate gauge where it has one (``request_rate``, a QPS
+gauge loaded through a mapping: the names :data:`analytics.sql.rhythm.RATE_METRICS` reads; its
+pods' last values summed per step), else its request log's rows per second, else its histogram's
+count. A rate gauge without a ``service`` label belongs to the service whose request log names its
+pod. :func:`traffic_source_notes` says which services' traffic came from a gauge.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ SUMMARY_METRICS: tuple[str, ...] = (sg.TRITON_SUMMARY_US,)
 QUANTILES: dict[str, float] = {"p50_ms": 0.50, "p95_ms": 0.95, "p99_ms": 0.99}
 GAUGES: dict[str, str] = {sg.VLLM_RUNNING: "running", sg.VLLM_WAITING: "waiting",
                           sg.KSM_HPA_DESIRED: "desired_replicas", sg.KSM_DEPLOY_READY: "ready_replicas"}
+RATE = "rate"  # the role of a request-rate gauge: requests per second already, summed over pods
+ROLES: list[str] = [*GAUGES.values(), RATE, "replicas", *(f"summary_{c}" for c in QUANTILES)]
 
 SERVICE_SCHEMA = {"ts": pl.Datetime("ms", "UTC"), "service": pl.Utf8, "pool": pl.Utf8, "rps": pl.Float64,
                   "p50_ms": pl.Float64, "p95_ms": pl.Float64, "p99_ms": pl.Float64, "replicas": pl.Int64,
@@ -93,24 +101,32 @@ def _autoscaler_series_links(s: pl.DataFrame, lat: pl.DataFrame, wmap: WorkloadM
 def _resolve(store: Store, wmap: WorkloadMap,
              logs: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame, list[Link]] | None:
     """Every candidate series with its role and service, the latency series, and the autoscaler links."""
-    metrics = [*_histogram_metrics(), *GAUGES, sg.KSM_HPA_INFO, sg.KSM_DEPLOY_AVAILABLE]
+    from analytics.sql import rhythm as rhq
+
+    rates = store.query(rhq.RATE_METRICS)["metric"].to_list()
+    metrics = [*_histogram_metrics(), *GAUGES, sg.KSM_HPA_INFO, sg.KSM_DEPLOY_AVAILABLE, *rates]
     s = store.query(q.SERVICE_SERIES, {"metrics": metrics})
     if s.height == 0:
         return None
+    logs = request_log_services(store) if logs is None else logs
+    # a rate gauge of a pod (a QPS table has no service column): the service whose log names the pod
+    by_pod = {p: svc for svc, pods in (_request_pods(store) if logs.height else {}).items() for _, p in pods}
     workloads = {p: workload_of_pod(p) for p in s["pod"].drop_nulls().unique().to_list()}
     s = s.with_columns(
         pl.col("pod").replace_strict(workloads, default=None, return_dtype=pl.Utf8).alias("_workload"),
         pl.concat_str(pl.col("namespace").fill_null(""), pl.lit("/"), pl.col("pod").fill_null("")).alias("pod_key"),
         pl.col("le").cast(pl.Float64, strict=False),
-        pl.when(pl.col("metric").str.ends_with("_bucket")).then(pl.lit("bucket"))
+        pl.when(pl.col("metric").is_in(rates)).then(pl.lit(RATE))
+        .when(pl.col("metric").str.ends_with("_bucket")).then(pl.lit("bucket"))
         .when(pl.col("quantile").is_not_null() & pl.col("metric").is_in(SUMMARY_METRICS)).then(pl.lit("summary"))
         .when(pl.col("metric").str.ends_with("_count")).then(pl.lit("count"))
         .otherwise(pl.col("metric").replace_strict(GAUGES, default=None)).alias("role"),
         pl.col("metric").str.replace(r"_(bucket|count)$", "").alias("base"))
     s = s.with_columns(pl.when(pl.col("hpa").is_null() & pl.col("deployment").is_null())
-                       .then(pl.coalesce("service_label", "_workload", "model_name")).alias("service"))
+                       .then(pl.coalesce("service_label", pl.when(pl.col("role") == RATE).then(
+                           pl.col("pod").replace_strict(by_pod, default=None, return_dtype=pl.Utf8)),
+                           "_workload", "model_name")).alias("service"))
     lat = s.filter(pl.col("role").is_in(["bucket", "count", "summary"]) & pl.col("service").is_not_null())
-    logs = request_log_services(store) if logs is None else logs
     logged = [(r[0], r[1]) for r in logs.select("service", "namespace").iter_rows()]
     hpa_links, dep_links = _autoscaler_series_links(s, lat, wmap, logged)
     hpa_to = {(x.namespace, x.name): x.service for x in hpa_links if x.status == "linked"}
@@ -286,7 +302,7 @@ def service_frame(store: Store, rng: tuple[int, int, int],
         (pl.col("group_id") - n_b).alias("service_id"), "ts_end_ms", pl.col("increase").alias("_count_total"))
 
     # gauges: per service and role; replicas = pods reporting the SLO histogram's +Inf bucket
-    gauge_series = series.filter(pl.col("role").is_in(list(GAUGES.values()))).join(
+    gauge_series = series.filter(pl.col("role").is_in([*GAUGES.values(), RATE])).join(
         services.select("service", "service_id"), on="service")
     inf_series = slo.filter((pl.col("role") == "bucket") & (pl.col("le") == math.inf)).with_columns(
         pl.lit("replicas").alias("role"))
@@ -298,7 +314,7 @@ def service_frame(store: Store, rng: tuple[int, int, int],
                       for col, qv in QUANTILES.items()])
     summ_pods = slo.filter((pl.col("role") == "count") & pl.col("base").is_in(SUMMARY_METRICS)).with_columns(
         pl.lit("replicas").alias("role"))
-    roles = [*GAUGES.values(), "replicas", *(f"summary_{c}" for c in QUANTILES)]
+    roles = ROLES
     g = pl.concat([gauge_series.select("series_id", "service_id", "role", "pod_key"),
                    inf_series.select("series_id", "service_id", "role", "pod_key"),
                    summ.select("series_id", "service_id", "role", "pod_key"),
@@ -312,14 +328,14 @@ def service_frame(store: Store, rng: tuple[int, int, int],
     out = (quant.join(total_from_inf, on=keys, how="full", coalesce=True)
            .join(c_inc, on=keys, how="full", coalesce=True)
            .join(gauges, on=keys, how="full", coalesce=True))
-    for col in (*GAUGES.values(), "replicas", *(f"summary_{c}" for c in QUANTILES)):
+    for col in ROLES:
         if col not in out.columns:
             out = out.with_columns(pl.lit(None, dtype=pl.Float64).alias(col))
     step_s = step_ms / 1000
     unit_ms = {m: ms_per_unit(m) for m in services["slo_metric"].drop_nulls().unique().to_list()}
     out = out.join(services, on="service_id", how="left").with_columns(
         pl.col("ts_end_ms").cast(pl.Datetime("ms")).dt.replace_time_zone("UTC").alias("ts"),
-        (pl.coalesce("_count_total", "_inf_total") / step_s).alias("rps"),
+        pl.coalesce("rate", pl.coalesce("_count_total", "_inf_total") / step_s).alias("rps"),
         *(((pl.col(c).fill_nan(None).fill_null(pl.col(f"summary_{c}"))
             * pl.col("slo_metric").replace_strict(unit_ms, default=None, return_dtype=pl.Float64))).alias(c)
           for c in QUANTILES),
@@ -369,7 +385,7 @@ def _with_request_logs(store: Store, rng: tuple[int, int, int], out: pl.DataFram
     merged = merged.drop(*(c for c in SERVICES_SCHEMA if c != "service_id"), strict=False).join(
         services.select("service_id", "service", "pool", "slo_metric"), on="service_id", how="left").with_columns(
         pl.col("ts_end_ms").cast(pl.Datetime("ms")).dt.replace_time_zone("UTC").alias("ts"),
-        pl.when(by_log).then(pl.col("_log_rps")).otherwise(pl.col("rps")).alias("rps"),
+        pl.when(by_log).then(pl.coalesce("rate", "_log_rps")).otherwise(pl.col("rps")).alias("rps"),
         *(pl.when(by_log).then(pl.col(f"_log_{c}")).otherwise(pl.col(c)).alias(c) for c in QUANTILES),
         pl.when(by_log).then(pl.col("_log_error_rps")).otherwise(pl.col("error_rps")).alias("error_rps"),
         pl.when(by_log & (pl.col("replicas").fill_null(0) == 0)).then(pl.col("_log_pods"))
@@ -403,7 +419,7 @@ def autoscaler_by_pool(store: Store, params: dict[str, int], wmap: WorkloadMap,
     Returns ``ts_end_ms, pool, desired_replicas, ready_replicas`` (empty without the signals).
     """
     series, services = series_services if series_services is not None else service_series(store, wmap)
-    roles = [*GAUGES.values(), "replicas", *(f"summary_{c}" for c in QUANTILES)]
+    roles = ROLES
     g = series.filter(pl.col("role").is_in(["desired_replicas", "ready_replicas"])).join(
         services.select("service", "service_id"), on="service")
     empty = pl.DataFrame(schema={"ts_end_ms": pl.Int64, "pool": pl.Utf8, "desired_replicas": pl.Float64,
@@ -421,48 +437,3 @@ def autoscaler_by_pool(store: Store, params: dict[str, int], wmap: WorkloadMap,
             .group_by("ts_end_ms", "pool")
             .agg(*(pl.when(pl.col(c).count() > 0).then(pl.col(c).sum()).alias(c)
                    for c in ("desired_replicas", "ready_replicas"))))
-
-
-REQUEST_LOG_SCHEMA = {"service": pl.Utf8, "requests": pl.Int64, "errors": pl.Int64, "first_ts": pl.Utf8,
-                      "last_ts": pl.Utf8, "latency": pl.Utf8, "histogram": pl.Utf8, "note": pl.Utf8}
-
-
-def request_log_summary(store: Store, wmap: WorkloadMap | None = None) -> pl.DataFrame:
-    """One row per service of the store's request logs: how many requests and errors, the span,
-    which latency its percentiles are (``latency`` / ``time to first token``), the histogram the
-    service also has (null if none) and a note saying which wins where (what the Data page shows).
-    """
-    from analytics.times import iso_utc
-
-    logs = request_log_services(store)
-    if logs.height == 0:
-        return pl.DataFrame(schema=REQUEST_LOG_SCHEMA)
-    _, services = service_series(store, wmap or WorkloadMap())
-    info = {r["service"]: r for r in services.iter_rows(named=True)}
-    rows = []
-    for r in logs.iter_rows(named=True):
-        s = info.get(r["service"], {})
-        which = "time to first token" if s.get("log_metric") == LOG_TTFT else "latency"
-        hist = s.get("slo_metric")
-        note = (f"traffic and p50/p95/p99 ({which}) from the log on every step from its first to its last "
-                "request, exact; " + (f"its {hist} histogram is used only outside that span" if hist
-                                     else "no histogram of it"))
-        if not r["with_status"]:
-            note += "; the log has no status: no request counts as an error"
-        rows.append({"service": r["service"], "requests": r["requests"], "errors": r["errors"],
-                     "first_ts": iso_utc(r["first_ms"]), "last_ts": iso_utc(r["last_ms"]), "latency": which,
-                     "histogram": hist, "note": note})
-    return pl.DataFrame(rows, schema=REQUEST_LOG_SCHEMA)
-
-
-def latency_source_notes(summary: pl.DataFrame) -> list[str]:
-    """What an analysis page says of services whose request log wins over their histogram.
-
-    >>> s = pl.DataFrame({"service": ["chat"], "histogram": ["vllm:time_to_first_token_seconds"],
-    ...                   "latency": ["time to first token"]})
-    >>> latency_source_notes(s)[0].startswith("chat: traffic and latency come from its request log")
-    True
-    """
-    return [f"{r['service']}: traffic and latency come from its request log (exact per-step percentiles of "
-            f"{r['latency']}, errors counted apart), not from its {r['histogram']} histogram, on the steps the "
-            "log covers" for r in summary.filter(pl.col("histogram").is_not_null()).iter_rows(named=True)]

@@ -1,4 +1,5 @@
-"""Which recognised signals a store holds, and what each missing one costs the analyses."""
+"""Which recognised signals a store holds, what each missing one costs the analyses, and GPU keys
+that many pods share at once (a pod-level table loaded without saying what a GPU is)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,19 @@ def signal_report(store: Store) -> pl.DataFrame:
                      "needed_for": sig.needed_for, "cost_if_missing": None if found else sig.cost_if_missing})
     return pl.DataFrame(rows, schema={"signal": pl.Utf8, "found": pl.Boolean, "metrics_found": pl.Utf8,
                                       "needed_for": pl.Utf8, "cost_if_missing": pl.Utf8})
+
+
+def shared_gpu_keys(store: Store) -> pl.DataFrame:
+    """GPU keys more than :data:`analytics.ingest.device.FEW_PODS` pods share at one time.
+
+    Returns ``gpu_key, pods_at_once, note``: each such key counts as one GPU though its pods are
+    likely each their own (a table with no UUID, hostname or gpu column); the note says what to do.
+    """
+    from analytics.ingest.device import DEVICE_METRICS, FEW_PODS
+
+    frame = store.query(q.SHARED_GPU_KEYS, {"metrics": list(DEVICE_METRICS), "few": FEW_PODS})
+    return frame.select(pl.col("gpu_key").cast(pl.Utf8), pl.col("pods_at_once").cast(pl.Int64)).with_columns(
+        pl.format("{} pods at once count as one GPU: no UUID{}; reload the table with a mapping's [device] "
+                  "per = \"pod\" (or columns = [...])", pl.col("pods_at_once"),
+                  pl.when(pl.col("gpu_key") == "?/?").then(pl.lit(", hostname or gpu column"))
+                  .otherwise(pl.lit(" column"))).alias("note"))
