@@ -21,7 +21,7 @@ from analytics.whatif.backtest import backtest_from
 from analytics.whatif.fit import (ServiceFit, autoscaler_rps_per_replica, fit_service, ready_cap,
                                 patience_candidates, replica_cap)
 from analytics.whatif.observe import Observation, observe
-from analytics.whatif.params import (BatchJob, BatchParams, PoolParams, PoolScenario,
+from analytics.whatif.params import (MAX_SLO_MS, BatchJob, BatchParams, PoolParams, PoolScenario,
                                    ServiceParams)
 from analytics.sql.whatif import GPU_MODELS
 
@@ -119,7 +119,7 @@ def scenario_from(obs: Observation, *, slo_ms: float | None = None,
     if fit is not None:
         kw.update(service_rate_per_slot_rps=float(f"{fit.service_rate_per_slot_rps:.4g}"),
                   concurrency=fit.concurrency, service_cv=fit.service_cv,
-                  latency_floor_ms=min(60000.0, round(fit.latency_floor_ms, 1)),
+                  latency_floor_ms=min(MAX_SLO_MS, round(fit.latency_floor_ms, 1)),
                   busy_slowdown=fit.busy_slowdown,
                   service_in_latency=fit.service_in_latency,
                   p99_noise_log_sd=round(fit.p99_noise_log_sd, 3))
