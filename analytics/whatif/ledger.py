@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from analytics.measures import best_policy
+from analytics.measures import best_policy, gpu_hours
 from analytics.whatif.outputs import PolicyResult
 from analytics.whatif.params import PoolScenario
 
@@ -107,13 +107,12 @@ def bills(scn: PoolScenario, results: dict[str, PolicyResult]) -> pl.DataFrame:
     ``externality_cost``, ``total``.
     """
     pool = scn.pool
-    step_h = scn.step_s / 3600.0
     rows = []
     for name, r in results.items():
         batch_price = pool.price_spot_per_gpu_h if name == "partitioned" \
             else pool.price_reserved_per_gpu_h
-        gpu_h: dict[str, float] = {scn.service.team: float(r.series["inference_gpus"].sum()
-                                                           * step_h)}
+        gpu_h: dict[str, float] = {scn.service.team: gpu_hours(r.series["inference_gpus"],
+                                                               step_s=scn.step_s)}
         price: dict[str, float] = {scn.service.team: pool.price_reserved_per_gpu_h}
         for j in r.jobs:
             gpu_h[j["team"]] = gpu_h.get(j["team"], 0.0) + float(j["held_gpu_h"])

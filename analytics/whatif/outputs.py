@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from analytics.errors import ConfigError
-from analytics.measures import over_slo_chance
+from analytics.measures import gpu_hours, over_slo_chance
 from analytics.whatif.params import PoolScenario
 from analytics.whatif.policies import POLICIES, CapacityTrace, capacity, reservation
 from analytics.whatif.queueing import StableMemo, max_arrival_within_slo, step_latency
@@ -109,7 +109,7 @@ def _result(scn: PoolScenario, tr: CapacityTrace, memo: StableMemo | None = None
     busy_share = np.minimum(1.0, lam / np.maximum(tr.servers * tr.mu_rps, 1e-12))
     share = tr.layout.gpu_share if tr.layout is not None else float(svc.gpus_per_replica)
     active = np.minimum(tr.ready_replicas * share * busy_share + tr.batch_gpus, tr.pool_gpus)
-    pool_gpu_h = tr.pool_gpus * scn.steps * step_h
+    pool_gpu_h = gpu_hours(np.full(scn.steps, float(tr.pool_gpus)), step_s=scn.step_s)
 
     runs = tr.runs
     batch_h = float(sum(r.held_gpu_h for r in runs))
@@ -127,7 +127,7 @@ def _result(scn: PoolScenario, tr: CapacityTrace, memo: StableMemo | None = None
              "on_demand": pool.price_on_demand_per_gpu_h}
     cost = {k: tr.gpus_by_price.get(k, 0.0) * hours * price[k] for k in price}
     cost_total = float(sum(cost.values()))
-    infer_h = float(tr.inference_gpus.sum() * step_h)
+    infer_h = gpu_hours(tr.inference_gpus, step_s=scn.step_s)
     useful_h = infer_h + good_h
 
     ledger = externality_ledger(scn, tr, violation)
@@ -140,8 +140,8 @@ def _result(scn: PoolScenario, tr: CapacityTrace, memo: StableMemo | None = None
         "p99_ms": float(lat.overall_p99_s * 1000.0),
         "worst_minute_p99_ms": float(p99_ms[busy].max()) if n_busy else 0.0,
         "median_minute_p99_ms": float(np.median(p99_ms[busy])) if n_busy else 0.0,
-        "pool_utilization": float(tr.allocated_gpus.sum() * step_h / pool_gpu_h),
-        "pool_utilization_active": float(active.sum() * step_h / pool_gpu_h),
+        "pool_utilization": gpu_hours(tr.allocated_gpus, step_s=scn.step_s) / pool_gpu_h,
+        "pool_utilization_active": gpu_hours(active, step_s=scn.step_s) / pool_gpu_h,
         "batch_gpu_hours": batch_h,
         "batch_goodput_gpu_hours": good_h,
         "batch_lost_gpu_hours": lost_h,
