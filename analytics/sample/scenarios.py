@@ -47,7 +47,7 @@ SCENARIOS: dict[str, ScenarioConfig] = {
                     "into the morning, and on some mornings traffic surges 2-2.5x while it still holds them "
                     "(both causes at once); on some nights a degraded replica answers slowly with nothing else wrong.",
         services=(replace(CHAT, peak_rps=60.0, max_replicas=28),), batch=BatchConfig(finetune_max_gpus=32),
-        surges=SurgeConfig(days=8, morning_days=8, factor=(2.0, 2.5)), faults=FaultConfig(nights=6)),
+        surges=SurgeConfig(days=5, morning_days=5, factor=(2.0, 2.5)), faults=FaultConfig(nights=6)),
 }
 # The pool size each scenario's story is told at (``simulate``'s ``gpus`` default is 64).
 STORY_GPUS: dict[str, int] = {"compound": 48}
