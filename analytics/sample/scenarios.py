@@ -46,6 +46,10 @@ SCENARIOS: dict[str, ScenarioConfig] = {
         description="One LLM service in a shared pool (told at 48 GPUs): the nightly fine-tune holds 32 GPUs "
                     "into the morning, and on some mornings traffic surges 2-2.5x while it still holds them "
                     "(both causes at once); on some nights a degraded replica answers slowly with nothing else wrong.",
+        # one service, busier than chat-vllm, so that the 13 GPUs the hold leaves are short even
+        # without a surge (and another service's surge never starves it: its tails are its own);
+        # surges on a third of the days, so a minority of mornings: a norm learns what recurs on
+        # most of them (on 3 of 5 weekday mornings the median day is the surged one)
         services=(replace(CHAT, peak_rps=60.0, max_replicas=28),), batch=BatchConfig(finetune_max_gpus=32),
         surges=SurgeConfig(days=5, morning_days=5, factor=(2.0, 2.5)), faults=FaultConfig(nights=6)),
 }
