@@ -177,10 +177,12 @@ class InferredDemand:
     rps_per_replica: float
     min_replicas: float
     fitted_steps: int
+    max_replicas: float | None = None
 
     def describe(self) -> str:
+        most = f", at most {self.max_replicas:g}" if self.max_replicas is not None else ""
         return (f"desired replicas inferred from traffic: {self.rps_per_replica:.3g} requests/s per replica "
-                f"(at least {self.min_replicas:g}), fitted on {self.fitted_steps} uncontended steps")
+                f"(at least {self.min_replicas:g}{most}), fitted on {self.fitted_steps} uncontended steps")
 
 
 def infer_desired(rps: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray, gpr: float,
@@ -193,7 +195,10 @@ def infer_desired(rps: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray, gpr
     per replica sits just under ``k`` (the HPA rounds up, and keeps replicas through its
     scale-down window), so ``k`` is a high ``quantile`` of ``rps / ready`` over those steps above
     the floor (the fewest ready replicas seen there: the HPA's minimum). The desired replicas are
-    then ``max(floor, ceil(rps / k))``.
+    then ``max(floor, ceil(rps / k))``, and at most the most replicas the service ever had ready:
+    an autoscaler has a maximum, at least that, which traffic alone cannot show. Without the
+    ceiling a surge would ask for replicas no autoscaler would have asked for, and capacity
+    "without batch" would count GPUs the service could never have used.
 
     Returns ``None`` when fewer than 30 such steps exist (nothing to learn the relation from).
 
@@ -202,6 +207,9 @@ def infer_desired(rps: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray, gpr
     >>> d, how = infer_desired(rps * 1.5, ready, np.full(120, 8.0), 1.0, 5)
     >>> float(how.rps_per_replica), float(d[-1])
     (15.0, 4.0)
+    >>> d, how = infer_desired(np.r_[rps, 100.0] * 1.5, np.r_[ready, 4.0], np.full(121, 8.0), 1.0, 5)
+    >>> float(d[-1]), how.max_replicas  # 150 req/s would be 10 replicas; it never had more than 4
+    (4.0, 4.0)
     """
     rps = np.nan_to_num(np.asarray(rps, float))
     ready = np.nan_to_num(np.asarray(ready, float))
@@ -220,5 +228,7 @@ def infer_desired(rps: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray, gpr
     k = float(np.quantile(rps[pick] / ready[pick], quantile))
     if not k > 0:
         return None
-    desired = np.maximum(floor, np.ceil(rps / k - 1e-9))
-    return desired, InferredDemand(rps_per_replica=k, min_replicas=floor, fitted_steps=int(pick.sum()))
+    ceiling = max(float(ready.max()), floor)
+    desired = np.clip(np.ceil(rps / k - 1e-9), floor, ceiling)
+    return desired, InferredDemand(rps_per_replica=k, min_replicas=floor, fitted_steps=int(pick.sum()),
+                                   max_replicas=ceiling)

@@ -27,7 +27,9 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 @pytest.fixture(scope="module")
 def runs() -> dict[str, object]:
     # 14 days: two full weeks of each scenario, small enough to keep this file fast.
-    return {name: simulate(name, days=14, gpus=64, seed=3) for name in SCENARIOS}
+    from analytics.sample.scenarios import STORY_GPUS
+
+    return {name: simulate(name, days=14, gpus=STORY_GPUS.get(name, 64), seed=3) for name in SCENARIOS}
 
 
 def _iso_ms(s: str) -> int:
@@ -76,6 +78,16 @@ def test_truth_is_self_consistent(runs, name: str) -> None:
                        and _iso_ms(s["end"]) + 30 * 60_000 > start for s in t["surges"])
         elif e["cause"] == "scaling_lag":
             assert not cf["no_batch"]["removed"] and not cf["no_surge"]["removed"] and not cf["neither"]["removed"]
+        elif e["cause"] == "unexplained":
+            # a degraded replica and nothing else: only the healthy run removes it
+            assert cf["no_fault"]["removed"] and not cf["neither"]["removed"]
+            assert any(f.start_min * 60_000 + ts0 < end and f.end_min * 60_000 + ts0 > start for f in r.faults)
+        # the truth's shares (Shapley over the counterfactual runs) add to 1, or are all zero
+        assert sum(e["shares"].values()) == pytest.approx(1.0, abs=1e-3) or not any(e["shares"].values())
+        if e["cause"] == "mixed":
+            assert e["shares"]["batch_contention"] > 0 and e["shares"]["traffic_surge"] > 0
+        if e["cause"] in ("batch_contention", "traffic_surge"):
+            assert e["shares"][e["cause"]] >= 0.5
         if e["misattributable_by_dashboard"]:
             assert e["cause"] == "batch_contention"
     # events are exactly what the rule finds in the per-minute truth
@@ -97,6 +109,9 @@ def test_scenarios_tell_their_stories(runs) -> None:
     assert causes["partitioned"]["batch_contention"] == 0 and causes["partitioned"]["traffic_surge"] >= 1
     assert causes["mixed"]["batch_contention"] >= 1 and causes["mixed"]["traffic_surge"] + causes["mixed"]["mixed"] >= 1
     assert not runs["real-traffic"].surges
+    # compound: surges inside the 32-GPU hold make mixed mornings; degraded replicas unexplained nights
+    assert causes["compound"]["mixed"] >= 1 and causes["compound"]["unexplained"] >= 1
+    assert causes["compound"]["batch_contention"] >= 1 and not causes["morning"]["unexplained"]
     # partitioned: batch never holds a reserved GPU
     part = runs["partitioned"]
     reserved = list(part.topology.general)[: part.scenario.inference_reserved_gpus]

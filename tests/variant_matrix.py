@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from analytics import signals as sg
-from truth_scoring import Score, pooled, score
+from truth_scoring import Score, match, pooled, score
 
 TARGETS = {"detection_f1": 0.95, "cause_accuracy": 0.90, "misattribution_f1": 0.90}
 
@@ -31,19 +31,29 @@ _BOUNDS_MS = {sg.VLLM_TTFT: [b * 1000 for b in sg.VLLM_TTFT_BUCKETS_S],
 
 @dataclass(frozen=True)
 class Case:
-    """A scenario and the export variants applied to it."""
+    """A scenario and the export variants applied to it, at the pool size its story is told at
+    (:data:`analytics.sample.scenarios.STORY_GPUS`; the run's ``gpus`` otherwise)."""
 
     scenario: str
     variants: tuple[str, ...] = ()
 
     @property
+    def gpus(self) -> int | None:
+        from analytics.sample.scenarios import STORY_GPUS
+
+        return STORY_GPUS.get(self.scenario)
+
+    @property
     def label(self) -> str:
-        return f"{self.scenario}" + (f" + {' + '.join(self.variants)}" if self.variants else "")
+        return (f"{self.scenario}" + (f" + {' + '.join(self.variants)}" if self.variants else "")
+                + (f" ({self.gpus} GPUs)" if self.gpus else ""))
 
 
 # Every single variant on the morning story, the combinations that broke verdicts before (the
 # independent export: HPA renamed and no kube-state-metrics pods), the mixed story on the hardest
-# ones, and the partitioned control.
+# ones, the partitioned control, and the compound story (surges inside the batch hold, degraded
+# replicas at night) on 48 GPUs, also without autoscaler metrics (a surge then asks, by traffic
+# alone, for more replicas than any autoscaler would).
 SINGLE = ("hpa-prefix", "hpa-info", "keda", "no-autoscaler", "no-ksm-pods", "exported-labels", "e2e-only",
           "tp2", "scrape-15s", "scrape-30s", "utc8")
 MATRIX: tuple[Case, ...] = (
@@ -57,6 +67,8 @@ MATRIX: tuple[Case, ...] = (
     Case("mixed", ("hpa-prefix", "no-ksm-pods")),
     Case("mixed", ("exported-labels", "keda", "scrape-15s")),
     Case("partitioned", ("hpa-prefix", "no-ksm-pods")),
+    Case("compound"),
+    Case("compound", ("no-autoscaler",)),
 )
 
 
@@ -72,6 +84,7 @@ class CaseResult:
     notes: list[str] = field(default_factory=list)
     causes: dict[str, int] = field(default_factory=dict)
     analysis: Any = None  # the EventsAnalysis, for tests that look at evidence and reports
+    mixed_share_errors: list[float] = field(default_factory=list)  # per true mixed event found mixed
 
     def meets(self) -> dict[str, bool]:
         s = self.score
@@ -98,7 +111,7 @@ def run_case(case: Case, *, days: int = 4, gpus: int = 64, seed: int = 1) -> Cas
     from analytics.store import Store
 
     t0 = time.perf_counter()
-    res = simulate(case.scenario, days=days, gpus=gpus, seed=seed, variants=case.variants)
+    res = simulate(case.scenario, days=days, gpus=case.gpus or gpus, seed=seed, variants=case.variants)
     tr, tp = truth(res), truth_p99(res)
     slos = {k: v["p99_ms"] for k, v in tr["slos"].items()}
     bounds = {k: _BOUNDS_MS.get(v.get("metric"), []) for k, v in tr["slos"].items()}
@@ -112,7 +125,20 @@ def run_case(case: Case, *, days: int = 4, gpus: int = 64, seed: int = 1) -> Cas
     for e in analysis.events:
         causes[e.cause] = causes.get(e.cause, 0) + 1
     return CaseResult(case=case, seed=seed, days=days, score=sc, seconds=time.perf_counter() - t0,
-                      notes=list(analysis.notes), causes=causes, analysis=analysis)
+                      notes=list(analysis.notes), causes=causes, analysis=analysis,
+                      mixed_share_errors=mixed_share_errors(tr, analysis.events))
+
+
+def mixed_share_errors(tr: dict[str, Any], events: Sequence[Any]) -> list[float]:
+    """For each true ``mixed`` event matched by a found ``mixed`` one: the larger distance between
+    the found and the true batch and traffic shares."""
+    out = []
+    for i, j in match(tr["events"], events):
+        te, fe = tr["events"][i], events[j]
+        if te["cause"] == "mixed" and fe.cause == "mixed" and "shares" in te:
+            out.append(max(abs(fe.shares.get(k, 0.0) - te["shares"].get(k, 0.0))
+                           for k in ("batch_contention", "traffic_surge")))
+    return out
 
 
 def format_table(results: Sequence[CaseResult]) -> str:

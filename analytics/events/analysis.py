@@ -320,7 +320,8 @@ def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, servic
         "counterfactual_p99_ms_at_peak": ({
             "normal_traffic_without_batch": _r(np.exp(peak["l_t0c0"])),
             "actual_traffic_without_batch": _r(np.exp(peak["l_tc0"])),
-            "normal_traffic_actual_capacity": _r(np.exp(peak["l_t0c"]))} if model else None),
+            "normal_traffic_actual_capacity": _r(np.exp(peak["l_t0c"])),
+            "actual_traffic_desired_replicas": _r(np.exp(peak["l_tcw"]))} if model else None),
         "latency_model": model.describe() if model else None,
         "regression": regression,
         "naive_reading": naive,

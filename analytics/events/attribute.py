@@ -19,12 +19,17 @@ Per step of each service (DESIGN.md, tail events, steps 2-6):
   their positive parts at that step. Each term is summed over the event's steps, then clipped
   at zero, then normalised to shares adding to 1.
 
-Cause, in this order:
+Cause, in this order (:func:`cause_of`):
 
-1. ``scaling_lag``: batch share below ``mixed_share``, traffic within its norm (fewer than
-   ``surge_steps_share`` of the steps above the band), replicas short of what the autoscaler
-   wanted, and enough free GPUs in the pool for what it asked when it asked: the shortfall came
-   from warm-up alone.
+1. ``scaling_lag``: batch and traffic shares both below ``mixed_share``, traffic within its norm
+   (fewer than ``surge_steps_share`` of the steps above the band), replicas short of what the
+   autoscaler wanted, enough free GPUs in the pool for what it asked when it asked, **and the
+   shortfall explains the tail**: the latency the missing replicas added by the model
+   (``L(T, C) - L(T, desired)``, plus the model's shortfall on steps overloaded beyond the
+   calibrated range only for want of them), summed over the event, is at least what the model
+   cannot explain (``observed - L(T, C)`` elsewhere). A replica that answers slowly while the
+   autoscaler happens to add one is not a lag: the model at the desired capacity is no faster,
+   and the tail stays unexplained.
 2. ``mixed``: batch and traffic shares both at least ``mixed_share`` (0.3).
 3. ``unexplained``: batch + traffic shares below ``explained_share`` (0.5).
 4. ``batch_contention`` or ``traffic_surge``: whichever share is larger.
@@ -89,7 +94,8 @@ def capacity_without_batch(steps: pl.DataFrame, warmup_steps: dict[str, int],
 def evaluate(steps: pl.DataFrame, models: dict[str, LatencyModel]) -> pl.DataFrame:
     """Add the four log-latency evaluations and the per-step Shapley terms.
 
-    Columns added: ``l_tc, l_t0c, l_tc0, l_t0c0`` (log ms), ``phi_traffic, phi_batch,
+    Columns added: ``l_tc, l_t0c, l_tc0, l_t0c0`` (log ms), ``l_tcw`` (log L at the replicas the
+    autoscaler wanted, for the scaling-lag rule), ``phi_traffic, phi_batch,
     unexplained`` (log ms), ``explained_ms`` = L(T, C) and ``baseline_ms`` = L(T0, C0).
     """
     parts = []
@@ -98,16 +104,20 @@ def evaluate(steps: pl.DataFrame, models: dict[str, LatencyModel]) -> pl.DataFra
         n = g.height
         if m is None:
             nan = np.full(n, np.nan)
-            parts.append(g.with_columns(*(pl.Series(c, nan) for c in ("l_tc", "l_t0c", "l_tc0", "l_t0c0")),
-                                        pl.lit(False).alias("beyond_range")))
+            parts.append(g.with_columns(*(pl.Series(c, nan) for c in ("l_tc", "l_t0c", "l_tc0", "l_t0c0", "l_tcw")),
+                                        pl.lit(False).alias("beyond_range"), pl.lit(False).alias("beyond_range_w")))
             continue
         t = g["rps"].fill_null(0.0).to_numpy().astype(float)
         t0 = g["t0"].fill_null(g["rps"]).fill_null(0.0).to_numpy().astype(float)
         c = g["ready"].to_numpy().astype(float)
         c0 = g["c0"].to_numpy().astype(float)
+        # the capacity the autoscaler wanted now (never less than it had): what a scaling lag withheld
+        cw = np.maximum(c, g["desired"].fill_null(g["ready"]).to_numpy().astype(float))
         parts.append(g.with_columns(pl.Series("l_tc", m.log_ms(t, c)), pl.Series("l_t0c", m.log_ms(t0, c)),
                                     pl.Series("l_tc0", m.log_ms(t, c0)), pl.Series("l_t0c0", m.log_ms(t0, c0)),
-                                    pl.Series("beyond_range", m.beyond_range(t, c))))
+                                    pl.Series("l_tcw", m.log_ms(t, cw)),
+                                    pl.Series("beyond_range", m.beyond_range(t, c)),
+                                    pl.Series("beyond_range_w", m.beyond_range(t, cw))))
     f = pl.concat(parts)
     f = f.with_columns(
         (0.5 * ((pl.col("l_tc0") - pl.col("l_t0c0")) + (pl.col("l_tc") - pl.col("l_t0c")))).alias("phi_traffic_raw"),
@@ -140,6 +150,25 @@ class Attribution:
     shortfall_replicas_max: float
     free_gpus_when_asked: float | None
     asked_at_ms: int | None
+    lag_explained_log: float = 0.0
+    model_error_log: float = 0.0
+
+
+def cause_of(shares: dict[str, float], cfg: EventsConfig, *, lag: bool) -> str:
+    """The cause an event's shares give (module docstring), ``lag`` being rule 1's facts.
+
+    ``lag`` (traffic within its norm, replicas short with free GPUs when asked, and the shortfall
+    explaining the tail) only counts while neither factor is material: a cause never names what
+    its own shares deny.
+    """
+    b, t = shares.get("batch_contention", 0.0), shares.get("traffic_surge", 0.0)
+    if lag and b < cfg.mixed_share and t < cfg.mixed_share:
+        return "scaling_lag"
+    if b >= cfg.mixed_share and t >= cfg.mixed_share:
+        return "mixed"
+    if b + t < cfg.explained_share:
+        return "unexplained"
+    return "batch_contention" if b >= t else "traffic_surge"
 
 
 def attribute_event(window: pl.DataFrame, start_ms: int, cfg: EventsConfig,
@@ -168,16 +197,18 @@ def attribute_event(window: pl.DataFrame, start_ms: int, cfg: EventsConfig,
         row = window.row(int(asked_rows[0]), named=True)
         free_when, asked_at = float(row["gpus_idle"]), int(row["ts_ms"])
         asked_gpus = (row["desired"] - row["ready"]) * gpr
-    b, t = shares["batch_contention"], shares["traffic_surge"]
-    if (b < cfg.mixed_share and above_share < cfg.surge_steps_share and short_max >= 1.0 - 1e-9
-            and free_when is not None and free_when >= asked_gpus - 1e-9):
-        cause = "scaling_lag"
-    elif (b >= cfg.mixed_share and t >= cfg.mixed_share):
-        cause = "mixed"
-    elif b + t < cfg.explained_share:
-        cause = "unexplained"
-    else:
-        cause = "batch_contention" if b >= t else "traffic_surge"
-    return Attribution(shares={k: round(v, 4) for k, v in shares.items()}, cause=cause,
+    # What the missing replicas added by the model, against what the model cannot explain. Where
+    # the load per ready replica is beyond the calibrated range but would not be at the desired
+    # replicas, the model's shortfall is overload the missing replicas created: theirs too.
+    err = np.clip(ev_steps["unexplained"].fill_null(0.0).to_numpy(), 0.0, None)
+    lag_made = (ev_steps["beyond_range"] & ~ev_steps["beyond_range_w"]).fill_null(False).to_numpy()
+    lag_log = float(np.nansum(np.clip((ev_steps["l_tc"] - ev_steps["l_tcw"]).to_numpy(), 0.0, None))
+                    + np.nansum(np.where(lag_made, err, 0.0)))
+    err_log = float(np.nansum(np.where(lag_made, 0.0, err)))
+    lag = (above_share < cfg.surge_steps_share and short_max >= 1.0 - 1e-9 and free_when is not None
+           and free_when >= asked_gpus - 1e-9 and lag_log > 0 and lag_log >= err_log)
+    shares = {k: round(v, 4) for k, v in shares.items()}
+    return Attribution(shares=shares, cause=cause_of(shares, cfg, lag=lag),
                        traffic_above_band_share=above_share, shortfall_replicas_max=short_max,
-                       free_gpus_when_asked=free_when, asked_at_ms=asked_at)
+                       free_gpus_when_asked=free_when, asked_at_ms=asked_at,
+                       lag_explained_log=lag_log, model_error_log=err_log)

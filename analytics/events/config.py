@@ -31,7 +31,8 @@ class EventsConfig:
     relative_k: float = field(default=3.0, metadata={
         "help": "services without an SLO: p99 above k x the latency expected at the capacity the autoscaler wanted"})
     mixed_share: float = field(default=0.3, metadata={
-        "help": "cause is 'mixed' when both batch and traffic shares are at least this"})
+        "help": "a share is material at this or above: cause is 'mixed' when both batch and traffic shares are "
+                "(a surge during contention), and 'scaling_lag' only when neither is"})
     explained_share: float = field(default=0.5, metadata={
         "help": "cause is 'unexplained' when batch + traffic shares are below this"})
     warmup_min: float | None = field(default=None, metadata={

@@ -69,8 +69,16 @@ def dashboard_vs_found(ev: Event) -> tuple[str, str]:
                     f"when the autoscaler asked; replicas took ~{_num(e.get('warmup_min'), 0)} min to warm up: "
                     f"an autoscaler tuning gap.")
     elif cause == "mixed":
-        happened = (f"both batch contention ({ev.shares.get('batch_contention', 0):.0%}) and traffic above its norm "
-                    f"({ev.shares.get('traffic_surge', 0):.0%}) made the tail.")
+        b, t = ev.shares.get("batch_contention", 0.0), ev.shares.get("traffic_surge", 0.0)
+        cf = e.get("counterfactual_p99_ms_at_peak") or {}
+        missed = (f"A dashboard blaming users would have missed the batch share ({b:.0%}): capacity for the surge "
+                  f"alone would not have prevented it." if naive.get("blames_users") else
+                  f"A dashboard would have missed both ({b + t:.0%} of the excess).")
+        happened = (f"both causes at once: batch contention explains {b:.0%} of the excess latency and traffic "
+                    f"above its norm ({_num(e.get('traffic_vs_norm_at_peak'), 2)}x at the peak) {t:.0%}. "
+                    f"At the peak, without batch p99 would have been about {_ms(cf.get('actual_traffic_without_batch'))}; "
+                    f"with normal traffic on the capacity it got, about {_ms(cf.get('normal_traffic_actual_capacity'))} "
+                    f"(observed {_ms(e.get('p99_observed_ms_at_peak'))}). {missed}")
     else:
         happened = ("neither traffic nor batch explains most of it: the latency model explains "
                     f"{1 - ev.shares.get('unexplained', 1):.0%} of the excess.")
@@ -101,14 +109,17 @@ def method_text(cfg: EventsConfig, analysis: EventsAnalysis | None = None) -> li
         "Shares: the excess log-latency L(T, C) - L(T0, C0) split by Shapley over traffic and batch "
         "(four evaluations of L), plus the model error (observed - L(T, C)) as 'unexplained'; each summed over "
         "the event, negative sums clipped to zero, normalised to add to 1.",
-        f"Cause: 'scaling_lag' when the batch share is below {cfg.mixed_share:g}, traffic stayed within its norm "
-        f"(under {cfg.surge_steps_share:.0%} of steps above the band), replicas were short of what the autoscaler "
-        f"wanted and enough GPUs were free when it asked; else 'mixed' when batch and traffic shares are both at "
-        f"least {cfg.mixed_share:g}; else 'unexplained' when they add to less than {cfg.explained_share:g}; else the "
+        f"Cause: 'scaling_lag' when neither the batch nor the traffic share is material (below {cfg.mixed_share:g}), "
+        f"traffic stayed within its norm (under {cfg.surge_steps_share:.0%} of steps above the band), replicas were "
+        f"short of what the autoscaler wanted, enough GPUs were free when it asked, and the missing replicas explain "
+        f"the tail (the latency they add by the model, L(T, C) against L at the desired replicas, is at least what "
+        f"the model cannot explain); else 'mixed' when batch and traffic shares are both material (at least "
+        f"{cfg.mixed_share:g}); else 'unexplained' when they add to less than {cfg.explained_share:g}; else the "
         f"larger of the two.",
         f"Misattribution: a 'batch_contention' event that a dashboard would blame on users (traffic at the peak at "
         f"least {cfg.ramp_ratio:g}x its level in the {cfg.ramp_lookback_min:g} minutes before) or that an incident "
-        f"record gave another cause.",
+        f"record gave another cause. A 'mixed' event is not misattributed (users did add load); its story says the "
+        f"share a dashboard would have missed.",
     ]
 
 
@@ -145,6 +156,8 @@ def report_sections(analysis: EventsAnalysis, ev: Event) -> list[Section]:
         f"replicas instead of {_num(e.get('ready_replicas_at_peak'), 0)}).",
         f"With normal traffic on the capacity it got: {_ms(cf.get('normal_traffic_actual_capacity'))} (L(T0, C)).",
         f"With normal traffic and no batch: {_ms(cf.get('normal_traffic_without_batch'))} (L(T0, C0)).",
+        f"With this traffic on the replicas the autoscaler wanted: {_ms(cf.get('actual_traffic_desired_replicas'))} "
+        f"(L(T, desired)).",
     ]))
     facts = [
         ["traffic at the peak", f"{_num(e.get('traffic_rps_at_peak'), 2)} req/s"],

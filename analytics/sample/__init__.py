@@ -12,7 +12,7 @@ tensor-parallel replicas, a UTC+8 day...): :mod:`.variants`, ``docs/variants.md`
 
 >>> from analytics.sample import SCENARIOS
 >>> sorted(SCENARIOS)
-['mixed', 'morning', 'partitioned', 'real-traffic']
+['compound', 'mixed', 'morning', 'partitioned', 'real-traffic']
 """
 
 from __future__ import annotations

@@ -89,6 +89,16 @@ class SurgeConfig:
 
 
 @dataclass(frozen=True)
+class FaultConfig:
+    """Degraded replicas: a serving pod that answers slowly (a throttled or failing GPU) for a while."""
+
+    nights: int = field(default=0, metadata=_help("number of nights (of 21) on which one replica of the first service is degraded"))
+    hours_utc: tuple[float, float] = field(default=(0.5, 5.0), metadata=_help("range of hours (UTC) a degradation starts in"))
+    minutes: tuple[int, int] = field(default=(25, 60), metadata=_help("range of degradation durations, minutes"))
+    slowdown: float = field(default=8.0, metadata=_help("the degraded replica's measured phase (prefill, or the whole http request) takes this x longer"))
+
+
+@dataclass(frozen=True)
 class ScenarioConfig:
     """A named story: services, batch, surges and pool policy."""
 
@@ -97,6 +107,7 @@ class ScenarioConfig:
     services: tuple[ServiceConfig, ...] = field(metadata=_help("inference services sharing the pool"))
     batch: BatchConfig = field(default_factory=BatchConfig, metadata=_help("batch work"))
     surges: SurgeConfig = field(default_factory=SurgeConfig, metadata=_help("traffic surges"))
+    faults: FaultConfig = field(default_factory=FaultConfig, metadata=_help("degraded replicas (none by default)"))
     inference_reserved_gpus: int = field(default=0, metadata=_help("GPUs reserved for inference that batch never touches (0 = one shared pool)"))
     ramp_hour_utc: float = field(default=9.0, metadata=_help("hour the weekday morning ramp starts, UTC (it reaches the peak ~30 min later)"))
     traffic: str = field(default="synthetic", metadata=_help("'synthetic' daily/weekly rhythm or 'servegen' (the bundled production trace)"))

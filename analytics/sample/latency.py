@@ -89,8 +89,15 @@ def backlog(lam_rps: np.ndarray, cap_rps: np.ndarray, patience_s: float) -> tupl
     return start, end
 
 
-def draw_latency(svc: ServiceConfig, n_req: np.ndarray, serving: np.ndarray, u: Uniforms) -> LatencyDraws:
-    """Latency draws of one service given requests and serving replicas per minute."""
+def draw_latency(svc: ServiceConfig, n_req: np.ndarray, serving: np.ndarray, u: Uniforms,
+                 degraded: np.ndarray | None = None, fault_slowdown: float = 1.0) -> LatencyDraws:
+    """Latency draws of one service given requests and serving replicas per minute.
+
+    ``degraded`` (per minute, optional) counts serving replicas that answer ``fault_slowdown`` x
+    slower (:mod:`analytics.sample.faults`): the draws ``k`` with ``k mod R`` below it (a share
+    ``degraded / R`` of the minute's requests, ``R`` serving replicas) take that much longer in
+    their measured phase.
+    """
     lam = n_req / 60.0
     servers = np.maximum(serving, 1) * svc.concurrency
     mu = 1.0 / svc.hold_s
@@ -104,7 +111,12 @@ def draw_latency(svc: ServiceConfig, n_req: np.ndarray, serving: np.ndarray, u: 
     wait = np.where(u.wait_u < pw[col], u.wait_e / drain[col], 0.0)
     wait = wait + (b0[col] + (b1 - b0)[col] * u.pos_u) / (servers * mu)[col]
     slow = 1.0 + svc.slowdown * occ ** 4
-    main = wait + np.exp(np.log(svc.service_median_s) + svc.service_sigma * u.z1) * slow[col]
+    served = np.exp(np.log(svc.service_median_s) + svc.service_sigma * u.z1) * slow[col]
+    if degraded is not None and np.any(degraded > 0):
+        r = np.maximum(serving, 1)
+        hit = (np.arange(served.shape[1])[None, :] % r[:, None]) < np.minimum(degraded, r)[:, None]
+        served = np.where(hit, served * fault_slowdown, served)
+    main = wait + served
     main = main.astype(np.float32)
     e2e = None
     if svc.kind == "vllm":

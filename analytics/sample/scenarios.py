@@ -1,10 +1,10 @@
-"""The named scenarios: ``morning``, ``partitioned``, ``mixed`` and ``real-traffic``."""
+"""The named scenarios: ``morning``, ``partitioned``, ``mixed``, ``real-traffic`` and ``compound``."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from analytics.sample.cluster import BatchConfig, ScenarioConfig, ServiceConfig, SurgeConfig
+from analytics.sample.cluster import BatchConfig, FaultConfig, ScenarioConfig, ServiceConfig, SurgeConfig
 
 CHAT = ServiceConfig(
     name="chat-vllm", namespace="inference", kind="vllm", team="serving", peak_rps=40.0,
@@ -41,4 +41,17 @@ SCENARIOS: dict[str, ScenarioConfig] = {
                     "trace (Alibaba Model Studio, m-large; zone and weekday assumed).",
         services=(replace(CHAT, peak_rps=36.0), RECOMMENDER), batch=BatchConfig(),
         surges=SurgeConfig(days=0), traffic="servegen"),
+    "compound": ScenarioConfig(
+        name="compound",
+        description="One LLM service in a shared pool (told at 48 GPUs): the nightly fine-tune holds 32 GPUs "
+                    "into the morning, and on some mornings traffic surges 2-2.5x while it still holds them "
+                    "(both causes at once); on some nights a degraded replica answers slowly with nothing else wrong.",
+        # one service, busier than chat-vllm, so that the 13 GPUs the hold leaves are short even
+        # without a surge (and another service's surge never starves it: its tails are its own);
+        # surges on a third of the days, so a minority of mornings: a norm learns what recurs on
+        # most of them (on 3 of 5 weekday mornings the median day is the surged one)
+        services=(replace(CHAT, peak_rps=60.0, max_replicas=28),), batch=BatchConfig(finetune_max_gpus=32),
+        surges=SurgeConfig(days=5, morning_days=5, factor=(2.0, 2.5)), faults=FaultConfig(nights=6)),
 }
+# The pool size each scenario's story is told at (``simulate``'s ``gpus`` default is 64).
+STORY_GPUS: dict[str, int] = {"compound": 48}

@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 
 from analytics.errors import ConfigError
-from analytics.sample.truth import VARIANTS, classify, detect_runs
+from analytics.sample.truth import VARIANTS, classify, detect_runs, shares
 from analytics.times import iso_utc as iso  # the truth's times: the one formatter
 from analytics.times import parse_iso
 from analytics.sample.batch import plan_jobs
 from analytics.sample.cluster import GPUS_PER_NODE, ScenarioConfig, Topology, build_topology
+from analytics.sample.faults import Fault, degraded_replicas, plan_faults
 from analytics.sample.latency import LatencyDraws, Uniforms, draw_latency
 from analytics.sample.pool import Pod, PoolRun, plan_dev_pods, run_pool
 from analytics.sample.scenarios import SCENARIOS
@@ -26,7 +27,7 @@ from analytics.sample.traffic import (MIN_PER_DAY, Surge, ar1_noise, arrivals, p
 
 # Random stream ids: one stream per purpose, so a counterfactual changes nothing else.
 _STREAM = {"traffic": 1, "arrivals": 2, "surges": 3, "batch": 4, "names": 5, "dev": 6,
-           "split": 7, "latency": 10}
+           "split": 7, "faults": 8, "latency": 10}
 
 
 
@@ -60,6 +61,7 @@ class SimResult:
     events: list[dict[str, Any]] = field(default_factory=list)
     dev_pods: list[Pod] = field(default_factory=list)
     variants: tuple[str, ...] = ()  # export variants, canonical order (analytics.sample.variants)
+    faults: list[Fault] = field(default_factory=list)  # degraded replicas (the same in every run)
 
     @property
     def n_min(self) -> int:
@@ -71,7 +73,8 @@ class SimResult:
 
 
 def _run_variant(sc: ScenarioConfig, topo: Topology, days: int, seed: int, *, batch: bool,
-                 surges_on: bool, keep_draws: bool, uniforms: dict[str, Uniforms]) -> tuple[Variant, list[Surge]]:
+                 surges_on: bool, keep_draws: bool, uniforms: dict[str, Uniforms],
+                 faults: list[Fault] = ()) -> tuple[Variant, list[Surge]]:
     n_min = days * MIN_PER_DAY
     start_ord = parse_iso(sc.start_iso).date().toordinal()
     surges = plan_surges(sc, days, _rng(seed, "surges"))
@@ -91,11 +94,21 @@ def _run_variant(sc: ScenarioConfig, topo: Topology, days: int, seed: int, *, ba
     for i, svc in enumerate(sc.services):
         u = uniforms[svc.name]
         serving = (pool.serving[svc.name] >= 0).sum(axis=1)
-        d = draw_latency(svc, req[svc.name], serving, u)
+        d = _draw(svc, req[svc.name], serving, u, faults, n_min)
         if not keep_draws:
             d.main_s = d.e2e_s = None  # type: ignore[assignment]
         lat[svc.name] = d
     return Variant(pool=pool, rate_rps=rate, requests=req, latency=lat), surges
+
+
+def _draw(svc, n_req: np.ndarray, serving: np.ndarray, u: Uniforms, faults: list[Fault] | tuple,
+          n_min: int) -> LatencyDraws:
+    """The service's latency draws, with its degraded replicas when it has any."""
+    mine = [f for f in faults if f.service == svc.name]
+    if not mine:  # (the default's call untouched: its output stays bit for bit)
+        return draw_latency(svc, n_req, serving, u)
+    return draw_latency(svc, n_req, serving, u, degraded=degraded_replicas(mine, svc.name, n_min),
+                        fault_slowdown=mine[0].slowdown)
 
 
 def simulate(scenario: str = "morning", *, days: int = 21, gpus: int = 64, seed: int = 7,
@@ -132,15 +145,23 @@ def simulate(scenario: str = "morning", *, days: int = 21, gpus: int = 64, seed:
     # the latency randomness is the same in every run (common random numbers): draw it once
     uniforms = {svc.name: Uniforms.draw(_rng(seed, "latency", i), days * MIN_PER_DAY)
                 for i, svc in enumerate(sc.services)}
+    faults = plan_faults(sc, days, _rng(seed, "faults"))
     full, surges = _run_variant(sc, topo, days, seed, batch=True, surges_on=True, keep_draws=True,
-                                uniforms=uniforms)
+                                uniforms=uniforms, faults=faults)
     p99 = {"full": {s: d.p99_ms for s, d in full.latency.items()}}
     for name, b, s in (("no_batch", False, True), ("no_surge", True, False), ("neither", False, False)):
-        v, _ = _run_variant(sc, topo, days, seed, batch=b, surges_on=s, keep_draws=False, uniforms=uniforms)
+        v, _ = _run_variant(sc, topo, days, seed, batch=b, surges_on=s, keep_draws=False, uniforms=uniforms,
+                            faults=faults)
         p99[name] = {k: d.p99_ms for k, d in v.latency.items()}
+    if faults:
+        # Faults change latency only (the autoscaler scales on requests): the run without them
+        # is the full run's pool with its latency drawn again, healthy.
+        p99["no_fault"] = {svc.name: draw_latency(svc, full.requests[svc.name],
+                                                  (full.pool.serving[svc.name] >= 0).sum(axis=1),
+                                                  uniforms[svc.name]).p99_ms for svc in sc.services}
     start_ms = int(parse_iso(sc.start_iso).timestamp() * 1000)
     res = SimResult(scenario=sc, days=days, gpus=gpus, seed=seed, start_ms=start_ms, topology=topo,
-                    full=full, surges=surges, p99_variants=p99, variants=names)
+                    full=full, surges=surges, p99_variants=p99, variants=names, faults=faults)
     res.events = _events(res)
     res.dev_pods = plan_dev_pods(topo, res.n_min, _rng(seed, "dev"), len(full.pool.pods))
     return res
@@ -155,10 +176,13 @@ def _events(res: SimResult) -> list[dict[str, Any]]:
         full = res.p99_variants["full"][svc.name]
         runs = detect_runs(full, svc.slo_p99_ms, sc.min_event_min, sc.merge_gap_min)
         variants = {v: res.p99_variants[v][svc.name] for v in VARIANTS}
+        if "no_fault" in res.p99_variants:
+            variants["no_fault"] = res.p99_variants["no_fault"][svc.name]
         v_runs = {v: detect_runs(p, svc.slo_p99_ms, sc.min_event_min, sc.merge_gap_min)
                   for v, p in variants.items()}
         for a, b in runs:
             cause, info = classify(a, b, svc.slo_p99_ms, full, variants, v_runs)
+            share = shares(a, b, full, variants)
             start = int(ts[a])
             minute_of_day = a % MIN_PER_DAY
             ramp = int(sc.ramp_hour_utc * 60)
@@ -170,6 +194,6 @@ def _events(res: SimResult) -> list[dict[str, Any]]:
                 "start_ms": start, "end_ms": start + (b - a) * step_ms, "minutes": b - a,
                 "peak_p99_ms": round(float(np.nanmax(full[a:b])), 1), "slo_p99_ms": svc.slo_p99_ms,
                 "cause": cause, "misattributable_by_dashboard": bool(cause == "batch_contention" and on_ramp),
-                "counterfactual": info})
+                "shares": share, "counterfactual": info})
     out.sort(key=lambda e: (e["start_ms"], e["service"]))
     return out

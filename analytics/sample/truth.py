@@ -16,7 +16,23 @@ is identical. An event is *removed* by a run when that run has no event overlapp
 - removed by ``no_surge`` only: ``traffic_surge`` (``mixed`` if ``no_batch`` reduces it)
 - removed by both: ``mixed`` (each factor was necessary)
 - removed by neither, but by ``neither``: ``mixed`` (either factor alone was enough)
-- survives all three: ``scaling_lag`` (normal traffic on free GPUs; warm-up and HPA lag alone)
+- survives all three, removed by ``no_fault`` (the scenario's degraded replicas healthy,
+  :mod:`analytics.sample.faults`; only scenarios with faults run it): ``unexplained`` (neither
+  load nor capacity made it: no attribution by traffic and capacity can explain it)
+- survives all three (and ``no_fault``): ``scaling_lag`` (normal traffic on free GPUs; warm-up and
+  HPA lag alone)
+
+**Shares.** Each event's factors are weighed the way the analysis weighs them (DESIGN.md, tail
+events, step 5), on the simulator's own counterfactual p99 instead of a latency model: with
+``v(run)`` the sum of log p99 over the event's minutes in that run,
+
+- ``phi_batch = 1/2 [(v(full) - v(no_batch)) + (v(no_surge) - v(neither))]``
+- ``phi_surge = 1/2 [(v(full) - v(no_surge)) + (v(no_batch) - v(neither))]``
+- ``phi_fault = v(full) - v(no_fault)`` (faults fall at night, away from batch and surges)
+
+each clipped at zero, normalised to shares adding to 1 under the analysis' keys
+(``batch_contention``, ``traffic_surge``, ``unexplained``); all zero when no factor moved the
+event's latency (scaling lag).
 
 ``misattributable_by_dashboard`` is true for a ``batch_contention`` event that starts on a
 weekday within ``[ramp - 30 min, ramp + 2 h)``: it rises together with the normal morning ramp.
@@ -27,8 +43,8 @@ from __future__ import annotations
 import numpy as np
 
 
-CAUSES = ("batch_contention", "traffic_surge", "mixed", "scaling_lag")
-VARIANTS = ("no_batch", "no_surge", "neither")
+CAUSES = ("batch_contention", "traffic_surge", "mixed", "scaling_lag", "unexplained")
+VARIANTS = ("no_batch", "no_surge", "neither")  # every scenario; ``no_fault`` only with faults
 
 
 def detect_runs(p99_ms: np.ndarray, slo_ms: float, min_len: int, merge_gap: int) -> list[tuple[int, int]]:
@@ -70,6 +86,23 @@ def classify(a: int, b: int, slo_ms: float, full: np.ndarray, variants: dict[str
         cause = "mixed"
     elif info["neither"]["removed"]:
         cause = "mixed"
+    elif "no_fault" in info and info["no_fault"]["removed"]:
+        cause = "unexplained"
     else:
         cause = "scaling_lag"
     return cause, info
+
+
+def shares(a: int, b: int, full: np.ndarray, variants: dict[str, np.ndarray]) -> dict[str, float]:
+    """The truth's shares of the event over ``[a, b)`` (module docstring), rounded to 4 places."""
+    runs = {"full": full, **variants}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = {k: np.log(np.asarray(v[a:b], float)) for k, v in runs.items()}
+    ok = np.all([np.isfinite(x) for x in logs.values()], axis=0)
+    v = {k: float(x[ok].sum()) for k, x in logs.items()}
+    phi = {"batch_contention": 0.5 * ((v["full"] - v["no_batch"]) + (v["no_surge"] - v["neither"])),
+           "traffic_surge": 0.5 * ((v["full"] - v["no_surge"]) + (v["no_batch"] - v["neither"])),
+           "unexplained": v["full"] - v["no_fault"] if "no_fault" in v else 0.0}
+    phi = {k: max(x, 0.0) for k, x in phi.items()}
+    total = sum(phi.values())
+    return {k: round(x / total, 4) if total > 0 else 0.0 for k, x in phi.items()}
