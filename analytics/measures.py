@@ -123,6 +123,15 @@ def gpu_hours(gpus: np.ndarray, *, step_s: int) -> float:
     return float(np.nansum(np.asarray(gpus, dtype=np.float64))) * step_s / 3600.0
 
 
+def gpu_hours_held(gpus: float, minutes: float) -> float:
+    """:func:`gpu_hours` of ``gpus`` held for ``minutes`` (one run's stint, in a simulation).
+
+    >>> gpu_hours_held(8, 90)
+    12.0
+    """
+    return float(gpus) * float(minutes) / 60.0
+
+
 def gpu_hours_expr(col: str, *, step_s: int) -> pl.Expr:
     """:func:`gpu_hours` as a polars aggregation of column ``col`` (nulls left out)."""
     return pl.col(col).sum() * (step_s / 3600.0)

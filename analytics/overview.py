@@ -5,8 +5,8 @@ a service's p99 broke its SLO, the share of GPU-hours by workload class and by t
 signals the store has. Inputs are the frames of :mod:`analytics.timeline` (``pool_timeline``,
 ``holdings``, ``service_timeline``); nothing here reads the store's tables directly.
 
-Conventions: a step's ``ts`` is its end; a step of ``step_s`` seconds held by ``g`` GPUs is
-``g * step_s / 3600`` GPU-hours. Missing values (nulls) are left out, never taken as zero.
+Conventions: a step's ``ts`` is its end; GPU-hours are :func:`analytics.measures.gpu_hours`.
+Missing values (nulls) are left out, never taken as zero.
 """
 
 from __future__ import annotations

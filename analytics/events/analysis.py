@@ -23,7 +23,7 @@ from analytics.events.evidence import holders_at, holding_runs, latency_regressi
 from analytics.events.incidents import match_incident
 from analytics.events.latency_model import LatencyModel, fit_latency_model
 from analytics.events.norm import traffic_norm
-from analytics.measures import InferredDemand, gpus_per_replica, infer_desired, warmup_steps
+from analytics.measures import InferredDemand, gpus_per_replica, infer_desired, over_slo, warmup_steps
 
 
 def with_ts_ms(frame: pl.DataFrame) -> pl.DataFrame:
@@ -192,7 +192,7 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         slo = cfg.slo_ms if cfg.slo_ms is not None else slos_ms.get(service)
         p99 = g["p99_ms"].fill_null(0.0).to_numpy()
         if slo is not None:
-            above = p99 > slo
+            above = over_slo(p99, slo)
         elif service in models:
             # Relative rule: against latency at the capacity the autoscaler WANTED (never the one it got).
             wanted = models[service].ms(g["rps"].fill_null(0.0).to_numpy(), g["desired"].to_numpy())

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from analytics.measures import over_slo  # the truth counts minutes over the SLO as Tidelens does
 
 CAUSES = ("batch_contention", "traffic_surge", "mixed", "scaling_lag", "unexplained")
 VARIANTS = ("no_batch", "no_surge", "neither")  # every scenario; ``no_fault`` only with faults
@@ -49,7 +50,7 @@ VARIANTS = ("no_batch", "no_surge", "neither")  # every scenario; ``no_fault`` o
 
 def detect_runs(p99_ms: np.ndarray, slo_ms: float, min_len: int, merge_gap: int) -> list[tuple[int, int]]:
     """Minute ranges ``[a, b)`` of SLO breaches, merged across short gaps, long enough."""
-    over = np.nan_to_num(p99_ms, nan=0.0) > slo_ms
+    over = over_slo(p99_ms, slo_ms)
     if not over.any():
         return []
     edges = np.diff(np.concatenate([[0], over.astype(np.int8), [0]]))
@@ -69,11 +70,11 @@ def detect_runs(p99_ms: np.ndarray, slo_ms: float, min_len: int, merge_gap: int)
 def classify(a: int, b: int, slo_ms: float, full: np.ndarray, variants: dict[str, np.ndarray],
              variant_runs: dict[str, list[tuple[int, int]]]) -> tuple[str, dict[str, dict]]:
     """The cause of the event over ``[a, b)`` by the rule in the module docstring."""
-    over_full = max(1, int((np.nan_to_num(full[a:b]) > slo_ms).sum()))
+    over_full = max(1, int(over_slo(full[a:b], slo_ms).sum()))
     info: dict[str, dict] = {}
     for v, p99 in variants.items():
         removed = not any(x < b and y > a for x, y in variant_runs[v])
-        minutes = int((np.nan_to_num(p99[a:b]) > slo_ms).sum())
+        minutes = int(over_slo(p99[a:b], slo_ms).sum())
         info[v] = {"removed": removed, "minutes_over_slo": minutes,
                    "reduced": minutes <= 0.5 * over_full,
                    "peak_p99_ms": round(float(np.nanmax(p99[a:b])), 1) if np.isfinite(p99[a:b]).any() else None}

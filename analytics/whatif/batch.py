@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from analytics.measures import gpu_hours_held
 from analytics.whatif.params import BatchJob
 
 
@@ -303,9 +304,9 @@ def schedule(jobs: tuple[BatchJob, ...], rules: BatchRules, hour_of_day: np.ndar
         release_at = min(max(release_at, s + 1), n)
         held[s:release_at] += g
         team_held[s:release_at] += g
-        run.held_gpu_h += (release_at - s) * step_min / 60.0 * g
-        run.goodput_gpu_h += kept * g / 60.0
-        run.lost_gpu_h += lost * g / 60.0
+        run.held_gpu_h += gpu_hours_held(g, (release_at - s) * step_min)
+        run.goodput_gpu_h += gpu_hours_held(g, kept)
+        run.lost_gpu_h += gpu_hours_held(g, lost)
         run.running_min += max(0.0, elapsed)
         st.remaining = remaining - kept
         if cause in ("evict", "spot"):

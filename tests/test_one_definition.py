@@ -1,0 +1,65 @@
+"""One definition per number, held by reading the source (a rule the docs state is a test).
+
+``analytics/measures.py`` defines minutes over the SLO and GPU-hours once; a second copy is how
+the pages came to disagree (a polars ``>`` without the NaN rule, a chart counting its own
+steps, GPU-hours as ``step_s / 3600`` arithmetic in five places). These tests read
+``analytics/`` and ``pages/`` and fail when either is written again outside its definition.
+Times typed by people have their own check (tests/test_times.py), escaping its own
+(``analytics.text``), the best policy its own (``measures.best_policy``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MEASURES = ROOT / "analytics" / "measures.py"
+
+# A value compared with an SLO: `> slo_ms`, `> float(slo)`, `<= slo_s` (the over/within test).
+SLO_COMPARE = re.compile(r"[^<>=!]>\s*(float\()?\s*[a-z_.]*slo(_ms|_s)?\b|<=\s*(float\()?\s*[a-z_.]*slo(_ms|_s)?\b")
+# Places that compare something else with an SLO, each said once here with what it compares.
+NOT_A_P99 = {
+    "analytics/events/slo.py": "histogram bucket bounds on either side of the SLO",
+    "analytics/whatif/queueing.py": "each request's response time within the SLO (compliance of requests)",
+}
+# GPU-hours written as arithmetic: a GPU quantity times a step over 3600, or step_h, or /60 min.
+GPU_HOURS = re.compile(r"gpu\w*[^\n]*(/\s*3_?600(\.0)?\b|\*\s*step_h\b|/\s*3\.6e6)"
+                       r"|(/\s*3_?600(\.0)?\b|\*\s*step_h\b)[^\n]*gpu"
+                       r"|gpu_h\w*\s*\+?=[^\n]*/\s*60(\.0)?\b", re.IGNORECASE)
+
+
+def _lines(pattern: re.Pattern[str], skip: dict[str, str]) -> list[str]:
+    found = []
+    for folder in ("analytics", "pages"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = str(path.relative_to(ROOT))
+            if path == MEASURES or rel in skip:
+                continue
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                code = line.split("#", 1)[0]
+                if code.strip().startswith(">>>"):
+                    continue
+                if pattern.search(code):
+                    found.append(f"{rel}:{n}: {line.strip()}")
+    return found
+
+
+def test_a_p99_is_compared_with_an_slo_only_in_measures() -> None:
+    found = _lines(SLO_COMPARE, NOT_A_P99)
+    assert not found, "count steps over the SLO with analytics.measures.over_slo:\n" + "\n".join(found)
+
+
+def test_gpu_hours_are_computed_only_in_measures() -> None:
+    found = _lines(GPU_HOURS, {})
+    assert not found, "compute GPU-hours with analytics.measures.gpu_hours:\n" + "\n".join(found)
+
+
+def test_the_checks_find_a_second_definition(tmp_path: Path) -> None:
+    assert SLO_COMPARE.search('over = float((g["p99_ms"].fill_null(0.0) > slo).sum())')
+    assert SLO_COMPARE.search("obs_over = obs > slo_ms")
+    assert not SLO_COMPARE.search("if self.slo_ms is not None and not self.slo_ms > 0:")
+    assert GPU_HOURS.search("gpu_hours = gpu_sum * step_s / 3600.0")
+    assert GPU_HOURS.search('infer_h = float(tr.inference_gpus.sum() * step_h)')
+    assert GPU_HOURS.search("run.goodput_gpu_h += kept * g / 60.0")
+    assert not GPU_HOURS.search("return (t_s % 86400) / 3600.0")
