@@ -278,22 +278,12 @@ def describe_signals(report: pl.DataFrame) -> str:
 def describe_class_rules(rules: pl.DataFrame) -> str:
     """One line saying how GPUs without a pod label were counted (:func:`analytics.timeline.class_rules`).
 
-    >>> describe_class_rules(pl.DataFrame({"job": ["dcgm"], "gpus": [48], "kubernetes_mode": [True],
-    ...                                    "ksm_nodes": [0], "rule": ["x"]}))
-    'GPUs without a pod label: dcgm (48 GPUs): idle or unmanaged by activity and memory (no kube-state-metrics)'
+    The wording is the timeline's own (``short``, :func:`analytics.timeline.pool.unlabelled_gpu_rule`).
+
+    >>> describe_class_rules(pl.DataFrame({"job": ["dcgm"], "gpus": [48], "short": ["unknown"]}))
+    'GPUs without a pod label: dcgm (48 GPUs): unknown'
     """
-    parts = []
-    for r in rules.iter_rows(named=True):
-        name = f"{r['job'] or 'exporter'} ({r['gpus']} GPUs)"
-        if r["ksm_nodes"] and r["ksm_nodes"] >= 1 and not r["kubernetes_mode"]:
-            how = "idle or unknown by kube-state-metrics requests where it covers the node, else unknown"
-        elif r["ksm_nodes"]:
-            how = "idle or unknown by kube-state-metrics requests"
-        elif r["kubernetes_mode"]:
-            how = "idle or unmanaged by activity and memory (no kube-state-metrics)"
-        else:
-            how = "unknown (this exporter never labels pods, and no kube-state-metrics)"
-        parts.append(f"{name}: {how}")
+    parts = [f"{r['job'] or 'exporter'} ({r['gpus']} GPUs): {r['short']}" for r in rules.iter_rows(named=True)]
     return "GPUs without a pod label: " + ("; ".join(parts) if parts else "none")
 
 

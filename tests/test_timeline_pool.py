@@ -234,3 +234,16 @@ def test_unused_time_sliced_gpu_is_idle_in_shared_replicas(store):
     assert tl["gpus_other"].to_list() == pytest.approx([1.0, 1.0, 0.0])
     assert tl["gpus_idle"].to_list() == pytest.approx([1.0, 1.0, 2.0])  # the whole GPU, then also the shared one
     assert tl["gpus_unknown"].to_list() == pytest.approx([0.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("k8s,ksm,nodes", [(True, 0, 4), (True, 2, 4), (True, 4, 4), (False, 0, 4),
+                                           (False, 2, 4), (False, 4, 4)])
+def test_the_unlabelled_gpu_rule_says_one_thing_long_and_short(k8s, ksm, nodes) -> None:
+    """The Overview's caption and `tidelens classify` word the same rule (they disagreed where
+    kube-state-metrics covers only some nodes): the same classes, kube-state-metrics named in
+    both or neither, activity and memory in both or neither."""
+    from analytics.timeline.pool import unlabelled_gpu_rule
+
+    long, short = unlabelled_gpu_rule(k8s, ksm, nodes)
+    words = ("idle", "unknown", "unmanaged", "kube-state-metrics requests", "activity and memory")
+    assert [w in long for w in words] == [w in short for w in words], (long, short)

@@ -149,7 +149,7 @@ def class_rules(store: Store) -> pl.DataFrame:
     ``rule`` says in words what decides for the rest.
     """
     schema = {"job": pl.Utf8, "gpus": pl.Int64, "kubernetes_mode": pl.Boolean, "ksm_nodes": pl.Int64,
-              "rule": pl.Utf8}
+              "rule": pl.Utf8, "short": pl.Utf8}
     dev = store.query(q.DEVICE_SERIES, {"metrics": list(DEVICE_KIND)})
     if dev.height == 0:
         return pl.DataFrame(schema=schema)
@@ -163,18 +163,37 @@ def class_rules(store: Store) -> pl.DataFrame:
         k8s = bool(g["k8s"].any())
         hosts = set(g["hostname"].drop_nulls().to_list())
         n_ksm = len(hosts & ksm_hosts)
-        if n_ksm == len(hosts) and hosts:
-            rule = "kube-state-metrics requests: unrequested GPUs idle, requested ones without a pod label unknown"
-        elif k8s:
-            rule = ("Kubernetes mode (pod labels seen on this exporter): a GPU without a pod label is idle when "
-                    "its activity and memory are under the map's thresholds, unmanaged (used outside "
-                    "Kubernetes) when above" + (", kube-state-metrics requests on the nodes it covers" if n_ksm else ""))
-        else:
-            rule = ("this exporter never labels pods: its GPUs are unknown (neither idle nor held)"
-                    + (", but kube-state-metrics requests on the nodes it covers" if n_ksm else ""))
+        rule, short = unlabelled_gpu_rule(k8s, n_ksm, len(hosts))
         rows.append({"job": job, "gpus": g["gpu_key"].n_unique(), "kubernetes_mode": k8s, "ksm_nodes": n_ksm,
-                     "rule": rule})
+                     "rule": rule, "short": short})
     return pl.DataFrame(rows, schema=schema).sort("job", nulls_last=True)
+
+
+def unlabelled_gpu_rule(kubernetes_mode: bool, ksm_nodes: int, nodes: int) -> tuple[str, str]:
+    """How an exporter's GPUs without a pod label are counted, in words: the full sentence
+    (``tidelens classify``, the Data page) and its short form (the Overview's caption), one
+    wording for both. ``ksm_nodes`` of the exporter's ``nodes`` have kube-state-metrics.
+
+    >>> unlabelled_gpu_rule(True, 2, 4)[1]
+    'idle or unknown by kube-state-metrics requests where it covers the node, else idle or unmanaged by activity and memory'
+    """
+    if ksm_nodes and ksm_nodes == nodes:
+        return ("kube-state-metrics requests: unrequested GPUs idle, requested ones without a pod label "
+                "unknown", "idle or unknown by kube-state-metrics requests")
+    if kubernetes_mode:
+        covered = (", and kube-state-metrics requests on the nodes it covers: unrequested GPUs idle, "
+                   "requested ones unknown") if ksm_nodes else ""
+        return ("Kubernetes mode (pod labels seen on this exporter): a GPU without a pod label is idle "
+                "when its activity and memory are under the map's thresholds, unmanaged (used outside "
+                "Kubernetes) when above" + covered,
+                ("idle or unknown by kube-state-metrics requests where it covers the node, else " if ksm_nodes
+                 else "") + "idle or unmanaged by activity and memory"
+                + ("" if ksm_nodes else " (no kube-state-metrics)"))
+    covered = (", but kube-state-metrics requests on the nodes it covers: unrequested GPUs idle, "
+               "requested ones unknown") if ksm_nodes else ""
+    return ("this exporter never labels pods: its GPUs are unknown (counted neither free nor held)" + covered,
+            ("idle or unknown by kube-state-metrics requests where it covers the node, else unknown"
+             if ksm_nodes else "unknown (this exporter never labels pods, and no kube-state-metrics)"))
 
 
 def _ts(col: str = "ts_end_ms") -> pl.Expr:
