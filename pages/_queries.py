@@ -154,8 +154,8 @@ def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | N
                   map_version: str, slo_items: tuple[tuple[str, float], ...], min_duration_min: float,
                   merge_gap_min: float, incidents_name: str | None,
                   incidents_csv: bytes | None) -> "EventsAnalysis":
-    from analytics.events import analyse, load_incidents
-    from analytics.events.pipeline import store_notes
+    from analytics.events import load_incidents
+    from analytics.events.pipeline import analyse_timelines
 
     timelines = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
     slo = dict(slo_items)
@@ -163,11 +163,9 @@ def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | N
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms,
                        min_duration_min=min_duration_min, merge_gap_min=merge_gap_min)
     incidents = load_incidents(incidents_name or "upload.csv", incidents_csv) if incidents_csv else None
-    result = analyse(timelines["services"], timelines["pool"], timelines["holdings"], cfg=cfg,
-                     slos_ms={s: slo.get(s, slo.get("*")) for s in services}, incidents=incidents)
-    with open_store(path) as store:  # the notes the CLI's analyse_store adds, the same way
-        result.notes.extend(store_notes(store, timelines["services"], result.slos_ms, load_workload_map()))
-    return result
+    with open_store(path) as store:  # the same call as the CLI's analyse_store
+        return analyse_timelines(store, timelines, cfg, load_workload_map(), incidents,
+                                 slos_ms={s: slo.get(s, slo.get("*")) for s in services})
 
 
 # What-if and Chargeback share one calibration per (source, range, step, service, SLO).

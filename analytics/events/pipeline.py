@@ -77,8 +77,18 @@ def analyse_store(store: "Store", cfg: EventsConfig | None = None, wmap: "Worklo
     tl = timelines_for(store, cfg, wmap)
     if isinstance(slos_ms, SloTable):
         slos_ms = slos_ms.for_services(tl["services"]["service"].unique().to_list())
-    result = analyse(tl["services"], tl["pool"], tl["holdings"], cfg=cfg, slos_ms=slos_ms, incidents=incidents)
-    result.notes.extend(store_notes(store, tl["services"], result.slos_ms, wmap))
+    return analyse_timelines(store, tl, cfg, wmap, incidents, slos_ms=slos_ms)
+
+
+def analyse_timelines(store: "Store", timelines: "dict[str, pl.DataFrame]", cfg: EventsConfig,
+                      wmap: "WorkloadMap | None" = None, incidents: pl.DataFrame | None = None, *,
+                      slos_ms: "dict[str, float | None] | None" = None) -> EventsAnalysis:
+    """:func:`analytics.events.analyse` on timelines already built (the app's shared ones, or
+    :func:`analyse_store`'s), with the notes the store adds (:func:`store_notes`): the one call
+    the Tail events page and ``tidelens events`` make."""
+    result = analyse(timelines["services"], timelines["pool"], timelines["holdings"], cfg=cfg,
+                     slos_ms=slos_ms, incidents=incidents)
+    result.notes.extend(store_notes(store, timelines["services"], result.slos_ms, wmap))
     return result
 
 
