@@ -195,7 +195,8 @@ class InferredDemand:
 
 
 def infer_desired(rps: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray, gpr: float,
-                  settle_steps: int, quantile: float = 0.95) -> tuple[np.ndarray, InferredDemand] | None:
+                  settle_steps: int, quantile: float = 0.95, *, cap_at_most_ready: bool = True
+                  ) -> tuple[np.ndarray, InferredDemand] | None:
     """What an autoscaler would have asked for, from traffic, where the data has no HPA signal.
 
     An HPA keeps about ``rps / k`` replicas for a target load ``k`` per replica. ``k`` is read off
@@ -207,7 +208,10 @@ def infer_desired(rps: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray, gpr
     then ``max(floor, ceil(rps / k))``, and at most the most replicas the service ever had ready:
     an autoscaler has a maximum, at least that, which traffic alone cannot show. Without the
     ceiling a surge would ask for replicas no autoscaler would have asked for, and capacity
-    "without batch" would count GPUs the service could never have used.
+    "without batch" would count GPUs the service could never have used. ``cap_at_most_ready=False``
+    leaves the demand uncapped, for a caller that reads the autoscaler's maximum itself from
+    where demand outran the ready replicas with GPUs free (the what-if's
+    :func:`analytics.whatif.fit.ready_cap`).
 
     Returns ``None`` when fewer than 30 such steps exist (nothing to learn the relation from).
 
@@ -237,7 +241,9 @@ def infer_desired(rps: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray, gpr
     k = float(np.quantile(rps[pick] / ready[pick], quantile))
     if not k > 0:
         return None
-    ceiling = max(float(ready.max()), floor)
-    desired = np.clip(np.ceil(rps / k - 1e-9), floor, ceiling)
+    ceiling = max(float(ready.max()), floor) if cap_at_most_ready else None
+    desired = np.maximum(floor, np.ceil(rps / k - 1e-9))
+    if ceiling is not None:
+        desired = np.minimum(desired, ceiling)
     return desired, InferredDemand(rps_per_replica=k, min_replicas=floor, fitted_steps=int(pick.sum()),
                                    max_replicas=ceiling)

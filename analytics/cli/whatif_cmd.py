@@ -48,11 +48,12 @@ def add_scenario_source(p: argparse.ArgumentParser) -> None:
                                "the runs that happened)")
     for spec in transform_specs():
         flag = "--" + spec["name"].replace("_", "-")
+        words = spec["help"].replace("%", "%%")  # argparse formats help with %
         if isinstance(spec["default"], bool):
-            fwd.add_argument(flag, action="store_true", help=spec["help"])
+            fwd.add_argument(flag, action="store_true", help=words)
         else:
             fwd.add_argument(flag, type=type(spec["default"]), default=spec["default"],
-                             help=f"{spec['help']} (default {spec['default']})")
+                             help=f"{words} (default {spec['default']})")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -164,8 +164,10 @@ def observe(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
     if np.isnan(desired).all():
         # no autoscaler linked: what it would have asked for, from traffic (the events'
         # evidence uses the same inference, analytics.measures.infer_desired)
+        # Uncapped: the fit reads the autoscaler's maximum from where this demand outran the
+        # ready replicas with a GPU free (fit.ready_cap), which a capped demand never does.
         got = infer_desired(rps, ready, idle, gpus_per_replica(own, ready) or 1.0,
-                            int(round(DEFAULT_WARMUP_MIN * 60 / step_s)))
+                            int(round(DEFAULT_WARMUP_MIN * 60 / step_s)), cap_at_most_ready=False)
         if got is not None:
             desired, how = got
             desired_source = how.describe()
