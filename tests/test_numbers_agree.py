@@ -5,7 +5,8 @@ number, through AppTest, and by the CLI; the numbers read off the rendered eleme
 each other and the CLI's JSON: the tail events and their ids (a copied id works in `tidelens
 report`), each service's minutes over the SLO (Overview, the What-if backtest, `tidelens
 whatif --json`), the pool size (Overview, What-if, CLI), and the SLO each service is judged by
-(the store declares the sample's: the app and the CLI read it there).
+(the store declares the sample's: the app and the CLI read it there). On an export variant the
+capacity review's JSON is set against the other commands' (best policy included).
 """
 
 from __future__ import annotations
@@ -108,3 +109,35 @@ def test_gpu_hours_held_agree_across_overview_whatif_and_cli(db, capsys):
         teams = set(classify_workloads(st, load_map(None))["team"].drop_nulls())
     billed = {t for df in tables(chargeback) if "team" in df.value.columns for t in df.value["team"]}
     assert billed and billed <= teams | {CLASS_B_TEAM}, billed - teams
+
+
+@pytest.fixture(scope="module")
+def variant_db(tmp_path_factory) -> Path:
+    """Another cluster's export of the story: HPAs named by prefix, no kube-state-metrics pods."""
+    from analytics.sample import load_into, simulate
+    from analytics.store import Store
+
+    path = tmp_path_factory.mktemp("agree-variant") / "variant.duckdb"
+    with Store(path) as st:
+        load_into(st, simulate("morning", days=3, gpus=48, seed=5, variants=("hpa-prefix", "no-ksm-pods")))
+    return path
+
+
+def test_the_review_and_every_command_agree_on_an_export_variant(variant_db, capsys):
+    """The capacity review's numbers are the other commands' on a store the sample is not: the
+    events and their ids, each service's minutes over the SLO (the what-if's observed minutes),
+    the batch GPU-hours, the best policy and every policy's minutes."""
+    def cli(*argv: str):
+        assert main(list(argv)) == 0
+        return json.loads(capsys.readouterr().out)
+
+    review = cli("review", "--db", str(variant_db), "--json")
+    events = cli("events", "--db", str(variant_db), "--json")
+    assert review["events"]["ids"] == [e["id"] for e in events] and events
+    service = review["whatif"]["service"]
+    whatif = cli("whatif", "--db", str(variant_db), "--service", service, "--json")
+    assert review["minutes_over_slo"][service] == whatif["backtest"]["observed_violation_minutes"]
+    assert review["gpu_hours"]["batch"] == pytest.approx(whatif["backtest"]["observed_batch_gpu_hours"], abs=0.05)
+    assert review["whatif"]["best_policy"] == whatif["best_policy"]
+    assert {n: p["violation_minutes"] for n, p in review["whatif"]["policies"].items()} == \
+        {n: p["violation_minutes"] for n, p in whatif["policies"].items()}
