@@ -112,6 +112,38 @@ def minutes_over_slo_by_service(steps: pl.DataFrame, *, step_s: int) -> dict[str
     return {str(s): float(n) * step_s / 60.0 for s, n in counts.iter_rows()}
 
 
+def weighted_quantile_rows(values: np.ndarray, weights: np.ndarray, q: float = 0.99) -> np.ndarray:
+    """Per row, the smallest value with at least ``q`` of the row's weight at or below it: the
+    rank rule of Prometheus' ``histogram_quantile`` (the first bucket whose cumulative count
+    reaches ``q * N``), on the weighted values themselves; nan for a row without weight.
+
+    >>> weighted_quantile_rows(np.array([[3.0, 1.0, 2.0]]), np.array([[1.0, 98.0, 1.0]])).tolist()
+    [2.0]
+    """
+    order = np.argsort(values, axis=1, kind="stable")
+    xs = np.take_along_axis(values, order, axis=1).astype(np.float64)
+    cum = np.cumsum(np.take_along_axis(weights, order, axis=1), axis=1)
+    total = cum[:, -1]
+    rank = q * total.astype(np.float64)
+    idx = np.minimum((cum < rank[:, None]).sum(axis=1), values.shape[1] - 1)
+    out = xs[np.arange(len(xs)), idx]
+    return np.where(total > 0, out, np.nan)
+
+
+def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float = 0.99) -> float:
+    """:func:`weighted_quantile_rows` of one series, its unknown values and weightless steps
+    left out (nan when none is left).
+
+    >>> weighted_quantile(np.array([50.0, np.nan, 900.0, 60.0]), np.array([90.0, 5.0, 1.0, 9.0]))
+    60.0
+    """
+    v, w = np.asarray(values, dtype=np.float64), np.asarray(weights, dtype=np.float64)
+    ok = np.isfinite(v) & (w > 0)
+    if not ok.any():
+        return float("nan")
+    return float(weighted_quantile_rows(v[ok][None, :], w[ok][None, :], q)[0])
+
+
 def pool_size(gpus_total: np.ndarray) -> float:
     """The most GPUs the pool had at any step (0 for no steps)."""
     g = np.asarray(gpus_total, dtype=np.float64)

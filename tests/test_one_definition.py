@@ -63,3 +63,15 @@ def test_the_checks_find_a_second_definition(tmp_path: Path) -> None:
     assert GPU_HOURS.search('infer_h = float(tr.inference_gpus.sum() * step_h)')
     assert GPU_HOURS.search("run.goodput_gpu_h += kept * g / 60.0")
     assert not GPU_HOURS.search("return (t_s % 86400) / 3600.0")
+
+
+def test_a_weighted_percentile_is_computed_only_in_measures() -> None:
+    """Sorting values and accumulating their weights is a weighted percentile: the simulator's
+    minute p99s and the backtest's period p99 had one each (measures.weighted_quantile now)."""
+    found = []
+    for folder in ("analytics", "pages"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            if path != MEASURES and "argsort" in text and "cumsum" in text:
+                found.append(str(path.relative_to(ROOT)))
+    assert not found, "use analytics.measures.weighted_quantile(_rows): " + ", ".join(found)

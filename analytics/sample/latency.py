@@ -28,6 +28,7 @@ import numpy as np
 from scipy import stats
 
 from analytics.errors import ConfigError
+from analytics.measures import weighted_quantile_rows
 from analytics.sample.cluster import ServiceConfig
 
 DRAWS_PER_MIN = 200
@@ -152,19 +153,9 @@ def request_weights(n_req: np.ndarray, k: int) -> np.ndarray:
 
 
 def weighted_p99(draws: np.ndarray, weights: np.ndarray, q: float = 0.99) -> np.ndarray:
-    """Per row, the smallest draw with at least ``q * N`` weighted requests at or below it.
-
-    The rank rule of Prometheus' ``histogram_quantile`` (first bucket whose cumulative count
-    reaches ``q * N``), applied to the requests themselves; nan for rows without requests.
-    """
-    order = np.argsort(draws, axis=1, kind="stable")
-    xs = np.take_along_axis(draws, order, axis=1).astype(np.float64)
-    cum = np.cumsum(np.take_along_axis(weights, order, axis=1), axis=1)
-    total = cum[:, -1]
-    rank = q * total.astype(np.float64)
-    idx = np.minimum((cum < rank[:, None]).sum(axis=1), draws.shape[1] - 1)
-    out = xs[np.arange(len(xs)), idx]
-    return np.where(total > 0, out, np.nan)
+    """Per row (minute), the p99 of the weighted requests' draws: the one weighted percentile,
+    :func:`analytics.measures.weighted_quantile_rows`; nan for rows without requests."""
+    return weighted_quantile_rows(draws, weights, q)
 
 
 def bucket_counts(draws: np.ndarray, weights: np.ndarray, bounds_s: tuple[float, ...]) -> np.ndarray:

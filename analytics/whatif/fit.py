@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from analytics.measures import over_slo, over_slo_chance
+from analytics.measures import over_slo, over_slo_chance, weighted_quantile
 from analytics.whatif.queueing import (_wait_rate, erlang_c, response_quantile,
                                      service_shape, step_latency)
 
@@ -139,14 +139,9 @@ def patience_candidates(p99_ms: np.ndarray, slo_ms: float) -> tuple[float, ...]:
 
 
 def weighted_p99(p99_ms: np.ndarray, weights: np.ndarray) -> float:
-    """The 99th percentile of step p99s weighted by requests (the backtest's period p99)."""
-    ok = np.isfinite(p99_ms) & (weights > 0)
-    if not ok.any():
-        return float("nan")
-    order = np.argsort(p99_ms[ok])
-    v, w = p99_ms[ok][order], weights[ok][order]
-    cum = np.cumsum(w) / w.sum()
-    return float(v[min(int(np.searchsorted(cum, 0.99)), v.size - 1)])
+    """The 99th percentile of step p99s weighted by requests (the backtest's period p99): the
+    one weighted percentile, :func:`analytics.measures.weighted_quantile`."""
+    return weighted_quantile(p99_ms, weights, 0.99)
 
 
 def _thin(lam: np.ndarray, rep: np.ndarray, obs: np.ndarray, slo_ms: float
