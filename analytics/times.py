@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timezone
+from typing import Any
 from zoneinfo import ZoneInfo
 
 
@@ -98,6 +99,27 @@ def parse_iso(text: str, tz: str = "UTC") -> datetime:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc if tz == "UTC" else ZoneInfo(tz))
     return dt
+
+
+def step_start_ms(ts_ms: Any, step_ms: int) -> Any:
+    """A step's start: a timeline's timestamp is its step's end (the store's convention, every
+    timeline and the what-if alike), so a step starts one step earlier. Ints and arrays alike.
+
+    >>> import numpy as np
+    >>> step_start_ms(120_000, 60_000), step_start_ms(np.array([60_000, 120_000]), 60_000).tolist()
+    (60000, [0, 60000])
+    """
+    return ts_ms - step_ms
+
+
+def utc_hour(ts_ms: Any) -> Any:
+    """Hour of the UTC day (a float) of an instant or an array of them, epoch milliseconds.
+
+    >>> import numpy as np
+    >>> utc_hour(90 * 60_000), utc_hour(np.array([0, 86_400_000 + 1_800_000])).tolist()
+    (1.5, [0.0, 0.5])
+    """
+    return ((ts_ms // 1000) % 86400) / 3600.0
 
 
 def local_naive(ts_ms: int, tz: str) -> datetime:

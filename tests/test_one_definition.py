@@ -75,3 +75,18 @@ def test_a_weighted_percentile_is_computed_only_in_measures() -> None:
             if path != MEASURES and "argsort" in text and "cumsum" in text:
                 found.append(str(path.relative_to(ROOT)))
     assert not found, "use analytics.measures.weighted_quantile(_rows): " + ", ".join(found)
+
+
+# A step's start written as arithmetic on its end: `ts - step_ms`, `ts - step_s * 1000`,
+# `(ts // 1000 - step_s)`. The analyses go through analytics.times.step_start_ms; the live
+# pulls' range chunking and the simulator's export windows do other arithmetic with steps.
+STEP_START = re.compile(r"-\s*(\w+\.)?step_ms\b(?!\s*\)?\s*/)|-\s*(\w+\.)?step_s\s*\*\s*1000\b|//\s*1000\)?\s*-\s*(\w+\.)?step_s\b")
+ANALYSES = ("analytics/events", "analytics/whatif", "analytics/rhythm", "analytics/overview.py",
+            "analytics/review.py", "analytics/charts", "pages")
+
+
+def test_a_steps_start_is_computed_only_by_its_definition() -> None:
+    found = [line for line in _lines(STEP_START, {}) if line.startswith(ANALYSES)]
+    assert not found, "a step's start: analytics.times.step_start_ms:\n" + "\n".join(found)
+    assert STEP_START.search("start = int(scenario.start_ts_ms) - step_ms")
+    assert STEP_START.search("return float(((obs.ts_ms[idx] // 1000 - obs.step_s) % 86400) / 3600.0)")

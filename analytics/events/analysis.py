@@ -24,6 +24,7 @@ from analytics.events.incidents import match_incident
 from analytics.events.latency_model import LatencyModel, fit_latency_model
 from analytics.events.norm import traffic_norm
 from analytics.measures import InferredDemand, gpus_per_replica, infer_desired, over_slo, warmup_steps
+from analytics.times import step_start_ms
 
 
 def with_ts_ms(frame: pl.DataFrame) -> pl.DataFrame:
@@ -298,13 +299,13 @@ def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, servic
     batch_holders = [h for h in holders if h["cls"] == "batch"]
     evidence: dict[str, Any] = {
         "pool": pool, "slo_ms": _r(slo), "duration_min": _r((end_ms - start_ms) / 60_000, 2),
-        "peak_at": iso_utc(int(peak["ts_ms"]) - step_ms),
+        "peak_at": iso_utc(step_start_ms(int(peak["ts_ms"]), step_ms)),
         "holders_at_start": holders,
         "batch_gpus_at_start": _r(first["gpus_batch"]),
         "batch_held_since": min((h["held_since"] for h in batch_holders), default=None),
         "free_gpus_at_start": _r(first["gpus_idle"]),
         "free_gpus_when_asked": _r(att.free_gpus_when_asked) if att else None,
-        "asked_at": iso_utc(att.asked_at_ms - step_ms) if att and att.asked_at_ms is not None else None,
+        "asked_at": iso_utc(step_start_ms(att.asked_at_ms, step_ms)) if att and att.asked_at_ms is not None else None,
         "desired_replicas_source": inferred.describe() if inferred else "autoscaler",
         "desired_replicas_at_start": _r(first["desired"]), "ready_replicas_at_start": _r(first["ready"]),
         "desired_replicas_at_peak": _r(peak["desired"]), "ready_replicas_at_peak": _r(peak["ready"]),

@@ -14,6 +14,7 @@ event, and events shorter than the minimum duration are dropped.
 from __future__ import annotations
 
 import numpy as np
+from analytics.times import step_start_ms
 
 
 def detect_runs(ts_ms: np.ndarray, above: np.ndarray, *, step_ms: int, min_duration_ms: int,
@@ -45,7 +46,7 @@ def detect_runs(ts_ms: np.ndarray, above: np.ndarray, *, step_ms: int, min_durat
     breaks = np.flatnonzero(np.diff(ts_ms[idx]) != step_ms) + 1
     starts = np.concatenate([[0], breaks])
     ends = np.concatenate([breaks, [idx.size]]) - 1
-    runs = [(int(ts_ms[idx[a]]) - step_ms, int(ts_ms[idx[b]])) for a, b in zip(starts, ends)]
+    runs = [(step_start_ms(int(ts_ms[idx[a]]), step_ms), int(ts_ms[idx[b]])) for a, b in zip(starts, ends)]
     merged: list[list[int]] = []
     for s, e in runs:
         if merged and s - merged[-1][1] < merge_gap_ms:

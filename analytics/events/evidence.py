@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from analytics.events.event import iso_utc
+from analytics.times import step_start_ms
 
 
 _KEYS = ["pool", "cls", "team", "workload"]
@@ -53,10 +54,10 @@ def holders_at(holdings: pl.DataFrame, runs: pl.DataFrame, pool: str, ts_ms: int
     now = now.join(live, on=_KEYS, how="left").sort("gpus", "workload", descending=[True, False])
     out = []
     for row in now.iter_rows(named=True):
-        since_ms = int(row["first_ts"] if row["first_ts"] is not None else ts_ms) - step_ms
+        since_ms = step_start_ms(int(row["first_ts"] if row["first_ts"] is not None else ts_ms), step_ms)
         out.append({"cls": row["cls"], "team": row["team"], "workload": row["workload"],
                     "gpus": round(float(row["gpus"]), 4), "held_since": iso_utc(since_ms),
-                    "hours_held": round((ts_ms - step_ms - since_ms) / 3_600_000, 3)})
+                    "hours_held": round((step_start_ms(ts_ms, step_ms) - since_ms) / 3_600_000, 3)})
     return out
 
 

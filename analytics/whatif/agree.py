@@ -18,6 +18,7 @@ import polars as pl
 from analytics.whatif.outputs import PolicyResult, compare
 from analytics.whatif.params import PoolScenario
 from analytics.whatif.policies import reservation
+from analytics.times import step_start_ms
 
 BATCH = "batch_contention"
 
@@ -125,7 +126,7 @@ def agreement(events: Iterable[Any], scn: PoolScenario,
     if missing:
         have.update(compare(scn, missing))
     ts = scn.ts_ms()
-    start, end = int(ts[0]) - scn.step_s * 1000, int(ts[-1])
+    start, end = step_start_ms(int(ts[0]), scn.step_s * 1000), int(ts[-1])
     mine = [e for e in events if (service is None or e.service == service)
             and e.end_ms > start and e.start_ms < end]
     return Agreement(service=service or scn.name,

@@ -20,6 +20,7 @@ from analytics.whatif.fit import weighted_p99
 from analytics.whatif.observe import Observation, observe
 from analytics.whatif.outputs import PolicyResult, simulate
 from analytics.whatif.params import BatchParams, PoolScenario
+from analytics.times import step_start_ms
 
 
 def replay_result(obs: Observation, scenario: PoolScenario, policy: str = "shared"
@@ -155,7 +156,7 @@ def backtest(store: Any, scenario: PoolScenario, *, observed_policy: str = "shar
     name = service or (scenario.name.split(":", 1)[1] if scenario.name.startswith("store:")
                        else None)
     step_ms = scenario.step_s * 1000
-    start = int(scenario.start_ts_ms) - step_ms
+    start = step_start_ms(int(scenario.start_ts_ms), step_ms)
     end = int(scenario.ts_ms()[-1])
     from analytics.whatif.calibrate import store_timelines  # calibrate imports this module
 

@@ -24,6 +24,7 @@ from analytics.whatif.observe import Observation, observe
 from analytics.whatif.params import (MAX_SLO_MS, BatchJob, BatchParams, PoolParams, PoolScenario,
                                    ServiceParams)
 from analytics.sql.whatif import GPU_MODELS
+from analytics.times import step_start_ms, utc_hour
 
 
 def mig_model_for(model_name: str) -> str | None:
@@ -68,7 +69,7 @@ class Calibration:
 
 
 def _hours(obs: Observation, idx: int) -> float:
-    return float(((obs.ts_ms[idx] // 1000 - obs.step_s) % 86400) / 3600.0)
+    return float(utc_hour(step_start_ms(obs.ts_ms[idx], obs.step_s * 1000)))
 
 
 def observed_jobs(obs: Observation) -> tuple[tuple[BatchJob, ...], dict[str, str]]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from analytics.errors import ConfigError
 from analytics.whatif.params import BatchJob, BatchParams, PoolParams, PoolScenario, ServiceParams
+from analytics.times import step_start_ms, utc_hour
 
 GROUPS: dict[str, type] = {"service": ServiceParams, "pool": PoolParams}
 # Days of a calibrated store's period the what-ifs replay (the page and the CLI alike); the
@@ -183,5 +184,5 @@ def _runs_from(jobs: tuple[BatchJob, ...], start_ms: int, step_s: int) -> tuple[
         done_h = (start_ms - j.arrival_ms) / step_ms * step_s / 3600.0
         if done_h < j.duration_h - 1e-9:
             out.append(replace(j, arrival_ms=int(start_ms), duration_h=j.duration_h - done_h,
-                               start_hour=((start_ms // 1000 - step_s) % 86400) / 3600.0))
+                               start_hour=utc_hour(step_start_ms(start_ms, step_s * 1000))))
     return tuple(out)

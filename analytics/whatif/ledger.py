@@ -11,6 +11,7 @@ import polars as pl
 from analytics.measures import best_policy, gpu_hours
 from analytics.whatif.outputs import PolicyResult
 from analytics.whatif.params import PoolScenario
+from analytics.times import step_start_ms
 
 
 def policy_table(results: dict[str, PolicyResult]) -> pl.DataFrame:
@@ -72,7 +73,7 @@ def ledger(scn: PoolScenario, results: dict[str, PolicyResult], period_h: float 
     price = scn.pool.violation_price_per_min
     ts = scn.ts_ms()
     period_ms = int(period_h * 3_600_000)
-    period = ((ts - scn.step_s * 1000) // period_ms) * period_ms
+    period = (step_start_ms(ts, scn.step_s * 1000) // period_ms) * period_ms
     rows: list[pl.DataFrame] = []
     for name, r in results.items():
         v = r.series["violation"].astype(np.float64)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from analytics.errors import ConfigError
+from analytics.times import step_start_ms, utc_hour
 
 
 def _f(default: Any, help: str, *, min: float | None = None, max: float | None = None,
@@ -241,9 +242,7 @@ class PoolScenario:
 
     def hour_of_day(self) -> np.ndarray:
         """Hour of day (UTC, float) at the start of each step."""
-        start_s = (self.start_ts_ms // 1000) - self.step_s
-        t_s = start_s + np.arange(self.steps, dtype=np.int64) * self.step_s
-        return (t_s % 86400) / 3600.0
+        return utc_hour(step_start_ms(self.ts_ms(), self.step_s * 1000))
 
     def ts_ms(self) -> np.ndarray:
         """End of each step, UTC epoch milliseconds."""
