@@ -62,7 +62,8 @@ def heavy_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     counted(timeline_mod, "timelines", lambda a, k: a[1].step_s)
     counted(importlib.import_module("analytics.rhythm.report"), "rhythm_page_data",
             lambda a, k: k["step_s"])
-    counted(importlib.import_module("analytics.events"), "analyse", lambda a, k: k["cfg"].step_s)
+    counted(importlib.import_module("analytics.events.pipeline"), "analyse_timelines",
+            lambda a, k: a[2].step_s)  # the Tail events page's one call
     counted(calibrate_mod, "calibrate_frames", lambda a, k: k["step_s"])
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -95,7 +96,7 @@ def test_other_pages_and_steps_are_ready_before_the_click(pool_db: Path, heavy_c
     assert not prefetcher.failures, list(prefetcher.failures)
     # ...and the prefetch everything the other pages and steps need, once each.
     fetched = sorted((name, step) for name, step, thread in calls if thread == prefetch.THREAD_NAME)
-    assert fetched == sorted([("analyse", 60), ("calibrate_frames", 60), ("rhythm_page_data", 60),
+    assert fetched == sorted([("analyse_timelines", 60), ("calibrate_frames", 60), ("rhythm_page_data", 60),
                               *(("timelines", s) for s in STEP_CHOICES_S if s != 60)])
 
     made_by_pages = len([c for c in calls if c[2] != prefetch.THREAD_NAME])

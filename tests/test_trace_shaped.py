@@ -141,3 +141,34 @@ def test_the_data_pages_mapping_form_previews_and_loads_a_table_inside_a_tar_gz(
                                  [w.value for w in at.warning])
     with Store(db, read_only=True) as st:
         assert pool_timeline(st, TimelineConfig(step_s=60))["gpus_total"].max() == len(PODS)
+
+
+def test_the_review_reads_a_request_log_store_as_the_other_commands_do(tmp_path, capsys) -> None:
+    """The capacity review on a store whose latency and traffic come from a request log and a
+    gauge: its events are `tidelens events`' (same ids), its minutes over the SLO per service
+    are the service timeline's steps over the SLO (measures.minutes_over_slo), and its what-if is
+    there with its best policy or named as missing, never both."""
+    from analytics.measures import minutes_over_slo
+
+    db = tmp_path / "trace.duckdb"
+    for name, data in _tables().items():
+        (tmp_path / f"{name}.toml").write_text(MAPPINGS[name])
+        (tmp_path / f"{name}.tar.gz").write_bytes(_archive(name, data))
+        assert main(["ingest", "--db", str(db), "--columns", str(tmp_path / f"{name}.toml"),
+                     str(tmp_path / f"{name}.tar.gz")]) == 0
+    capsys.readouterr()
+    slos = ["--slo", "sdxl=60000", "--slo", "flux=60000"]
+    assert main(["review", "--db", str(db), "--json", *slos]) == 0
+    review = json.loads(capsys.readouterr().out)
+    assert main(["events", "--db", str(db), "--json", *slos]) == 0
+    events = json.loads(capsys.readouterr().out)
+    assert review["events"]["ids"] == [e["id"] for e in events]
+    with Store(db, read_only=True) as st:
+        svc = service_timeline(st, TimelineConfig(step_s=60))
+    for model in SERVICES:
+        p99 = svc.filter(pl.col("service") == model)["p99_ms"].to_numpy()
+        assert review["minutes_over_slo"][model] == minutes_over_slo(p99, 60_000.0, step_s=60) > 0
+    assert review["slo_ms"] == {"flux": 60000.0, "sdxl": 60000.0}
+    # the what-if is either there, with its best policy, or named as missing with why: never both
+    assert ("whatif" in review) != ("what-if" in review["missing"])
+    assert "whatif" not in review or review["whatif"]["best_policy"] in review["whatif"]["policies"]
