@@ -105,7 +105,10 @@ def test_the_trace_loads_from_its_archives_through_the_cli(tmp_path, capsys) -> 
         assert "share one GPU key" not in json.dumps(out)
     _check(db)
     assert main(["signals", "--db", str(db), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["shared_gpu_keys"] == []
+    signals = json.loads(capsys.readouterr().out)
+    assert signals["shared_gpu_keys"] == []
+    # every GPU carries its pod: none is counted as without a pod label (it said 14, then 144)
+    assert [(r["gpus"], r["unlabelled_gpus"]) for r in signals["unlabelled_gpus"]] == [(len(PODS), 0)]
 
 
 def test_the_trace_loads_from_its_archives_through_the_data_pages_upload(tmp_path) -> None:

@@ -77,7 +77,8 @@ def cmd_signals(args: argparse.Namespace) -> int:
                     "shared_gpu_keys": shared.to_dicts()})
     else:
         print_table(frame)
-        _section("GPUs without a pod label, per exporter (job)", rules)
+        _section("How each exporter's GPUs without a pod label are counted (gpus: all its GPUs; "
+                 "unlabelled_gpus: those seen without one)", rules)
         if shared.height:
             _section("GPU keys many pods share at once (likely each pod its own GPU)", shared)
     return 0
@@ -103,5 +104,6 @@ def cmd_classify(args: argparse.Namespace) -> int:
     else:
         print_table(frame)
         _section("Autoscalers: the service each HPA and Deployment was linked to, and the rule", links)
-        _section("GPUs without a pod label, per exporter (job)", rules)
+        _section("How each exporter's GPUs without a pod label are counted (gpus: all its GPUs; "
+                 "unlabelled_gpus: those seen without one)", rules)
     return 0

@@ -144,12 +144,13 @@ def exporter_labels(dev: pl.DataFrame) -> pl.DataFrame:
 def class_rules(store: Store) -> pl.DataFrame:
     """How each exporter deployment's GPUs without a pod label are classed (DESIGN.md "GPU counting").
 
-    Returns ``job, gpus, kubernetes_mode, ksm_nodes, rule``: ``ksm_nodes`` counts the nodes
+    Returns ``job, gpus, unlabelled_gpus, kubernetes_mode, ksm_nodes, rule, short``: ``gpus`` the
+    exporter's GPUs, ``unlabelled_gpus`` those with a series without a pod label; ``ksm_nodes`` counts the nodes
     kube-state-metrics reports allocatable GPUs for (there, requests decide idle vs unknown);
     ``rule`` says in words what decides for the rest.
     """
-    schema = {"job": pl.Utf8, "gpus": pl.Int64, "kubernetes_mode": pl.Boolean, "ksm_nodes": pl.Int64,
-              "rule": pl.Utf8, "short": pl.Utf8}
+    schema = {"job": pl.Utf8, "gpus": pl.Int64, "unlabelled_gpus": pl.Int64, "kubernetes_mode": pl.Boolean,
+              "ksm_nodes": pl.Int64, "rule": pl.Utf8, "short": pl.Utf8}
     dev = store.query(q.DEVICE_SERIES, {"metrics": list(DEVICE_KIND)})
     if dev.height == 0:
         return pl.DataFrame(schema=schema)
@@ -164,8 +165,11 @@ def class_rules(store: Store) -> pl.DataFrame:
         hosts = set(g["hostname"].drop_nulls().to_list())
         n_ksm = len(hosts & ksm_hosts)
         rule, short = unlabelled_gpu_rule(k8s, n_ksm, len(hosts))
-        rows.append({"job": job, "gpus": g["gpu_key"].n_unique(), "kubernetes_mode": k8s, "ksm_nodes": n_ksm,
-                     "rule": rule, "short": short})
+        # The exporter's GPUs, and those with a series without a pod label (the rule's subject:
+        # `signals` said 14 "GPUs without a pod label" of a store where every GPU had one).
+        rows.append({"job": job, "gpus": g["gpu_key"].n_unique(),
+                     "unlabelled_gpus": g.filter(pl.col("pod").is_null())["gpu_key"].n_unique(),
+                     "kubernetes_mode": k8s, "ksm_nodes": n_ksm, "rule": rule, "short": short})
     return pl.DataFrame(rows, schema=schema).sort("job", nulls_last=True)
 
 
