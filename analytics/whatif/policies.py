@@ -127,6 +127,9 @@ def reservation(scn: PoolScenario) -> tuple[int, str]:
     ...     pool=PoolParams(gpus=64, headroom=0.5))
     >>> reservation(s)
     (30, 'what the peak needed: 20 desired replicas x 1 GPUs per replica, plus 50% headroom')
+    >>> from dataclasses import replace
+    >>> reservation(replace(s, pool=PoolParams(gpus=1, headroom=0.5, split_b=1.0)))[1][-40:]
+    '(1 GPUs in the pool): nothing to reserve'
     """
     pool, svc = scn.pool, scn.service
     if pool.reservation_gpus >= 0:
@@ -138,8 +141,11 @@ def reservation(scn: PoolScenario) -> tuple[int, str]:
     got = min(need, room)
     why = (f"what the peak needed: {peak:g} desired replicas x {svc.gpus_per_replica} GPUs per replica, "
            f"plus {pool.headroom:.0%} headroom")
-    if got < need:
+    if got < need and room > 0:
         why += f" ({need}; capped at the {room} GPUs the pool has beside class B and what others hold)"
+    elif got < need:  # never "capped at the 0 GPUs": say there is nothing to reserve, and why
+        why += (f" ({need}), but the pool has no GPU beside class B and what others hold at their most "
+                f"({pool.gpus} GPUs in the pool): nothing to reserve")
     return got, why
 
 
