@@ -166,6 +166,10 @@ def test_the_review_reads_a_request_log_store_as_the_other_commands_do(tmp_path,
     assert main(["events", "--db", str(db), "--json", *slos]) == 0
     events = json.loads(capsys.readouterr().out)
     assert review["events"]["ids"] == [e["id"] for e in events]
+    # an event's evidence says what its notes say: no autoscaler is linked here, so the desired
+    # replicas are not the autoscaler's (it said "autoscaler" beside a note saying none was)
+    assert events and all(e["evidence"]["desired_replicas_source"].startswith("ready replicas (no autoscaler")
+                          for e in events)
     with Store(db, read_only=True) as st:
         svc = service_timeline(st, TimelineConfig(step_s=60))
     for model in SERVICES:

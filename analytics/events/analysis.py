@@ -154,7 +154,8 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         steps = steps.with_columns(pl.col("rps").clip(pl.col("lower"), pl.col("upper")).alias("t0"))
 
     gpr = _gpus_per_replica(hold, steps)
-    steps, inferred = _infer_missing_desired(steps, set(map(str, with_hpa)), gpr,
+    with_hpa_names = set(map(str, with_hpa))
+    steps, inferred = _infer_missing_desired(steps, with_hpa_names, gpr,
                                              int(round(cfg.default_warmup_min * 60 / cfg.step_s)), notes)
     warm_steps: dict[str, int] = {}
     for (service,), g in steps.group_by(["service"], maintain_order=True):
@@ -207,7 +208,8 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
                            merge_gap_ms=int(cfg.merge_gap_min * 60_000))
         for start_ms, end_ms in runs:
             events.append(_build_event(g, hold, hold_runs, service, start_ms, end_ms, slo, cfg, models.get(service),
-                                       regressions[service], warm_steps[service], incidents, inferred.get(service)))
+                                       regressions[service], warm_steps[service], incidents, inferred.get(service),
+                                       linked=service in with_hpa_names))
     events.sort(key=lambda e: (e.start_ms, e.service))
     return EventsAnalysis(events=events, steps=steps, holdings=hold, models=models, regressions=regressions,
                           warmup_min={k: v * cfg.step_s / 60 for k, v in warm_steps.items()},
@@ -269,7 +271,8 @@ def _infer_missing_desired(steps: pl.DataFrame, with_hpa: set[str], gpr: dict[st
 
 def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, service: str, start_ms: int, end_ms: int,
                  slo: float | None, cfg: EventsConfig, model: LatencyModel | None, regression: dict[str, Any],
-                 warm_steps: int, incidents: pl.DataFrame | None, inferred: InferredDemand | None = None) -> Event:
+                 warm_steps: int, incidents: pl.DataFrame | None, inferred: InferredDemand | None = None,
+                 linked: bool = True) -> Event:
     step_ms = cfg.step_s * 1000
     look = int(cfg.asked_lookback_min * 60_000)
     window = g.filter((pl.col("ts_ms") > start_ms - look) & (pl.col("ts_ms") <= end_ms))
@@ -306,7 +309,11 @@ def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, servic
         "free_gpus_at_start": _r(first["gpus_idle"]),
         "free_gpus_when_asked": _r(att.free_gpus_when_asked) if att else None,
         "asked_at": iso_utc(step_start_ms(att.asked_at_ms, step_ms)) if att and att.asked_at_ms is not None else None,
-        "desired_replicas_source": inferred.describe() if inferred else "autoscaler",
+        # What the notes say too: an autoscaler, the inference from traffic, or (neither) the
+        # ready replicas standing in (it said "autoscaler" while the notes said none was linked).
+        "desired_replicas_source": (inferred.describe() if inferred else "autoscaler" if linked
+                                    else "ready replicas (no autoscaler linked, too few uncontended steps "
+                                         "to infer it from traffic)"),
         "desired_replicas_at_start": _r(first["desired"]), "ready_replicas_at_start": _r(first["ready"]),
         "desired_replicas_at_peak": _r(peak["desired"]), "ready_replicas_at_peak": _r(peak["ready"]),
         "replicas_without_batch_at_peak": _r(peak["c0"]),
