@@ -12,7 +12,8 @@ ServeGen trace, whose date and zone are assumptions).
 """
 
 from analytics.rhythm.config import RhythmConfig, config_help
-from analytics.rhythm.decompose import Decomposition, decompose, decompose_many, norm_band
+from analytics.rhythm.band import norm_band
+from analytics.rhythm.decompose import Decomposition, decompose, decompose_many
 from analytics.rhythm.summary import (BatchSummary, RhythmSummary, daily_profile, hour_of_week,
                                       ramp_window, summarise, summarise_batch, tidal_window)
 

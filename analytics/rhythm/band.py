@@ -1,0 +1,117 @@
+"""A series' norm at each step (``norm_band``): the band its decomposition says is normal, which
+the tail-event analysis judges surges against, and the steps that break it (``surge_mask``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from analytics.rhythm.config import RhythmConfig
+from analytics.rhythm.decompose import decompose
+
+
+def norm_band(frame: pl.DataFrame, value_col: str, cfg: RhythmConfig | None = None, *,
+              ts_col: str = "ts", id_col: str | None = None) -> pl.DataFrame:
+    """The norm of a series at each of its steps: ``ts, expected, lower, upper``.
+
+    ``expected`` is trend + daily + weekly; ``lower``/``upper`` add the residual's
+    ``band_low_q``/``band_high_q`` quantiles. A surge is a value above ``upper``. With
+    ``id_col``, one band per series and the id column kept.
+
+    The norm must not learn what it is to judge: a week with two surged mornings would
+    otherwise teach MSTL's daily component (which follows its neighbouring days) that those
+    mornings run high, and the surges would look normal. So the steps :func:`surge_mask` finds
+    far above the typical day are left out of the fit (filled as gaps are), and out of the
+    band's residual quantiles.
+
+    >>> import numpy as np
+    >>> t = np.arange(4 * 288) * 300_000
+    >>> day = 10 + 8 * np.sin(2 * np.pi * t / 86_400_000)
+    >>> rps = day.copy(); rps[300:320] *= 3     # one surge
+    >>> f = pl.DataFrame({"ts": pl.Series(t).cast(pl.Datetime("ms", "UTC")), "rps": rps})
+    >>> b = norm_band(f, "rps")
+    >>> bool((b["upper"][300:320] < rps[300:320]).all()), bool(abs(b["expected"][600] - day[600]) < 0.5)
+    (True, True)
+    """
+    cfg = cfg or RhythmConfig()
+    if id_col is None:
+        return _robust_band(frame, value_col, cfg, ts_col)
+    parts = []
+    for (key,), part in frame.sort(id_col).group_by(id_col, maintain_order=True):
+        parts.append(_robust_band(part, value_col, cfg, ts_col)
+                     .with_columns(pl.lit(key).cast(frame.schema[id_col]).alias(id_col)))
+    return pl.concat(parts).select(ts_col, id_col, "expected", "lower", "upper")
+
+
+def surge_mask(ts_ms: np.ndarray, values: np.ndarray, cfg: RhythmConfig) -> np.ndarray:
+    """Steps far above the typical day: what the norm must not learn (see :func:`norm_band`).
+
+    The typical day is, per time of day (at ``cfg.resolution_s``), the median over the days of
+    the same kind (weekdays, weekend days; all days where a kind has fewer than 3) in
+    ``cfg.timezone``, scaled by each day's own level (the median ratio of its values to that
+    profile). A step is a surge when its value exceeds that by more than ``cfg.norm_surge_sd``
+    robust standard deviations (1.4826 x MAD) of the relative deviations. A median over days is
+    untouched by surges on a minority of them, which a seasonal fit (it follows its
+    neighbouring days) is not.
+    """
+    out = np.zeros(len(values), bool)
+    ok = ~np.isnan(values)
+    if cfg.norm_surge_sd is None or ok.sum() < 3:
+        return out
+    from zoneinfo import ZoneInfo
+
+    res_ms = cfg.resolution_s * 1000
+    local = (pl.Series(ts_ms - 1).cast(pl.Datetime("ms", "UTC")).dt.convert_time_zone(
+        cfg.timezone if cfg.timezone != "UTC" else "UTC"))
+    ZoneInfo(cfg.timezone) if cfg.timezone != "UTC" else None  # noqa: B018 (validates the zone)
+    day = local.dt.date().cast(pl.Int32).to_numpy()
+    tod = ((local.dt.hour().cast(pl.Int64) * 3600 + local.dt.minute().cast(pl.Int64) * 60
+            + local.dt.second().cast(pl.Int64)) * 1000 // res_ms).to_numpy()
+    weekend = local.dt.weekday().to_numpy() >= 6
+    f = pl.DataFrame({"day": day, "tod": tod, "weekend": weekend, "v": values}).with_row_index("i")
+    binned = f.filter(pl.col("v").is_not_nan()).group_by("day", "tod", "weekend").agg(pl.col("v").mean())
+    kinds = binned.group_by("weekend").agg(pl.col("day").n_unique().alias("n"))
+    if kinds.filter(pl.col("n") < 3).height:
+        binned = binned.with_columns(pl.lit(False).alias("kind"))
+    else:
+        binned = binned.with_columns(pl.col("weekend").alias("kind"))
+    if binned["day"].n_unique() < 3:
+        return out
+    prof = binned.group_by("kind", "tod").agg(pl.col("v").median().alias("typical"))
+    b = binned.join(prof, on=["kind", "tod"]).filter(pl.col("typical") > 0)
+    level = b.group_by("day").agg((pl.col("v") / pl.col("typical")).median().alias("level"))
+    b = (b.join(level, on="day").with_columns((pl.col("typical") * pl.col("level")).alias("base"))
+         .filter(pl.col("base") > 0))
+    dev = (b["v"] / b["base"] - 1.0).to_numpy()
+    dev = dev[np.isfinite(dev)]
+    if dev.size < 3:
+        return out
+    mad = float(np.median(np.abs(dev - np.median(dev)))) * 1.4826
+    if not mad > 0:
+        return out
+    far = b.filter(pl.col("v") / pl.col("base") - 1.0 > cfg.norm_surge_sd * mad).select("day", "tod")
+    hit = f.join(far, on=["day", "tod"], how="semi")["i"].to_numpy()
+    out[hit] = True
+    return out & ok
+
+
+def _robust_band(frame: pl.DataFrame, value_col: str, cfg: RhythmConfig, ts_col: str) -> pl.DataFrame:
+    src = (frame.select(pl.col(ts_col).alias("ts"), pl.col(value_col).cast(pl.Float64).alias("v"))
+           .filter(pl.col("ts").is_not_null()).with_columns(pl.col("v").fill_nan(None))
+           .unique("ts", keep="last").sort("ts"))
+    values = src["v"].fill_null(np.nan).to_numpy().astype(float)
+    surge = surge_mask(src["ts"].dt.epoch("ms").to_numpy(), values, cfg)
+    fit = src.with_columns(pl.when(pl.Series(surge)).then(None).otherwise(pl.col("v")).alias("v"))
+    out = decompose(fit, "v", cfg).frame
+    # the band's width is the normal steps' spread around the norm (the surges left out)
+    space = (lambda a: np.log(np.where(a > 0, a, np.nan))) if cfg.log_scale else (lambda a: a)
+    fwd = np.exp if cfg.log_scale else (lambda a: a)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        base = space(out["expected"].to_numpy())
+        resid = space(values) - base
+    usable = ~np.isnan(resid) & ~surge
+    q_lo, q_hi = ((float(x) for x in np.quantile(resid[usable], [cfg.band_low_q, cfg.band_high_q]))
+                  if usable.sum() >= 2 else (0.0, 0.0))
+    return pl.DataFrame({ts_col: src["ts"], "expected": out["expected"], "lower": fwd(base + q_lo),
+                         "upper": fwd(base + q_hi)})
