@@ -7,14 +7,10 @@ write: nginx ``request_time`` in seconds, Envoy ``duration`` in ms, ``latency_ms
 latency column must say its unit (a ``_ms``/``_s``/``_us`` suffix, or a tool's documented
 field); a bare ``latency`` is refused rather than guessed.
 
-A request is an error when its HTTP status is 5xx or 429 (refused for capacity), or when the
-log's own flag says so: an ``error`` column true or a failure word, a ``success`` column a failure
-word or an error status. The words are read case-insensitively (:data:`SUCCESS_WORDS`:
-``SUCCEED``, ``SUCCESS``, ``OK``, ``TRUE``, ``1``...; :data:`FAILURE_WORDS`: ``FAILED``,
-``FAILURE``, ``ERROR``, ``FALSE``, ``0``...), a three-digit success value as an HTTP status; a
-mapping's ``success_values = ["SUCCEED"]`` names the success values itself. A success value read
-as neither counts as failed and is said in the note, as is a log whose every request reads as
-failed (every p99 would then be empty). Errors are counted apart from the latency percentiles.
+A request is an error when its HTTP status is 5xx or 429, or when the log's own ``error``,
+``status`` or ``success`` column says so in words or codes (:mod:`analytics.ingest.request_status`;
+a mapping's ``success_values`` names the success values itself). A success value read as neither
+counts as failed and is said in the note, as is a log whose every request reads as failed.
 
 A request is counted once: rows the store already holds (the same log under another name, two
 exports that overlap) are skipped and counted in the note, matched on every column (the store
@@ -40,6 +36,7 @@ from typing import Any, Callable
 import polars as pl
 
 from analytics.errors import IngestError
+from analytics.ingest.request_status import by_value, error_flag, status_error, success_failed
 from analytics.store import Sink
 
 UNITS_MS: dict[str, float] = {"s": 1000.0, "ms": 1.0, "us": 1e-3}
@@ -69,13 +66,6 @@ _TOKEN_NAMES = ("output_tokens", "completion_tokens", "generated_tokens", "num_g
                 "total_tokens")
 _POD_NAMES = ("pod", "pod_name", "kubernetes_pod_name", "exported_pod")
 _NAMESPACE_NAMES = ("namespace", "kube_namespace", "kubernetes_namespace", "exported_namespace")
-_TRUE = ("true", "1", "yes", "y", "t")
-SUCCESS_WORDS = frozenset({"succeed", "succeeded", "success", "successful", "ok", "true", "1", "yes", "y", "t",
-                           "pass", "passed", "done", "complete", "completed", "finished"})
-FAILURE_WORDS = frozenset({"fail", "failed", "failure", "error", "err", "false", "0", "no", "n", "f", "timeout",
-                           "timed_out", "aborted", "cancelled", "canceled", "rejected", "exception"})
-# failure words that also mean "no error" in an error column (error = 0 / false is a success)
-_FALSY = frozenset({"false", "0", "no", "n", "f"})
 _ID_NAMES = ("request_id", "requestid", "req_id", "x_request_id", "x-request-id", "trace_id")
 
 
@@ -135,38 +125,6 @@ class RequestColumns:
 
     def as_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items() if v is not None}
-
-
-def success_failed(value: str, success_values: tuple[str, ...] | None = None) -> bool | None:
-    """Whether a success column's ``value`` says the request failed (None: it says neither).
-
-    >>> [success_failed(v) for v in ("SUCCEED", "FAILED", "ok", "0", "200", "503", "PENDING")]
-    [False, True, False, True, False, True, None]
-    >>> success_failed("SUCCEED", ("succeed",)), success_failed("DONE", ("succeed",))
-    (False, True)
-    """
-    w = value.strip().lower()
-    if success_values is not None:
-        return w not in {v.strip().lower() for v in success_values}
-    if w in SUCCESS_WORDS:
-        return False
-    if w in FAILURE_WORDS:
-        return True
-    if len(w) == 3 and w.isdigit() and w[0] in "12345":
-        return _is_error_status(w)
-    return None
-
-
-def _error_flag(value: str) -> bool:
-    """Whether an error column's ``value`` says the request failed (true, 1, or a failure word)."""
-    w = value.strip().lower()
-    return w in _TRUE or (w in FAILURE_WORDS and w not in _FALSY)
-
-
-def _status_error(value: str) -> bool:
-    """Whether a status column's ``value`` is an error: 5xx, 429, or a failure word (FAILED, ERROR)."""
-    w = value.strip().lower()
-    return _is_error_status(w) or (w in FAILURE_WORDS and w not in _FALSY)
 
 
 def _first(cols: list[str], names: tuple[str, ...]) -> str | None:
@@ -387,12 +345,12 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
     error = pl.repeat(False, frame.height, eager=True)
     unread = None  # a success value that reads as neither: counted failed, named in the note
     if rc.status:
-        error = error | _by_value(frame[rc.status], _status_error)
+        error = error | by_value(frame[rc.status], status_error)
     if rc.error:
-        error = error | _by_value(frame[rc.error], _error_flag)
+        error = error | by_value(frame[rc.error], error_flag)
     if rc.success:
         # 1 failed, 0 succeeded, null: neither (a flag's null would read as "no error")
-        read = _by_value(frame[rc.success], lambda v: None if (f := success_failed(v, rc.success_values)) is None
+        read = by_value(frame[rc.success], lambda v: None if (f := success_failed(v, rc.success_values)) is None
                          else int(f), pl.Int8)
         raw_success = frame[rc.success].cast(pl.Utf8)
         neither = read.is_null() & raw_success.is_not_null()
@@ -405,7 +363,7 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
         raw_service = frame[rc.service]
         # before mapping each distinct value: a per-request id would make that 10M Python calls
         check_service_count(raw_service.n_unique(), source, rc.service)
-        service = _by_value(raw_service, lambda v: v.strip() or None, pl.Utf8)
+        service = by_value(raw_service, lambda v: v.strip() or None, pl.Utf8)
         _bad_row(frame, service.is_null(), rc.service, "a service name", source, locate)
     else:
         service = pl.repeat(name, frame.height, dtype=pl.Utf8, eager=True)
@@ -430,23 +388,6 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
     if unread is not None and unread.null_count() < unread.len():
         out = out.with_columns(unread.alias("__unread"))
     return out, locate
-
-
-def _is_error_status(v: str) -> bool:
-    v = v.strip()
-    return v.isdigit() and (int(v) >= 500 or int(v) == 429)
-
-
-def _by_value(s: pl.Series, fn: Callable[[str], Any], dtype: Any = pl.Boolean) -> pl.Series:
-    """``fn`` of each distinct value of ``s`` (a log repeats few), mapped back onto every row; a
-    null stays null for text and is False for a flag."""
-    if s.dtype == pl.Boolean:
-        s = s.cast(pl.Utf8).str.to_lowercase()
-    elif s.dtype not in (pl.Utf8, pl.Categorical):
-        s = s.cast(pl.Utf8)
-    values = s.unique().drop_nulls().cast(pl.Utf8).to_list()
-    out = s.replace_strict({v: fn(v) for v in values}, default=None, return_dtype=dtype)
-    return out.fill_null(False) if dtype == pl.Boolean else out
 
 
 def _header(data: bytes, kind: str, source: str) -> list[str]:
