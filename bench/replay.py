@@ -69,15 +69,16 @@ def simulated(case: Any, *, days: int, gpus: int, seed: int) -> list[dict[str, A
     from analytics.store import Store
     from analytics.whatif.calibrate import calibrate_frames
 
-    res = simulate(case.scenario, days=days, gpus=gpus, seed=seed, variants=case.variants)
+    res = simulate(case.scenario, days=days, gpus=case.gpus or gpus, seed=seed, variants=case.variants)
     slos = {k: v["p99_ms"] for k, v in truth(res)["slos"].items()}
     with Store(":memory:") as st:
         load_into(st, res)
         tl = timelines_for(st, EventsConfig())
     events = analyse(tl["services"], tl["pool"], tl["holdings"], cfg=EventsConfig(), slos_ms=slos)
+    present = set(tl["services"]["service"].unique().to_list())  # compound's story has one service
     return [_row(case.label, seed, svc, calibrate_frames(tl["services"], tl["pool"], tl["holdings"],
                                                          service=svc, slo_for=slos), events)
-            for svc in SIM_SERVICES]
+            for svc in SIM_SERVICES if svc in present]
 
 
 def independent(case: str, *, days: int, seed: int) -> list[dict[str, Any]]:
