@@ -185,13 +185,13 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
                  end_ms: int | None = None, slos: "SloTable | None" = None,
                  wmap: "WorkloadMap | None" = None, tz: str = "UTC") -> Review:
     """The review of a store's range, computed as ``tidelens events``/``whatif``/``rhythm`` do."""
-    from analytics.events import EventsConfig, analyse_store
-    from analytics.events.pipeline import timelines_for
+    from analytics.events import EventsConfig
+    from analytics.events.pipeline import analyse_timelines, timelines_for
     from analytics.rhythm import RhythmConfig
     from analytics.rhythm.report import rhythm_page_data
     from analytics.slo import resolve_slos
     from analytics.times import format_span
-    from analytics.whatif.calibrate import calibrate_frames, gpu_model_of
+    from analytics.whatif.calibrate import calibrate_timelines
 
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
     tl = timelines_for(store, cfg, wmap)
@@ -204,12 +204,10 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
                        end_ms if end_ms is not None else last, tz) if first is not None else ""
     return build_review(
         tl, step_s=step_s, slo_ms=slo_ms, tz=tz, label=str(store.path), span=span,
-        events=lambda: analyse_store(store, cfg, wmap, slos_ms=table),
+        events=lambda: analyse_timelines(tl, cfg, slos_ms=table),
         rhythm=lambda: rhythm_page_data(store, RhythmConfig(timezone=tz), step_s=step_s,
                                         start_ms=start_ms, end_ms=end_ms, wmap=wmap, timelines=tl),
-        calibration=lambda name: calibrate_frames(
-            tl["services"], tl["pool"], tl["holdings"], service=name, step_s=step_s,
-            slo_for=slo_ms, gpu_model=gpu_model_of(store)))
+        calibration=lambda name: calibrate_timelines(tl, service=name, step_s=step_s, slo_for=slo_ms))
 
 
 # -- sections -----------------------------------------------------------------------------------

@@ -202,7 +202,7 @@ def cached_timelines(path: str, version: str, start_ms: int | None, end_ms: int 
             while len(_WHOLE_SPANS) > 1 and (
                     len(_WHOLE_SPANS) > WHOLE_SPANS_KEPT
                     or sum(f.estimated_size() for tl in _WHOLE_SPANS.values()
-                           for f in tl.values()) > WHOLE_SPANS_MAX_BYTES):
+                           for f in tl.values() if isinstance(f, pl.DataFrame)) > WHOLE_SPANS_MAX_BYTES):
                 _WHOLE_SPANS.popitem(last=False)
         return found
     with _WHOLE_LOCK:

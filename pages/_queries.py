@@ -163,9 +163,8 @@ def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | N
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms,
                        min_duration_min=min_duration_min, merge_gap_min=merge_gap_min)
     incidents = load_incidents(incidents_name or "upload.csv", incidents_csv) if incidents_csv else None
-    with open_store(path) as store:  # the same call as the CLI's analyse_store
-        return analyse_timelines(store, timelines, cfg, load_workload_map(), incidents,
-                                 slos_ms={s: slo.get(s, slo.get("*")) for s in services})
+    # The same call as the CLI's analyse_store; the notes come from the timelines' facts.
+    return analyse_timelines(timelines, cfg, incidents, slos_ms={s: slo.get(s, slo.get("*")) for s in services})
 
 
 # What-if and Chargeback share one calibration per (source, range, step, service, SLO).
@@ -173,13 +172,10 @@ def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | N
 def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
                        step_s: int, map_version: str, service: str | None,
                        slo_ms: float) -> Any:  # analytics.whatif.calibrate.Calibration
-    from analytics.whatif.calibrate import calibrate_frames, gpu_model_of
+    from analytics.whatif.calibrate import calibrate_timelines
 
     tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    with open_store(path) as store:  # the frames do not carry the GPU model
-        gpu_model = gpu_model_of(store)
-    return calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=service,
-                            step_s=step_s, slo_for=slo_ms, gpu_model=gpu_model)
+    return calibrate_timelines(tl, service=service, step_s=step_s, slo_for=slo_ms)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)

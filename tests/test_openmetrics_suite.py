@@ -106,15 +106,15 @@ def test_a_case_that_should_not_parse_is_refused_with_its_line_or_loaded_with_a_
 
 
 def test_a_histogram_that_is_not_one_reaches_the_pages_that_show_percentiles() -> None:
-    from analytics.events.pipeline import histogram_defect_notes
+    from analytics.timeline import timelines
 
     with Store(":memory:") as store:
         ingest_path(store, SUITE / "simple_histogram" / "metrics", at_ms=AT_MS)
-        assert histogram_defect_notes(store) == []
+        assert timelines(store).facts.histogram_defects == ()
         path = SUITE / "bad_histograms_9" / "metrics"  # buckets decrease
         [result] = ingest_path(store, path, at_ms=AT_MS)
         assert result.status == "loaded" and HISTOGRAM_DEFECT in result.note
-        [note] = histogram_defect_notes(store)
+        [note] = timelines(store).facts.histogram_defects  # what Tail events adds to its notes
         assert note.startswith(f"{path}: {HISTOGRAM_DEFECT}") and "Buckets out of order" in note
 
 

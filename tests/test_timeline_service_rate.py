@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from analytics.events.pipeline import store_notes
+from analytics.events.pipeline import facts_notes
 from analytics.ingest import ingest_bytes
 from analytics.ingest.mapping import ColumnMapping
-from analytics.timeline import service_timeline
+from analytics.timeline import service_timeline, timelines
 from analytics.timeline.config import TimelineConfig
 from analytics.timeline.sources import latency_source_notes, request_log_summary, traffic_source_notes
 
@@ -52,7 +52,8 @@ def test_a_qps_gauge_of_pods_is_the_traffic_over_the_logs_row_count_and_the_note
     summary = request_log_summary(store)
     assert summary["traffic"].to_list() == ["gauge 'qps' (2 series summed)"]
     assert "not from counting the log's rows" in summary["note"][0]
-    assert note in store_notes(store, pl.DataFrame({"service": ["imagegen"], "slo_metric": ["requests.latency_ms"]}),
+    facts = timelines(store, TimelineConfig(step_s=60)).facts  # read in the timeline pass
+    assert note in facts_notes(facts, pl.DataFrame({"service": ["imagegen"], "slo_metric": ["requests.latency_ms"]}),
                                {"imagegen": None})
 
 

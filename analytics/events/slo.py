@@ -9,14 +9,10 @@ DESIGN.md tolerance), which :func:`slo_bucket_note` tells the user. Which SLO a 
 
 from __future__ import annotations
 
-import json
 import math
-from typing import TYPE_CHECKING, Sequence
+from typing import Mapping, Sequence
 
 import polars as pl
-
-if TYPE_CHECKING:
-    from analytics.store import Store
 
 
 def slo_bucket_note(service: str, slo_ms: float, metric: str, bounds_ms: Sequence[float]) -> str | None:
@@ -42,24 +38,23 @@ def slo_bucket_note(service: str, slo_ms: float, metric: str, bounds_ms: Sequenc
             f"a bucket bound ({lo:g} or {hi:g} ms) is checked exactly")
 
 
-def slo_bucket_notes(store: "Store", services: pl.DataFrame, slos_ms: dict[str, float | None]) -> list[str]:
-    """:func:`slo_bucket_note` for every service whose SLO histogram is in ``store``.
+def slo_bucket_notes(bounds_ms: "Mapping[str, Sequence[float]]", services: pl.DataFrame,
+                     slos_ms: dict[str, float | None]) -> list[str]:
+    """:func:`slo_bucket_note` for every service whose SLO histogram has bucket bounds.
 
-    ``services`` is the service timeline (its ``slo_metric`` names each service's histogram).
+    ``bounds_ms``: histogram -> its finite bounds in ms (the timelines' facts,
+    :func:`analytics.timeline.facts.bucket_bounds_ms`); ``services`` is the service timeline (its
+    ``slo_metric`` names each service's histogram).
     """
-    from analytics.timeline.service import ms_per_unit
-
     if "slo_metric" not in services.columns:
         return []
     notes = []
     pairs = services.select(pl.col("service").cast(pl.Utf8), pl.col("slo_metric").cast(pl.Utf8)).unique()
     for service, metric in sorted(pairs.drop_nulls().rows()):
         slo = slos_ms.get(service)
-        if slo is None:
+        if slo is None or metric not in bounds_ms:
             continue
-        les = {json.loads(lab).get("le") for lab in store.series(f"{metric}_bucket")["labels"].to_list()}
-        bounds = [float(x) * ms_per_unit(metric) for x in les if x is not None and x != "+Inf"]
-        note = slo_bucket_note(service, float(slo), metric, bounds)
+        note = slo_bucket_note(service, float(slo), metric, bounds_ms[metric])
         if note:
             notes.append(note)
     return notes

@@ -27,7 +27,7 @@ from analytics.errors import IngestError
 MAX_CHECK_LINES = 4_000  # ~0.1 CPU-s of prometheus_client: a whole dcgm-exporter scrape, and more
 _HARD_LIMIT = 5_000  # cut even inside a family (one huge family without metadata lines)
 # The phrase a source's note carries when one of its histograms is not a histogram; pages that
-# show percentiles look for it (analytics.events.pipeline.store_notes).
+# show percentiles look for it (analytics.timeline.facts.histogram_defect_lines).
 HISTOGRAM_DEFECT = "not a valid histogram"
 
 _HISTOGRAM = ("+Inf bucket missing", "Count does not match +Inf value", "_count must be present",

@@ -6,6 +6,8 @@
   increases summed across pods), running/waiting requests, serving/desired/ready replicas.
 - :func:`timelines`: all three from one pass over the device samples (what the app and the
   events analysis should call).
+- :func:`store_timelines`: :func:`timelines` built once per store file, range, step and map (the
+  CLI, the review, the backtest; the app caches across sessions with the same call).
 - :func:`slice_timelines`: a sub-range's timelines cut from a covering range's, equal to
   building them, without reading the store again.
 - :func:`signal_report`: which recognised signals a store has, and what each missing one costs.
@@ -17,7 +19,9 @@ Counter and histogram semantics live in :mod:`analytics.counters`; the workload 
 """
 
 from analytics.counters import histogram_quantile, histogram_quantiles, increase, rate
+from analytics.timeline.cache import store_timelines
 from analytics.timeline.combined import Timelines, timelines
+from analytics.timeline.facts import TimelineFacts
 from analytics.timeline.config import TimelineConfig, parse_step_s
 from analytics.timeline.pool import class_rules, holdings, pool_timeline
 from analytics.timeline.service import autoscaler_links, service_timeline
@@ -26,4 +30,4 @@ from analytics.timeline.slicing import slice_timelines
 
 __all__ = ["TimelineConfig", "parse_step_s", "increase", "rate", "histogram_quantile", "histogram_quantiles",
            "holdings", "pool_timeline", "service_timeline", "signal_report", "Timelines", "timelines",
-           "slice_timelines", "autoscaler_links", "class_rules", "shared_gpu_keys"]
+           "slice_timelines", "store_timelines", "TimelineFacts", "autoscaler_links", "class_rules", "shared_gpu_keys"]

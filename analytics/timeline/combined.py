@@ -19,6 +19,7 @@ import polars as pl
 from analytics.counters import step_range
 from analytics.store import Store
 from analytics.timeline.config import TimelineConfig
+from analytics.timeline.facts import TimelineFacts, gather_facts
 from analytics.timeline.pool import device_pass, empty_holdings, empty_pool, pool_frame
 from analytics.timeline.service import SERVICE_SCHEMA, autoscaler_by_pool, service_frame, service_series
 from analytics.workloads import WorkloadMap, classify_pods
@@ -26,15 +27,18 @@ from analytics.workloads import WorkloadMap, classify_pods
 
 @dataclass(frozen=True)
 class Timelines:
-    """The pool timeline, the holdings behind it and the service timeline, at one step and range."""
+    """The pool timeline, the holdings behind it and the service timeline, at one step and range,
+    with what the pass learned of the store beside them (:class:`TimelineFacts`)."""
 
     pool: pl.DataFrame
     holdings: pl.DataFrame
     services: pl.DataFrame
+    facts: TimelineFacts = TimelineFacts()
 
-    def as_dict(self) -> dict[str, pl.DataFrame]:
-        """``{"pool", "holdings", "services"}``: the shape the pages and the events pipeline pass around."""
-        return {"pool": self.pool, "holdings": self.holdings, "services": self.services}
+    def as_dict(self) -> dict[str, Any]:
+        """``{"pool", "holdings", "services", "facts"}``: the shape the pages, the events pipeline,
+        the review and the backtest pass around."""
+        return {"pool": self.pool, "holdings": self.holdings, "services": self.services, "facts": self.facts}
 
 
 def timelines(store: Store, cfg: TimelineConfig = TimelineConfig(), wmap: WorkloadMap | None = None,
@@ -57,7 +61,8 @@ def timelines(store: Store, cfg: TimelineConfig = TimelineConfig(), wmap: Worklo
     wmap = wmap or WorkloadMap()
     rng = step_range(store, cfg)
     if rng is None:
-        return Timelines(empty_pool(), empty_holdings(), pl.DataFrame(schema=SERVICE_SCHEMA))
+        return Timelines(empty_pool(), empty_holdings(), pl.DataFrame(schema=SERVICE_SCHEMA),
+                         gather_facts(store, wmap, service_series(store, wmap)))
     step_ms, lo_ms, hi_ms = rng
     params = {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms}
     classified = classify_pods(store, wmap)
@@ -71,7 +76,8 @@ def timelines(store: Store, cfg: TimelineConfig = TimelineConfig(), wmap: Worklo
             pods, hold, stats = passed
             pool = pool_frame(store, params, pods, hold, wmap, with_teams=with_teams,
                               autoscaler=autoscaler_by_pool(store, params, wmap, svc), stats=stats)
-        return Timelines(pool, hold, services.result())
+        facts = gather_facts(store, wmap, svc)
+        return Timelines(pool, hold, services.result(), facts)
 
 
 class _Cursor:

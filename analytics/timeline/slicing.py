@@ -9,18 +9,18 @@ sub-range's grid: the app cuts a zoom from the range it has instead of reading t
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 import polars as pl
 
 from analytics.counters import step_end
 
 
-def slice_timelines(whole: Mapping[str, pl.DataFrame], step_s: int, start_ms: int | None,
-                    end_ms: int | None) -> dict[str, pl.DataFrame]:
+def slice_timelines(whole: Mapping[str, Any], step_s: int, start_ms: int | None,
+                    end_ms: int | None) -> dict[str, Any]:
     """The ``{"pool", "holdings", "services"}`` timelines of ``[start_ms, end_ms]`` (``None``:
     open on that side) cut from those of a range that covers it, at the same step: equal to
-    building them for the sub-range.
+    building them for the sub-range. The store's ``facts`` (whole-store, not per step) come along.
 
     >>> import datetime as dt
     >>> ts = [dt.datetime(2026, 1, 1, 0, m, tzinfo=dt.timezone.utc) for m in (1, 2, 3)]
@@ -33,7 +33,8 @@ def slice_timelines(whole: Mapping[str, pl.DataFrame], step_s: int, start_ms: in
     # The sub-range's steps as analytics.counters.step_range places them.
     lo = pl.lit(True) if start_ms is None else pl.col("ts") >= _ts(step_end(step_ms, start_ms))
     hi = pl.lit(True) if end_ms is None else pl.col("ts") <= _ts(step_end(step_ms, end_ms))
-    return {name: frame.filter(lo & hi) for name, frame in whole.items()}
+    return {name: frame.filter(lo & hi) if isinstance(frame, pl.DataFrame) else frame
+            for name, frame in whole.items()}
 
 
 def _ts(ms: int) -> pl.Expr:

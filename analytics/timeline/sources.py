@@ -26,31 +26,37 @@ def rate_gauges(series: pl.DataFrame) -> dict[str, str]:
             for r in rates.iter_rows(named=True)}
 
 
-def traffic_source_notes(store: Store, wmap: WorkloadMap | None = None) -> list[str]:
+def traffic_source_notes(store: Store, wmap: WorkloadMap | None = None,
+                         resolved: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> list[str]:
     """One line per service whose traffic is its request-rate gauge, not its log's rows or its
-    histogram's count (what Tail events and the CLI say)."""
+    histogram's count (what Tail events and the CLI say).
+
+    ``resolved``: :func:`service_series` output when the caller has it (the timeline pass)."""
     from analytics.sql import rhythm as rhq
 
     if store.query(rhq.RATE_METRICS).height == 0:
         return []
-    series, services = service_series(store, wmap or WorkloadMap())
+    series, services = resolved or service_series(store, wmap or WorkloadMap())
     other = {r["service"]: "counting its request log's rows" if r["log_metric"] else f"its {r['slo_metric']} count"
              for r in services.iter_rows(named=True)}
     return [f"{svc}: traffic from its request-rate gauge {what}, not from {other.get(svc, 'anything else')}"
             for svc, what in sorted(rate_gauges(series).items())]
 
 
-def request_log_summary(store: Store, wmap: WorkloadMap | None = None) -> pl.DataFrame:
+def request_log_summary(store: Store, wmap: WorkloadMap | None = None,
+                        resolved: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> pl.DataFrame:
     """One row per service of the store's request logs: how many requests and errors, the span,
     which latency its percentiles are (``latency`` / ``time to first token``), the histogram the
     service also has (null if none) and a note saying which wins where (what the Data page shows).
+
+    ``resolved``: :func:`service_series` output when the caller has it (the timeline pass).
     """
     from analytics.times import iso_utc
 
     logs = request_log_services(store)
     if logs.height == 0:
         return pl.DataFrame(schema=REQUEST_LOG_SCHEMA)
-    series, services = service_series(store, wmap or WorkloadMap())
+    series, services = resolved or service_series(store, wmap or WorkloadMap())
     info = {r["service"]: r for r in services.iter_rows(named=True)}
     gauges = rate_gauges(series)
     rows = []

@@ -158,9 +158,9 @@ def backtest(store: Any, scenario: PoolScenario, *, observed_policy: str = "shar
     step_ms = scenario.step_s * 1000
     start = step_start_ms(int(scenario.start_ts_ms), step_ms)
     end = int(scenario.ts_ms()[-1])
-    from analytics.whatif.calibrate import store_timelines  # calibrate imports this module
+    from analytics.whatif.calibrate import range_timelines  # calibrate imports this module
 
-    services, pools, hold = store_timelines(store, start, end, scenario.step_s, wmap)
-    obs = observe(services, pools, hold, service=name, step_s=scenario.step_s,
+    tl = range_timelines(store, start, end, scenario.step_s, wmap)
+    obs = observe(tl["services"], tl["pool"], tl["holdings"], service=name, step_s=scenario.step_s,
                   slo_for=scenario.service.slo_ms)
     return backtest_from(obs, scenario, observed_policy=observed_policy)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import polars as pl
@@ -46,11 +46,21 @@ def gpu_model_of(store: Any) -> tuple[str, str] | None:
     The model most GPUs report (``series.model``, dcgm-exporter's ``modelName``); None when
     the store names no model or none with a MIG table.
     """
-    rows = store.query(GPU_MODELS)
-    if rows.height == 0:
+    return gpu_model_from(store.query(GPU_MODELS).select("model", "gpus").rows())
+
+
+def gpu_model_from(models: Iterable[tuple[str, int]]) -> tuple[str, str] | None:
+    """:func:`gpu_model_of` from ``(modelName, GPUs)`` pairs, most GPUs first (the timelines'
+    ``facts.gpu_models``: read in the timeline pass).
+
+    >>> gpu_model_from([("Tesla T4", 3), ("NVIDIA H100 80GB HBM3", 2)])
+    ('H100-80GB', "store: modelName 'NVIDIA H100 80GB HBM3' on 2 of 5 GPUs")
+    """
+    rows = list(models)
+    if not rows:
         return None
-    total = int(rows["gpus"].sum())
-    for model, gpus in rows.select("model", "gpus").iter_rows():
+    total = sum(int(n) for _, n in rows)
+    for model, gpus in rows:
         key = mig_model_for(str(model))
         if key is not None:
             return key, f"store: modelName '{model}' on {gpus} of {total} GPUs"
@@ -251,13 +261,24 @@ def calibrate_frames(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.D
     return Calibration(scn, bt, obs, fit)
 
 
-def store_timelines(store: Any, start_ms: int | None, end_ms: int | None, step_s: int,
-               wmap: Any = None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    from analytics.timeline import TimelineConfig, timelines
+def calibrate_timelines(tl: Mapping[str, Any], *, service: str | None = None, step_s: int = 60,
+                        slo_for: dict[str, float] | float | None = None,
+                        observed_policy: str = "shared") -> Calibration:
+    """:func:`calibrate_frames` on a timelines dict (``analytics.timeline.store_timelines``, the
+    app's cache), the GPU model taken from its facts: what the What-if page, the review and
+    ``tidelens whatif`` call."""
+    facts = tl.get("facts")
+    return calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=service, step_s=step_s,
+                            slo_for=slo_for, observed_policy=observed_policy,
+                            gpu_model=gpu_model_from(facts.gpu_models) if facts is not None else None)
 
-    # One shared device pass for all three frames.
-    t = timelines(store, TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms), wmap)
-    return t.services, t.pool, t.holdings
+
+def range_timelines(store: Any, start_ms: int | None, end_ms: int | None, step_s: int,
+                    wmap: Any = None) -> dict[str, Any]:
+    """The range's timelines from their one owner (built once per store file, range and map)."""
+    from analytics.timeline import TimelineConfig, store_timelines
+
+    return store_timelines(store, TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms), wmap)
 
 
 def calibrate(store: Any, *, pool: str | None = None, service: str | None = None,
@@ -297,10 +318,10 @@ def calibrate(store: Any, *, pool: str | None = None, service: str | None = None
     NotEnoughDataError
         The range has no service with enough steps of traffic.
     """
-    services, pools, hold = store_timelines(store, start_ms, end_ms, step_s, wmap)
-    obs = observe(services, pools, hold, service=service, step_s=step_s, slo_for=slo_ms)
+    tl = range_timelines(store, start_ms, end_ms, step_s, wmap)
+    obs = observe(tl["services"], tl["pool"], tl["holdings"], service=service, step_s=step_s, slo_for=slo_ms)
     slo = slo_ms.get(obs.service, slo_ms.get("*")) if isinstance(slo_ms, dict) else slo_ms
-    return scenario_from(obs, slo_ms=slo, gpu_model=gpu_model_of(store))[0]
+    return scenario_from(obs, slo_ms=slo, gpu_model=gpu_model_from(tl["facts"].gpu_models))[0]
 
 
 def calibrate_store(store: Any, *, service: str | None = None, start_ms: int | None = None,
@@ -308,7 +329,5 @@ def calibrate_store(store: Any, *, service: str | None = None, start_ms: int | N
                     slo_ms: float | dict[str, float] | None = None, wmap: Any = None,
                     observed_policy: str = "shared") -> Calibration:
     """``calibrate`` and ``backtest`` in one pass over the timelines."""
-    services, pools, hold = store_timelines(store, start_ms, end_ms, step_s, wmap)
-    return calibrate_frames(services, pools, hold, service=service, step_s=step_s,
-                            slo_for=slo_ms, observed_policy=observed_policy,
-                            gpu_model=gpu_model_of(store))
+    return calibrate_timelines(range_timelines(store, start_ms, end_ms, step_s, wmap), service=service,
+                               step_s=step_s, slo_for=slo_ms, observed_policy=observed_policy)
