@@ -87,7 +87,7 @@ def test_case_meets_the_targets(case: Case, capsys):
         assert any("inferred from traffic" in n for n in r.notes), r.notes
         assert sources and all("inferred from traffic" in x and "requests/s per replica" in x for x in sources)
         ev = next(e for e in r.analysis.events if e.cause == "batch_contention")
-        md = report_markdown(r.analysis, ev, image_name="x.png")
+        md = report_markdown(r.analysis, ev, image_prefix="x")
         assert "inferred from traffic" in md and "Its traffic called for" in md
     else:
         assert not any("inferred from traffic" in n for n in r.notes), r.notes

@@ -46,7 +46,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     if not args.out and not args.json:
         raise ConfigError("say where the review goes: --out review.html (or .md), or --json for its numbers")
     if args.out:
-        from analytics.events.report import output_format
+        from analytics.document import output_format
 
         output_format(args.out, "review")  # before the minutes of analysis, not after
     _check_zone(args.tz)

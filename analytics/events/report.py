@@ -12,25 +12,14 @@ Markdown's figure is a PNG rendered by Kaleido (Debian's Chromium via ``BROWSER_
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analytics.errors import ConfigError
+from analytics.document import Document, Section, output_format, render_html, render_markdown, write_document
 from analytics.events.analysis import EventsAnalysis
 from analytics.events.config import EventsConfig
-from analytics.text import REPORT_CSS, html_table, html_text, md, md_table
 from analytics.events.event import Event, iso_utc
 from analytics.events.evidence import regression_rows
-
-
-@dataclass
-class Section:
-    """One report section: plain-text paragraphs and tables (escaped by the renderers)."""
-
-    title: str
-    paragraphs: list[str] = field(default_factory=list)
-    tables: list[tuple[list[str], list[list[Any]]]] = field(default_factory=list)
 
 
 def _ms(v: Any) -> str:
@@ -127,7 +116,7 @@ def report_sections(analysis: EventsAnalysis, ev: Event) -> list[Section]:
     """The report's content, renderer-neutral (plain text; renderers escape it)."""
     e = ev.evidence
     said, happened = dashboard_vs_found(ev)
-    secs = [Section("Summary", [
+    secs = [Section("Summary", paragraphs=[
         f"Service {ev.service} (pool {ev.pool}) broke "
         + (f"its p99 SLO of {_ms(e.get('slo_ms'))}" if e.get("slo_ms") is not None else
            f"{analysis.cfg.relative_k:g}x the p99 expected at the replicas the autoscaler wanted (it has no SLO)")
@@ -141,14 +130,14 @@ def report_sections(analysis: EventsAnalysis, ev: Event) -> list[Section]:
            if ev.misattributed else ""),
     ])]
     secs.append(Section("What the dashboard said / what happened",
-                        [f"The dashboard: {said}.", f"What happened: {happened}"]))
+                        paragraphs=[f"The dashboard: {said}.", f"What happened: {happened}"]))
     inc = e.get("incident")
     if inc:
         secs.append(Section("Incident record", tables=[(["recorded cause", "read as", "found cause", "recorded window"],
                                                          [[inc["recorded_cause"], inc["as_cause"], ev.cause,
                                                            f"{inc['start']} .. {inc['end']}"]])]))
     cf = e.get("counterfactual_p99_ms_at_peak") or {}
-    secs.append(Section("Counterfactuals at the peak", [
+    secs.append(Section("Counterfactuals at the peak", paragraphs=[
         f"Observed p99 {_ms(e.get('p99_observed_ms_at_peak'))}; the load the replicas actually carried explains "
         f"{_ms(e.get('p99_load_explained_ms_at_peak'))} (L(T, C)).",
         f"With this traffic but no batch holding GPUs, p99 would have been about "
@@ -179,102 +168,57 @@ def report_sections(analysis: EventsAnalysis, ev: Event) -> list[Section]:
     ]
     holders = [[h["workload"], h["team"], h["cls"], f"{h['gpus']:g}", h["held_since"], f"{h['hours_held']:.2f}"]
                for h in e.get("holders_at_start", [])]
-    secs.append(Section("Evidence", ["Who held the pool's GPUs at the event's start, and since when:"],
+    secs.append(Section("Evidence", paragraphs=["Who held the pool's GPUs at the event's start, and since when:"],
                         tables=[(["workload", "team", "class", "GPUs", "held since (UTC)", "hours held"], holders),
                                 (["fact", "value"], facts)]))
     reg = e.get("regression") or {}
     if reg.get("coef"):
         rows = [list(r.values()) for r in regression_rows(reg)]  # the page's numbers, the same way
-        secs.append(Section("Regression over the analysed range", [
+        secs.append(Section("Regression over the analysed range", paragraphs=[
             f"{reg['model']}, {reg['n']} steps, {reg['errors']} (autocorrelation-robust), R² {reg['r_squared']:.3f}. "
             "A batch_share coefficient whose interval excludes zero says latency rose with batch occupancy at a "
             "given traffic."], tables=[(["term", "estimate", "95% CI", "p-value"], rows)]))
-    secs.append(Section("Method and thresholds", method_text(analysis.cfg, analysis)))
+    secs.append(Section("Method and thresholds", paragraphs=method_text(analysis.cfg, analysis)))
     if analysis.notes:
-        secs.append(Section("Notes", list(analysis.notes)))
+        secs.append(Section("Notes", paragraphs=list(analysis.notes)))
     return secs
 
 
 # -- rendering --------------------------------------------------------------------------------
 
 
-def report_html(analysis: EventsAnalysis, ev: Event, *, tz: str = "UTC") -> str:
-    """One self-contained HTML page: plotly.js and both figures inline, no external request."""
+def report_document(analysis: EventsAnalysis, ev: Event, *, tz: str = "UTC") -> Document:
+    """The postmortem as the one renderer's document: the timeline figure (and, in HTML, the
+    attribution bar) after the summary."""
     from analytics.charts.events import CAUSE_COLORS, attribution_figure, event_figure
 
     fig = event_figure(analysis.event_window(ev), analysis.holdings_window(ev), ev, tz=tz)
-    bar = attribution_figure(ev)
-    cfg = {"displaylogo": False, "responsive": True}
-    fig_html = fig.to_html(include_plotlyjs=True, full_html=False, config=cfg, include_mathjax=False)
-    bar_html = bar.to_html(include_plotlyjs=False, full_html=False, config=cfg, include_mathjax=False)
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>Tidelens postmortem: {html_text(ev.service)} {html_text(ev.id)}</title>", f"<style>{REPORT_CSS}</style></head><body>",
-           f"<h1>Postmortem: {html_text(ev.service)} tail event <code>{html_text(ev.id)}</code></h1>",
-           f'<p><span class="badge" style="background:{CAUSE_COLORS.get(ev.cause, "#777")}">{html_text(ev.cause)}</span>'
-           + (' <span class="flag">misattributed</span>' if ev.misattributed else "") + "</p>"]
-    for i, sec in enumerate(report_sections(analysis, ev)):
-        out.append(f"<h2>{html_text(sec.title)}</h2>")
-        out.extend(f"<p>{html_text(p)}</p>" for p in sec.paragraphs)
-        for headers, rows in sec.tables:
-            out.extend(html_table(headers, rows))
-        if i == 0:
-            out.append(f"<h2>Timeline</h2>{fig_html}{bar_html}")
-    out.append(f"<p><small>Generated by Tidelens; times in UTC unless marked; event id {html_text(ev.id)}.</small></p>")
-    out.append("</body></html>")
-    return "\n".join(out)
+    sections = report_sections(analysis, ev)
+    sections.insert(1, Section("Timeline", figure=fig, figure_name="timeline", more_figures=[attribution_figure(ev)]))
+    return Document(title=f"Tidelens postmortem: {ev.service} {ev.id}", heading=f"Postmortem: {ev.service} tail event",
+                    heading_code=ev.id, badge=("Cause", ev.cause, CAUSE_COLORS.get(ev.cause, "#777")),
+                    flag="misattributed" if ev.misattributed else None, sections=sections,
+                    footer=f"Generated by Tidelens; times in UTC unless marked; event id {ev.id}.")
 
 
-def report_markdown(analysis: EventsAnalysis, ev: Event, *, image_name: str) -> str:
-    """Markdown text; the figure is the image file ``image_name`` beside it."""
-    out = [f"# Postmortem: {md(ev.service)} tail event `{ev.id}`", "",
-           f"**Cause: {md(ev.cause)}**" + (" — **misattributed**" if ev.misattributed else ""), ""]
-    for i, sec in enumerate(report_sections(analysis, ev)):
-        out += [f"## {md(sec.title)}", ""]
-        for p in sec.paragraphs:
-            out += [md(p), ""]
-        for headers, rows in sec.tables:
-            out.extend(md_table(headers, rows))
-        if i == 0:
-            out += ["## Timeline", "", f"![Timeline of the event]({image_name})", ""]
-    return "\n".join(out)
+def report_html(analysis: EventsAnalysis, ev: Event, *, tz: str = "UTC") -> str:
+    """One self-contained HTML page: plotly.js and both figures inline, no external request."""
+    return render_html(report_document(analysis, ev, tz=tz))
 
 
-def output_format(path: str | Path, what: str = "report") -> str:
-    """``"html"`` or ``"md"`` from a file's extension (the postmortem's and the review's).
-
-    >>> output_format("x.HTM"), output_format("notes.markdown")
-    ('html', 'md')
-
-    Raises
-    ------
-    ConfigError
-        Any other extension, naming the file.
-    """
-    suffix = Path(path).suffix.lower()
-    if suffix in (".html", ".htm"):
-        return "html"
-    if suffix in (".md", ".markdown"):
-        return "md"
-    raise ConfigError(f"{path}: the {what} is written as .html or .md; choose one of those extensions")
+def report_markdown(analysis: EventsAnalysis, ev: Event, *, image_prefix: str | None = None) -> str:
+    """Markdown text; the timeline figure is the image ``<image_prefix>-timeline.png`` beside it
+    (left out with ``image_prefix=None``)."""
+    return render_markdown(report_document(analysis, ev), image_prefix=image_prefix)[0]
 
 
 def write_report(analysis: EventsAnalysis, ev: Event, path: str | Path, *, tz: str = "UTC") -> list[Path]:
-    """Write the report to ``path`` (``.html`` or ``.md``); returns every file written.
+    """Write the report to ``path`` (``.html``, or ``.md`` with its timeline as a PNG beside it);
+    returns every file written.
 
     Raises
     ------
     ConfigError
         Any other extension.
     """
-    p = Path(path)
-    if output_format(p) == "html":
-        p.write_text(report_html(analysis, ev, tz=tz), encoding="utf-8")
-        return [p]
-    from analytics.charts.events import event_figure
-    from analytics.charts.theme import figure_image
-
-    img = p.with_name(p.stem + "-timeline.png")
-    fig = event_figure(analysis.event_window(ev), analysis.holdings_window(ev), ev, tz=tz)
-    img.write_bytes(figure_image(fig.update_layout(width=1500), "png", scale=1.5))
-    p.write_text(report_markdown(analysis, ev, image_name=img.name), encoding="utf-8")
-    return [p, img]
+    return write_document(report_document(analysis, ev, tz=tz), path)
