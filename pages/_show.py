@@ -121,29 +121,15 @@ def _cell_text(x: Any, kind: str, cfg: dict[str, Any]) -> str:
     return str(x)
 
 
-def _cell_value(x: Any) -> str:
-    """A cell's own value as JSON (what tests read back): numbers and text as they are, times ISO."""
-    x = _scalar(x)
-    if x is None:
-        return "null"
-    if isinstance(x, (datetime, date)):
-        return json.dumps(x.isoformat())
-    if isinstance(x, (bool, int, float, str)):
-        return json.dumps(x)
-    return json.dumps(str(x))
-
-
 def table_html(frame: pl.DataFrame, shown: list[tuple[str, str, str, dict[str, Any], str | None]],
                *, key: str, stretch: bool = True) -> str:
-    """``frame``'s ``shown`` columns as one HTML table, every header and cell escaped.
-
-    Each cell holds its own value (``data-v``, JSON) beside the text it draws: what tests read
-    back, as ``at.table[i].value`` was.
+    """``frame``'s ``shown`` columns as one HTML table, every header and cell escaped; only the
+    text it draws goes to the browser.
 
     >>> html = table_html(pl.DataFrame({"pod": ["<b>x</b>"], "gpus": [2.5]}),
     ...                   [("pod", "pod", "", {}, None), ("gpus", "GPUs", "number", {"format": "%.0f"}, None)],
     ...                   key="k")
-    >>> "&lt;b&gt;x&lt;/b&gt;" in html and ">2</td>" in html and 'data-v="2.5"' in html
+    >>> "&lt;b&gt;x&lt;/b&gt;" in html and ">2</td>" in html and "2.5" not in html
     True
     """
     esc = html_text
@@ -154,7 +140,7 @@ def table_html(frame: pl.DataFrame, shown: list[tuple[str, str, str, dict[str, A
     rows = []
     for row in frame.iter_rows(named=True):
         rows.append("<tr>" + "".join(
-            f'<td data-v="{esc(_cell_value(row[c]))}"' + (' class="tl-num"' if numeric[c] else "")
+            "<td" + (' class="tl-num"' if numeric[c] else "")
             + f">{esc(_cell_text(row[c], kind, cfg))}</td>" for c, _h, kind, cfg, _help in shown) + "</tr>")
     return (f"<style>{TABLE_CSS}</style>"
             f'<div class="tl-table{" tl-stretch" if stretch else ""}" data-key="{esc(key)}">'
@@ -183,8 +169,7 @@ def show_table(frame: Any, *, key: str, where: Any = None, column_order: Any = N
     formula-like cells neutralised (analytics.text.safe_table), every header and cell HTML-escaped;
     numbers and times formatted as ``column_config`` says, only ``column_order``'s columns.
 
-    The table holds each cell's own value beside the text it draws (:func:`table_html`; what
-    tests read back); what it draws are the formatted cells. Beyond ``rows`` rows it draws the first ones and says how
+    What it draws are the formatted cells (:func:`table_html`). Beyond ``rows`` rows it draws the first ones and says how
     many more the CSV holds, and (with ``every_rows``) a menu draws them all in a grid when opened.
     The CSV (every column and row) sits in a lazy Export menu, like a chart's: made on the click.
     """

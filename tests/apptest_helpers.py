@@ -131,15 +131,50 @@ def event_chooser(at: AppTest):
     raise AssertionError("the page draws no event chooser")
 
 
+# The frames the pages' tables were drawn from, by table key (the latest drawing of each): the
+# browser gets only the drawn text, and a test reads the values the text was made from here.
+_FRAMES: dict[str, tuple[object, list]] = {}
+
+
+def _record_table_frames() -> None:
+    import pages._show as show
+
+    if getattr(show.table_html, "_recorded", False):
+        return
+    real = show.table_html
+
+    def recorded(frame, shown, *, key, **kw):
+        _FRAMES[key] = (frame, shown)
+        return real(frame, shown, key=key, **kw)
+
+    recorded._recorded = True  # type: ignore[attr-defined]
+    show.table_html = recorded
+
+
+_record_table_frames()
+
+
+def _own_value(x):
+    """A cell's own value as the tests compare it: numbers and text as they are, times ISO."""
+    from datetime import date, datetime
+
+    from pages._show import _scalar
+
+    x = _scalar(x)
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    return x.isoformat() if isinstance(x, (datetime, date)) else str(x)
+
+
 class DrawnTable:
     """A table a page drew (``pages/_show.show_table``: one HTML table), read back from AppTest.
 
-    ``value`` holds each cell's own value (``data-v``) under its header, as ``at.table[i].value``
-    did; ``drawn`` what the table shows, as text under the same headers; ``key`` the table's key.
+    ``value`` holds each cell's own value under its header (from the frame the table was drawn
+    from), as ``at.table[i].value`` did; ``drawn`` what the table shows, as text under the same
+    headers; ``key`` the table's key.
     """
 
     def __init__(self, body: str) -> None:
-        import json
         from html.parser import HTMLParser
 
         import pandas as pd
@@ -163,7 +198,7 @@ class DrawnTable:
                 elif tag == "tr" and self.head is None and cols:
                     rows.append([])
                 elif tag == "td":
-                    self.cell = (json.loads(a.get("data-v") or "null"), [])
+                    self.cell = (None, [])
 
             def handle_endtag(self, tag):
                 if tag == "th" and self.head is not None:
@@ -181,8 +216,11 @@ class DrawnTable:
 
         _Read(convert_charrefs=True).feed(body)
         self.key = found.get("key", "")
-        self.value = pd.DataFrame([[v for v, _ in r] for r in rows if r], columns=headers)
         self.drawn = pd.DataFrame([[t for _, t in r] for r in rows if r], columns=headers)
+        frame, shown = _FRAMES[self.key]
+        values = [[_own_value(row[c]) for c, *_ in shown] for row in frame.iter_rows(named=True)]
+        assert len(values) == len(self.drawn), f"table {self.key!r}: drawn and recorded frames differ"
+        self.value = pd.DataFrame(values, columns=headers)
 
 
 def tables(at) -> list[DrawnTable]:

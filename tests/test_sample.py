@@ -3,6 +3,7 @@ story, the exports' formats, and the store fast path against real ingest."""
 
 from __future__ import annotations
 
+import importlib
 import gzip
 import json
 from collections import Counter
@@ -261,7 +262,7 @@ def test_ensure_default_store_builds_once_and_caches(tmp_path: Path, monkeypatch
         calls.append((scenario, days, gpus, seed))
         return real(scenario, days=1, gpus=16, seed=seed)
 
-    monkeypatch.setattr(sample, "simulate", small_run)
+    monkeypatch.setattr(importlib.import_module("analytics.sample.sim"), "simulate", small_run)
     target = tmp_path / "cache" / "default.duckdb"
     assert sample.ensure_default_store(target) == target
     assert calls == [("morning", 21, 64, 7)]

@@ -51,17 +51,10 @@ def truth(result: Any) -> dict[str, Any]:
 
 
 def __getattr__(name: str) -> Any:
+    """The simulator's names, imported from their module on first use (PEP 562)."""
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    _load_lazy()
-    return globals()[name]
-
-
-def _load_lazy() -> None:
-    g = globals()
-    for name, module in _LAZY.items():
-        if name not in g:  # a name set already (a test's stand-in) is kept
-            g[name] = getattr(importlib.import_module(f"analytics.sample.{module}"), name)
+    return getattr(importlib.import_module(f"analytics.sample.{_LAZY[name]}"), name)
 
 
 def ensure_default_store(path: Path | None = None) -> Path:
@@ -79,11 +72,13 @@ def ensure_default_store(path: Path | None = None) -> Path:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{int(time.time() * 1000)}.tmp")
     from analytics.store import Store
 
-    _load_lazy()
+    from analytics.sample.export import load_into
+    from analytics.sample.sim import simulate
+
     try:
-        result = globals()["simulate"]("morning", days=21, gpus=64, seed=7)
+        result = simulate("morning", days=21, gpus=64, seed=7)
         with Store(tmp) as st:
-            globals()["load_into"](st, result)
+            load_into(st, result)
             st.con.execute("CHECKPOINT")
         os.replace(tmp, target)
         if path is None:  # caches of older simulator versions are stale: drop them
