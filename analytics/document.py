@@ -29,7 +29,6 @@ from analytics.text import REPORT_CSS, html_table, html_text, md, md_table
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-FORMATS = (".html", ".md")
 _PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
 

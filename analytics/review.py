@@ -9,12 +9,9 @@ use for it (:mod:`analytics.overview`, :mod:`analytics.events`, :mod:`analytics.
 :mod:`analytics.whatif`), so the report, the pages and ``tidelens review --json`` agree.
 
 A part the data cannot support (no latency, no batch, a store that cannot be calibrated) is
-reported as missing with the reason, never filled from a preset. The HTML embeds plotly.js
-once and makes no external request; every label (service, team, workload) is escaped.
-
->>> from analytics.review import REVIEW_FORMATS
->>> REVIEW_FORMATS
-('.html', '.md')
+reported as missing with the reason, never filled from a preset. It is written by the one report renderer
+(:mod:`analytics.document`): the HTML embeds plotly.js once and makes no external request; every
+label (service, team, workload) is escaped.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from analytics.errors import TidelensError
-from analytics.document import Document, Section, render_html, render_markdown, write_document
+from analytics.document import Document, Section, render_html, write_document
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -39,9 +36,6 @@ if TYPE_CHECKING:
     from analytics.whatif.agree import Agreement
     from analytics.whatif.params import PoolScenario
     from analytics.workloads import WorkloadMap
-
-REVIEW_FORMATS = (".html", ".md")
-
 
 # A review section is the one renderer's section (a finding, paragraphs, tables, a figure).
 ReviewSection = Section
@@ -382,12 +376,6 @@ def review_document(r: Review) -> Document:
 def review_html(r: Review) -> str:
     """One self-contained HTML page: plotly.js embedded once, every label escaped."""
     return render_html(review_document(r))
-
-
-def review_markdown(r: Review, *, image_prefix: str | None = None) -> tuple[str, list[tuple[str, "go.Figure"]]]:
-    """Markdown text and the figures it links (``(file name, figure)``, written beside it);
-    with ``image_prefix=None`` the figures are left out."""
-    return render_markdown(review_document(r), image_prefix=image_prefix)
 
 
 def write_review(r: Review, path: str | Path) -> list[Path]:

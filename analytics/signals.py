@@ -18,7 +18,6 @@ DCGM_POWER = "DCGM_FI_DEV_POWER_USAGE"  # W
 DCGM_GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"  # C
 DCGM_SM_CLOCK = "DCGM_FI_DEV_SM_CLOCK"  # MHz
 
-DCGM_DEVICE_METRICS = (DCGM_GPU_UTIL, DCGM_GR_ENGINE_ACTIVE, DCGM_FB_USED, DCGM_POWER)
 
 # --- vLLM (current names; the deprecated spellings are aliases below) -----------------------
 VLLM_TTFT = "vllm:time_to_first_token_seconds"  # histogram
@@ -65,7 +64,6 @@ KUEUE_EVICTED = "kueue_evicted_workloads_total"  # counter, labels cluster_queue
 KUEUE_ADMITTED_ACTIVE = "kueue_admitted_active_workloads"  # gauge
 
 # --- KAI scheduler (fractional GPUs) ----------------------------------------------------------
-KAI_GPU_FRACTION_LABEL = "gpu_fraction"  # pod label / annotation carried as a label
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import pytest
 
 from analytics.events import EventsConfig
-from analytics.events.report import dashboard_vs_found, report_markdown
+from analytics.document import render_markdown
+from analytics.events.report import dashboard_vs_found, report_document
 from variant_matrix import MATRIX, TARGETS, Case, run_case
 
 pytestmark = pytest.mark.slow
@@ -87,7 +88,7 @@ def test_case_meets_the_targets(case: Case, capsys):
         assert any("inferred from traffic" in n for n in r.notes), r.notes
         assert sources and all("inferred from traffic" in x and "requests/s per replica" in x for x in sources)
         ev = next(e for e in r.analysis.events if e.cause == "batch_contention")
-        md = report_markdown(r.analysis, ev, image_prefix="x")
+        md, _ = render_markdown(report_document(r.analysis, ev))
         assert "inferred from traffic" in md and "Its traffic called for" in md
     else:
         assert not any("inferred from traffic" in n for n in r.notes), r.notes

@@ -12,7 +12,7 @@ import pytest
 from analytics.errors import IngestError
 from analytics.ingest import detect_format, ingest_bytes, ingest_path
 from analytics.ingest.servegen import ASSUMPTION_NOTE
-from analytics.rhythm.servegen import read_servegen_rate
+from servegen_rate import read_servegen_rate
 
 FOLDER = Path(__file__).parent / "fixtures" / "servegen"
 

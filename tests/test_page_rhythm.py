@@ -12,7 +12,7 @@ import pytest
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from analytics.rhythm.servegen import read_servegen_rate  # noqa: E402
+from servegen_rate import read_servegen_rate  # noqa: E402
 from analytics.store import Sink, Store, content_hash  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,8 @@ from test_hostile_labels import FORMULA, SERVICE, TEAM, hostile_scrapes
 
 from analytics.cli import main
 from analytics.ingest import ingest_bytes
-from analytics.review import review_html, review_markdown, review_store
+from analytics.document import render_markdown
+from analytics.review import review_document, review_html, review_store
 from analytics.store import Store
 
 pytestmark = [pytest.mark.slow]
@@ -114,7 +115,7 @@ def test_hostile_labels_stay_text(tmp_path) -> None:
     assert SERVICE in body and html.escape(FORMULA) in body and FORMULA not in body  # the batch team
     assert not re.search(r'<(img|a|iframe)\b', body)
     # Markdown: a label that would make an image, a link or a tag is shown as a code span
-    markdown, _ = review_markdown(review)
+    markdown, _ = render_markdown(review_document(review))
     assert SERVICE in markdown
     outside_code = re.sub(r"`[^`]*`", "", markdown)
     for raw in (SERVICE, TEAM, "<b>x</b>", "](http"):

@@ -12,7 +12,7 @@ import pytest
 from analytics.cli import main
 from analytics.rhythm import daily_profile
 from analytics.ingest.servegen import SERVEGEN_ZONE
-from analytics.rhythm.servegen import read_servegen_rate
+from servegen_rate import read_servegen_rate
 from analytics.store import Store, Sink, content_hash
 
 FIXTURE = Path(__file__).parent / "fixtures" / "servegen_m_large_rate.csv"

@@ -9,7 +9,7 @@ import pytest
 
 from analytics.rhythm import RhythmConfig, daily_profile, decompose, summarise
 from analytics.ingest.servegen import ASSUMPTION_NOTE, SERVEGEN_ZONE
-from analytics.rhythm.servegen import read_servegen_rate
+from servegen_rate import read_servegen_rate
 
 FIXTURE = Path(__file__).parent / "fixtures" / "servegen_m_large_rate.csv"
 RAW = Path("/work/shared/data/real/servegen-m-large")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from analytics.document import Document, Section, output_format, render_html, render_markdown, write_document
+from analytics.document import Document, Section, render_html, write_document
 from analytics.events.analysis import EventsAnalysis
 from analytics.events.config import EventsConfig
 from analytics.events.event import Event, iso_utc
@@ -204,12 +204,6 @@ def report_document(analysis: EventsAnalysis, ev: Event, *, tz: str = "UTC") -> 
 def report_html(analysis: EventsAnalysis, ev: Event, *, tz: str = "UTC") -> str:
     """One self-contained HTML page: plotly.js and both figures inline, no external request."""
     return render_html(report_document(analysis, ev, tz=tz))
-
-
-def report_markdown(analysis: EventsAnalysis, ev: Event, *, image_prefix: str | None = None) -> str:
-    """Markdown text; the timeline figure is the image ``<image_prefix>-timeline.png`` beside it
-    (left out with ``image_prefix=None``)."""
-    return render_markdown(report_document(analysis, ev), image_prefix=image_prefix)[0]
 
 
 def write_report(analysis: EventsAnalysis, ev: Event, path: str | Path, *, tz: str = "UTC") -> list[Path]:

@@ -33,7 +33,7 @@ def parse_servegen_chunk(data: bytes, sink: Any, source: str, *, start_local: st
     """Load one ServeGen client file (headerless ``timestamp_s, rate_rps, cv, arrival_dist, p1,
     p2``, or the ``timestamp_s,rate_rps`` aggregate) as ``request_rate`` of its model (the folder's
     name) and client (the chunk's number): the Rhythm sums the clients per step, as
-    :func:`read_servegen_rate` does. Returns the load note, which states the date/zone assumption.
+    the tests' independent reader (``tests/servegen_rate.py``) does. Returns the load note, which states the date/zone assumption.
     """
     import io
 

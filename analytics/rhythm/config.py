@@ -8,7 +8,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from analytics.errors import ConfigError
 
 DAY_S = 86_400
-WEEK_S = 7 * DAY_S
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,6 @@ import polars as pl
 from analytics.rhythm.config import DAY_S, RhythmConfig
 from analytics.errors import NotEnoughDataError
 
-COMPONENT_COLUMNS = ("ts", "observed", "trend", "daily", "weekly", "residual", "expected",
-                     "lower", "upper")
 MAX_LEVEL_SHIFTS = 3
 
 

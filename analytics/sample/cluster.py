@@ -14,7 +14,6 @@ from analytics.errors import ConfigError
 
 GPUS_PER_NODE = 8
 GPU_MODEL = "NVIDIA H100 80GB HBM3"
-GPU_MEMORY_MIB = 81559
 
 
 def _help(text: str) -> dict[str, str]:
@@ -124,7 +123,6 @@ MIG_LAYOUTS: tuple[tuple[tuple[str, int], ...], ...] = (
     (("3g.40gb", 1), ("3g.40gb", 2)),
     (("4g.40gb", 0), ("2g.20gb", 3), ("1g.10gb", 9)),
 )
-TIMESLICE_REPLICAS = 4
 
 
 def mig_compute_slices(profile: str) -> int:

@@ -23,7 +23,6 @@ ON CONFLICT (server, query_key, step_ms, scope) DO UPDATE
 SET from_ms = excluded.from_ms, to_ms = excluded.to_ms
 """
 
-LIVE_STATE_LIST = "SELECT * FROM live_state ORDER BY server, query_key, step_ms, scope"
 
 # Samples of one metric with their series' raw labels: what a pull left in the store.
 SAMPLES_WITH_LABELS = """

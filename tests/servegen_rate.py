@@ -1,4 +1,5 @@
-"""Reading Alibaba ServeGen rate traces (``timestamp_s, rate_rps, ...``) as a traffic timeline.
+"""An independent reader of Alibaba ServeGen rate traces (``timestamp_s, rate_rps, ...``) as a traffic
+timeline: what the tests check the ingest path (:mod:`analytics.ingest.servegen`) against.
 
 ServeGen's timestamp 0 is local midnight of an unnamed day in an unnamed zone (the provider is
 in UTC+8): the date, weekday and zone given here are assumptions, and :data:`analytics.ingest.servegen.ASSUMPTION_NOTE`
