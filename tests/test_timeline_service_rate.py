@@ -81,3 +81,18 @@ def test_without_a_gauge_nothing_is_said_and_the_log_notes_keep_traffic(store) -
     assert summary["traffic"].to_list() == ["request log"]
     assert latency_source_notes(summary.with_columns(pl.lit("h").alias("histogram")))[0].startswith(
         "imagegen: traffic and latency come from its request log")
+
+
+def test_a_service_known_only_from_its_rate_gauge_has_traffic_and_no_latency(store) -> None:
+    rows = [f"{T0 + 60 * m},{pod},imagegen,{4.0 if pod == PODS[0] else 6.0}"
+            for m in range(MINUTES + 1) for pod in PODS]
+    text = ("timestamp_anon,container_ip,app,qps\n" + "\n".join(rows) + "\n").encode()
+    mapping = ColumnMapping(time="timestamp_anon", values=("qps",), metric="qps",
+                            labels={"container_ip": "pod", "app": "service"})
+    assert ingest_bytes(store, "qps.csv", text, columns=mapping).status == "loaded"
+    tl = _inner(service_timeline(store, TimelineConfig(step_s=60)), "imagegen")
+    assert tl.height >= MINUTES - 2 and tl["rps"].to_list() == [10.0] * tl.height
+    assert tl["p99_ms"].null_count() == tl.height  # no latency signal: none made up
+    [note] = traffic_source_notes(store)
+    assert note == ("imagegen: traffic from its request-rate gauge 'qps' (2 series summed); it has no latency "
+                    "signal (no histogram, no request log), so no p99 and no tail events")

@@ -174,7 +174,7 @@ def service_series(store: Store, wmap: WorkloadMap,
     Returns ``(series, services)``: ``series`` has ``series_id, metric, base, service, pod_key,
     le`` (float), ``quantile``, ``role`` (bucket / count / summary / a gauge name); ``services`` has ``service,
     service_id, namespace, slo_metric`` (the histogram, null for a service known only from its request
-    log), ``pool``, ``log_metric`` (:data:`LOG_TTFT` / :data:`LOG_LATENCY` where the service has a request
+    log or its request-rate gauge), ``pool``, ``log_metric`` (:data:`LOG_TTFT` / :data:`LOG_LATENCY` where the service has a request
     log, else null) and ``log_first_ms, log_last_ms`` (the log's span).
     """
     series_schema = {"series_id": pl.Int64, "metric": pl.Utf8, "base": pl.Utf8, "service": pl.Utf8,
@@ -182,14 +182,20 @@ def service_series(store: Store, wmap: WorkloadMap,
     logs = request_log_services(store)
     resolved = _resolve(store, wmap, logs)
     s, lat = (resolved[0], resolved[1]) if resolved is not None else (None, None)
-    if (lat is None or lat.height == 0) and logs.height == 0:
+    # a service known only from its request-rate gauge (a QPS table with a service column): its
+    # traffic is real, its latency unknown (p50/p95/p99 null), never made up
+    gauged = (s.filter((pl.col("role") == RATE) & pl.col("service").is_not_null())
+              .group_by("service").agg(pl.col("namespace").drop_nulls().mode().first())
+              if s is not None else pl.DataFrame(schema={"service": pl.Utf8, "namespace": pl.Utf8}))
+    if (lat is None or lat.height == 0) and logs.height == 0 and gauged.height == 0:
         return pl.DataFrame(schema=series_schema), pl.DataFrame(schema=SERVICES_SCHEMA)
     present = (lat.group_by("service").agg(pl.col("base").unique(), pl.col("namespace").drop_nulls().mode().first())
                if lat is not None and lat.height else pl.DataFrame(schema={"service": pl.Utf8, "base": pl.List(pl.Utf8),
                                                                            "namespace": pl.Utf8}))
     log_by = {r["service"]: r for r in logs.iter_rows(named=True)}
     hist_by = {r["service"]: r for r in present.iter_rows(named=True)}
-    names = sorted({*hist_by, *log_by})
+    gauge_by = {r["service"]: r for r in gauged.iter_rows(named=True)}
+    names = sorted({*hist_by, *log_by, *gauge_by})
     pods = classify_pods(store, wmap) if classified is None else classified
     host_by_pod = {(r["namespace"], r["pod"]): r["hostname"] for r in pods.iter_rows(named=True)}
     host_by_name = {r["pod"]: r["hostname"] for r in pods.iter_rows(named=True)}
@@ -197,7 +203,9 @@ def service_series(store: Store, wmap: WorkloadMap,
     rows = []
     for name in names:
         h, lg = hist_by.get(name), log_by.get(name)
-        namespace = h["namespace"] if h and h["namespace"] else (lg["namespace"] if lg else None)
+        g = gauge_by.get(name)
+        namespace = (h["namespace"] if h and h["namespace"] else lg["namespace"] if lg
+                     else g["namespace"] if g else None)
         d = classify(wmap, {"namespace": namespace, "workload": name, "service": name})
         bases = set(h["base"]) if h else set()
         slo = d.slo_metric if d.slo_metric in bases else next(
@@ -211,6 +219,9 @@ def service_series(store: Store, wmap: WorkloadMap,
                 svc_pods = lat.filter(pl.col("service") == name).select("namespace", "pod").unique()
                 hosts = [host_by_pod.get((ns, p)) for ns, p in svc_pods.iter_rows()]
             hosts += [host_by_pod.get((ns, p), host_by_name.get(p)) for ns, p in log_pods.get(name, ())]
+            if not h and not lg and s is not None:  # the gauge's pods' nodes
+                gauge_pods = s.filter((pl.col("service") == name) & (pl.col("role") == RATE)).select("namespace", "pod")
+                hosts += [host_by_pod.get((ns, p), host_by_name.get(p)) for ns, p in gauge_pods.unique().iter_rows()]
             pools = [pool_of_host(wmap, x) for x in hosts if x]
             if pools:
                 pool = max(sorted(set(pools)), key=pools.count)

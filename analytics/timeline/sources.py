@@ -37,9 +37,11 @@ def traffic_source_notes(store: Store, wmap: WorkloadMap | None = None,
     if store.query(rhq.RATE_METRICS).height == 0:
         return []
     series, services = resolved or service_series(store, wmap or WorkloadMap())
-    other = {r["service"]: "counting its request log's rows" if r["log_metric"] else f"its {r['slo_metric']} count"
+    other = {r["service"]: ", not from counting its request log's rows" if r["log_metric"]
+             else f", not from its {r['slo_metric']} count" if r["slo_metric"]
+             else "; it has no latency signal (no histogram, no request log), so no p99 and no tail events"
              for r in services.iter_rows(named=True)}
-    return [f"{svc}: traffic from its request-rate gauge {what}, not from {other.get(svc, 'anything else')}"
+    return [f"{svc}: traffic from its request-rate gauge {what}{other.get(svc, '')}"
             for svc, what in sorted(rate_gauges(series).items())]
 
 
