@@ -11,7 +11,7 @@ from analytics.overview import (class_long, describe_class_rules, describe_signa
                                 pool_story_data, slo_violations, summarise, thin_for_display)
 from analytics.view import format_step
 from pages._queries import review_html_for
-from pages._caches import (memo, cached_inventory, cached_links, cached_signal_report, cached_timelines,
+from pages._caches import (memo, cached_inventory, cached_signal_report, cached_timelines,
                            cached_totals)
 from pages._show import kpi_row, show_chart, show_table
 from pages._sidebar import page_setup, require_source
@@ -84,7 +84,7 @@ if timelines is not None:
         if k > 1:
             st.caption(f"Drawn in {format_step(k * v.step_s)} buckets (GPUs averaged, p99 at its "
                        f"maximum); the KPIs and the CSV use every {format_step(v.step_s)} step.")
-        st.caption(md(describe_class_rules(cached_links(src.path, src.version, config_version())[1])))
+        st.caption(md(describe_class_rules(timelines["facts"].class_rules)))  # read in the timeline pass
         show_chart(share_fig, share_data, "gpu-hour-shares")
 
 report = cached_signal_report(src.path, src.version)

@@ -2,7 +2,7 @@
 
 Tail events says which histogram bucket holds each SLO, which loaded histograms are defective,
 which services' latency comes from a request log and whose traffic is a rate gauge; the What-if
-names the GPU model. All of it is read here, once, in the same pass that builds the timelines
+names the GPU model; the Overview says how GPUs without a pod label were classed. All of it is read here, once, in the same pass that builds the timelines
 (:func:`analytics.timeline.timelines`), and travels with them through every cache: the notes a
 page shows are those of the data its numbers came from.
 """
@@ -35,6 +35,9 @@ class TimelineFacts:
         One line per loaded source whose histogram is not one (``name: what is wrong``).
     gpu_models:
         ``(modelName, GPUs)`` pairs, most GPUs first (``analytics.sql.whatif.GPU_MODELS``).
+    class_rules:
+        How each exporter's GPUs without a pod label were classed
+        (:func:`analytics.timeline.class_rules`: the Overview's and the review's caption).
     """
 
     bucket_bounds_ms: dict[str, tuple[float, ...]] = field(default_factory=dict)
@@ -42,6 +45,7 @@ class TimelineFacts:
     traffic_notes: tuple[str, ...] = ()
     histogram_defects: tuple[str, ...] = ()
     gpu_models: tuple[tuple[str, int], ...] = ()
+    class_rules: pl.DataFrame | None = None
 
 
 def bucket_bounds_ms(series: pl.DataFrame) -> dict[str, tuple[float, ...]]:
@@ -73,10 +77,12 @@ def histogram_defect_lines(store: "Store") -> tuple[str, ...]:
 def gather_facts(store: "Store", wmap: "WorkloadMap", resolved: tuple[pl.DataFrame, pl.DataFrame]) -> TimelineFacts:
     """The facts of ``store``, reusing the pass's resolved ``(series, services)``."""
     from analytics.sql.whatif import GPU_MODELS
+    from analytics.timeline.pool import class_rules
     from analytics.timeline.sources import request_log_summary, traffic_source_notes
 
     logs = request_log_summary(store, wmap, resolved) if store.has_requests() else None
     models = tuple((str(m), int(n)) for m, n in store.query(GPU_MODELS).select("model", "gpus").rows())
     return TimelineFacts(bucket_bounds_ms=bucket_bounds_ms(resolved[0]), request_logs=logs,
                          traffic_notes=tuple(traffic_source_notes(store, wmap, resolved)),
-                         histogram_defects=histogram_defect_lines(store), gpu_models=models)
+                         histogram_defects=histogram_defect_lines(store), gpu_models=models,
+                         class_rules=class_rules(store))
