@@ -72,6 +72,7 @@ class Review:
     results: dict[str, Any] = field(default_factory=dict)  # policy -> PolicyResult (modelled)
     scenario: "PoolScenario | None" = None  # what ``results`` replayed (the range's last days)
     missing: dict[str, str] = field(default_factory=dict)  # part -> why it is not shown
+    map_digest: str = ""  # the workload map it was computed with (analytics.workloads.map_digest)
 
     def agreement(self) -> "Agreement | None":
         """Tail events' batch-contention minutes beside what partitioning removes, over the days
@@ -100,7 +101,7 @@ class Review:
             "allocation_pct": s.allocation_pct, "activity_pct": s.activity_pct,
             "minutes_over_slo": {"any_service": s.slo_violation_min,
                                  **{k: v for k, v in s.slo_violation_min_by_service.items()}},
-            "slo_ms": self.slo_ms, "missing": self.missing,
+            "slo_ms": self.slo_ms, "missing": self.missing, "map_digest": self.map_digest,
         }
         if self.events is not None:
             evs = self.events.events
@@ -139,7 +140,8 @@ def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: d
                  tz: str = "UTC", label: str = "", span: str = "",
                  events: Callable[[], "EventsAnalysis"] | None = None,
                  rhythm: Callable[[], "RhythmPageData"] | None = None,
-                 calibration: Callable[[str], "Calibration"] | None = None) -> Review:
+                 calibration: Callable[[str], "Calibration"] | None = None,
+                 map_digest: str = "") -> Review:
     """The review of one range from its timelines and the analyses' calls.
 
     ``slo_ms``: each service's SLO (as the view or ``resolve_slos`` decides it). ``events``,
@@ -157,7 +159,7 @@ def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: d
     summary = summarise(timelines["pool"], timelines["holdings"], timelines["services"], slo_for, step_s)
     services = sorted(timelines["services"]["service"].drop_nulls().unique().to_list())
     review = Review(label=label, span=span, step_s=step_s, tz=tz, summary=summary, timelines=timelines,
-                    slo_ms={s: slo_for(s) for s in services})
+                    slo_ms={s: slo_for(s) for s in services}, map_digest=map_digest)
     missing = review.missing
     if events is not None:
         review.events = _attempt("tail events", missing, events)
@@ -192,6 +194,7 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
     from analytics.slo import resolve_slos
     from analytics.times import format_span
     from analytics.whatif.calibrate import calibrate_frames, gpu_model_of
+    from analytics.workloads import WorkloadMap, map_digest
 
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
     tl = timelines_for(store, cfg, wmap)
@@ -204,6 +207,7 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
                        end_ms if end_ms is not None else last, tz) if first is not None else ""
     return build_review(
         tl, step_s=step_s, slo_ms=slo_ms, tz=tz, label=str(store.path), span=span,
+        map_digest=map_digest(wmap or WorkloadMap()),
         events=lambda: analyse_store(store, cfg, wmap, slos_ms=table),
         rhythm=lambda: rhythm_page_data(store, RhythmConfig(timezone=tz), step_s=step_s,
                                         start_ms=start_ms, end_ms=end_ms, wmap=wmap, timelines=tl),

@@ -232,7 +232,16 @@ def review_for(v: ViewSettings, src: DataSource) -> Any:  # analytics.review.Rev
     return build_review(
         tl, step_s=v.step_s, slo_ms={n: v.slo_for(n) for n in names}, tz=v.tz, label=src.label, span=span,
         events=EventsQuery.from_view(v, src, {}).run, rhythm=RhythmQuery.from_view(v, src, {}).run,
-        calibration=lambda name: CalibrationQuery.from_view(v, src, name).run())
+        calibration=lambda name: CalibrationQuery.from_view(v, src, name).run(),
+        map_digest=_map_digest())
+
+
+def _map_digest() -> str:
+    """The digest of the workload map the app computes with (the review names it)."""
+    from analytics.workloads import map_digest
+    from pages._store import load_workload_map
+
+    return map_digest(load_workload_map())
 
 
 def review_html_for(v: ViewSettings, src: DataSource) -> str:

@@ -89,6 +89,9 @@ def analyse_timelines(store: "Store", timelines: "dict[str, pl.DataFrame]", cfg:
     result = analyse(timelines["services"], timelines["pool"], timelines["holdings"], cfg=cfg,
                      slos_ms=slos_ms, incidents=incidents)
     result.notes.extend(store_notes(store, timelines["services"], result.slos_ms, wmap))
+    from analytics.workloads import WorkloadMap, map_digest
+
+    result.map_digest = map_digest(wmap or WorkloadMap())  # which map classed the GPUs (audit record)
     return result
 
 
