@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from analytics.access import Identity, check_pull, require
+from analytics.access import Identity, allows, check_pull, require
 from analytics.audit import last_source_id, record, sources_since
 
 if TYPE_CHECKING:
@@ -61,16 +61,25 @@ def pull(who: Identity, url: str, auth: "AuthConfig", *, allowed: list[str] | No
          listed: dict[str, list[str]] | None, open_writer: OpenWriter,
          make_client: Callable[[], Any], run: Callable[["Store", Any], Any]) -> Any:
     """Pull from ``url`` into the store (``run(store, client)``, e.g. :func:`analytics.live.pull`)
-    and record every source it wrote, a pull cut short by an error too.
+    and record every source it wrote, a pull cut short by an error too, and an editor's pull that
+    was refused (the server, and why).
 
     Refused before any request (:func:`analytics.access.check_pull`): a visitor who may not pull,
     a server the operator did not list, a secret not listed for that server; and, by the client,
     link-local and metadata addresses (:func:`analytics.outbound.check_destination`).
     """
+    from analytics.errors import TidelensError
     from analytics.outbound import safe_url
 
-    check_pull(who, url, auth.secret_names(), allowed, listed)
-    with make_client() as client, open_writer() as store:
+    try:
+        check_pull(who, url, auth.secret_names(), allowed, listed)
+        client_cm = make_client()
+    except TidelensError as exc:
+        if allows(who, "pull"):  # an editor's refused pull is recorded; a viewer cannot fill the record
+            with open_writer() as store:
+                record(store, who, "pull", "refused", f"{safe_url(url)}: {exc}"[:500])
+        raise
+    with client_cm as client, open_writer() as store:
         before = last_source_id(store)
         try:
             return run(store, client)

@@ -6,7 +6,7 @@ CREATE TABLE IF NOT EXISTS audit (
     who         VARCHAR NOT NULL,   -- the signed-in user, "local operator", or "visitor"
     role        VARCHAR NOT NULL,
     action      VARCHAR NOT NULL,   -- load | pull | collect | mapping | map
-    outcome     VARCHAR NOT NULL,   -- loaded | skipped | failed | saved
+    outcome     VARCHAR NOT NULL,   -- loaded | failed | saved | refused (a pull)
     what        VARCHAR NOT NULL,   -- the file, server or config file, as it may be shown
     sources     VARCHAR NOT NULL,   -- JSON list of {name, hash, status}: what it loaded
     map_before  VARCHAR,            -- digest of the workload map before (analytics.workloads.map_digest)
