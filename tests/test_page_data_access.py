@@ -45,3 +45,25 @@ def test_each_role_sees_its_own_data_page(tmp_path: Path) -> None:
     # An editor gets the forms (the upload, the pull).
     at = _data_page(tmp_path, {"is_logged_in": True, "email": "ed@example.com"})
     assert at.tabs and not any("viewer role" in i.value for i in at.info)
+
+
+def test_a_visitor_is_told_only_of_the_secrets_the_operator_listed(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    monkeypatch.setenv("PROM_TOKEN", "s3cret-token")
+    monkeypatch.setenv("OTHER_TOKEN", "other-s3cret")
+    (tmp_path / "tidelens.toml").write_text(ACCESS + '[live]\nservers = ["http://127.0.0.1:9"]\n'
+                                            '[live.secrets]\n"http://127.0.0.1:9" = ["PROM_TOKEN"]\n')
+    at = _data_page(tmp_path, {"is_logged_in": True, "email": "ed@example.com"})
+    at.session_state["data_add"] = "Prometheus / Thanos / Mimir / VictoriaMetrics"
+    at.run()
+    at.text_input(key="pull_url").set_value("http://127.0.0.1:9").run()
+    at.radio(key="pull_auth").set_value("bearer").run()
+    at.text_input(key="pull_token_env").set_value("PROM_TOKEN").run()
+    assert any("`PROM_TOKEN` is set" in c.value for c in at.caption)
+    for name in ("OTHER_TOKEN", "NO_SUCH_VARIABLE"):  # set or not: the page says the same
+        at.text_input(key="pull_token_env").set_value(name).run()
+        assert not any(name in c.value for c in at.caption)
+        at.button(key="pull_go").click().run()
+        assert not at.exception
+        [error] = [e.value for e in at.error]
+        assert "listed for http://127.0.0.1:9" in error and name not in error and " set" not in error
