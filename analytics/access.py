@@ -166,6 +166,18 @@ class Identity:
 LOCAL_OPERATOR = Identity("local operator", "admin", "local")
 
 
+def command_line_identity() -> Identity:
+    """Whoever runs a command (``tidelens ingest``, ``pull``): the operator, by their login name,
+    as the audit record names them."""
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's)
+        user = "unknown user"
+    return Identity(f"{user} (command line)", "admin", "local")
+
+
 def _is_loopback(peer: str | None) -> bool:
     if peer is None:
         return True

@@ -15,9 +15,9 @@ lock (``pages/_store.py``).
 from __future__ import annotations
 
 import hashlib
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from analytics.access import Identity, allows, check_pull, require
 from analytics.audit import last_source_id, record, sources_since
@@ -35,6 +35,20 @@ def _outcome(sources: list[dict[str, str]]) -> str:
     return "loaded" if any(s["status"] == "loaded" for s in sources) else "failed"
 
 
+@contextmanager
+def recorded(store: "Store", who: Identity, action: str, what: str) -> Iterator[None]:
+    """Record the sources written to ``store`` inside the block (a block that fails too: what it
+    wrote before failing is in the store); a block that wrote none leaves no row. The commands
+    (``tidelens ingest``, ``pull``) use it with :func:`analytics.access.command_line_identity`."""
+    before = last_source_id(store)
+    try:
+        yield
+    finally:
+        written = sources_since(store, before)
+        if written:  # the same file again writes nothing, and is no change
+            record(store, who, action, _outcome(written), what, sources=written)
+
+
 def load_upload(who: Identity, open_writer: OpenWriter, name: str, data: bytes, *,
                 at_ms: int | None = None, columns: Any = None) -> list["LoadResult"]:
     """Load one uploaded file (an archive member by member) and record it.
@@ -46,15 +60,8 @@ def load_upload(who: Identity, open_writer: OpenWriter, name: str, data: bytes, 
 
     require(who, "load")
     digest = hashlib.sha256(data).hexdigest()
-    with open_writer() as store:
-        before = last_source_id(store)
-        try:
-            return ingest_upload(store, name, data, at_ms=at_ms, columns=columns)
-        finally:
-            written = sources_since(store, before)
-            if written:  # the same file again writes nothing, and is no change
-                record(store, who, "load", _outcome(written), f"{name} (sha256 {digest[:16]})",
-                       sources=written)
+    with open_writer() as store, recorded(store, who, "load", f"{name} (sha256 {digest[:16]})"):
+        return ingest_upload(store, name, data, at_ms=at_ms, columns=columns)
 
 
 def pull(who: Identity, url: str, auth: "AuthConfig", *, allowed: list[str] | None,
@@ -79,14 +86,8 @@ def pull(who: Identity, url: str, auth: "AuthConfig", *, allowed: list[str] | No
             with open_writer() as store:
                 record(store, who, "pull", "refused", f"{safe_url(url)}: {exc}"[:500])
         raise
-    with client_cm as client, open_writer() as store:
-        before = last_source_id(store)
-        try:
-            return run(store, client)
-        finally:
-            written = sources_since(store, before)
-            if written:
-                record(store, who, "pull", _outcome(written), safe_url(url), sources=written)
+    with client_cm as client, open_writer() as store, recorded(store, who, "pull", safe_url(url)):
+        return run(store, client)
 
 
 def collect(who: Identity, open_writer: OpenWriter, run: Callable[[], Any]) -> Any:

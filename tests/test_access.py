@@ -167,3 +167,17 @@ def test_tidelens_audit_prints_the_record(tmp_path: Path) -> None:
     assert [(r["who"], r["action"], r["at"]) for r in rows] == [
         ("root", "map", "2025-11-28T09:31:00Z"), ("ed", "load", "2025-11-28T09:30:00Z")]
     assert rows[1]["sources"][0]["hash"] == "abcdef0123456789"
+
+
+def test_commands_record_their_loads_too(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from analytics.audit import audit_dicts
+    from analytics.cli import main
+
+    (tmp_path / "a.prom").write_bytes(SCRAPE)
+    db = tmp_path / "s.duckdb"
+    for _ in range(2):  # the second load changes nothing and records nothing
+        assert main(["ingest", "--db", str(db), str(tmp_path / "a.prom")]) == 0
+    with Store(db, read_only=True) as st:
+        [row] = audit_dicts(st)
+    assert row["who"].endswith("(command line)") and (row["action"], row["outcome"]) == ("load", "loaded")
+    assert row["sources"][0]["name"].endswith("a.prom")
