@@ -1,8 +1,9 @@
-"""The audit record: every load, pull, column mapping and workload-map change made from the app,
-with who, when and what (source names and content hashes, the map's digest before and after),
+"""The audit record: every load, pull, column mapping and workload-map change made from the app
+(and every ``tidelens ingest`` and ``pull``), with who, when and what (source names and content hashes, the map's digest before and after),
 in the store's ``audit`` table.
 
-Written only by :mod:`analytics.writes` (each write checks the role first, then records itself);
+Written only through :mod:`analytics.writes` (each write checks the role first, then records
+itself; the commands use its ``recorded`` block);
 read by the Data page and ``tidelens audit --db DB``. A load that changed nothing (the same file
 again) is not a change and leaves no row.
 
