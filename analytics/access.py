@@ -154,7 +154,8 @@ class Identity:
     role: str | None
     """viewer, editor, admin; ``None``: not signed in (or not on any list), may read nothing."""
     how: str
-    """"local" (the operator on the server's machine), "oidc", "header" or "none"."""
+    """"local" (the operator on the server's machine, or at the command line), "oidc", "header",
+    "none" (not signed in), or "config" (``[access]`` could not be read: nobody is let in)."""
     note: str = ""
     """Why this role, for the page (e.g. :data:`ENABLE_EDITING`)."""
 

@@ -25,7 +25,7 @@ def identity() -> Identity:
     try:
         settings = access_settings(config_file())
     except ConfigError as exc:
-        return Identity("anonymous", None, "none", str(exc))
+        return Identity("anonymous", None, "config", str(exc))
     ctx = st.context
     headers = {}
     for name in ctx.headers.keys():
@@ -50,8 +50,8 @@ def gate() -> Identity:
                 st.sidebar.button("Sign out", key="access_sign_out", on_click=st.logout)
         return who
     st.title("Sign in")
-    if who.how == "none" and "[access]" in who.note:
-        st.error(who.note, icon=":material/lock:")  # our own Markdown
+    if who.how == "config":  # [access] cannot be read: nobody is let in until it is fixed
+        st.error(md(who.note), icon=":material/lock:")
     elif who.how == "oidc" or _oidc():
         st.info("This Tidelens server is shared: sign in to read it.", icon=":material/lock:")
         if who.who != "anonymous":

@@ -151,6 +151,21 @@ def test_metadata_and_link_local_addresses_are_never_asked(monkeypatch: pytest.M
         PromClient("http://rebind.example:9090")
 
 
+def test_a_connection_that_lands_on_a_metadata_address_is_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name that resolved elsewhere when checked and to the metadata address when connected
+    (DNS rebinding): the connection's own peer is checked, and nothing is sent."""
+    import analytics.outbound as outbound
+    from analytics.live import PromClient
+    from test_live_client import FakeServer
+
+    with FakeServer([(200, b'{"status": "success", "data": {"resultType": "vector", "result": []}}')]) as srv:
+        client = PromClient(srv.url, allowed=None)  # 127.0.0.1 passes the check before connecting
+        monkeypatch.setattr(outbound, "blocked_address", lambda a: a == "127.0.0.1")  # now it "is" metadata
+        with pytest.raises(ConfigError, match="127.0.0.1 is a link-local or cloud metadata address"):
+            client.query("up", 0)
+        assert srv.seen == []
+
+
 def test_tidelens_audit_prints_the_record(tmp_path: Path) -> None:
     from analytics.audit import record
 

@@ -67,3 +67,10 @@ def test_a_visitor_is_told_only_of_the_secrets_the_operator_listed(monkeypatch: 
         assert not at.exception
         [error] = [e.value for e in at.error]
         assert "listed for http://127.0.0.1:9" in error and name not in error and " set" not in error
+
+
+def test_an_unreadable_access_section_lets_nobody_in(tmp_path: Path) -> None:
+    (tmp_path / "tidelens.toml").write_text('[access]\nsign_in = "oidc"\nadmins = "root@example.com"\n')
+    at = _data_page(tmp_path, {"is_logged_in": True, "email": "root@example.com"})
+    assert [t.value for t in at.title] == ["Sign in"]
+    assert any("admins" in e.value and "must be a list" in e.value for e in at.error)
