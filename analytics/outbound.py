@@ -14,7 +14,8 @@ One place owns the rules both follow, so they cannot drift apart:
   jittered exponential backoff and ``Retry-After`` (capped at a minute).
 - **Never a metadata endpoint**: link-local addresses (169.254.0.0/16, fe80::/10, where cloud
   instance metadata and its credentials live), ``fd00:ec2::254`` and the metadata host names are
-  refused before a request (:func:`check_destination`, the name's resolved addresses too) and
+  refused before a request (:func:`analytics.destinations.check_destination`, the name's
+  resolved addresses too) and
   again on every connection's peer address (a name that resolves elsewhere on the second look).
 - **Messages**: what a server said is cut to a few hundred characters, control characters
   dropped and secrets redacted before it reaches an exception; no exception of ``requests``
@@ -23,7 +24,6 @@ One place owns the rules both follow, so they cannot drift apart:
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import random
 import socket
@@ -39,6 +39,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util.retry import Retry
 
+from analytics.destinations import blocked_address, check_destination  # noqa: F401 - outbound's rule
 from analytics.errors import ConfigError, TidelensError
 from analytics.secrets import Redactor, printable
 
@@ -112,52 +113,6 @@ def origin(url: str) -> tuple[str, str, int | None]:
     except ValueError:
         port = -1
     return parts.scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(parts.scheme)
-
-
-# -- destinations never asked ------------------------------------------------------------------
-# Cloud instance metadata (AWS, GCP, Azure, OpenStack: 169.254.169.254; AWS over IPv6:
-# fd00:ec2::254; Alibaba: 100.100.100.200) answers with the instance's credentials.
-BLOCKED_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
-    "169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32"))
-BLOCKED_NAMES = frozenset({"metadata", "metadata.google.internal", "metadata.goog",
-                           "metadata.azure.com", "instance-data", "instance-data.ec2.internal"})
-
-
-def blocked_address(address: str) -> bool:
-    """Whether ``address`` is link-local or a metadata endpoint (an IPv4-mapped one too).
-
-    >>> blocked_address("169.254.169.254"), blocked_address("::ffff:169.254.169.254"), blocked_address("10.0.0.1")
-    (True, True, False)
-    """
-    try:
-        addr = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return False
-    if addr.version == 6 and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
-    return any(addr in net for net in BLOCKED_NETWORKS if net.version == addr.version)
-
-
-def check_destination(url: str, *, resolve: bool = True) -> None:
-    """Raise :class:`ConfigError` when ``url``'s host is a metadata name or (resolved, when
-    ``resolve``) a link-local or metadata address; a name that does not resolve is left to the
-    request to report (and the connection's own check, :class:`_Watched`, still applies)."""
-    host = (urlsplit(url).hostname or "").rstrip(".").lower()
-    why = f"server {safe_url(url)!r}: {{}} is a link-local or cloud metadata address, never asked " \
-          "(it answers with the machine's own credentials), listed or not"
-    if host in BLOCKED_NAMES:
-        raise ConfigError(why.format(host))
-    if blocked_address(host):
-        raise ConfigError(why.format(host))
-    if not resolve:
-        return
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return
-    for info in infos:
-        if blocked_address(str(info[4][0])):
-            raise ConfigError(why.format(f"{host} resolves to {info[4][0]}, which"))
 
 
 # -- the deadline -------------------------------------------------------------------------------

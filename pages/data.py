@@ -47,7 +47,8 @@ except ConfigError as exc:  # a store path outside the data folder: say so, crea
 if not allows(who, "load"):
     # A viewer gets no upload, pull or collect form; the library refuses them anyway.
     st.info(ENABLE_EDITING if who.note == ENABLE_EDITING else
-            f"You are signed in as {md(who.who)} with the {who.role} role: you can read every page and "
+            (f"You are signed in as {md(who.who)}" if who.how in ("oidc", "header") else "You are not signed in")
+            + f" with the {who.role} role: you can read every page and "
             f"export, but loading data and pulls need the editor role (ask the operator: `[access] "
             f"editors` in `{config_file().name}`).", icon=":material/visibility:")
 else:
