@@ -196,3 +196,13 @@ def test_commands_record_their_loads_too(tmp_path: Path, capsys: pytest.CaptureF
         [row] = audit_dicts(st)
     assert row["who"].endswith("(command line)") and (row["action"], row["outcome"]) == ("load", "loaded")
     assert row["sources"][0]["name"].endswith("a.prom")
+
+
+def test_a_store_with_a_foreign_audit_table_is_refused(tmp_path: Path) -> None:
+    from analytics.errors import StoreFileError
+
+    db = tmp_path / "forged.duckdb"
+    with Store(db) as st:
+        st.con.execute("CREATE TABLE audit (who VARCHAR)").fetchall()  # a record anyone could fill
+    with pytest.raises(StoreFileError, match="a table named 'audit' unlike Tidelens' own"):
+        Store(db, read_only=True)
