@@ -6,7 +6,10 @@ The app, every command and the live pulls read the same file by one rule
 parsed once per version of the file (:func:`read_config`); each section is validated by the
 module that owns it: ``[map]``, ``[[rule]]`` and ``[[autoscaler]]`` by
 :mod:`analytics.workloads`, ``[slo]`` by :mod:`analytics.slo`, ``[live]`` by
-:mod:`analytics.live.client`, ``[app]`` by :mod:`analytics.data_dir`.
+:mod:`analytics.live.client`, ``[app]`` by :mod:`analytics.data_dir`, ``[access]`` by
+:mod:`analytics.access` (a typed section: :func:`typed_section` builds its dataclass, checking
+every key and type). A file the app changes keeps its previous version beside it
+(:func:`keep_previous`).
 
 >>> import os, tempfile
 >>> folder = tempfile.mkdtemp()
@@ -19,16 +22,23 @@ module that owns it: ``[map]``, ``[[rule]]`` and ``[[autoscaler]]`` by
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
+import shutil
 import threading
 import tomllib
+import types
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from analytics.errors import ConfigError
 
 CONFIG_ENV = "TIDELENS_CONFIG"
 CONFIG_NAME = "tidelens.toml"
+
+PREVIOUS_SUFFIX = ".prev"
+T = TypeVar("T")
 
 _PARSED: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
 _LOCK = threading.Lock()
@@ -92,3 +102,60 @@ def config_section(path: str | Path | None, name: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"{path}: {name} must be a table ([{name}]), not {type(value).__name__}")
     return value
+
+
+def typed_section(path: str | Path | None, name: str, cls: type[T]) -> T | None:
+    """Table ``[name]`` of the file as the dataclass ``cls`` (``None`` when the table is absent).
+
+    Every key must be a field of ``cls`` and hold the field's type (a ``tuple[str, ...]`` field
+    takes a TOML list of strings); a wrong one is refused naming the file, the key, what was
+    there, and the field's help text.
+    """
+    doc = read_config(path)
+    if name not in doc:
+        return None
+    table = config_section(path, name)
+    known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        f = known.get(key)
+        if f is None:
+            raise ConfigError(f"{path}: [{name}] {key}: not a setting of [{name}]; known: "
+                              f"{', '.join(known)}")
+        values[key] = _typed(value, hints[key], f"{path}: [{name}] {key}",
+                             str(f.metadata.get("help", "")))
+    try:
+        return cls(**values)
+    except ValueError as exc:  # the dataclass's own checks (__post_init__) name the key
+        raise ConfigError(f"{path}: [{name}] {exc}") from None
+
+
+def _typed(value: Any, hint: Any, where: str, help_text: str) -> Any:
+    """``value`` as type ``hint`` (str, bool, int, float, a tuple of one of them), or ConfigError."""
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        inner = typing.get_args(hint)[0]
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: must be a list ({help_text}), not {type(value).__name__}")
+        return tuple(_typed(v, inner, f"{where}[{i}]", help_text) for i, v in enumerate(value))
+    if origin in (typing.Union, types.UnionType):
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    ok = isinstance(value, hint) and not (hint in (int, float) and isinstance(value, bool))
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not ok:
+        raise ConfigError(f"{where}: must be a {hint.__name__} ({help_text}), not {value!r}"[:600])
+    return value
+
+
+def keep_previous(path: str | Path) -> Path | None:
+    """Copy ``path`` to ``<path>.prev`` before it is changed: the version it replaces is kept
+    beside it (one back; the store's audit record says who changed it and when). ``None`` when
+    there was no file yet."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    prev = p.with_name(p.name + PREVIOUS_SUFFIX)
+    shutil.copy2(p, prev)
+    return prev

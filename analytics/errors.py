@@ -128,3 +128,26 @@ class StoreFileError(TidelensError):
         self.path = str(path)
         self.reason = reason
         super().__init__(f"{self.path}: {reason}")
+
+
+class AccessDenied(TidelensError):
+    """A visitor of a shared server asked for something their role does not allow (a load, a
+    pull, a change of the workload map), or a pull to a server or with a secret the operator did
+    not list. Raised by the library before anything is written or sent, whatever the page drew.
+
+    Parameters
+    ----------
+    who:
+        The visitor as the audit record names them.
+    message:
+        What was refused and what to do (whom to ask, which setting).
+
+    Examples
+    --------
+    >>> str(AccessDenied("ann@example.com", "loading data needs the editor role"))
+    'ann@example.com: loading data needs the editor role'
+    """
+
+    def __init__(self, who: str, message: str) -> None:
+        self.who = bounded(who, 200)
+        super().__init__(f"{self.who}: {bounded(message)}")

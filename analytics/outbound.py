@@ -12,6 +12,11 @@ One place owns the rules both follow, so they cannot drift apart:
 - **Retries** of transient failures by urllib3's ``Retry``: connection errors, 429 and 502-504,
   read timeouts of idempotent methods (never a POST the server may have acted on), with
   jittered exponential backoff and ``Retry-After`` (capped at a minute).
+- **Never a metadata endpoint**: link-local addresses (169.254.0.0/16, fe80::/10, where cloud
+  instance metadata and its credentials live), ``fd00:ec2::254`` and the metadata host names are
+  refused before a request (:func:`analytics.destinations.check_destination`, the name's
+  resolved addresses too) and
+  again on every connection's peer address (a name that resolves elsewhere on the second look).
 - **Messages**: what a server said is cut to a few hundred characters, control characters
   dropped and secrets redacted before it reaches an exception; no exception of ``requests``
   or ``urllib3`` (whose texts can hold header values) escapes.
@@ -34,6 +39,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util.retry import Retry
 
+from analytics.destinations import blocked_address, check_destination  # noqa: F401 - outbound's rule
 from analytics.errors import ConfigError, TidelensError
 from analytics.secrets import Redactor, printable
 
@@ -70,6 +76,8 @@ def safe_url(url: str) -> str:
     """
     parts = urlsplit(url)
     host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal keeps its brackets, or the URL would read as host:port
+        host = f"[{host}]"
     try:
         if parts.port:
             host += f":{parts.port}"
@@ -207,6 +215,13 @@ class _Watched:
 
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()  # type: ignore[misc]
+        try:
+            peer = sock.getpeername()[0]
+        except OSError:
+            peer = ""
+        if blocked_address(str(peer)):  # resolved once more by the connection: checked again
+            sock.close()
+            raise ConfigError(f"{peer} is a link-local or cloud metadata address, never asked")
         if (dl := _deadline()) is not None:
             dl.watch(sock)
         return sock
@@ -326,6 +341,7 @@ class Outbound:
             raise ConfigError(f"timeout {config.timeout_s!r}: give a positive number of seconds (--timeout)")
         if config.max_bytes <= 0:
             raise ConfigError(f"max_bytes {config.max_bytes!r}: give a positive number of bytes")
+        check_destination(base)
         self.base = base
         self.config = config
         self.error = error

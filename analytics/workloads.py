@@ -397,11 +397,33 @@ def map_to_dict(wmap: WorkloadMap) -> dict[str, Any]:
             "rule": out_rules, "autoscaler": scalers}
 
 
+def map_digest(wmap: WorkloadMap) -> str:
+    """A short digest of what a map decides (its TOML document, canonical): the audit record's
+    before and after, and what events and reviews name as the map they were computed with.
+
+    >>> map_digest(load_map(None)) == map_digest(load_map(None))
+    True
+    """
+    import hashlib
+
+    import orjson
+
+    doc = orjson.dumps(map_to_dict(wmap), option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(doc).hexdigest()[:16]
+
+
 def save_map(wmap: WorkloadMap, path: str | Path) -> None:
-    """Write a map to ``tidelens.toml`` (atomically: a temp file renamed over the old one)."""
+    """Write a map to ``tidelens.toml`` (atomically: a temp file renamed over the old one),
+    keeping the file's other sections (``[access]``, ``[live]``, ``[slo]``, ``[app]``) and its
+    previous version beside it (:func:`analytics.config.keep_previous`)."""
+    from analytics.config import keep_previous, read_config
+
     p = Path(path)
+    doc = {k: v for k, v in read_config(p).items() if k not in ("map", "rule", "autoscaler")}
+    doc.update(map_to_dict(wmap))
     tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(tomli_w.dumps(map_to_dict(wmap)), encoding="utf-8")
+    tmp.write_text(tomli_w.dumps(doc), encoding="utf-8")
+    keep_previous(p)
     tmp.replace(p)
 
 

@@ -228,7 +228,8 @@ def review_for(v: ViewSettings, src: DataSource) -> Any:  # analytics.review.Rev
     return build_review(
         tl, step_s=v.step_s, slo_ms={n: v.slo_for(n) for n in names}, tz=v.tz, label=src.label, span=span,
         events=EventsQuery.from_view(v, src, {}).run, rhythm=RhythmQuery.from_view(v, src, {}).run,
-        calibration=lambda name: CalibrationQuery.from_view(v, src, name).run())
+        calibration=lambda name: CalibrationQuery.from_view(v, src, name).run(),
+        map_digest=tl["facts"].map_digest)  # the map the timelines were classed with
 
 
 def review_html_for(v: ViewSettings, src: DataSource) -> str:

@@ -158,6 +158,9 @@ WIDGET_KEYS = ("v_source", "v_db", "v_step", "v_tz", "v_range", "v_slo", "v_slo_
 def page_setup() -> ViewSettings:
     """What a page calls first: page config and the sidebar; returns this run's settings."""
     st.set_page_config(page_title="Tidelens", page_icon=str(ROOT / "static" / "favicon.png"), layout="wide")
+    from pages._access import gate
+
+    gate()  # a visitor with no role (a shared server's, not signed in) sees the sign-in only
     return view()
 
 

@@ -162,11 +162,13 @@ class UploadOutcome:
     message: str = ""
 
 
-def load_upload(target: Path, name: str, data: bytes, at_ms: int | None, columns: Any = None) -> UploadOutcome:
+def load_upload(target: Path, name: str, data: bytes, at_ms: int | None, columns: Any = None,
+                who: Any = None) -> UploadOutcome:
     """Load one uploaded file into ``target`` through a short-lived read-write connection
     (through a column mapping, :mod:`analytics.ingest.mapping`, when ``columns`` is one); an
-    archive's members are summed into one outcome (:func:`load_uploads` lists them)."""
-    outs = load_uploads(target, name, data, at_ms, columns)
+    archive's members are summed into one outcome (:func:`load_uploads` lists them). ``who``
+    (the session's visitor when None, ``pages/_access.identity``) must be allowed to load."""
+    outs = load_uploads(target, name, data, at_ms, columns, who)
     if len(outs) == 1 and outs[0].file == name:
         return outs[0]
     failed = [o for o in outs if o.status == "failed"]
@@ -179,18 +181,23 @@ def load_upload(target: Path, name: str, data: bytes, at_ms: int | None, columns
     return UploadOutcome(name, status, sum(o.series for o in outs), sum(o.samples for o in outs), message)
 
 
-def load_uploads(target: Path, name: str, data: bytes, at_ms: int | None, columns: Any = None) -> list[UploadOutcome]:
+def load_uploads(target: Path, name: str, data: bytes, at_ms: int | None, columns: Any = None,
+                 who: Any = None) -> list[UploadOutcome]:
     """Like :func:`load_upload`, one outcome per source: an archive's members each their own
-    (``archive!member``), any other file one."""
+    (``archive!member``), any other file one. Loaded by :func:`analytics.writes.load_upload`,
+    which checks ``who``'s role first and records the load."""
     from analytics.errors import TidelensError
-    from analytics.ingest import ingest_upload, not_data_reason
+    from analytics.ingest import not_data_reason
+    from analytics.writes import load_upload as checked_load
+    from pages._access import identity
 
+    who = identity() if who is None else who
     why = not_data_reason(Path(name))
     if why is not None:
         return [UploadOutcome(name, "skipped", message=f"not a data file ({why})")]
     try:
-        with open_store(target, read_only=False) as store:
-            results = ingest_upload(store, name, data, at_ms=at_ms, columns=columns)
+        results = checked_load(who, lambda: open_store(target, read_only=False), name, data,
+                               at_ms=at_ms, columns=columns)
     except TidelensError as exc:
         return [UploadOutcome(name, "failed", message=str(exc))]
     except Exception as exc:  # noqa: BLE001 - a parser bug must not take the page down

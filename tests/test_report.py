@@ -56,7 +56,10 @@ def test_label_values_are_escaped_in_html(evil):
 
 
 def test_markdown_report_with_image_beside_it(evil, tmp_path):
+    import dataclasses
+
     res, ev = evil
+    res = dataclasses.replace(res, map_digest="0123456789abcdef")  # as analyse_timelines sets it
     out = tmp_path / "pm.md"
     written = write_report(res, ev, out)
     assert written[0] == out and written[1].suffix == ".png"
@@ -65,6 +68,7 @@ def test_markdown_report_with_image_beside_it(evil, tmp_path):
     assert f"]({written[1].name})" in md
     assert EVIL not in md and "&lt;script&gt;alert\\(1\\)&lt;/script&gt;" in md
     assert "## Method and thresholds" in md and "## Evidence" in md
+    assert "Workload map digest 0123456789abcdef" in md  # the map it was computed with
 
 
 def test_bad_extension_is_refused(evil, tmp_path):

@@ -59,6 +59,7 @@ def test_review_html_is_one_offline_file_with_every_section(db, tmp_path, capsys
     assert findings[2].startswith(f"{ev['count']} tail events")
     assert f"{ev['misattributed']} were batch contention a dashboard would blame on users" in findings[2]
     assert numbers["missing"] == {}
+    assert f"workload map {numbers['map_digest']}" in text and numbers["map_digest"]  # the map it was computed with
 
 
 def test_review_numbers_are_the_other_commands_numbers(db, capsys) -> None:
@@ -67,6 +68,9 @@ def test_review_numbers_are_the_other_commands_numbers(db, capsys) -> None:
     assert review["events"]["ids"] == [e["id"] for e in events]
     assert review["events"]["count"] == len(events)
     assert review["events"]["misattributed"] == sum(e["misattributed"] for e in events)
+    # Both name the workload map they were computed with (the audit record's digests).
+    from analytics.workloads import WorkloadMap, map_digest
+    assert events and {e["map_digest"] for e in events} == {review["map_digest"]} == {map_digest(WorkloadMap())}
     service = review["whatif"]["service"]
     whatif = _cli_json(capsys, "whatif", "--db", str(db), "--service", service, "--json")
     assert review["whatif"]["backtest"] == whatif["backtest"]

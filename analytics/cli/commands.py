@@ -9,6 +9,8 @@ from __future__ import annotations
 COMMANDS: dict[str, tuple[str, str]] = {
     "sources": ("analytics.cli.store_cmds", "list loaded (and failed) sources"),
     "series": ("analytics.cli.store_cmds", "list series, optionally of one metric"),
+    "audit": ("analytics.cli.store_cmds", "the record of changes made from the app: who loaded, pulled or "
+                                         "changed the workload map, when, and what"),
     "ingest": ("analytics.cli.ingest_cmd", "load export files (Prometheus text/OpenMetrics, API JSON, Datadog, "
                                           "Telegraf, ServeGen, CSV, Parquet; gzip too) into the store"),
     "rhythm": ("analytics.cli.rhythm_cmd", "daily/weekly rhythm: peak and trough hour, tidal window, batch vs ramp"),

@@ -92,7 +92,7 @@ def events_table(analysis: EventsAnalysis) -> pl.DataFrame:
 def cmd_events(args: argparse.Namespace) -> int:
     analysis = run_analysis(args)
     if args.json:
-        print_json([e.as_dict() for e in analysis.events])
+        print_json([{**e.as_dict(), "map_digest": analysis.map_digest} for e in analysis.events])
     else:
         print_table(events_table(analysis))
         for note in analysis.notes:

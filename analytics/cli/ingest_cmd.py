@@ -37,7 +37,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
         columns = load_mapping(args.columns)  # refused before the store is opened
     results = []
-    with Store(args.db) as st:
+    from analytics.access import command_line_identity
+    from analytics.writes import recorded
+
+    with Store(args.db) as st, recorded(st, command_line_identity(), "load", ", ".join(map(str, args.paths))[:500]):
         for path in args.paths:
             results.extend(ingest_path(st, path, at_ms=at_ms, columns=columns))
     loaded = [r for r in results if r.status == "loaded"]

@@ -109,7 +109,10 @@ def cmd_pull(args: argparse.Namespace) -> int:
     client = PromClient(args.url, auth_from_args(args),
                         ClientConfig(timeout_s=args.timeout, retries=args.retries),
                         allowed=allowed_servers(config_path(args)))
-    with client, Store(args.db) as st:
+    from analytics.access import command_line_identity
+    from analytics.writes import recorded
+
+    with client, Store(args.db) as st, recorded(st, command_line_identity(), "pull", client.describe()):
         if args.raw:
             report = pull_raw(st, client, args.raw, start_ms, end_ms,
                               window_ms=parse_duration_ms(args.raw_window, "--raw-window"),

@@ -1,4 +1,5 @@
-"""``tidelens sources`` and ``tidelens series``: what the store holds."""
+"""``tidelens sources``, ``tidelens series`` and ``tidelens audit``: what the store holds, and who
+changed it from the app."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metric", default=None, help="only series of this metric name")
     p.set_defaults(func=cmd_series)
 
+    p = sub.add_parser("audit", help=command_help("audit"))
+    add_db(p)
+    add_json(p)
+    p.set_defaults(func=cmd_audit)
+
 
 def cmd_sources(args: argparse.Namespace) -> int:
     with Store(args.db) as st:
@@ -39,4 +45,19 @@ def cmd_series(args: argparse.Namespace) -> int:
         print_json(frame.to_dicts())
     else:
         print_table(frame.drop("labels"))
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from analytics.audit import audit_dicts, audit_rows
+
+    with Store(args.db, read_only=True) as st:
+        if args.json:
+            print_json(audit_dicts(st, limit=1_000_000))
+            return 0
+        frame = audit_rows(st, limit=1_000_000)
+    if frame.height == 0:
+        print(f"{args.db}: no change recorded (loads, pulls and map changes made from the app are)")
+        return 0
+    print_table(frame, max_rows=frame.height)
     return 0

@@ -49,6 +49,7 @@ class EventsAnalysis:
     slos_ms: dict[str, float | None]
     cfg: EventsConfig
     notes: list[str] = field(default_factory=list)
+    map_digest: str = ""  # the workload map it was computed with (analytics.workloads.map_digest)
 
     def event(self, event_id_: str) -> Event:
         for ev in self.events:

@@ -60,6 +60,7 @@ def analyse_timelines(timelines: "dict[str, Any]", cfg: EventsConfig, incidents:
     facts = timelines.get("facts")
     if facts is not None:
         result.notes.extend(facts_notes(facts, timelines["services"], result.slos_ms))
+        result.map_digest = facts.map_digest  # which map classed the GPUs (the audit record's)
     return result
 
 

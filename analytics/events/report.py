@@ -109,7 +109,8 @@ def method_text(cfg: EventsConfig, analysis: EventsAnalysis | None = None) -> li
         f"least {cfg.ramp_ratio:g}x its level in the {cfg.ramp_lookback_min:g} minutes before) or that an incident "
         f"record gave another cause. A 'mixed' event is not misattributed (users did add load); its story says the "
         f"share a dashboard would have missed.",
-    ]
+    ] + ([f"Workload map digest {analysis.map_digest}: the map that classed each GPU and pod for this "
+          "analysis; tidelens audit names who set it and when."] if analysis is not None and analysis.map_digest else [])
 
 
 def report_sections(analysis: EventsAnalysis, ev: Event) -> list[Section]:

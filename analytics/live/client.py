@@ -67,6 +67,11 @@ class AuthConfig:
         return bool(self.bearer_token_env or self.bearer_token_file or self.basic_password_env
                     or self.basic_password_file or self.header_envs)
 
+    def secret_names(self) -> list[str]:
+        """Every environment variable name and file path this configuration reads a secret from."""
+        return [n for n in (self.bearer_token_env, self.bearer_token_file, self.basic_password_env,
+                            self.basic_password_file, *self.header_envs.values()) if n]
+
     def resolve_headers(self) -> dict[str, str]:
         """Headers to send, with secrets read now from their environment variables or files."""
         out = dict(self.headers)
@@ -141,6 +146,31 @@ def allowed_servers(config_path: str | Path | None = None) -> list[str] | None:
     if not isinstance(servers, list) or not all(isinstance(s, str) for s in servers):
         raise ConfigError(f"{path}: [live] servers must be a list of URL strings")
     return [safe_url(s) for s in servers]
+
+
+def listed_secrets(config_path: str | Path | None = None) -> dict[str, list[str]] | None:
+    """The secrets a shared deployment lets the app name for each server, from ``[live.secrets]``
+    (server URL -> environment variable names and file paths); ``None`` when there is none.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "tidelens.toml")
+    >>> _ = open(path, "w").write('[live.secrets]\\n"https://prom:9090/" = ["PROM_TOKEN"]\\n')
+    >>> listed_secrets(path)
+    {'https://prom:9090': ['PROM_TOKEN']}
+    """
+    from analytics.config import config_location, config_section
+
+    path = config_location(config_path)
+    if not path.is_file():
+        return None
+    table = config_section(path, "live").get("secrets")
+    if table is None:
+        return None
+    if not isinstance(table, dict) or not all(
+            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in table.values()):
+        raise ConfigError(f"{path}: [live.secrets] must map each server URL to a list of "
+                          "environment variable names and file paths")
+    return {safe_url(k): list(v) for k, v in table.items()}
 
 
 def check_allowed(url: str, allowed: list[str] | None, config_hint: str = "tidelens.toml") -> None:

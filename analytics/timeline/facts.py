@@ -35,6 +35,9 @@ class TimelineFacts:
         One line per loaded source whose histogram is not one (``name: what is wrong``).
     gpu_models:
         ``(modelName, GPUs)`` pairs, most GPUs first (``analytics.sql.whatif.GPU_MODELS``).
+    map_digest:
+        The digest of the workload map the timelines were classed with (``analytics.workloads.map_digest``:
+        what the audit record, the events and the review name).
     class_rules:
         How each exporter's GPUs without a pod label were classed
         (:func:`analytics.timeline.class_rules`: the Overview's and the review's caption).
@@ -46,6 +49,7 @@ class TimelineFacts:
     histogram_defects: tuple[str, ...] = ()
     gpu_models: tuple[tuple[str, int], ...] = ()
     class_rules: pl.DataFrame | None = None
+    map_digest: str = ""
 
 
 def bucket_bounds_ms(series: pl.DataFrame) -> dict[str, tuple[float, ...]]:
@@ -79,10 +83,11 @@ def gather_facts(store: "Store", wmap: "WorkloadMap", resolved: tuple[pl.DataFra
     from analytics.sql.whatif import GPU_MODELS
     from analytics.timeline.pool import class_rules
     from analytics.timeline.sources import request_log_summary, traffic_source_notes
+    from analytics.workloads import map_digest
 
     logs = request_log_summary(store, wmap, resolved) if store.has_requests() else None
     models = tuple((str(m), int(n)) for m, n in store.query(GPU_MODELS).select("model", "gpus").rows())
     return TimelineFacts(bucket_bounds_ms=bucket_bounds_ms(resolved[0]), request_logs=logs,
                          traffic_notes=tuple(traffic_source_notes(store, wmap, resolved)),
                          histogram_defects=histogram_defect_lines(store), gpu_models=models,
-                         class_rules=class_rules(store))
+                         class_rules=class_rules(store), map_digest=map_digest(wmap))
