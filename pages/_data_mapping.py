@@ -114,7 +114,7 @@ def mapping_panel(target: Path, who: Identity) -> None:
 def _request_mapping_form(up: Any, cols: list[str], time_col: str, unit: str, zone: str, start: Any,
                           saved_at: Path, target: Path, who: Identity) -> None:
     """The mapping form for a per-request log: which column is the latency (and its unit), the
-    service, the status and the pod."""
+    service, the status or the success column (and the words that mean success), and the pod."""
     from analytics.ingest.mapping import ColumnMapping
     from analytics.ingest.requests import RequestColumns
 
@@ -137,11 +137,20 @@ def _request_mapping_form(up: Any, cols: list[str], time_col: str, unit: str, zo
                    help="none: every request is of the service named on the right")
     service_name = c[3].text_input("Service (no column)", value=Path(up.name).name.split(".")[0], key="map_req_name",
                                    disabled=service is not None)
-    c = st.columns(2)
+    c = st.columns(4)
     status = pick(c[0], "HTTP status column (5xx and 429 are errors)", guess.status, "map_req_status")
-    pod = pick(c[1], "Pod column", guess.pod, "map_req_pod")
+    success = pick(c[1], "Success column", guess.success, "map_req_success",
+                   help="a column saying whether the request succeeded: true/false, ok/error, "
+                        "success/failed and the like are read as such")
+    words = c[2].text_input("Success values", value=", ".join(guess.success_values or ()), key="map_req_success_values",
+                            disabled=success is None, placeholder="SUCCEED, OK",
+                            help="the success column's values that mean success (any case), comma-separated; "
+                                 "empty: the usual words and HTTP codes")
+    pod = pick(c[3], "Pod column", guess.pod, "map_req_pod")
+    values = tuple(w.strip() for w in words.split(",") if w.strip()) if success is not None else ()
     req = RequestColumns(time="", latency=latency, latency_unit=lat_unit, service=service,
-                         service_name=(service_name or None) if service is None else None, status=status, pod=pod)
+                         service_name=(service_name or None) if service is None else None, status=status, pod=pod,
+                         success=success, success_values=values or None)
     mapping = ColumnMapping(time=time_col, time_unit=unit, time_zone=zone or "UTC", requests=req)
     if st.button("Load with this mapping", key="map_load_go", type="primary"):
         _load_mapped(up, mapping, saved_at, "requests", target, who)

@@ -375,6 +375,37 @@ def test_the_data_page_maps_a_request_log_with_an_unknown_header(tmp_path, monke
     assert g.layout == "requests" and g.time_unit == "clf" and g.requests.latency_unit == "s"
 
 
+def test_the_data_page_maps_a_success_column_in_words(tmp_path, monkeypatch) -> None:
+    """A trace's ``predict_status`` (SUCCEED / FAILED): without its words every request reads as
+    failed; the form's success values name them, and the saved mapping keeps them."""
+    from apptest_helpers import isolate, open_store_page
+
+    isolate(monkeypatch, tmp_path)
+    db = tmp_path / "trace.duckdb"
+    data = (b"ts,latency_s,svc,predict_status\n1767571200,20.5,imagegen,SUCCEED\n"
+            b"1767571201,31.0,imagegen,FAILED\n1767571202,45.0,imagegen,SUCCEED\n")
+    at = open_store_page("pages/data.py", db, tab="Your own table")
+    at.file_uploader(key="map_file").set_value([("trace.csv", data, "text/csv")]).run()
+    at.radio(key="map_kind").set_value("one request").run()
+    at.selectbox(key="map_time").set_value("ts")
+    at.selectbox(key="map_unit").set_value("s")
+    at.selectbox(key="map_req_latency").set_value("latency_s")
+    at.selectbox(key="map_req_unit").set_value("s")
+    at.selectbox(key="map_req_service").set_value("svc")
+    at.selectbox(key="map_req_success").set_value("predict_status").run()
+    at.text_input(key="map_req_success_values").set_value("SUCCEED").run()
+    at.button(key="map_load_go").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Mapping saved" in s.value for s in at.success), [e.value for e in at.error]
+    from analytics.store import Store
+
+    with Store(db, read_only=True) as st:
+        assert st.query("SELECT latency_ms, error FROM requests ORDER BY 1").rows() == [
+            (20500.0, False), (31000.0, True), (45000.0, False)]
+    saved = load_mapping(db.with_name("trace.duckdb.columns.toml"))
+    assert saved.requests.success == "predict_status" and saved.requests.success_values == ("SUCCEED",)
+
+
 def test_the_cli_loads_a_log_and_counts_its_requests(tmp_path, capsys) -> None:
     log = tmp_path / "gateway.csv"
     log.write_bytes(_csv(_log(300)))
