@@ -155,3 +155,60 @@ def test_the_tidal_change_before_and_after_match_the_truth(tidal):
             assert _near(out[side]["minutes_over_slo"][svc], want), (side, svc)
     assert "busier" in out["traffic"]["sentence"] or "about as many" in out["traffic"]["sentence"] \
         or "quieter" in out["traffic"]["sentence"]
+
+
+def test_the_capacity_review_shows_the_same_numbers(scored):
+    from analytics.review import build_review, review_markdown
+
+    basis, _, out = scored
+    r = build_review(basis.timelines, step_s=60, slo_ms={k: v for k, v in basis.slo_ms.items() if k != "*"},
+                     change=lambda events: out)
+    assert r.numbers()["change"]["after_replay"] == out["after_replay"]
+    text, _ = review_markdown(r)
+    section = text.split("## Before and after the change", 1)[1]
+    assert out["sentences"][-1].split(":")[0] in section  # the scored replay's sentence
+    assert f"| minutes over the SLO, chat-vllm | {out['before']['minutes_over_slo']['chat-vllm']:,.1f} | " \
+           f"{out['after']['minutes_over_slo']['chat-vllm']:,.1f} |" in section
+    assert f"| after, replayed under the enacted policy | {out['after_replay']['violation_minutes']:,.1f} |" in section
+
+
+def test_the_what_if_page_records_a_candidate_and_compares(scored, partitioned, tmp_path, monkeypatch):
+    import shutil
+
+    from streamlit.testing.v1 import AppTest
+
+    import pages._change as page
+    from apptest_helpers import isolate
+
+    isolate(monkeypatch, tmp_path)
+    db = tmp_path / "s.duckdb"
+    shutil.copy(partitioned[0], db)
+    monkeypatch.setattr(page, "basis_for", lambda *a: scored[0])  # built by the fixture, as the page builds it
+
+    def script() -> None:
+        from pathlib import Path
+        from types import SimpleNamespace
+
+        import streamlit as st
+
+        from analytics.view import ViewSettings
+        from pages._change import change_section
+        from pages._store import file_version
+
+        path = Path(st.session_state["db"])
+        change_section(ViewSettings(), SimpleNamespace(path=str(path), version=file_version(path)))
+
+    at = AppTest.from_function(script, default_timeout=60)
+    at.session_state["db"] = str(db)
+    at.run()
+    assert not at.exception and "No change recorded" in at.caption[0].value
+    record = [b for b in at.button if b.label == "Record"]
+    assert len(record) == 1  # the partitioned candidate, not recorded until this click
+    record[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    with Store(str(db), read_only=True) as st:
+        [got] = list_changes(st)
+    assert (got.policy, got.at_ms, got.source) == ("partitioned", partitioned[1]["change"]["at_ms"],
+                                                   "a candidate the user confirmed")
+    assert "chat-vllm was over its SLO for 0 minutes" in at.info[0].value  # compared at once, unscored
+    assert any("282 minutes over the SLO in the 3 days before" in m.value for m in at.markdown), [m.value for m in at.markdown]

@@ -186,8 +186,8 @@ def compare_change(basis: ChangeBasis, at_ms: int, cfg: CompareConfig | None = N
     sentences = [out["traffic"]["sentence"]]
     for name in sorted(gone):
         b, a = before["minutes_over_slo"].get(name, 0.0), after["minutes_over_slo"].get(name, 0.0)
-        sentences.append(f"{name}: {b:,.0f} minutes over the SLO in the {before['days']:g} days before, {a:,.0f} in "
-                         f"the {after['days']:g} days after ({gone[name]:,.0f} fewer, the before-period "
+        sentences.append(f"{name}: {b:,.0f} minutes over the SLO in the {before['days']:.3g} days before, {a:,.0f} in "
+                         f"the {after['days']:.3g} days after ({gone[name]:,.0f} fewer, the before-period "
                          "scaled to the after-period's length).")
     if change is not None:
         out["change"] = change.as_dict()

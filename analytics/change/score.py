@@ -131,8 +131,8 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
     pred = simulate(apply_change(scn_b, change), change.policy).summary
     predicted = {"violation_minutes": float(pred["violation_minutes"]) * scale,
                  "batch_gpu_hours": float(pred["batch_gpu_hours"]) * scale,
-                 "from": f"the {before['days']:g} days before, replayed under {change.policy} and scaled "
-                         f"to the {after['days']:g} days after"}
+                 "from": f"the {before['days']:.3g} days before, replayed under {change.policy} and scaled "
+                         f"to the {after['days']:.3g} days after"}
     req_b = before["requests"].get(service, 0.0)
     predicted["violation_minutes_per_million_requests"] = (
         float(pred["violation_minutes"]) / (req_b / 1e6) if req_b > 0 else None)
