@@ -3,9 +3,10 @@
 Four signs, each read the same way on every day of the store (days are UTC days of the pool
 timeline; a day counts when it has most of its steps):
 
-- **the GPUs batch can reach shrink**: from some day on, the most GPUs batch held on any day
-  stays under :data:`SHRINK` of the median daily most before it: ``partitioned``, reserving
-  what batch no longer reached;
+- **the GPUs batch can reach shrink**: from the first day on which, to the end, the most GPUs
+  batch held on any day stays under :data:`SHRINK` of the median daily most before it, while
+  batch still ran on at least :data:`MIN_DAYS` of them (a quiet weekend is no change):
+  ``partitioned``, reserving what batch no longer reached;
 - **batch stops overlapping the ramp**: before some day batch held GPUs through the morning
   ramp (the first hour the typical day's traffic passes half its peak, and the two after) on
   most days, and from it on it never does: ``tidal``, its window ending at the ramp;
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 DAY_MS = 86_400_000
 SHRINK = 0.8  # batch's daily most after / its median daily most before
 MIN_DAYS = 2  # days each side a sign must hold on
+QUIET = 0.25  # a day batch's most is under this share of before's median: batch barely ran
 RAMP_HOURS = 3
 OVERLAP_GPU_H = 1.0  # batch GPU-hours in the ramp window that count as overlapping it
 
@@ -85,17 +87,20 @@ def _full_days(day: np.ndarray, step_s: int) -> list[int]:
 
 def _shrink(ts, batch, pool, day, days: list[int]) -> Candidate | None:
     most = np.array([batch[day == d].max(initial=0.0) for d in days])
-    best = None
-    for k in range(MIN_DAYS, len(days) - MIN_DAYS + 1):
+    found = None
+    for k in range(MIN_DAYS, len(days) - MIN_DAYS + 1):  # the first day the pattern holds from
         before = most[:k][most[:k] > 0]
         if before.size < MIN_DAYS:
             continue
         med, after = float(np.median(before)), float(most[k:].max())
-        if after < SHRINK * med and (best is None or med - after > best[1] - best[2]):
-            best = (k, med, after)
-    if best is None:
+        # still running after, only less of the pool: a weekend without the big job is no change
+        running = int((most[k:] >= QUIET * med).sum())
+        if after < SHRINK * med and running >= MIN_DAYS:
+            found = (k, med, after)
+            break
+    if found is None:
         return None
-    k, med, after = best
+    k, med, after = found
     size = float(pool.max(initial=0.0))
     at = days[k] * DAY_MS
     reserve = int(max(0, round(size - after)))
