@@ -91,6 +91,8 @@ def test_the_cli_records_lists_and_refuses_bad_input_by_name(tmp_path, capsys):
     assert "--tidal-window '25-3'" in capsys.readouterr().err
     assert main(["change", "add", "--db", db, "--at", "yesterday", "--policy", "tidal"]) == 2
     assert "--at" in capsys.readouterr().err
+    assert main(["change", "compare", "--db", db, "--at", "2026-10-08T00:00Z", "--before-days", "100"]) == 2
+    assert "--before-days 100: give 0.5 to 90 days" in capsys.readouterr().err
     with Store(db, read_only=True) as st:
         assert len(list_changes(st)) == 1  # the refused ones wrote nothing
 

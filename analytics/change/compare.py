@@ -14,7 +14,7 @@ enacted policy (the backtest's bounds) and under the old one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,10 +44,11 @@ class CompareConfig:
         "help": "the service the what-if models (default: the one most often over its SLO before the change)"})
 
     def validate(self) -> "CompareConfig":
-        for name in ("before_days", "after_days"):
-            v = getattr(self, name)
-            if not 0.5 <= v <= 90.0:
-                raise ConfigError(f"--{name.replace('_', '-')} {v:g}: give 0.5 to 90 days")
+        """The config itself; ``ConfigError`` naming the flag outside its bounds otherwise."""
+        for f in fields(self):
+            v, lo, hi = getattr(self, f.name), f.metadata.get("min"), f.metadata.get("max")
+            if lo is not None and not lo <= v <= hi:
+                raise ConfigError(f"--{f.name.replace('_', '-')} {v:g}: give {lo:g} to {hi:g} {f.metadata['unit']}")
         return self
 
 

@@ -147,7 +147,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from analytics.workloads import load_map
 
     at = parse_time_ms(args.at, what="--at")
-    cfg = CompareConfig(before_days=args.before_days, after_days=args.after_days, service=args.service or None)
+    cfg = CompareConfig(before_days=args.before_days, after_days=args.after_days, service=args.service or None).validate()
     with _store(args.db) as store:
         change = change_at(store, at) if args.policy is None else _change_from(args, at, args.policy, "--policy")
         slos = resolve_slos(store, config=config_path(args), every_ms=args.slo_ms,
