@@ -101,6 +101,8 @@ def _shrink(ts, batch, pool, day, days: list[int]) -> Candidate | None:
     if found is None:
         return None
     k, med, after = found
+    while most[k] < QUIET * med:  # quiet days (a weekend) belong to either side: the change is where batch ran capped
+        k += 1
     size = float(pool.max(initial=0.0))
     at = days[k] * DAY_MS
     reserve = int(max(0, round(size - after)))
