@@ -34,7 +34,8 @@ def measure_rows(out: dict[str, Any]) -> list[list[str]]:
     """Each measure before and after, raw and per million requests where it has one."""
     b, a = out["before"], out["after"]
     svc = out.get("service") or "the service"
-    rows = [[label.format(service=svc), _num(b[key]), _num(a[key])] for key, label in MEASURES]
+    rows = [[label.format(service=svc), _num(b[key], 0 if key == "events" else 1),
+             _num(a[key], 0 if key == "events" else 1)] for key, label in MEASURES]
     for cause in sorted(set(b["events_by_cause"]) | set(a["events_by_cause"])):
         rows.append([f"tail events, {cause.replace('_', ' ')}", str(b["events_by_cause"].get(cause, 0)),
                      str(a["events_by_cause"].get(cause, 0))])
@@ -68,7 +69,11 @@ def finding(out: dict[str, Any]) -> str:
     within = out.get("within")
     if within and not (within["prediction_violation_minutes"] and within["after_replay"]):
         parts = "; ".join(out.get("differences") or ["no single part stands out"])
-        return f"After {what} the what-if misses what happened ({parts})."
+        which = ("its prediction from the before-period and its replay of the after-period miss"
+                 if not (within["prediction_violation_minutes"] or within["after_replay"]) else
+                 "its prediction from the before-period misses" if not within["prediction_violation_minutes"]
+                 else "its replay of the after-period under the enacted policy misses")
+        return f"After {what} the what-if's {which.removeprefix('its ')} what happened ({parts})."
     b, a = out["before"]["violation_minutes"], out["after"]["violation_minutes"]
     text = (f"After {what}, {svc} was over its SLO for {a:,.0f} minutes in {out['after']['days']:.3g} days, "
             f"against {b:,.0f} in the {out['before']['days']:.3g} days before")
