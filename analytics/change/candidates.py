@@ -5,8 +5,9 @@ timeline; a day counts when it has most of its steps):
 
 - **the GPUs batch can reach shrink**: from the first day on which, to the end, the most GPUs
   batch held on any day stays under :data:`SHRINK` of the median daily most before it, while
-  batch still ran on at least :data:`MIN_DAYS` of them (a quiet weekend is no change):
-  ``partitioned``, reserving what batch no longer reached;
+  batch still ran on at least :data:`MIN_DAYS` of them (a quiet weekend is no change), dated
+  the first of those days batch ran up to its new ceiling: ``partitioned``, reserving what
+  batch no longer reached;
 - **batch stops overlapping the ramp**: before some day batch held GPUs through the morning
   ramp (the first hour the typical day's traffic passes half its peak, and the two after) on
   most days, and from it on it never does: ``tidal``, its window ending at the ramp;
@@ -101,7 +102,9 @@ def _shrink(ts, batch, pool, day, days: list[int]) -> Candidate | None:
     if found is None:
         return None
     k, med, after = found
-    while most[k] < QUIET * med:  # quiet days (a weekend) belong to either side: the change is where batch ran capped
+    # Days batch ran little (a weekend) belong to either side: the change is where batch first
+    # ran up to its new ceiling.
+    while most[k] < max(QUIET * med, 0.5 * after):
         k += 1
     size = float(pool.max(initial=0.0))
     at = days[k] * DAY_MS
