@@ -214,3 +214,25 @@ def test_the_what_if_page_records_a_candidate_and_compares(scored, partitioned, 
                                                    "a candidate the user confirmed")
     assert "chat-vllm was over its SLO for 0 minutes" in at.info[0].value  # compared at once, unscored
     assert any("282 minutes over the SLO in the 3 days before" in m.value for m in at.markdown), [m.value for m in at.markdown]
+
+
+def test_mig_instances_appearing_and_a_queue_quota_changing_are_proposed():
+    from analytics.change.candidates import propose
+    from analytics.ingest import ingest_bytes
+
+    t0, hour = 1_791_331_200_000, 3_600_000
+    lines = ["# TYPE kueue_cluster_queue_nominal_quota gauge", "# TYPE DCGM_FI_DEV_GPU_UTIL gauge"]
+    for h in range(72):
+        t = t0 + h * hour
+        lines.append(f'kueue_cluster_queue_nominal_quota{{cluster_queue="training",resource="nvidia.com/gpu"}} '
+                     f'{48 if h < 40 else 20} {t}')
+        lines.append(f'DCGM_FI_DEV_GPU_UTIL{{gpu="1",UUID="GPU-y",Hostname="n1"}} 5 {t}')
+        if h >= 30:  # a GPU split into MIG instances a day and a quarter in
+            lines.append(f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-x",GPU_I_PROFILE="3g.40gb",GPU_I_ID="1",'
+                         f'Hostname="n1"}} 5 {t}')
+    with Store(":memory:") as st:
+        ingest_bytes(st, "q.prom", ("\n".join(lines) + "\n").encode())
+        found = propose(st)
+    assert [(c.change.policy, c.change.at_ms, c.change.mig_profile) for c in found] == [
+        ("mig", t0 + 30 * hour, "3g.40gb"), ("partitioned", t0 + 40 * hour, None)]
+    assert "from 48 to 20" in found[1].evidence and "3g.40gb" in found[0].evidence
