@@ -39,14 +39,21 @@ def basis_for(path: str, version: str, step_s: int, slo_items: tuple[tuple[str, 
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
+def recorded_changes(path: str, version: str) -> list[PolicyChange]:
+    from analytics.change.record import list_changes
+
+    with open_store(path) as store:
+        return list_changes(store)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
 def changes_and_candidates(path: str, version: str, step_s: int, slo_items: tuple[tuple[str, float], ...],
                            map_version: str) -> tuple[list[PolicyChange], list[Any]]:
     from analytics.change.candidates import propose_from
-    from analytics.change.record import list_changes
 
     basis = basis_for(path, version, step_s, slo_items, map_version)
+    recorded = recorded_changes(path, version)
     with open_store(path) as store:
-        recorded = list_changes(store)
         return recorded, propose_from(store, basis.timelines, step_s, recorded)
 
 
@@ -144,3 +151,17 @@ def change_section(v: Any, src: Any) -> None:
     if "predicted" in out:
         show_table(pl.DataFrame(score_rows(out), schema=["the what-if, scored", "violation minutes", "batch GPU-hours"],
                                 orient="row"), key="w_change_score_table")
+
+
+def change_for_review(v: Any, src: Any) -> dict[str, Any] | None:
+    """The capacity review's before/after: the latest change recorded inside the view's range,
+    compared and scored on the page's cached basis (None, without building it: no change
+    recorded there)."""
+    from analytics.change.compare import compare_change
+
+    inside = [c for c in recorded_changes(src.path, src.version) if (v.start_ms is None or c.at_ms > v.start_ms)
+              and (v.end_ms is None or c.at_ms < v.end_ms)]
+    if not inside:
+        return None
+    basis = basis_for(src.path, src.version, v.step_s, v.slo_items(), config_version())
+    return compare_change(basis, inside[-1].at_ms, None, inside[-1])
