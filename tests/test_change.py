@@ -236,3 +236,18 @@ def test_mig_instances_appearing_and_a_queue_quota_changing_are_proposed():
     assert [(c.change.policy, c.change.at_ms, c.change.mig_profile) for c in found] == [
         ("mig", t0 + 30 * hour, "3g.40gb"), ("partitioned", t0 + 40 * hour, None)]
     assert "from 48 to 20" in found[1].evidence and "3g.40gb" in found[0].evidence
+
+
+def test_batch_queueing_delay_is_littles_law_over_kueues_signals():
+    from types import SimpleNamespace
+
+    import polars as pl
+
+    from analytics.change.compare import _queue_delay_min
+
+    ts = [60_000 * k for k in range(61)]  # an hour of minutes
+    kueue = pl.DataFrame({"ts_ms": ts, "pending": [2.0] * 61,
+                          "admitted_total": [0.0] * 20 + [1.0] * 20 + [3.0] * 10 + [0.0, 1.0] + [1.0] * 9})
+    # two workloads waiting all hour, four admitted (the counter reset to 0 and rose again): 30 min each
+    assert _queue_delay_min(SimpleNamespace(kueue=kueue), -1, ts[-1]) == pytest.approx(30.0)
+    assert _queue_delay_min(SimpleNamespace(kueue=None), -1, ts[-1]) is None
