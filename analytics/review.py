@@ -59,6 +59,7 @@ class Review:
     scenario: "PoolScenario | None" = None  # what ``results`` replayed (the range's last days)
     missing: dict[str, str] = field(default_factory=dict)  # part -> why it is not shown
     map_digest: str = ""  # the workload map it was computed with (analytics.workloads.map_digest)
+    change: dict[str, Any] | None = None  # before/after the latest recorded change (analytics.change)
 
     def agreement(self) -> "Agreement | None":
         """Tail events' batch-contention minutes beside what partitioning removes, over the days
@@ -102,6 +103,8 @@ class Review:
             agreed = self.agreement()
             if agreed is not None:
                 out["whatif"]["agreement"] = agreed.as_dict()
+        if self.change is not None:
+            out["change"] = self.change
         return out
 
 
@@ -127,7 +130,8 @@ def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: d
                  events: Callable[[], "EventsAnalysis"] | None = None,
                  rhythm: Callable[[], "RhythmPageData"] | None = None,
                  calibration: Callable[[str], "Calibration"] | None = None,
-                 map_digest: str = "") -> Review:
+                 map_digest: str = "",
+                 change: Callable[["EventsAnalysis | None"], dict[str, Any] | None] | None = None) -> Review:
     """The review of one range from its timelines and the analyses' calls.
 
     ``slo_ms``: each service's SLO (as the view or ``resolve_slos`` decides it). ``events``,
@@ -166,6 +170,8 @@ def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: d
     elif calibration is not None:
         missing["what-if"] = ("no inference service with traffic and latency in this range: "
                               "nothing to calibrate")
+    if change is not None:  # before/after a recorded change, its events the review's own
+        review.change = _attempt("before and after the change", missing, lambda: change(review.events))
     return review
 
 
@@ -179,6 +185,7 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
     from analytics.rhythm.report import rhythm_page_data
     from analytics.slo import resolve_slos
     from analytics.times import format_span
+    from analytics.change.report import review_change
     from analytics.whatif.calibrate import calibrate_timelines
 
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
@@ -196,7 +203,9 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
         events=lambda: analyse_timelines(tl, cfg, slos_ms=table),
         rhythm=lambda: rhythm_page_data(store, RhythmConfig(timezone=tz), step_s=step_s,
                                         start_ms=start_ms, end_ms=end_ms, wmap=wmap, timelines=tl),
-        calibration=lambda name: calibrate_timelines(tl, service=name, step_s=step_s, slo_for=slo_ms))
+        calibration=lambda name: calibrate_timelines(tl, service=name, step_s=step_s, slo_for=slo_ms),
+        change=lambda evs: review_change(store, step_s=step_s, slo_ms=slo_ms, start_ms=start_ms,
+                                         end_ms=end_ms, wmap=wmap, events=evs))
 
 
 # -- sections -----------------------------------------------------------------------------------
@@ -210,8 +219,10 @@ def _hour(h: float | None) -> str:
 
 def review_sections(r: Review) -> list[ReviewSection]:
     """The report's sections, in reading order."""
+    from analytics.change.report import change_section
+
     return [_pool_section(r), _rhythm_section(r), _events_section(r), _whatif_section(r),
-            _chargeback_section(r)]
+            _chargeback_section(r)] + ([change_section(r.change)] if r.change is not None else [])
 
 
 def _pool_section(r: Review) -> ReviewSection:

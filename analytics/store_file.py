@@ -43,11 +43,12 @@ import duckdb
 
 from analytics.errors import StoreBusyError, StoreFileError
 from analytics.sql import audit as audit_q
+from analytics.sql import changes as changes_q
 from analytics.sql import live as live_q
 from analytics.sql import store as q
 
 # What Tidelens writes into a store: the catalog a store may hold (a subset of it).
-STORE_DDL = (q.SCHEMA, live_q.LIVE_STATE_CREATE, audit_q.AUDIT_CREATE)
+STORE_DDL = (q.SCHEMA, live_q.LIVE_STATE_CREATE, audit_q.AUDIT_CREATE, changes_q.CHANGES_CREATE)
 
 # Checked with the pinned duckdb 2.0.1: every key below exists and is accepted by
 # ``duckdb.connect(config=...)``. With them, read_text/read_csv/glob of any path (``/etc/passwd``,

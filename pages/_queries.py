@@ -218,6 +218,7 @@ def review_for(v: ViewSettings, src: DataSource) -> Any:  # analytics.review.Rev
     Tail events and What-if pages with their defaults), so the report repeats their numbers."""
     from analytics.review import build_review
     from analytics.times import format_span
+    from pages._change import change_for_review
 
     assert src.path is not None
     tl = cached_timelines(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version())
@@ -229,7 +230,8 @@ def review_for(v: ViewSettings, src: DataSource) -> Any:  # analytics.review.Rev
         tl, step_s=v.step_s, slo_ms={n: v.slo_for(n) for n in names}, tz=v.tz, label=src.label, span=span,
         events=EventsQuery.from_view(v, src, {}).run, rhythm=RhythmQuery.from_view(v, src, {}).run,
         calibration=lambda name: CalibrationQuery.from_view(v, src, name).run(),
-        map_digest=tl["facts"].map_digest)  # the map the timelines were classed with
+        map_digest=tl["facts"].map_digest,  # the map the timelines were classed with
+        change=lambda _events: change_for_review(v, src))
 
 
 def review_html_for(v: ViewSettings, src: DataSource) -> str:

@@ -28,6 +28,7 @@ from analytics.whatif.transforms import apply_transforms, transform_specs, trans
 from analytics.whatif.ledger import policy_table, typical_day
 from analytics.plan import make_plan, plan_zip
 from pages._caches import memo
+from pages._change import change_section
 from pages._queries import EventsQuery, in_background, rerun_when_done, store_calibration_or_stop
 from pages._show import choose, kpi_row, show_chart, show_table
 from pages._sidebar import page_setup, source
@@ -424,6 +425,14 @@ if real.open:
                                on_click="ignore", icon=":material/download:", key="w_plan_download")
             show_table([{"file": name, "objects": ", ".join(sorted({o["kind"] for o in objs}))}
                         for name, objs in plan.files.items()], key="w_plan_files")
+
+# Before and after a recorded change, the what-if scored on what followed: folded, read when opened.
+if has_store:
+    changed = st.expander("Before and after a change: the what-if scored", icon=":material/compare_arrows:",
+                          key="w_change", on_change="rerun")
+    if changed.open:
+        with changed:
+            change_section(v, src)
 
 # Folded, and run only when opened: saving and loading are occasional.
 files = st.expander("Save, load, export", icon=":material/save:", key="w_files", on_change="rerun")

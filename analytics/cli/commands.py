@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sample": ("analytics.cli.sample_cmd", "simulate a GPU pool and write what it would export (plus truth.json)"),
     "events": ("analytics.cli.events_cmd", "tail events of each service, their cause and evidence"),
     "report": ("analytics.cli.events_cmd", "postmortem report of one tail event (.html or .md)"),
+    "change": ("analytics.cli.change_cmd", "record a change of the pool's policy, list them, see the candidates in "
+                                          "the data, and compare before with after (the what-if scored)"),
     "review": ("analytics.cli.review_cmd", "capacity-review report of a range: pool, rhythm, tail events, "
                                           "what-if, chargeback (.html or .md)"),
 }

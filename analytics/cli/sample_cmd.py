@@ -33,6 +33,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--variant", action="append", default=[], metavar="NAME",
                    help=f"export the run as another real cluster would (repeatable; 'list' describes them): "
                         f"{', '.join(VARIANTS)}")
+    from analytics.fieldhelp import fields_help
+    from analytics.sample.cluster import POOL_CHANGE_POLICIES, PoolChange
+
+    change_help = fields_help(PoolChange)
+    p.add_argument("--change-day", type=int, default=None, metavar="DAY",
+                   help="the pool runs shared, then changes policy on this day: " + change_help["day"])
+    p.add_argument("--change-policy", choices=POOL_CHANGE_POLICIES, default="partitioned",
+                   help=change_help["policy"] + " (default partitioned; the truth says the minutes before and after)")
+    p.add_argument("--change-reserved-gpus", type=int, default=PoolChange.reserved_gpus,
+                   help=change_help["reserved_gpus"] + f" (default {PoolChange.reserved_gpus})")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.set_defaults(func=cmd_sample)
 
@@ -72,7 +82,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if args.excerpts is not None:
         result = simulate("morning", days=21, gpus=64, seed=7)
     else:
-        result = simulate(args.scenario, days=args.days, gpus=args.gpus, seed=args.seed, variants=variants)
+        from analytics.sample.cluster import PoolChange
+
+        change = None if args.change_day is None else PoolChange(
+            day=args.change_day, policy=args.change_policy, reserved_gpus=args.change_reserved_gpus)
+        result = simulate(args.scenario, days=args.days, gpus=args.gpus, seed=args.seed, variants=variants,
+                          change=change)
     summary: dict = {"scenario": result.scenario.name, "days": result.days, "gpus": result.gpus,
                      "seed": result.seed, "variants": list(result.variants), "events": len(result.events),
                      "simulate_s": round(time.perf_counter() - t0, 2)}

@@ -97,6 +97,35 @@ class FaultConfig:
     slowdown: float = field(default=8.0, metadata=_help("the degraded replica's measured phase (prefill, or the whole http request) takes this x longer"))
 
 
+POOL_CHANGE_POLICIES = ("partitioned", "tidal")
+
+
+@dataclass(frozen=True)
+class PoolChange:
+    """The day the pool stops being shared: from that midnight (UTC) on, one policy rules.
+
+    ``partitioned``: ``reserved_gpus`` general GPUs are inference's and batch is never admitted
+    onto them (a GPU batch holds at the change keeps it until its job ends). ``tidal``: batch is
+    admitted only inside ``tidal_hours`` [start, end) and every batch job still running at the
+    end hour is drained (evicted, its GPUs freed).
+    """
+
+    day: int = field(default=7, metadata=_help("day of the run (0 = the first) at whose midnight the policy changes"))
+    policy: str = field(default="partitioned", metadata=_help("the policy from that day: 'partitioned' or 'tidal'"))
+    reserved_gpus: int = field(default=28, metadata=_help("partitioned: general GPUs reserved for inference"))
+    tidal_hours: tuple[float, float] = field(default=(20.0, 8.0), metadata=_help(
+        "tidal: the window batch is admitted in, [start, end) hours UTC (crossing midnight); drained at its end"))
+
+    def validate(self, days: int) -> None:
+        """Raise ConfigError for a policy the simulator has no rules for or a day outside the run."""
+        if self.policy not in POOL_CHANGE_POLICIES:
+            raise ConfigError(f"pool change policy {self.policy!r}: use one of {', '.join(POOL_CHANGE_POLICIES)}")
+        if not 1 <= self.day < days:
+            raise ConfigError(f"pool change on day {self.day}: give a day from 1 to {days - 1} (the run has {days})")
+        if self.policy == "partitioned" and self.reserved_gpus < 1:
+            raise ConfigError(f"pool change reserved_gpus {self.reserved_gpus}: reserve at least 1 GPU")
+
+
 @dataclass(frozen=True)
 class ScenarioConfig:
     """A named story: services, batch, surges and pool policy."""
@@ -114,6 +143,7 @@ class ScenarioConfig:
     scrape_s: int = field(default=60, metadata=_help("scrape interval, seconds"))
     min_event_min: int = field(default=5, metadata=_help("truth: shortest tail event, minutes"))
     merge_gap_min: int = field(default=10, metadata=_help("truth: SLO breaches closer than this merge into one event, minutes"))
+    change: PoolChange | None = field(default=None, metadata=_help("the day the shared pool changes policy (None: shared throughout, or as inference_reserved_gpus says)"))
 
 
 # --- topology ------------------------------------------------------------------------------

@@ -55,6 +55,8 @@ def truth(result: SimResult) -> dict[str, Any]:
            "event_rule": {"min_minutes": sc.min_event_min, "merge_gap_minutes": sc.merge_gap_min,
                           "timestamps": "start = ts of the first step over the SLO (inclusive), end = ts after the last (exclusive)"},
            "batch_jobs": jobs, "surges": surges, "events": events}
+    if sc.change is not None:
+        out["change"] = change_truth(result)
     if result.variants:
         # only a variant's truth says so: the default's truth.json stays byte for byte what it
         # was (the bundled excerpts ship it); readers take a missing key as [] / UTC / 60
@@ -62,6 +64,37 @@ def truth(result: SimResult) -> dict[str, Any]:
         out["tz"] = zone_name(sc)
         out["export_scrape_s"] = export_scrape_s(result.variants)
     return out
+
+
+def change_truth(result: SimResult) -> dict[str, Any]:
+    """The pool's change of policy and each service's minutes over the SLO before and after it
+    (the simulator's own p99, counted as Tidelens counts: :func:`analytics.measures.over_slo`)."""
+    from analytics.measures import minutes_over_slo
+
+    sc = result.scenario
+    ch = sc.change
+    cut = ch.day * MIN_PER_DAY  # the run's minute index of that midnight (ts_ms()'s spacing)
+    at = int(result.ts_ms()[cut])
+    p99 = result.p99_variants["full"]
+    out: dict[str, Any] = {"at": iso(at), "at_ms": at, "policy": ch.policy, "day": ch.day}
+    if ch.policy == "partitioned":
+        out["reservation_gpus"] = ch.reserved_gpus
+    else:
+        out["tidal_window"] = list(ch.tidal_hours)
+    out["minutes_over_slo"] = {
+        side: {s.name: minutes_over_slo(p99[s.name][sl], s.slo_p99_ms, step_s=sc.scrape_s) for s in sc.services}
+        for side, sl in (("before", slice(0, cut)), ("after", slice(cut, None)))}
+    out["batch_gpu_hours"] = {"before": _batch_gpu_hours(result, 0, cut), "after": _batch_gpu_hours(result, cut, None)}
+    return out
+
+
+def _batch_gpu_hours(result: SimResult, a: int, b: int | None) -> float:
+    from analytics.measures import gpu_hours
+
+    pool = result.full.pool
+    batch = np.array([p.klass == "batch" for p in pool.pods] + [False])
+    held = batch[pool.holders[a:b]].sum(axis=1)  # holder -1 indexes the trailing False
+    return round(gpu_hours(held, step_s=result.scenario.scrape_s), 1)
 
 
 def _slo_metric(s: ServiceConfig) -> str:

@@ -140,7 +140,33 @@ def run_pool(scenario: ScenarioConfig, topo: Topology, n_min: int, arrivals: dic
         p.gpu, p.more_gpus, p.scheduled_min = gs[0], tuple(gs[1:]), t
         holder[gs] = p.idx
 
+    change = scenario.change
+    change_min = change.day * 1440 if change is not None else n_min
+    window = None
+    if change is not None and change.policy == "tidal":
+        window = (int(round(change.tidal_hours[0] * 60)), int(round(change.tidal_hours[1] * 60)))
+
+    def in_window(t: int) -> bool:
+        m = t % 1440
+        a, b = window  # type: ignore[misc]
+        return a <= m < b if a < b else (m >= a or m < b)
+
     for t in range(n_min):
+        if t == change_min and change is not None and change.policy == "partitioned":
+            # From this midnight the first GPUs are inference's; one batch holds stays held
+            # until its job ends, and comes back to the reservation when released.
+            reserved.clear()
+            reserved.update(general[: change.reserved_gpus])
+            free = sorted(free_res + free_shr)
+            free_res[:] = [g for g in free if g in reserved]
+            free_shr[:] = [g for g in free if g not in reserved]
+        if window is not None and t >= change_min and t % 1440 == window[1] and running_jobs:
+            for _end, idxs, rec in running_jobs:  # drained at the window's end
+                for i in idxs:
+                    release(pods[i], t)
+                rec["end_min"] = t
+                rec["drained"] = True
+            running_jobs = []
         # 1. batch jobs that finished
         if running_jobs:
             still = []
@@ -208,7 +234,7 @@ def run_pool(scenario: ScenarioConfig, topo: Topology, n_min: int, arrivals: dic
         while next_job < len(jobs) and jobs[next_job].submit_min <= t:
             queue.append(jobs[next_job])
             next_job += 1
-        if queue:
+        if queue and (window is None or t < change_min or in_window(t)):
             waiting = []
             for j in queue:
                 avail = len(free_shr) - j.leave_free

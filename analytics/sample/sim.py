@@ -6,7 +6,7 @@ adjust the scenario here, before simulating; the export ones only change what
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -16,7 +16,7 @@ from analytics.sample.truth import VARIANTS, classify, detect_runs, shares
 from analytics.times import iso_utc as iso  # the truth's times: the one formatter
 from analytics.times import parse_iso
 from analytics.sample.batch import plan_jobs
-from analytics.sample.cluster import GPUS_PER_NODE, ScenarioConfig, Topology, build_topology
+from analytics.sample.cluster import GPUS_PER_NODE, PoolChange, ScenarioConfig, Topology, build_topology
 from analytics.sample.faults import Fault, degraded_replicas, plan_faults
 from analytics.sample.latency import LatencyDraws, Uniforms, draw_latency
 from analytics.sample.pool import Pod, PoolRun, plan_dev_pods, run_pool
@@ -112,7 +112,7 @@ def _draw(svc, n_req: np.ndarray, serving: np.ndarray, u: Uniforms, faults: list
 
 
 def simulate(scenario: str = "morning", *, days: int = 21, gpus: int = 64, seed: int = 7,
-             variants: tuple[str, ...] = ()) -> SimResult:
+             variants: tuple[str, ...] = (), change: PoolChange | None = None) -> SimResult:
     """Simulate ``scenario`` over ``days`` on ``gpus`` GPUs; deterministic for a seed.
 
     Runs the scenario and three counterfactuals (without batch, without surges, without either)
@@ -124,6 +124,9 @@ def simulate(scenario: str = "morning", *, days: int = 21, gpus: int = 64, seed:
     variants:
         Export variants (:data:`analytics.sample.variants.VARIANTS`), in any order; the result
         records them in canonical order. ``()`` is the default cluster.
+    change:
+        The day the pool changes from shared to another policy (:class:`PoolChange`); the
+        truth then says what it was and the minutes over the SLO before and after it.
 
     Raises
     ------
@@ -137,6 +140,11 @@ def simulate(scenario: str = "morning", *, days: int = 21, gpus: int = 64, seed:
         raise ConfigError(f"--days {days}: simulate at least 1 day (21 or more to show a weekly rhythm)")
     names = parse_variants(variants)
     sc = configure_scenario(SCENARIOS[scenario], names)
+    if change is not None:
+        change.validate(days)
+        if sc.inference_reserved_gpus:
+            raise ConfigError(f"scenario {scenario!r} is partitioned from its start: change a shared one")
+        sc = replace(sc, change=change)
     for svc in sc.services:
         if not 1 <= svc.gpus_per_replica <= GPUS_PER_NODE:  # a replica's GPUs share one node
             raise ConfigError(f"service {svc.name}: gpus_per_replica {svc.gpus_per_replica}; "

@@ -1,0 +1,116 @@
+"""The before/after of a change as words and tables: the capacity review's section and the
+What-if page's, from one :func:`analytics.change.compare.compare_change` result.
+
+A missed bound is said first, with the part that differs, before any number.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from analytics.review import ReviewSection
+    from analytics.store import Store
+    from analytics.workloads import WorkloadMap
+
+MEASURES: tuple[tuple[str, str], ...] = (
+    ("violation_minutes", "minutes over the SLO, {service}"),
+    ("minutes_over_slo_any", "minutes over the SLO, any service"),
+    ("events", "tail events"),
+    ("batch_gpu_hours", "batch GPU-hours delivered"),
+    ("batch_queue_delay_min", "batch queueing delay (minutes a workload)"),
+    ("gpus_idle_mean", "GPUs idle (mean)"),
+    ("gpus_held_mean", "GPUs held (mean)"),
+    ("activity_pct", "GPU activity (%)"),
+    ("requests_per_day", "requests a day"),
+)
+
+
+def _num(x: Any, digits: int = 1) -> str:
+    return "n/a" if x is None else f"{x:,.{digits}f}"
+
+
+def measure_rows(out: dict[str, Any]) -> list[list[str]]:
+    """Each measure before and after, raw and per million requests where it has one."""
+    b, a = out["before"], out["after"]
+    svc = out.get("service") or "the service"
+    rows = [[label.format(service=svc), _num(b[key], 0 if key == "events" else 1),
+             _num(a[key], 0 if key == "events" else 1)] for key, label in MEASURES]
+    for cause in sorted(set(b["events_by_cause"]) | set(a["events_by_cause"])):
+        rows.append([f"tail events, {cause.replace('_', ' ')}", str(b["events_by_cause"].get(cause, 0)),
+                     str(a["events_by_cause"].get(cause, 0))])
+    for name in sorted(set(b["minutes_over_slo"]) | set(a["minutes_over_slo"])):
+        rows.append([f"minutes over the SLO, {name}", _num(b["minutes_over_slo"].get(name)),
+                     _num(a["minutes_over_slo"].get(name))])
+        pb, pa = b["per_million_requests"]["minutes_over_slo"], a["per_million_requests"]["minutes_over_slo"]
+        rows.append([f"  per million requests, {name}", _num(pb.get(name), 3), _num(pa.get(name), 3)])
+    rows.append(["tail events per million requests", _num(b["per_million_requests"]["events"], 4),
+                 _num(a["per_million_requests"]["events"], 4)])
+    return rows
+
+
+def score_rows(out: dict[str, Any]) -> list[list[str]]:
+    """before, after, predicted, after_replay (and the old policy): minutes and batch GPU-hours."""
+    rows = []
+    for key, label in (("before", "before (observed)"), ("after", "after (observed)"),
+                       ("predicted", "predicted from the before-period"),
+                       ("after_replay", "after, replayed under the enacted policy"),
+                       ("after_old_policy", "after, replayed under the old (shared) policy")):
+        if key in out:
+            rows.append([label, _num(out[key]["violation_minutes"]), _num(out[key]["batch_gpu_hours"])])
+    return rows
+
+
+def finding(out: dict[str, Any]) -> str:
+    """One sentence: a missed bound and its part first, else what went away and how the what-if did."""
+    svc = out.get("service")
+    change = out.get("change", {})
+    what = f"{change.get('policy', 'the change')} from {out['at']}"
+    within = out.get("within")
+    if within and not (within["prediction_violation_minutes"] and within["after_replay"]):
+        parts = "; ".join(out.get("differences") or ["no single part stands out"])
+        which = ("its prediction from the before-period and its replay of the after-period miss"
+                 if not (within["prediction_violation_minutes"] or within["after_replay"]) else
+                 "its prediction from the before-period misses" if not within["prediction_violation_minutes"]
+                 else "its replay of the after-period under the enacted policy misses")
+        return f"After {what} the what-if's {which.removeprefix('its ')} what happened ({parts})."
+    b, a = out["before"]["violation_minutes"], out["after"]["violation_minutes"]
+    text = (f"After {what}, {svc} was over its SLO for {a:,.0f} minutes in {out['after']['days']:.3g} days, "
+            f"against {b:,.0f} in the {out['before']['days']:.3g} days before")
+    if within:
+        text += (f"; the what-if predicted {out['predicted']['violation_minutes']:,.0f} from the before-period alone "
+                 "and its replay of the after-period is within the backtest's bounds")
+    return text + "."
+
+
+def change_section(out: dict[str, Any]) -> "ReviewSection":
+    """The capacity review's section for one change (``compare_change``'s result)."""
+    from analytics.review import ReviewSection
+
+    paragraphs = list(out.get("sentences", []))
+    paragraphs += [f"Not shown: {k}: {v}" for k, v in out.get("missing", {}).items()]
+    tables = [(["measure", "before", "after"], measure_rows(out))]
+    if "predicted" in out:
+        tables.append((["the what-if, scored", "violation minutes", "batch GPU-hours"], score_rows(out)))
+    return ReviewSection("Before and after the change", finding(out), paragraphs=paragraphs, tables=tables)
+
+
+def review_change(store: "Store", *, step_s: int, slo_ms: dict[str, float], start_ms: int | None,
+                  end_ms: int | None, wmap: "WorkloadMap | None" = None, events: Any = None) -> dict[str, Any] | None:
+    """The compare of the latest change the store records inside the review's range (None: none
+    recorded there), its periods the default week either side, cut at the data."""
+    from analytics.change.basis import change_basis
+    from analytics.change.compare import compare_change
+    from analytics.change.record import list_changes
+    from analytics.slo import DEFAULT_SLO_MS, SloTable
+
+    inside = [c for c in list_changes(store) if (start_ms is None or c.at_ms > start_ms)
+              and (end_ms is None or c.at_ms < end_ms)]
+    if not inside:
+        return None
+    table = SloTable({k: (v, "review") for k, v in slo_ms.items() if k != "*"},
+                     float(slo_ms.get("*", DEFAULT_SLO_MS)), "review")
+    basis = change_basis(store, step_s=step_s, slos=table, wmap=wmap, with_events=events is None)
+    if events is not None:
+        basis.events = events
+    return compare_change(basis, inside[-1].at_ms, None, inside[-1])
