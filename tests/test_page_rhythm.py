@@ -22,7 +22,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "servegen_m_large_rate.csv"
 
 def _load_rate(db: Path, name: str, frame: pl.DataFrame) -> Path:
     def parse(sink: Sink) -> None:
-        sink.add_series(pl.DataFrame({"skey": [1], "metric": ["request_rate"], "labels": ['{"service":"chat"}']}))
+        sink.add_series(pl.DataFrame({"skey": [1], "metric": ["request_rate"],
+                                      "labels": ['{"model":"m-large","client":"0"}']}))  # as ServeGen's
         sink.add_samples(frame.select(pl.lit(1).alias("skey"), pl.col("ts").dt.epoch("ms").alias("ts_ms"),
                                       pl.col("rps").alias("value")))
     with Store(db) as st:

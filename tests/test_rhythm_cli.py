@@ -18,8 +18,10 @@ from analytics.store import Store, Sink, content_hash
 FIXTURE = Path(__file__).parent / "fixtures" / "servegen_m_large_rate.csv"
 
 
-def load_rate(db: Path, name: str, metric: str, frame: pl.DataFrame, labels: str = '{"service":"chat"}') -> None:
-    """Put a (ts, rps) frame into the store as one gauge series, as a CSV loader would."""
+def load_rate(db: Path, name: str, metric: str, frame: pl.DataFrame,
+              labels: str = '{"model":"m-large","client":"0"}') -> None:
+    """Put a (ts, rps) frame into the store as one gauge series, as a CSV loader would (by default
+    labelled as ServeGen's are: a model and a client, no service)."""
     def parse(sink: Sink) -> None:
         sink.add_series(pl.DataFrame({"skey": [1], "metric": [metric], "labels": [labels]}))
         sink.add_samples(frame.select(pl.lit(1).alias("skey"), pl.col("ts").dt.epoch("ms").alias("ts_ms"),
@@ -49,6 +51,18 @@ def test_servegen_rate_from_the_store(tmp_path: Path, capsys: pytest.CaptureFixt
     assert r["periods_used"] == ["daily"]
     assert any("daily period only" in n for n in r["notes"])
     assert any("assumed" in n and "Asia/Shanghai" in n for n in r["notes"])  # the date/zone caveat
+
+
+def test_a_services_rate_gauge_is_its_traffic_signal_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A request-rate gauge labelled with its service is that service's traffic (``rps:chat``),
+    the same numbers, and not a second ``metric:`` signal beside it."""
+    traffic = read_servegen_rate(FIXTURE)
+    db = tmp_path / "t.duckdb"
+    load_rate(db, "chat-rate.csv", "request_rate", traffic, labels='{"service":"chat"}')
+    rows = run_json(capsys, "--db", str(db), "--tz", SERVEGEN_ZONE)
+    assert [r["signal"] for r in rows] == ["rps:chat"]
+    direct = daily_profile(traffic, "rps", SERVEGEN_ZONE)
+    assert rows[0]["peak_hour"] == direct["hour"][direct["mean"].arg_max()]
 
 
 def test_tidal_window_crossing_midnight_and_named_signal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

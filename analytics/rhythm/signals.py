@@ -77,6 +77,18 @@ class SignalSource:
         self._signals: list[RhythmSignal] | None = None
         self._service: pl.DataFrame | None = (timelines or {}).get("services")
         self._pool: pl.DataFrame | None = (timelines or {}).get("pool")
+        self._facts: Any = (timelines or {}).get("facts")
+
+    def _service_gauges(self) -> set[str]:
+        """Rate metrics whose every series is a service's traffic (its ``rps:`` signal already)."""
+        if self._facts is not None:
+            return set(self._facts.service_gauge_metrics)
+        from analytics.timeline.facts import service_gauge_metrics
+        from analytics.timeline.service import service_series
+        from analytics.workloads import WorkloadMap
+
+        return set(service_gauge_metrics(service_series(self.store, self.wmap or WorkloadMap())[0],
+                                         self.store))
 
     def _timeline(self, which: str) -> pl.DataFrame:
         cached = self._service if which == "service_timeline" else self._pool
@@ -111,8 +123,11 @@ class SignalSource:
                 for col, kind in SERVICE_COLUMNS.items():
                     if col in svc.columns and svc.filter(pl.col("service") == service)[col].drop_nulls().len():
                         out.append(RhythmSignal(f"{col}:{service}", kind, service, pool))
-        for metric, _n in self.store.query(q.RATE_METRICS).iter_rows():
-            out.append(RhythmSignal(f"metric:{metric}", "traffic", metric))
+        rates = self.store.query(q.RATE_METRICS)
+        served = self._service_gauges() if rates.height else set()
+        for metric, _n in rates.iter_rows():
+            if metric not in served:  # a service's gauge is its rps: signal, not a second one
+                out.append(RhythmSignal(f"metric:{metric}", "traffic", metric))
         pool_tl = self.pool_timeline()
         if pool_tl.height and "pool" in pool_tl.columns:
             for pool in sorted(pool_tl["pool"].drop_nulls().unique().to_list()):

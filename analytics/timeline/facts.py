@@ -38,6 +38,9 @@ class TimelineFacts:
     map_digest:
         The digest of the workload map the timelines were classed with (``analytics.workloads.map_digest``:
         what the audit record, the events and the review name).
+    service_gauge_metrics:
+        Request-rate gauges whose every series is some service's traffic (the Rhythm shows them as
+        that service's ``rps:`` signal, not as a second ``metric:`` one).
     class_rules:
         How each exporter's GPUs without a pod label were classed
         (:func:`analytics.timeline.class_rules`: the Overview's and the review's caption).
@@ -50,6 +53,7 @@ class TimelineFacts:
     gpu_models: tuple[tuple[str, int], ...] = ()
     class_rules: pl.DataFrame | None = None
     map_digest: str = ""
+    service_gauge_metrics: tuple[str, ...] = ()
 
 
 def bucket_bounds_ms(series: pl.DataFrame) -> dict[str, tuple[float, ...]]:
@@ -66,6 +70,18 @@ def bucket_bounds_ms(series: pl.DataFrame) -> dict[str, tuple[float, ...]]:
     buckets = (series.filter((pl.col("role") == "bucket") & pl.col("le").is_not_null() & pl.col("le").is_finite())
                .group_by("base").agg(pl.col("le").unique().sort()))
     return {base: tuple(float(x) * ms_per_unit(base) for x in les) for base, les in sorted(buckets.rows())}
+
+
+def service_gauge_metrics(series: pl.DataFrame, store: "Store") -> tuple[str, ...]:
+    """Rate metrics all of whose series :func:`service_series` gave a service (``series``: its output)."""
+    from analytics.sql import rhythm as rhq
+    from analytics.timeline.service import RATE
+
+    if series.height == 0:
+        return ()
+    counts = dict(store.query(rhq.RATE_METRICS).rows())  # metric -> its series
+    mine = series.filter(pl.col("role") == RATE).group_by("metric").agg(pl.col("series_id").n_unique())
+    return tuple(sorted(m for m, n in mine.rows() if counts.get(m) == n))
 
 
 def histogram_defect_lines(store: "Store") -> tuple[str, ...]:
@@ -90,4 +106,5 @@ def gather_facts(store: "Store", wmap: "WorkloadMap", resolved: tuple[pl.DataFra
     return TimelineFacts(bucket_bounds_ms=bucket_bounds_ms(resolved[0]), request_logs=logs,
                          traffic_notes=tuple(traffic_source_notes(store, wmap, resolved)),
                          histogram_defects=histogram_defect_lines(store), gpu_models=models,
-                         class_rules=class_rules(store), map_digest=map_digest(wmap))
+                         class_rules=class_rules(store), map_digest=map_digest(wmap),
+                         service_gauge_metrics=service_gauge_metrics(resolved[0], store))
