@@ -1,18 +1,23 @@
-"""The workload map compiled to Prometheus recording rules, three groups evaluated in passes.
+"""The workload map compiled to Prometheus recording rules: one group, its rules in four stages.
 
-Pass 1 (raw series only) normalises the devices: dcgm-exporter's holder labels (``exported_*``
-where the exporter is scraped without ``honorLabels``), the node, a MIG instance's share of its
-GPU, activity and memory, which pods serve requests and their priority class. Pass 2 (reads
-pass 1) is the map itself: one rule per map rule and field, a selector with the rule's
-matchers, its class, team or pool as fixed labels, and ``unless`` on the holder's identity for
-every earlier rule setting the same field, so the first match decides as in
-:func:`analytics.workloads.classify`. Pass 3 (reads 1 and 2) records what the pages read: GPUs
-held by pool, class, team and workload (idle, unmanaged and unknown included), share-weighted
-activity, memory; and, from raw series, histogram bucket increases by service and ``le``,
-desired vs ready replicas and Kueue admissions under the same labels a live pull stores.
+1. Devices (raw series only): each device and holder with dcgm-exporter's holder
+   labels (``exported_*`` where the exporter is scraped without ``honorLabels``) and node, a MIG
+   instance's share of its GPU, activity, memory, which pods serve requests and their priority
+   class; and the live pull's service, autoscaler and Kueue queries (histogram bucket increases
+   by service and ``le``, desired vs ready replicas, admissions) under the labels a pull stores.
+2. Holders: the labels each holder is matched on; each node's pool.
+3. The map itself, one rule per map rule and field: a selector with the
+   rule's matchers, its class or team as fixed labels, and ``unless`` on the holder's identity
+   for every earlier rule setting the same field, so the first match decides as in
+   :func:`analytics.workloads.classify`; and each holder's share of its devices.
+4. Pools: what the pages read: GPUs held by pool, class, team and workload (idle,
+   unmanaged and unknown as DESIGN.md counts them), share-weighted activity, memory.
 
-Every recorded series carries ``tidelens_map_digest``: :func:`map_digest` of the map and the
-settings, so a pull can tell rules compiled from another map. Names follow the
+A rule reads only the records of rules before it: Prometheus evaluates a group's rules in order
+at one timestamp, so each stage sees the previous at the same time; a backfill, which cannot,
+runs them in passes (:func:`passes`). Every
+recorded series carries ``tidelens_map_digest`` (:func:`map_digest` of the map and the
+settings), so a pull can tell rules compiled from another map. Names follow the
 ``level:metric:operations`` convention.
 """
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -33,6 +39,8 @@ DIGEST_LABEL = "tidelens_map_digest"
 RULE_LABEL = "tidelens_rule"
 NODE = "tidelens_node"  # the device's node: Hostname, hostname, node, kubernetes_node or instance
 COMPILER_VERSION = 1
+# One group: its rules run in order, each seeing the ones before at the same evaluation time.
+GROUP = "tidelens"
 
 # Recorded series (level:metric:operations).
 DEVICE_HOLDER = "device_holder:tidelens_dcgm:last"  # 1 per (device, holder) seen in the step
@@ -194,21 +202,26 @@ def pass1(cfg: RulesConfig, digest: str) -> list[dict[str, Any]]:
     return rules
 
 
-def _sel(metric: str, digest: str, *matchers: str) -> str:
-    return p.selector(metric, (*matchers, f'{DIGEST_LABEL}="{digest}"'))
+def _sel(metric: str, at: tuple[str, int], *matchers: str) -> str:
+    """An earlier rule's series at this evaluation only (``at``: the map's digest and the
+    interval): the instant lookback would also see the previous evaluation's series of a holder
+    gone since."""
+    digest, interval_ms = at
+    selector = p.selector(metric, (*matchers, f"{DIGEST_LABEL}={p.quote(digest)}"))
+    return f"last_over_time({selector}[{interval_ms - 1}ms])"
 
 
-def holder_info(digest: str) -> str:
+def holder_info(at: tuple[str, int]) -> str:
     """Per holder: the labels the map matches on (workload from the pod name, the node, the
     priority class, whether it serves, its service)."""
     pattern, repl = lq._workload_pattern()
-    base = f"max by (namespace, pod, container, {NODE}) ({_sel(DEVICE_HOLDER, digest, _ne('pod'))})"
+    base = f"max by (namespace, pod, container, {NODE}) ({_sel(DEVICE_HOLDER, at, _ne('pod'))})"
     # the pod itself where no controller suffix matches (a name with a newline included: the
     # suffix patterns' `.` stops at one, as Python's does)
     wl = p.label_replace(p.label_replace(base, "workload", "$1", "pod", "(?s)(.*)"),
                          "workload", repl, "pod", f"(?-s:{pattern})")
     for record, label in ((POD_PRIORITY, "priority_class"), (POD_SERVES, "serves"), (POD_SERVICE, "service")):
-        wl = f"({wl} * on (namespace, pod) group_left ({label}) {_sel(record, digest)}) or on (namespace, pod) {wl}"
+        wl = f"({wl} * on (namespace, pod) group_left ({label}) {_sel(record, at)}) or on (namespace, pod) {wl}"
     return wl
 
 
@@ -217,12 +230,12 @@ def _check(rule: Rule) -> None:
         p.check_go_regex(pattern, f"rule {rule.name!r}: {key}")
 
 
-def _field_chain(rules: list[Rule], info: str, ident: tuple[str, ...], keep: tuple[str, ...], digest: str
-                 ) -> list[tuple[Rule, str]]:
+def _field_chain(rules: list[Rule], info: str, ident: tuple[str, ...], keep: tuple[str, ...],
+                 at: tuple[str, int]) -> list[tuple[Rule, str]]:
     """Per rule, in order: its selector less every earlier rule's matches (first match wins)."""
     out, earlier = [], []
     for rule in rules:
-        sel = _sel(info, digest, *p.matchers(rule.match, LABEL_OF))
+        sel = _sel(info, at, *p.matchers(rule.match, LABEL_OF))
         expr = f"max by ({p.by(keep)}) ({sel})"
         for prev in earlier:
             expr += f" unless on ({p.by(ident)}) {prev}"
@@ -247,24 +260,25 @@ def pass2(wmap: WorkloadMap, cfg: RulesConfig, digest: str) -> list[dict[str, An
     rules = wmap.all_rules()
     for r in rules:
         _check(r)
-    out = [_rec(HOLDER_INFO, holder_info(digest), digest)]
+    at = (digest, cfg.interval_s * 1000)
+    out = [_rec(HOLDER_INFO, holder_info(at), digest)]
     keep = (*HOLDER, "workload")
-    for rule, expr in _field_chain([r for r in rules if r.cls is not None], HOLDER_INFO, HOLDER, keep, digest):
+    for rule, expr in _field_chain([r for r in rules if r.cls is not None], HOLDER_INFO, HOLDER, keep, at):
         out.append(_rec(POD_CLASS, expr, digest, **{"class": rule.cls or "other", RULE_LABEL: rule.name}))
     team_rules = [r for r in rules if r.team is not None]
-    for rule, expr in _field_chain(team_rules, HOLDER_INFO, HOLDER, keep, digest):
+    for rule, expr in _field_chain(team_rules, HOLDER_INFO, HOLDER, keep, at):
         out.append(_rec(POD_TEAM, f"max by (namespace, pod, team) ({_team_expr(expr, rule.team or '')})", digest,
                         **{RULE_LABEL: rule.name}))
-    rest = f"max by (namespace, pod) ({_sel(HOLDER_INFO, digest)})"
+    rest = f"max by (namespace, pod) ({_sel(HOLDER_INFO, at)})"
     for rule in team_rules:
-        rest += f" unless on (namespace, pod) {_sel(HOLDER_INFO, digest, *p.matchers(rule.match, LABEL_OF))}"
+        rest += f" unless on (namespace, pod) {_sel(HOLDER_INFO, at, *p.matchers(rule.match, LABEL_OF))}"
     out.append(_rec(POD_TEAM, rest, digest, **{RULE_LABEL: "no rule sets a team"}))
     pool_rules = [r for r in wmap.rules if r.pool is not None and r.match and set(r.match) <= {"hostname"}]
-    for rule, expr in _field_chain(pool_rules, DEVICE_HOLDER, (NODE,), (NODE,), digest):
+    for rule, expr in _field_chain(pool_rules, DEVICE_HOLDER, (NODE,), (NODE,), at):
         out.append(_rec(NODE_POOL, expr, digest, pool=rule.pool or wmap.default_pool, **{RULE_LABEL: rule.name}))
-    rest = f"group by ({NODE}) ({_sel(DEVICE_HOLDER, digest)})"
+    rest = f"group by ({NODE}) ({_sel(DEVICE_HOLDER, at)})"
     for rule in pool_rules:
-        rest += f" unless on ({NODE}) {_sel(DEVICE_HOLDER, digest, *p.matchers(rule.match, LABEL_OF))}"
+        rest += f" unless on ({NODE}) {_sel(DEVICE_HOLDER, at, *p.matchers(rule.match, LABEL_OF))}"
     out.append(_rec(NODE_POOL, rest, digest, pool=wmap.default_pool, **{RULE_LABEL: "default pool"}))
     return _unique(out)
 
@@ -284,7 +298,7 @@ def _unique(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def pass3(wmap: WorkloadMap, cfg: RulesConfig, digest: str) -> list[dict[str, Any]]:
     """GPUs by pool, class, team and workload; activity and memory by pool."""
     def sel(metric: str, *m: str) -> str:
-        return _sel(metric, digest, *m)
+        return _sel(metric, (digest, cfg.interval_s * 1000), *m)
 
     on_dev = f"on ({p.by(DEVICE)})"
     frac = sel(DEVICE_FRACTION)
@@ -337,18 +351,20 @@ class Recorded:
     increase: bool  # per-interval increases: a pull sums them over its step
 
 
-def recorded_name(pq_key: str, metric: str, promql_metric: str) -> str:
-    """``level:metric:operations`` for a pull query: level from its ``by`` labels.
+def recorded_name(pq_key: str, promql: str) -> str:
+    """``level:metric:operations`` for a pull query: its level the labels it keeps.
 
-    >>> recorded_name("svc:vllm:e2e_request_latency_seconds_bucket", "x", "x")
+    >>> recorded_name("keep:kube_deployment_status_replicas_ready", "max by (namespace, deployment) (x)")
+    'namespace_deployment:kube_deployment_status_replicas_ready:last'
+    >>> recorded_name("svc:vllm:e2e_request_latency_seconds_bucket", "sum by (service, le) (x)")
     'service_le:vllm_e2e_request_latency_seconds_bucket:increase'
     """
     kind, _, name = pq_key.partition(":")
-    level = {"svc": "service", "keep": "labels", "acc": "cluster_queue"}[kind]
-    if name.endswith("_bucket"):
-        level += "_le"
-    op = {"svc": "increase" if name.endswith(("_bucket", "_count")) else "sum", "keep": "last",
-          "acc": "increase"}[kind]
+    if kind == "svc":  # by service (its label spellings and the workload it falls back to)
+        level = "service_le" if name.endswith("_bucket") else "service"
+    else:
+        level = "_".join(x.strip() for x in re.search(r"by \(([^)]*)\)", promql).group(1).split(","))
+    op = "last" if kind == "keep" else "sum" if not name.endswith(("_bucket", "_count", "_total")) else "increase"
     return f"{level}:{name.replace(':', '_')}:{op}"
 
 
@@ -360,7 +376,7 @@ def signal_rules(cfg: RulesConfig) -> list[tuple[Recorded, str]]:
             continue  # devices: the map's passes; the +Inf bucket per pod stays a raw pull
         if pq.key.startswith("keep:") and pq.signal == "pod_gpu_requests":
             continue
-        rec = Recorded(pq.key, recorded_name(pq.key, pq.metric, pq.metric), pq.accumulate)
+        rec = Recorded(pq.key, recorded_name(pq.key, pq.promql), pq.accumulate)
         out.append((rec, pq.promql))
     return out
 
@@ -378,11 +394,25 @@ def compile_rules(wmap: WorkloadMap, cfg: RulesConfig = RulesConfig()) -> dict[s
     digest = map_digest(wmap, cfg)
     interval = f"{cfg.interval_s}s"
     signals = [_rec(rec.record, expr, digest) for rec, expr in signal_rules(cfg)]
-    return {"groups": [
-        {"name": "tidelens-1-devices", "interval": interval, "rules": pass1(cfg, digest) + signals},
-        {"name": "tidelens-2-map", "interval": interval, "rules": pass2(wmap, cfg, digest)},
-        {"name": "tidelens-3-pools", "interval": interval, "rules": pass3(wmap, cfg, digest)},
-    ]}
+    rules = pass1(cfg, digest) + signals + pass2(wmap, cfg, digest) + pass3(wmap, cfg, digest)
+    return {"groups": [{"name": GROUP, "interval": interval, "rules": rules}]}
+
+
+def passes(doc: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The rules of :func:`compile_rules` cut into backfill passes: a rule goes one pass after
+    the last rule whose record it reads (``promtool tsdb create-blocks-from rules`` evaluates
+    a group's rules without seeing each other's results). Each pass keeps the group's name,
+    so that written to the same file it is evaluated at the same times as the others."""
+    level: dict[str, int] = {}
+    out: list[list[dict[str, Any]]] = []
+    for rule in (r for g in doc["groups"] for r in g["rules"]):
+        reads = [n for n in level if re.search(rf"(?<![\w:]){re.escape(n)}(?![\w:])", rule["expr"])]
+        lv = 1 + max((level[n] for n in reads), default=-1)
+        level[rule["record"]] = max(level.get(rule["record"], 0), lv)
+        while len(out) <= lv:
+            out.append([])
+        out[lv].append(rule)
+    return out
 
 
 def rules_yaml(wmap: WorkloadMap, cfg: RulesConfig = RulesConfig()) -> str:
@@ -391,6 +421,6 @@ def rules_yaml(wmap: WorkloadMap, cfg: RulesConfig = RulesConfig()) -> str:
 
     doc = compile_rules(wmap, cfg)
     head = (f"# Tidelens workload map as recording rules (map digest {map_digest(wmap, cfg)}).\n"
-            "# Evaluate the groups in order; to backfill, run `promtool tsdb create-blocks-from rules`\n"
-            "# once per group (a group cannot read its own results): see docs/rules.md.\n")
+            "# One group, its rules in order (later rules read earlier ones). To backfill, run\n"
+            "# `promtool tsdb create-blocks-from rules` in passes: see docs/rules.md.\n")
     return head + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100_000)

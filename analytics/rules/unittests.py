@@ -19,7 +19,6 @@ from analytics.rules import compile as c
 from analytics.rules.promql import quote
 from analytics.workloads import WorkloadMap, classify, pool_of_host
 
-GROUP_ORDER = ("tidelens-1-devices", "tidelens-2-map", "tidelens-3-pools")
 EXPORTER_JOB = "dcgm-exporter"
 
 
@@ -74,8 +73,7 @@ def classification_tests(wmap: WorkloadMap, cases: dict[str, Iterable[Holder]], 
     cluster: holders unique by namespace and pod) once with dcgm-exporter's labels as they are
     and once behind a scrape without ``honorLabels``."""
     tests = [t for name, holders in cases.items() for t in _classification_case(wmap, name, holders, cfg)]
-    return {"rule_files": [rules_file], "evaluation_interval": f"{cfg.interval_s}s",
-            "group_eval_order": list(GROUP_ORDER), "tests": tests}
+    return {"rule_files": [rules_file], "evaluation_interval": f"{cfg.interval_s}s", "tests": tests}
 
 
 def decided_rules(wmap: WorkloadMap, cases: dict[str, Iterable[Holder]]) -> set[str]:
@@ -148,5 +146,4 @@ def holdings_tests(samples: Iterable[tuple[str, dict[str, str], int, float]], t0
               "promql_expr_test": [{"expr": f"sum by (pool, class, team, workload) ({c.GPUS})",
                                     "eval_time": f"{(ts - t0_ms) // 1000}s", "exp_samples": rows}
                                    for ts, rows in sorted(per_time.items())]}]
-    return {"rule_files": [rules_file], "evaluation_interval": f"{cfg.interval_s}s",
-            "group_eval_order": list(GROUP_ORDER), "tests": tests}
+    return {"rule_files": [rules_file], "evaluation_interval": f"{cfg.interval_s}s", "tests": tests}
