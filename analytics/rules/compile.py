@@ -79,7 +79,7 @@ class RulesConfig:
     interval_s: int = field(default=60, metadata={
         "help": "rule evaluation interval in seconds: the scrape interval of dcgm-exporter, and the "
                 "step `tidelens pull` reads the recorded series at (a multiple of it)"})
-    memory_window: str = field(default="1d", metadata={
+    memory_window: str = field(default="1h", metadata={
         "help": "how far back a rule looks for what a store would know from its whole span: whether an "
                 "exporter labels pods (Kubernetes mode), a pod's priority class, whether it serves"})
 
