@@ -135,8 +135,22 @@ def test_hostile_names_are_classed_by_the_same_reading_in_both_engines() -> None
     assert classify(wmap, {"pod": "ſerve-1"}).cls == "inference"
 
 
-def test_gpus_held_by_the_rules_equal_the_pool_timelines_holdings(promtool, tmp_path) -> None:
-    samples = d.fleet_samples()
+def _without_honor_labels(samples: list) -> list:
+    """The fleet scraped through a ServiceMonitor without ``honorLabels``: dcgm-exporter's holder
+    labels become ``exported_*`` and every series carries the exporter's own pod."""
+    out = []
+    for metric, labels, ts, value in samples:
+        if metric.startswith("DCGM_"):
+            labels = {k: v for k, v in labels.items() if k not in ("pod", "namespace", "container")} | {
+                f"exported_{k}": labels[k] for k in ("pod", "namespace", "container") if k in labels} | {
+                "pod": f"dcgm-exporter-{labels['Hostname']}", "namespace": "gpu-operator"}
+        out.append((metric, labels, ts, value))
+    return out
+
+
+@pytest.mark.parametrize("exported", [False, True], ids=["labels as written", "exported_* labels"])
+def test_gpus_held_by_the_rules_equal_the_pool_timelines_holdings(promtool, tmp_path, exported) -> None:
+    samples = _without_honor_labels(d.fleet_samples()) if exported else d.fleet_samples()
     store = Store(":memory:")
     try:
         ingest_bytes(store, "fleet.om", prom_server.write_openmetrics(samples, tmp_path / "fleet.om").read_bytes())
