@@ -374,8 +374,8 @@ def signal_rules(cfg: RulesConfig) -> list[tuple[Recorded, str]]:
     for pq in lq.timeline_queries(cfg.interval_s * 1000):
         if pq.key.startswith("dev:") or pq.key.startswith("pod:"):
             continue  # devices: the map's passes; the +Inf bucket per pod stays a raw pull
-        if pq.key.startswith("keep:") and pq.signal == "pod_gpu_requests":
-            continue
+        if pq.key.startswith("keep:") and (pq.signal == "pod_gpu_requests" or pq.metric == s.KSM_POD_INFO):
+            continue  # one series per pod either way: nothing to sum
         rec = Recorded(pq.key, recorded_name(pq.key, pq.promql), pq.accumulate)
         out.append((rec, pq.promql))
     return out
