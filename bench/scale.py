@@ -250,7 +250,7 @@ def _through_rules(prom: str, tool: str, server: prom_server.PromServer, work: P
                                             end_ms, extra_args=("--storage.tsdb.min-block-duration=2h",
                                                                 "--storage.tsdb.max-block-duration=2h"))
     backfill_s = time.perf_counter() - t
-    _say(f"rules backfill (promtool tsdb create-blocks-from rules, in passes; the user's engine's work): "
+    _say("rules backfill (promtool tsdb create-blocks-from rules, in passes; the user's engine's work): "
          + (f"{backfill_s:.1f} s" if not done else "reused from the earlier run"))
     db = work / "rules.duckdb"
     _remove_db(db)
