@@ -38,6 +38,7 @@ HOSTILE = [
     Holder("dev", "nöteboök-ünïcode-x7z2k", hostname="gpu-node-03"),
     Holder("", "ſerve-long-s-1"),  # U+017F folds to s in both engines
     Holder("ns", "line\nbreak-train-0", hostname="gpu-node-02"),  # `.` stops at a newline in both
+    Holder("ns", "trail-train-1\n"),  # Python's `$` matched before a final newline; RE2's does not
     Holder("x", "some-thing-٣"),  # an Arabic-Indic digit: not \d in RE2
     Holder("batch-ns", "plain", priority_class="best-effort"),
     Holder("x", "api", serves=True, service="svc"),
@@ -132,6 +133,7 @@ def test_hostile_names_are_classed_by_the_same_reading_in_both_engines() -> None
     # Python reads these as RE2 does: ASCII \d, `$` only at the very end
     assert classify(wmap, {"pod": "some-thing-٣"}).workload == "some-thing-٣"
     assert classify(wmap, {"pod": "line\nbreak-train-0"}).workload == "line\nbreak-train-0"
+    assert classify(wmap, {"pod": "trail-train-1\n"}).workload == "trail-train-1\n"
     assert classify(wmap, {"pod": "ſerve-1"}).cls == "inference"
 
 
