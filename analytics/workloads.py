@@ -51,14 +51,15 @@ SET_KEYS: tuple[str, ...] = ("class", "team", "pool", "latency_class", "slo_metr
 # Pod-name suffixes Kubernetes controllers add; stripping them gives the workload.
 # ReplicaSet hashes and random suffixes use this alphabet (no vowels; k8s.io/apimachinery rand).
 _SAFE = "[bcdfghjklmnpqrstvwxz2456789]"
-_POD_SUFFIXES: tuple[re.Pattern[str], ...] = (
-    re.compile(rf"^(?P<w>.+)-{_SAFE}{{6,10}}-{_SAFE}{{5}}$"),  # Deployment: name-<rs hash>-<pod>
-    re.compile(r"^(?P<w>.+)-(?:worker|master|launcher|ps|chief|evaluator|driver|executor|head)-\d+(?:-"
-               + _SAFE + r"{5})?$"),  # training operators (PyTorchJob, MPIJob, Ray, Spark)
-    re.compile(rf"^(?P<w>.+)-\d+-{_SAFE}{{5}}$"),  # indexed Job: name-<index>-<random>
-    re.compile(r"^(?P<w>.+)-\d+$"),  # StatefulSet ordinal / Job index
-    re.compile(rf"^(?P<w>.+)-{_SAFE}{{5}}$"),  # Job / DaemonSet pod: name-<random>
-)
+# ASCII digits, as RE2 (Prometheus' label_replace of the same patterns, analytics/rules) reads \d.
+_POD_SUFFIXES: tuple[re.Pattern[str], ...] = tuple(re.compile(x, re.ASCII) for x in (
+    rf"^(?P<w>.+)-{_SAFE}{{6,10}}-{_SAFE}{{5}}$",  # Deployment: name-<rs hash>-<pod>
+    r"^(?P<w>.+)-(?:worker|master|launcher|ps|chief|evaluator|driver|executor|head)-\d+(?:-"
+    + _SAFE + r"{5})?$",  # training operators (PyTorchJob, MPIJob, Ray, Spark)
+    rf"^(?P<w>.+)-\d+-{_SAFE}{{5}}$",  # indexed Job: name-<index>-<random>
+    r"^(?P<w>.+)-\d+$",  # StatefulSet ordinal / Job index
+    rf"^(?P<w>.+)-{_SAFE}{{5}}$",  # Job / DaemonSet pod: name-<random>
+))
 
 _BATCH_WORDS = r"(?:^|[-_./])(?:train|finetun|fine-tun|batch|pretrain|(?:ft|job|jobs|eval|sweep|etl)(?:$|[-_./\d]))"
 _INFER_WORDS = (r"(?:^|[-_./])(?:serv|infer|vllm|triton|tgi|sglang|predict|kserve|"
@@ -79,7 +80,7 @@ def workload_of_pod(pod: str | None) -> str | None:
     if not pod:
         return None
     for pattern in _POD_SUFFIXES:
-        m = pattern.match(pod)
+        m = pattern.fullmatch(pod)  # `$` alone also matches before a final newline; RE2's does not
         if m:
             return m.group("w")
     return pod

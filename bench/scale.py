@@ -15,7 +15,13 @@ one file per 2-hour window (one promtool pass and one block each), backfills the
 - loads the same raw export from its files (the peer, in the same run; the files one after
   another, the load time is the sum): load time, store size;
 - times the Overview's data path (pool timeline, holdings, service timeline, KPIs) on both
-  stores, and prints ratios pull/file.
+  stores, and prints ratios pull/file;
+- with ``--rules`` (the default), side by side in the same run: compiles the workload map to
+  recording rules (``tidelens export rules``), backfills them over the fleet with ``promtool tsdb
+  create-blocks-from rules`` in passes against the same Prometheus, pulls through them
+  (``analytics.live.recorded``), and compares that pull with the file load: time, bytes, and
+  the verdicts (Overview KPIs, Tail events with their causes, the What-if backtest), which
+  must be identical.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
+# bench/requests.py would shadow the requests package the live client imports
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("POLARS_MAX_THREADS", "2")  # before polars loads: the machine is shared
@@ -47,6 +55,7 @@ from analytics.live.queries import fleet_queries  # noqa: E402
 from analytics.store import Store  # noqa: E402
 from analytics.overview import summarise  # noqa: E402
 from analytics.timeline import TimelineConfig, timelines  # noqa: E402
+from analytics.workloads import WorkloadMap  # noqa: E402
 
 T0_S = 1_767_571_200  # 2026-01-05T00:00:00Z, a multiple of WINDOW_S
 WINDOW_S = 7200  # promtool's block length: one file per aligned window makes one block
@@ -143,6 +152,54 @@ def overview_s(store: Store) -> float:
     return time.perf_counter() - t0
 
 
+def verdicts(store: Store, slo_ms: float | None = None) -> dict:
+    """What the pages conclude from a store: the Overview KPIs, the Tail events (ids, spans,
+    causes), the What-if backtest; ``slo_ms`` defaults to the step p99s' 60th percentile (so there
+    are events to compare)."""
+    from dataclasses import asdict
+
+    from analytics.events import EventsConfig
+    from analytics.events.pipeline import analyse_timelines
+    from analytics.whatif.calibrate import calibrate_frames
+
+    cfg = TimelineConfig(step_s=60)
+    tl = timelines(store, cfg, WorkloadMap())
+    if slo_ms is None:  # a p99 the service passes 60% of the time: runs over it become events
+        slo_ms = float(tl.services["p99_ms"].quantile(0.6) or 500.0)
+    kpis = asdict(summarise(tl.pool, tl.holdings, tl.services, lambda _service: slo_ms, cfg.step_s))
+    ev = analyse_timelines(store, {"pool": tl.pool, "holdings": tl.holdings, "services": tl.services},
+                           EventsConfig(step_s=60, slo_ms=slo_ms), WorkloadMap())
+    events = [(e.id, e.service, e.start_ms, e.end_ms, e.cause, round(e.peak_p99_ms, 6)) for e in ev.events]
+    bt = calibrate_frames(tl.services, tl.pool, tl.holdings, step_s=60, slo_for=slo_ms).backtest
+    backtest = {k: (round(v, 9) if isinstance(v, float) else v) for k, v in bt.items()
+                if k in ("observed_violation_minutes", "model_violation_minutes", "observed_batch_gpu_hours",
+                         "model_batch_gpu_hours", "within", "observed_p99_ms", "model_p99_ms")}
+    return {"slo_ms": slo_ms, "kpis": kpis, "events": events, "backtest": backtest}
+
+
+def _differences(a: dict, b: dict, rel: float = 1e-9) -> list[str]:
+    """Where two verdicts differ (floats within ``rel``)."""
+    def plain(x: object) -> object:  # a frame as its rows, floats to 9 significant digits
+        if hasattr(x, "to_dicts"):
+            return [{k: float(f"{v:.9g}") if isinstance(v, float) else v for k, v in r.items()}
+                    for r in x.to_dicts()]  # type: ignore[union-attr]
+        return x
+
+    out = []
+    for key in ("kpis", "backtest"):
+        for k in sorted(set(a[key]) | set(b[key])):
+            x, y = plain(a[key].get(k)), plain(b[key].get(k))
+            if isinstance(x, float) and isinstance(y, float):
+                if not math.isclose(x, y, rel_tol=rel, abs_tol=1e-9) and not (math.isnan(x) and math.isnan(y)):
+                    out.append(f"{key}.{k}: {x} vs {y}")
+            elif x != y:
+                out.append(f"{key}.{k}: {x} vs {y}")
+    if a["events"] != b["events"]:
+        out.append(f"events: {len(a['events'])} vs {len(b['events'])} "
+                   f"(first differing: {next((x, y) for x, y in zip(a['events'] + [None], b['events'] + [None]) if x != y)})")
+    return out
+
+
 def _say(text: str) -> None:
     """One line of the report, flushed so a partial run (nohup ... > log) still tells something."""
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -175,6 +232,71 @@ def _progress(label: str, every: int) -> Callable[[int, int, str], None]:
     return report
 
 
+def _through_rules(prom: str, tool: str, server: prom_server.PromServer, work: Path, end_ms: int,
+                   client_cfg: ClientConfig, reuse: bool) -> tuple[prom_server.PromServer, dict]:
+    """Backfill the built-in map's rules over the fleet (in passes, against the same server),
+    then pull through them. Returns the server now running and what was measured. With
+    ``reuse``, rules an earlier run backfilled for the same map are kept."""
+    from analytics.live.recorded import rules_plan
+    from analytics.rules import compile_rules
+
+    with PromClient(server.url, config=client_cfg) as c:
+        done = reuse and not any(v == "raw" for k, v in rules_plan(
+            c, T0_S * 1000, end_ms, 60_000, WorkloadMap()).paths.items() if k.startswith("dev:"))
+    t = time.perf_counter()
+    if not done:
+        server.stop()
+        server = prom_server.backfill_rules(prom, tool, server.data_dir, compile_rules(WorkloadMap()), T0_S * 1000,
+                                            end_ms, extra_args=("--storage.tsdb.min-block-duration=2h",
+                                                                "--storage.tsdb.max-block-duration=2h"))
+    backfill_s = time.perf_counter() - t
+    _say("rules backfill (promtool tsdb create-blocks-from rules, in passes; the user's engine's work): "
+         + (f"{backfill_s:.1f} s" if not done else "reused from the earlier run"))
+    db = work / "rules.duckdb"
+    _remove_db(db)
+    with Store(db) as st, PromClient(server.url, config=client_cfg) as c:
+        t = time.perf_counter()
+        plan = rules_plan(c, T0_S * 1000, end_ms, 60_000, WorkloadMap())
+        rep = pull(st, c, T0_S * 1000, end_ms, step_ms=60_000, max_series=1_000_000, queries=plan.queries,
+                   progress=_progress("rules pull", 5))
+        pull_s = time.perf_counter() - t
+        tot = st.totals()
+        raw = sorted(k for k, v in plan.paths.items() if v == "raw")
+        _say(f"pull through the rules: {pull_s:.1f} s, {rep.requests} requests, "
+             f"{rep.bytes_received / 1e6:,.2f} MB received, store {tot['series']:,} series / "
+             f"{tot['samples']:,} samples; raw path for {raw}; notes {plan.notes}")
+        v = verdicts(st)
+    return server, {"db": db, "pull_s": pull_s, "bytes": rep.bytes_received, "totals": tot, "verdicts": v,
+                    "backfill_s": backfill_s}
+
+
+def _compare_rules(rules: dict, load_s: float, raw_bytes: int, file_db: Path, file_mb: float, ftot: dict,
+                   args: argparse.Namespace) -> None:
+    """The pull through the rules against the file load: cost and verdicts."""
+    with Store(file_db, read_only=True) as st:
+        t = time.perf_counter()
+        v_file = verdicts(st, rules["verdicts"]["slo_ms"])
+        verdict_s = time.perf_counter() - t
+    rules_mb = rules["db"].stat().st_size / 1e6
+    tot = rules["totals"]
+    _say(f"rules/file: time {rules['pull_s'] / load_s:.3f}, transferred/raw-file bytes "
+         f"{rules['bytes'] / raw_bytes:.4f}, store bytes {rules_mb / file_mb:.3f}, series "
+         f"{tot['series'] / ftot['series']:.4f}, samples {tot['samples'] / ftot['samples']:.4f}")
+    diff = _differences(v_file, rules["verdicts"])
+    v = rules["verdicts"]
+    _say(f"verdicts at SLO {v['slo_ms']:.1f} ms (files {verdict_s:.1f} s to compute): {len(v['events'])} events "
+         f"({', '.join(sorted({e[4] for e in v['events']})) or 'none'}), backtest within={v['backtest'].get('within')}, "
+         f"KPIs {len(v['kpis'])}: " + ("IDENTICAL to the file load" if not diff else "DIFFER: " + "; ".join(diff[:8])))
+    steps = args.days * 86400 // 60
+    pools = 1
+    per_pool_step_s = rules["pull_s"] / (steps * pools)
+    per_pool_step_b = rules["bytes"] / (steps * pools)
+    big = 90 * 86400 // 60
+    _say(f"cost per pool-step through the rules: {per_pool_step_s * 1e3:.3f} ms, {per_pool_step_b:,.0f} bytes; "
+         f"10,000 GPUs x 90 days (1-minute steps, the same signals per pool, time and bytes per pool-step as "
+         f"here): {per_pool_step_s * big * pools:,.0f} s, {per_pool_step_b * big * pools / 1e6:,.0f} MB per pool")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, default=1000)
@@ -189,6 +311,10 @@ def main() -> int:
                     help="skip the compact fleet catalogue's pull (20 minutes at 1,000 x 7)")
     ap.add_argument("--prom-memlimit", default="4GiB", help="GOMEMLIMIT for Prometheus (Go's soft heap limit)")
     ap.add_argument("--workdir", default=None, help="kept afterwards when given (default: a temp dir, removed)")
+    ap.add_argument("--no-rules", dest="rules", action="store_false",
+                    help="skip the recording rules' backfill and the pull through them")
+    ap.add_argument("--skip-timeline-pull", action="store_true",
+                    help="skip the raw timeline pull (178 s at 1,000 x 7): only the rules and the files")
     ap.add_argument("--reuse", action="store_true",
                     help="reuse the workdir's fleet files and backfilled data from an earlier run")
     args = ap.parse_args()
@@ -235,19 +361,21 @@ def main() -> int:
     pulled_db = work / "pulled.duckdb"
     _remove_db(pulled_db)
     client_cfg = ClientConfig(timeout_s=600, max_points=args.max_points)
+    rep = None
     try:
-        with Store(pulled_db) as st, PromClient(server.url, config=client_cfg) as c:
-            t = time.perf_counter()
-            rep = pull(st, c, T0_S * 1000, end_ms, step_ms=60_000, max_series=1_000_000,
-                       progress=_progress("timeline pull", 5))
-            pull_s = time.perf_counter() - t
-            tot = st.totals()
-            _say(f"pull (timeline catalogue): {pull_s:.1f} s, {rep.requests} requests, "
-                 f"{rep.bytes_received / 1e6:,.1f} MB received, {rep.series_returned:,} series-chunks, "
-                 f"store {tot['series']:,} series / {tot['samples']:,} samples")
-            ov_pull = overview_s(st)
-        pulled_mb = pulled_db.stat().st_size / 1e6
-        _say(f"pulled store {pulled_mb:,.1f} MB; Overview data {ov_pull:.2f} s")
+        if not args.skip_timeline_pull:
+            with Store(pulled_db) as st, PromClient(server.url, config=client_cfg) as c:
+                t = time.perf_counter()
+                rep = pull(st, c, T0_S * 1000, end_ms, step_ms=60_000, max_series=1_000_000,
+                           progress=_progress("timeline pull", 5))
+                pull_s = time.perf_counter() - t
+                tot = st.totals()
+                _say(f"pull (timeline catalogue): {pull_s:.1f} s, {rep.requests} requests, "
+                     f"{rep.bytes_received / 1e6:,.1f} MB received, {rep.series_returned:,} series-chunks, "
+                     f"store {tot['series']:,} series / {tot['samples']:,} samples")
+                ov_pull = overview_s(st)
+            pulled_mb = pulled_db.stat().st_size / 1e6
+            _say(f"pulled store {pulled_mb:,.1f} MB; Overview data {ov_pull:.2f} s")
         if not args.skip_fleet:
             with Store(":memory:") as st, PromClient(server.url, config=client_cfg) as c:
                 t = time.perf_counter()
@@ -259,6 +387,8 @@ def main() -> int:
                  f"{frep.bytes_received / 1e6:,.1f} MB received, store {ftot_fleet['series']:,} series / "
                  f"{ftot_fleet['samples']:,} samples")
         _say(f"prometheus peak RSS {_peak_rss_mb(server.process.pid):,.0f} MB")
+        if args.rules:
+            server, rules = _through_rules(prom, tool, server, work, end_ms, client_cfg, reuse)
     finally:
         server.stop()
     # The peer: the same raw export loaded from its files, one after another (the load is the sum).
@@ -277,9 +407,12 @@ def main() -> int:
         ov_file = overview_s(st)
     file_mb = file_db.stat().st_size / 1e6
     _say(f"file store {file_mb:,.1f} MB; Overview data {ov_file:.2f} s")
-    _say(f"ratios pull/file: time {pull_s / load_s:.2f}, store bytes {pulled_mb / file_mb:.2f}, series "
-         f"{tot['series'] / ftot['series']:.2f}, samples {tot['samples'] / ftot['samples']:.2f}, "
-         f"transferred/raw-file bytes {rep.bytes_received / raw_bytes:.3f}, Overview {ov_pull / ov_file:.2f}")
+    if rep is not None:
+        _say(f"ratios pull/file: time {pull_s / load_s:.2f}, store bytes {pulled_mb / file_mb:.2f}, series "
+             f"{tot['series'] / ftot['series']:.2f}, samples {tot['samples'] / ftot['samples']:.2f}, "
+             f"transferred/raw-file bytes {rep.bytes_received / raw_bytes:.3f}, Overview {ov_pull / ov_file:.2f}")
+    if args.rules:
+        _compare_rules(rules, load_s, raw_bytes, file_db, file_mb, ftot, args)
     own_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     children_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     _say(f"this process peak RSS {own_mb:,.0f} MB, children (promtool, prometheus) peak {children_mb:,.0f} MB")

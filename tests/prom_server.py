@@ -157,3 +157,44 @@ def start(prometheus: str, data_dir: Path, *, scrape_s: int = 60, attempts: int 
         server.stop()
         last_error = log_path.read_text()[-2000:]
     raise RuntimeError(f"prometheus did not become ready: {last_error}")
+
+
+def backfill_rules(prometheus: str, promtool: str, data_dir: Path, rules_doc: dict, start_ms: int, end_ms: int,
+                   *, scrape_s: int = 60, extra_args: tuple[str, ...] = (), timeout_s: float = 600) -> PromServer:
+    """Backfill the recording rules of ``rules_doc`` over ``[start, end]`` into ``data_dir``; return
+    a server started on it (the caller stops it).
+
+    ``promtool tsdb create-blocks-from rules`` evaluates a group's rules without seeing each
+    other's results, so the rules go in passes (:func:`analytics.rules.compile.passes`), each
+    written to the same file under the same group name (Prometheus offsets a group's evaluation
+    times by a hash of both: every pass then evaluates at the same times), the server restarted
+    after each pass to see the blocks it wrote.
+    """
+    import yaml
+
+    from analytics.rules.compile import passes
+
+    group = rules_doc["groups"][0]
+    path = data_dir.parent / "tidelens.rules.yml"
+    server = start(prometheus, data_dir, scrape_s=scrape_s, extra_args=extra_args)
+    try:
+        for i, rules in enumerate(passes(rules_doc), start=1):
+            path.write_text(yaml.safe_dump({"groups": [{**group, "rules": rules}]}, sort_keys=False,
+                                           allow_unicode=True, width=100_000), encoding="utf-8")
+            out = data_dir.parent / f"rules-pass-{i}"
+            shutil.rmtree(out, ignore_errors=True)
+            proc = subprocess.run([promtool, "tsdb", "create-blocks-from", "rules", "--quiet",
+                                   f"--url={server.url}", f"--start={start_ms // 1000}",
+                                   f"--end={end_ms // 1000 + scrape_s}", f"--output-dir={out}", str(path)],
+                                  capture_output=True, text=True, timeout=timeout_s)
+            if proc.returncode != 0:
+                raise RuntimeError(f"promtool rules backfill (pass {i}) failed: {proc.stderr[-2000:]}")
+            server.stop()
+            for block in (out.iterdir() if out.exists() else ()):
+                if (block / "meta.json").exists():
+                    shutil.move(str(block), str(data_dir / block.name))
+            server = start(prometheus, data_dir, scrape_s=scrape_s, extra_args=extra_args)
+    except BaseException:
+        server.stop()
+        raise
+    return server

@@ -20,7 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pull": ("analytics.cli.live_cmd", "pull timelines' inputs from a Prometheus-compatible server"),
     "collect": ("analytics.cli.live_cmd", "sample this machine's GPUs through NVML into the store"),
     "whatif": ("analytics.cli.whatif_cmd", "compare pool policies (shared, partitioned, tidal, MIG, ...) on one demand"),
-    "export": ("analytics.cli.export_cmd", "tail events as Grafana annotations and the pool story as a dashboard"),
+    "export": ("analytics.cli.export_cmd", "tail events as Grafana annotations and the pool story as a dashboard; "
+               "the workload map as Prometheus recording rules"),
     "plan": ("analytics.cli.plan_cmd", "the chosen policy as Kueue, MIG and time-slicing manifests, with a README"),
     "sample": ("analytics.cli.sample_cmd", "simulate a GPU pool and write what it would export (plus truth.json)"),
     "events": ("analytics.cli.events_cmd", "tail events of each service, their cause and evidence"),

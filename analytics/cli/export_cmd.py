@@ -1,5 +1,7 @@
 """``tidelens export grafana``: the tail events as Grafana annotations and the pool story as a
-dashboard, written to a folder and, with ``--url``, posted to a Grafana."""
+dashboard, written to a folder and, with ``--url``, posted to a Grafana. ``tidelens export
+rules``: the workload map as Prometheus recording rules (:mod:`analytics.rules`), with
+``--tests`` the ``promtool test rules`` file that holds them to the map's Python answers."""
 
 from __future__ import annotations
 
@@ -23,10 +25,14 @@ def _help(name: str) -> str:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help=command_help("export"))
-    p.add_argument("target", choices=("grafana",), help="where to: grafana")
+    p.add_argument("target", choices=("grafana", "rules"),
+                   help="grafana: events and a dashboard; rules: the workload map as Prometheus recording rules")
     add_db(p)
-    p.add_argument("--out", required=True, metavar="DIR",
-                   help="folder for annotations.json and dashboard.json")
+    p.add_argument("--out", required=True, metavar="DIR|FILE",
+                   help="grafana: folder for annotations.json and dashboard.json; rules: the rules file "
+                        "(YAML; - for standard output)")
+    p.add_argument("--interval", default="1m",
+                   help="rules: evaluation interval, dcgm-exporter's scrape interval (default 1m)")
     p.add_argument("--url", default=None, help="Grafana's base URL: post the annotations there")
     p.add_argument("--token-file", default=None, metavar="FILE",
                    help=f"file holding a Grafana service-account token (else ${TOKEN_ENV})")
@@ -60,6 +66,8 @@ def _grafana_token(args: argparse.Namespace) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.target == "rules":
+        return _export_rules(args)
     token = _grafana_token(args)
 
     import json
@@ -98,4 +106,30 @@ def cmd_export(args: argparse.Namespace) -> int:
             print(f"wrote {f}")
         for done in report.get("posted", []):
             print(f"{done['action']} annotation {done['id']} for event {done['event']}")
+    return 0
+
+
+def _export_rules(args: argparse.Namespace) -> int:
+    import sys
+
+    from analytics.rules import RulesConfig, compile_rules, map_digest, rules_yaml
+    from analytics.timeline import parse_step_s
+    from analytics.workloads import load_map
+
+    wmap = load_map(config_path(args))
+    cfg = RulesConfig(interval_s=parse_step_s(args.interval))
+    text = rules_yaml(wmap, cfg)
+    if args.out == "-":
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.out)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    report = {"file": str(out), "map_digest": map_digest(wmap, cfg),
+              "groups": [g["name"] for g in compile_rules(wmap, cfg)["groups"]]}
+    if args.json:
+        print_json(report)
+    else:
+        print(f"wrote {out} (map digest {report['map_digest']}); check it with `promtool check rules {out}`")
     return 0

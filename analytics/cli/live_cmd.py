@@ -119,14 +119,24 @@ def cmd_pull(args: argparse.Namespace) -> int:
                               max_series=args.max_series, incremental=not args.full,
                               progress=_progress_line)
         else:
-            report = pull(st, client, start_ms, end_ms, step_ms=step_ms, scope=scope,
-                          queries=_catalogue(args.catalogue)(step_ms, scope),
+            queries, plan = _catalogue(args.catalogue)(step_ms, scope), None
+            if args.catalogue == "timeline":  # through the workload map's recording rules where recorded
+                from analytics.live.recorded import rules_plan
+                from analytics.workloads import load_map
+
+                plan = rules_plan(client, start_ms, end_ms, step_ms, load_map(config_path(args)), scope)
+                queries = plan.queries
+            report = pull(st, client, start_ms, end_ms, step_ms=step_ms, scope=scope, queries=queries,
                           max_series=args.max_series, incremental=not args.full,
                           progress=_progress_line)
+            if plan is not None:
+                report.rules = plan.as_dict()
     if args.json:
         print_json(report.as_dict())
     else:
         d = report.as_dict()
+        for note in (d.get("rules") or {}).get("notes", []):
+            print(f"note: {note}", file=sys.stderr)
         print(f"{d['server']}: {d['requests']} requests, {d['bytes_received']:,} bytes, "
               f"{d['samples']:,} samples; {d['loaded']} chunks loaded, {d['skipped']} unchanged, "
               f"{len(d['up_to_date'])} queries already up to date")

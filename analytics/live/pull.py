@@ -47,6 +47,7 @@ class PullReport:
     requests: int = 0
     bytes_received: int = 0
     up_to_date: list[str] = field(default_factory=list)  # query keys with nothing new to fetch
+    rules: dict[str, Any] | None = None  # analytics.live.recorded.RulesPlan.as_dict(): which path each signal took
 
     @property
     def samples(self) -> int:
@@ -62,6 +63,7 @@ class PullReport:
                 "loaded": sum(r.status == "loaded" for r in self.results),
                 "skipped": sum(r.status == "skipped" for r in self.results),
                 "up_to_date": self.up_to_date,
+                **({"rules": self.rules} if self.rules is not None else {}),
                 "sources": [r.as_dict() for r in self.results]}
 
 
@@ -239,6 +241,19 @@ def _reshape(store: Store, pq: PullQuery, resp: Response, chunk_start_ms: int, s
     return Response({"resultType": "matrix", "result": out}, resp.content, resp.warnings)
 
 
+def _unshift(resp: Response, shift_ms: int, server: str, metric: str) -> Response:
+    """Each point of a shifted query (``PullQuery.shift_ms``) put back at its step's end."""
+    out = []
+    for i, item in enumerate(resp.data.get("result") or []):
+        try:
+            values = [[float(ts) - shift_ms / 1000, v] for ts, v in item.get("values") or []]
+        except (TypeError, ValueError):
+            raise PullError(f"{server}: query {metric}: a sample's time is not a number at "
+                            f"data.result[{i}].values: a sample is [time, \"value\"]") from None
+        out.append({**item, "values": values})
+    return Response({"resultType": "matrix", "result": out}, resp.content, resp.warnings)
+
+
 def pull(store: Store, client: PromClient, start_ms: int, end_ms: int, *, step_ms: int = 60_000,
          scope: Scope | None = None, queries: list[PullQuery] | None = None,
          max_series: int = DEFAULT_MAX_SERIES, incremental: bool = True,
@@ -297,9 +312,11 @@ def pull(store: Store, client: PromClient, start_ms: int, end_ms: int, *, step_m
             progress(done_n, total, f"{pq.metric}: {n} series")
         for a, b in chunks:
             try:
-                resp = client.query_range(pq.promql, a, b, step_ms)
+                resp = client.query_range(pq.promql, a + pq.shift_ms, b + pq.shift_ms, step_ms)
             except PullError as exc:
                 raise PullError(f"{exc}\nquery ({pq.metric}): {pq.promql}") from exc
+            if pq.shift_ms:
+                resp = _unshift(resp, pq.shift_ms, server, pq.metric)
             _check_series(resp, max_series, f"query {pq.metric}", server)
             if resp.data.get("result"):
                 name = (f"prom://{server.split('://', 1)[1]}/query_range?q={pq.key}&scope={scope_key}"

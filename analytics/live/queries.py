@@ -87,6 +87,10 @@ class PullQuery:
     accumulate: bool = False
     # Series summed over pods lose the pod: their ``service`` label is set from ``workload``.
     service_from_workload: bool = False
+    # Ask for the steps this much later and store each point at its step: a recorded series
+    # evaluated at some phase after the scrape holds a step's value at the step's end plus
+    # up to one evaluation interval (analytics.live.recorded).
+    shift_ms: int = 0
 
 
 @dataclass(frozen=True)

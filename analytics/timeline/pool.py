@@ -314,8 +314,9 @@ def device_pass(store: Store, params: dict[str, int], wmap: WorkloadMap,
     :func:`analytics.workloads.classify_pods` output when the caller has it.
     """
     prepared = _prepare(store, wmap, classified)
-    if prepared is None:
-        return None
+    if prepared is None:  # no device series: a pull through the recording rules, or nothing
+        from analytics.timeline.recorded import recorded_pass
+        return recorded_pass(store, params, wmap, classified)
     pods, dev_series, inst = prepared
     _decide_timesliced(store, params, dev_series, inst)
     held, stats = _windowed_device_pass(store, params, inst, wmap)
