@@ -343,24 +343,34 @@ def test_the_data_page_loads_a_request_log_and_events_say_where_latency_came_fro
     assert any("chat: traffic and latency come from its request log" in shown(c.value) for c in at.caption)
 
 
-def test_the_data_page_maps_a_request_log_with_an_unknown_header(tmp_path, monkeypatch) -> None:
+def _map_request_log(tmp_path, monkeypatch, name: str, data: bytes, time: tuple[str, str],
+                     latency: tuple[str, str], service: str, **more: str):
+    """The Data page's "Your own table" tab mapping ``data`` as a request log, as a user fills the
+    form (``more``: further selectboxes and text inputs by key), then the load; returns the store."""
     from apptest_helpers import isolate, open_store_page
 
     isolate(monkeypatch, tmp_path)
-    db = tmp_path / "mine.duckdb"
-    data = b"when,took,upstream,code\n1767571200000,0.25,chat,200\n1767571201000,0.5,chat,503\n"
+    db = tmp_path / f"{Path(name).stem}.duckdb"
     at = open_store_page("pages/data.py", db, tab="Your own table")
-    at.file_uploader(key="map_file").set_value([("gw.csv", data, "text/csv")]).run()
+    at.file_uploader(key="map_file").set_value([(name, data, "text/csv")]).run()
     at.radio(key="map_kind").set_value("one request").run()
-    at.selectbox(key="map_time").set_value("when")
-    at.selectbox(key="map_unit").set_value("ms")
-    at.selectbox(key="map_req_latency").set_value("took")
-    at.selectbox(key="map_req_unit").set_value("s")
-    at.selectbox(key="map_req_service").set_value("upstream")
-    at.selectbox(key="map_req_status").set_value("code").run()
+    at.selectbox(key="map_time").set_value(time[0])
+    at.selectbox(key="map_unit").set_value(time[1])
+    at.selectbox(key="map_req_latency").set_value(latency[0])
+    at.selectbox(key="map_req_unit").set_value(latency[1])
+    at.selectbox(key="map_req_service").set_value(service).run()
+    for key, value in more.items():
+        (at.text_input if key.endswith("_values") else at.selectbox)(key=key).set_value(value).run()
     at.button(key="map_load_go").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("Mapping saved" in s.value for s in at.success), [e.value for e in at.error]
+    return db
+
+
+def test_the_data_page_maps_a_request_log_with_an_unknown_header(tmp_path, monkeypatch) -> None:
+    data = b"when,took,upstream,code\n1767571200000,0.25,chat,200\n1767571201000,0.5,chat,503\n"
+    db = _map_request_log(tmp_path, monkeypatch, "mine.csv", data, ("when", "ms"), ("took", "s"), "upstream",
+                          map_req_status="code")
     from analytics.store import Store
 
     with Store(db, read_only=True) as st:
@@ -378,25 +388,10 @@ def test_the_data_page_maps_a_request_log_with_an_unknown_header(tmp_path, monke
 def test_the_data_page_maps_a_success_column_in_words(tmp_path, monkeypatch) -> None:
     """A trace's ``predict_status`` (SUCCEED / FAILED): without its words every request reads as
     failed; the form's success values name them, and the saved mapping keeps them."""
-    from apptest_helpers import isolate, open_store_page
-
-    isolate(monkeypatch, tmp_path)
-    db = tmp_path / "trace.duckdb"
     data = (b"ts,latency_s,svc,predict_status\n1767571200,20.5,imagegen,SUCCEED\n"
             b"1767571201,31.0,imagegen,FAILED\n1767571202,45.0,imagegen,SUCCEED\n")
-    at = open_store_page("pages/data.py", db, tab="Your own table")
-    at.file_uploader(key="map_file").set_value([("trace.csv", data, "text/csv")]).run()
-    at.radio(key="map_kind").set_value("one request").run()
-    at.selectbox(key="map_time").set_value("ts")
-    at.selectbox(key="map_unit").set_value("s")
-    at.selectbox(key="map_req_latency").set_value("latency_s")
-    at.selectbox(key="map_req_unit").set_value("s")
-    at.selectbox(key="map_req_service").set_value("svc")
-    at.selectbox(key="map_req_success").set_value("predict_status").run()
-    at.text_input(key="map_req_success_values").set_value("SUCCEED").run()
-    at.button(key="map_load_go").click().run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert any("Mapping saved" in s.value for s in at.success), [e.value for e in at.error]
+    db = _map_request_log(tmp_path, monkeypatch, "trace.csv", data, ("ts", "s"), ("latency_s", "s"), "svc",
+                          map_req_success="predict_status", map_req_success_values="SUCCEED")
     from analytics.store import Store
 
     with Store(db, read_only=True) as st:
