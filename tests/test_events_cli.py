@@ -37,7 +37,7 @@ def test_events_json_contract(sample_db, capsys):
     assert evs, "the morning scenario has tail events"
     for e in evs:
         assert list(e) == ["id", "service", "start", "end", "peak_p99_ms", "cause", "shares", "misattributed",
-                           "evidence"]
+                           "evidence", "map_digest"]  # the workload map the events were computed with
         assert e["cause"] in ("batch_contention", "traffic_surge", "scaling_lag", "mixed", "unexplained")
         assert set(e["shares"]) == {"batch_contention", "traffic_surge", "unexplained"}
         assert e["start"].endswith("Z") and e["start"] < e["end"]
