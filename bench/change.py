@@ -50,8 +50,9 @@ def story(seeds: list[int], days: int, day: int) -> None:
 
     print(f"## The story: morning, {days} days x 64 GPUs, shared until day {day + 1}, then ...\n")
     print("| seed | change | proposed | service | minutes before: Tidelens / truth | after: Tidelens / truth "
-          "| predicted / observed after | within 25% or 15 | after replayed / observed | replay within | review |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| predicted / observed after | within 25% or 15 | given the after's inputs | after replayed / observed "
+          "| replay within | review |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for seed in seeds:
         for policy in ("partitioned", "tidal"):
             t0 = time.perf_counter()
@@ -83,6 +84,8 @@ def story(seeds: list[int], days: int, day: int) -> None:
                       f"{ma:,.0f} / {ta:,.0f}{'' if ok_a else ' MISS'} | "
                       f"{out['predicted']['violation_minutes']:,.0f} / {out['after']['violation_minutes']:,.0f} | "
                       f"{'yes' if w.get('prediction_violation_minutes') else 'no: ' + '; '.join(out['differences'])} | "
+                      f"{out['predicted_given_after_inputs']['violation_minutes']:,.0f}"
+                      f"{'' if w.get('prediction_given_after_inputs_violation_minutes') else ' (miss)'} | "
                       f"{rep.get('violation_minutes', 0):,.0f} / {rep.get('observed_violation_minutes', 0):,.0f} min, "
                       f"{rep.get('batch_gpu_hours', 0):,.0f} / {rep.get('observed_batch_gpu_hours', 0):,.0f} GPU-h | "
                       f"{'yes' if w.get('after_replay') else 'no: ' + '; '.join(rep.get('misses', []))} | "

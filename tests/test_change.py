@@ -120,8 +120,10 @@ def test_before_and_after_match_the_truth_and_the_after_replay_is_within_its_bou
         assert _near(out[side]["batch_gpu_hours"], tr["batch_gpu_hours"][side], 0.10, 10.0)
         assert set(out[side]) >= {"violation_minutes", "batch_gpu_hours", "events_by_cause", "requests_per_day",
                                   "batch_queue_delay_min", "gpus_idle_mean", "per_million_requests"}
-    for key in ("before", "after", "predicted", "after_replay"):
+    for key in ("before", "after", "predicted", "predicted_given_after_inputs", "after_replay"):
         assert {"violation_minutes", "batch_gpu_hours"} <= set(out[key]), key
+    # the before-period's model on the after-period's traffic and runs: the model's own part of a miss
+    assert out["within"]["prediction_given_after_inputs_violation_minutes"], out["predicted_given_after_inputs"]
     rep = out["after_replay"]
     assert abs(rep["violation_minutes"] - rep["observed_violation_minutes"]) <= max(
         BACKTEST_VIOLATION_TOLERANCE * rep["observed_violation_minutes"], BACKTEST_VIOLATION_FLOOR_MIN)

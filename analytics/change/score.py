@@ -4,7 +4,8 @@
 policy (its parameters as the change recorded them, :func:`analytics.change.record.apply_change`),
 scaled to the after-period's length, against the after-period observed: within 25% or 15
 minutes (:data:`PREDICTION_TOLERANCE`, :data:`PREDICTION_FLOOR_MIN`; the What-if's agreement
-bounds). (b) **after_replay**: the after-period calibrated and replayed under the enacted policy
+bounds); beside it, **predicted_given_after_inputs**: the same before-period model on the
+after-period's traffic and batch runs, which splits a miss into the inputs' part and the model's. (b) **after_replay**: the after-period calibrated and replayed under the enacted policy
 with the runs that happened (:func:`analytics.whatif.backtest.backtest_from` with that policy:
 the shared backtest's bounds), and **after_old_policy**: the same period under the old, shared
 policy. A missed bound is explained by the part that differs before any number: batch ran
@@ -136,6 +137,15 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
     req_b = before["requests"].get(service, 0.0)
     predicted["violation_minutes_per_million_requests"] = (
         float(pred["violation_minutes"]) / (req_b / 1e6) if req_b > 0 else None)
+    # The before-period's model given the after-period's inputs (its traffic and the batch runs
+    # that happened): what part of a miss is the inputs' (traffic, batch), and what the model's.
+    from dataclasses import replace
+
+    given = simulate(apply_change(replace(scn_a, service=scn_b.service), change), change.policy).summary
+    given_inputs = {"violation_minutes": float(given["violation_minutes"]),
+                    "batch_gpu_hours": float(given["batch_gpu_hours"]),
+                    "from": f"the service as calibrated on the {before['days']:.3g} days before, on the after-period's "
+                            f"traffic and batch runs, under {change.policy}"}
     bt = backtest_from(obs_a, apply_change(scn_a, change), observed_policy=change.policy)
     replay = {"violation_minutes": bt["model_violation_minutes"], "batch_gpu_hours": bt["model_batch_gpu_hours"],
               "observed_violation_minutes": bt["observed_violation_minutes"],
@@ -154,6 +164,8 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
                                                 BACKTEST_BATCH_TOLERANCE, BACKTEST_BATCH_FLOOR_GPU_H),
     }
     within["after_replay"] = within["after_replay_violation_minutes"] and within["after_replay_batch_gpu_hours"]
+    within["prediction_given_after_inputs_violation_minutes"] = _within(
+        given_inputs["violation_minutes"], observed_v, PREDICTION_TOLERANCE, PREDICTION_FLOOR_MIN)
     diff = differences(change, before, after, obs_b, scn_b, obs_a, scn_a, service,
                        basis.events.events if basis.events is not None else [])
     said = []
@@ -162,6 +174,11 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
                     + ("; ".join(diff) if diff else "no single part stands out") + f". It said "
                     f"{predicted['violation_minutes']:,.0f} minutes over the SLO for {service}; "
                     f"{observed_v:,.0f} were observed.")
+        said.append(f"Given the traffic and batch runs that came, the same model says "
+                    f"{given_inputs['violation_minutes']:,.0f} minutes: "
+                    + ("the miss is the inputs', not the model's." if within[
+                        "prediction_given_after_inputs_violation_minutes"]
+                       else "the model itself misses too."))
     else:
         said.append(f"The what-if, from the before-period alone, predicted {predicted['violation_minutes']:,.0f} "
                     f"minutes over the SLO for {service} under {change.policy}; {observed_v:,.0f} were observed "
@@ -177,7 +194,7 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
                     f"(within {BACKTEST_VIOLATION_TOLERANCE:.0%} or {BACKTEST_VIOLATION_FLOOR_MIN:g} minutes, "
                     f"and {BACKTEST_BATCH_TOLERANCE:.0%}); under the old shared policy it would have had "
                     f"{float(old['violation_minutes']):,.0f} minutes.")
-    return {"predicted": predicted, "after_replay": replay,
+    return {"predicted": predicted, "predicted_given_after_inputs": given_inputs, "after_replay": replay,
             "after_old_policy": {"violation_minutes": float(old["violation_minutes"]),
                                  "batch_gpu_hours": float(old["batch_gpu_hours"]), "policy": "shared"},
             "within": within, "differences": diff, "score_sentences": said}
