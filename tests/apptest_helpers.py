@@ -237,3 +237,14 @@ def drawn_cells(table) -> list[str]:
     """A static table's headers and drawn cells, as a list of text (see :func:`drawn_table`)."""
     drawn = drawn_table(table)
     return [str(c) for c in drawn.columns] + [str(x) for x in drawn.to_numpy().ravel()]
+
+
+def map_pod_duty_cycle(at: AppTest) -> None:
+    """Fill the Data page's mapping form for a pod-level duty-cycle table (``container_ip``, a
+    percentage) as a user does: the pod column, the signal and its scale, one GPU per pod; then load."""
+    at.text_input(key="map_renames").set_value("container_ip:pod").run()
+    at.selectbox(key="map_sig_0").set_value("DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+    at.number_input(key="map_scale_0").set_value(0.01).run()
+    at.radio(key="map_device").set_value("one GPU per pod").run()
+    at.button(key="map_load_go").click().run()
+    assert not at.exception, [e.value for e in at.exception]

@@ -111,18 +111,13 @@ def load_mapping_text(tmp_path, text: str):
 
 
 def test_the_data_page_form_offers_one_gpu_per_pod(tmp_path, monkeypatch) -> None:
-    from apptest_helpers import isolate, open_store_page
+    from apptest_helpers import isolate, map_pod_duty_cycle, open_store_page
 
     isolate(monkeypatch, tmp_path)
     db = tmp_path / "mine.duckdb"
     at = open_store_page("pages/data.py", db, tab="Your own table")
     at.file_uploader(key="map_file").set_value([("pod_duty.csv", _table(), "text/csv")]).run()
-    at.text_input(key="map_renames").set_value("container_ip:pod").run()
-    at.selectbox(key="map_sig_0").set_value("DCGM_FI_PROF_GR_ENGINE_ACTIVE")
-    at.number_input(key="map_scale_0").set_value(0.01).run()
-    at.radio(key="map_device").set_value("one GPU per pod").run()
-    at.button(key="map_load_go").click().run()
-    assert not at.exception, [e.value for e in at.exception]
+    map_pod_duty_cycle(at)
     assert any("each pod its own GPU" in s.value for s in at.success), [e.value for e in at.error]
     assert load_mapping(db.with_name("mine.duckdb.columns.toml")).device_per == "pod"
     with Store(db, read_only=True) as st:

@@ -124,7 +124,7 @@ def test_the_trace_loads_from_its_archives_through_the_data_pages_upload(tmp_pat
 
 
 def test_the_data_pages_mapping_form_previews_and_loads_a_table_inside_a_tar_gz(tmp_path, monkeypatch) -> None:
-    from apptest_helpers import isolate, open_store_page
+    from apptest_helpers import isolate, map_pod_duty_cycle, open_store_page
 
     isolate(monkeypatch, tmp_path)
     db = tmp_path / "mine.duckdb"
@@ -133,12 +133,7 @@ def test_the_data_pages_mapping_form_previews_and_loads_a_table_inside_a_tar_gz(
                                                  "application/gzip")]).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.selectbox(key="map_time").value == "timestamp_anon"  # the member's table, previewed
-    at.text_input(key="map_renames").set_value("container_ip:pod").run()
-    at.selectbox(key="map_sig_0").set_value("DCGM_FI_PROF_GR_ENGINE_ACTIVE")
-    at.number_input(key="map_scale_0").set_value(0.01).run()
-    at.radio(key="map_device").set_value("one GPU per pod").run()
-    at.button(key="map_load_go").click().run()
-    assert not at.exception, [e.value for e in at.exception]
+    map_pod_duty_cycle(at)
     assert any("1 loaded, 1 skipped member" in s.value and "each pod its own GPU" in s.value
                for s in at.success), ([s.value for s in at.success], [e.value for e in at.error],
                                  [w.value for w in at.warning])
