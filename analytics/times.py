@@ -122,6 +122,17 @@ def utc_hour(ts_ms: Any) -> Any:
     return ((ts_ms // 1000) % 86400) / 3600.0
 
 
+def utc_weekday(ts_ms: Any) -> Any:
+    """Day of the week (Monday 0 ... Sunday 6) of the UTC day an instant falls in, epoch
+    milliseconds; ints and arrays alike (1970-01-01 was a Thursday).
+
+    >>> import numpy as np
+    >>> utc_weekday(0), utc_weekday(np.array([2 * 86_400_000, 4 * 86_400_000 - 1])).tolist()
+    (3, [5, 6])
+    """
+    return (ts_ms // 86_400_000 + 3) % 7
+
+
 def local_naive(ts_ms: int, tz: str) -> datetime:
     """Epoch milliseconds as a zone-less wall-clock time in ``tz`` (what a slider shows).
 

@@ -118,12 +118,22 @@ def test_before_and_after_match_the_truth_and_the_after_replay_is_within_its_bou
         for svc, want in tr["minutes_over_slo"][side].items():
             assert _near(out[side]["minutes_over_slo"][svc], want), (side, svc)
         assert _near(out[side]["batch_gpu_hours"], tr["batch_gpu_hours"][side], 0.10, 10.0)
+        # Little's law over Kueue's signals against the simulator's own submission-to-admission waits
+        want = tr["batch_queue_delay_min"][side]
+        assert want is not None and _near(out[side]["batch_queue_delay_min"], want, 0.25, 1.0), (side, want)
         assert set(out[side]) >= {"violation_minutes", "batch_gpu_hours", "events_by_cause", "requests_per_day",
                                   "batch_queue_delay_min", "gpus_idle_mean", "per_million_requests"}
     for key in ("before", "after", "predicted", "predicted_given_after_inputs", "after_replay"):
         assert {"violation_minutes", "batch_gpu_hours"} <= set(out[key]), key
+    # a week is not its average: the range the before-period's days make, and whether the week after is in it
+    lo, hi = out["predicted"]["range_violation_minutes"]
+    assert lo <= hi and out["within"]["prediction_range_violation_minutes"] == (
+        lo <= out["after"]["violation_minutes"] <= hi)
     # the before-period's model on the after-period's traffic and runs: the model's own part of a miss
     assert out["within"]["prediction_given_after_inputs_violation_minutes"], out["predicted_given_after_inputs"]
+    # and on each input alone (the after's traffic with the before's batch, and the other way round)
+    split = out["predicted_given_after_inputs"]
+    assert split["traffic_only"] >= 0 and split["batch_only"] >= 0
     rep = out["after_replay"]
     assert abs(rep["violation_minutes"] - rep["observed_violation_minutes"]) <= max(
         BACKTEST_VIOLATION_TOLERANCE * rep["observed_violation_minutes"], BACKTEST_VIOLATION_FLOOR_MIN)
@@ -166,6 +176,7 @@ def test_the_tidal_change_before_and_after_match_the_truth(tidal):
 def test_the_capacity_review_shows_the_same_numbers(scored):
     from analytics.document import render_markdown
     from analytics.review import build_review, review_document
+    from analytics.text import md
 
     basis, _, out = scored
     r = build_review(basis.timelines, step_s=60, slo_ms={k: v for k, v in basis.slo_ms.items() if k != "*"},
@@ -177,6 +188,9 @@ def test_the_capacity_review_shows_the_same_numbers(scored):
     assert f"| minutes over the SLO, chat-vllm | {out['before']['minutes_over_slo']['chat-vllm']:,.1f} | " \
            f"{out['after']['minutes_over_slo']['chat-vllm']:,.1f} |" in section
     assert f"| after, replayed under the enacted policy | {out['after_replay']['violation_minutes']:,.1f} |" in section
+    lo, hi = out["predicted"]["range_violation_minutes"]
+    assert md("its range: 80% of after-periods made of the before-period's days") + f" | {lo:,.1f} to {hi:,.1f} |" \
+        in section
 
 
 def test_the_what_if_page_records_a_candidate_and_compares(scored, partitioned, tmp_path, monkeypatch):
@@ -256,3 +270,33 @@ def test_batch_queueing_delay_is_littles_law_over_kueues_signals():
     # two workloads waiting all hour, four admitted (the counter reset to 0 and rose again): 30 min each
     assert _queue_delay_min(SimpleNamespace(kueue=kueue), -1, ts[-1]) == pytest.approx(30.0)
     assert _queue_delay_min(SimpleNamespace(kueue=None), -1, ts[-1]) is None
+
+
+def _days_of_batch(hours_by_day: list[tuple[float, float] | None]):
+    """Per-minute arrays of a synthetic pool: traffic ramping at 09:00, batch holding 8 GPUs over
+    each day's [start, end) hours (None: batch ran nothing that day)."""
+    import numpy as np
+
+    n = len(hours_by_day) * 1440
+    ts = (np.arange(n, dtype=np.int64) + 1) * 60_000
+    hour = ((ts - 1) % 86_400_000) / 3_600_000
+    rps = np.where((hour >= 9) & (hour < 21), 10.0, 1.0)
+    batch = np.zeros(n)
+    day = (ts - 1) // 86_400_000
+    for d, hours in enumerate(hours_by_day):
+        if hours is not None:
+            batch[(day == d) & (hour >= hours[0]) & (hour < hours[1])] = 8.0
+    return ts, batch, rps, day, list(range(len(hours_by_day)))
+
+
+def test_a_weekend_without_the_nightly_run_is_not_where_batch_stopped_overlapping_the_ramp():
+    """The day before the change ran no nightly job (afternoon jobs only): it looks like the days
+    after, but is no evidence; the change is the first day batch ran up to the ramp and stopped."""
+    from analytics.change.candidates import _ramp_stop
+
+    overlapping, afternoon, drained = (2.0, 11.0), (13.0, 20.0), (2.0, 8.0)
+    c = _ramp_stop(*_days_of_batch([overlapping] * 5 + [afternoon] + [drained] * 4), step_s=60)
+    assert c is not None and c.change.at_ms == 6 * 86_400_000, c and c.change.describe()
+    assert "before the ramp on 4 of them" in c.evidence
+    # batch that only stops running at night (a partitioned pool's quiet end of the run) is no tidal pool
+    assert _ramp_stop(*_days_of_batch([overlapping] * 5 + [afternoon] * 4), step_s=60) is None

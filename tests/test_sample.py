@@ -160,6 +160,24 @@ def test_weekly_and_daily_rhythm() -> None:
     assert ramp[-5:].mean() > 2 * ramp[:5].mean()  # the 09:00-09:30 ramp
 
 
+def test_weekly_surges_repeat_the_first_weeks_and_the_default_is_unchanged() -> None:
+    """A change's story with weekly surges: the weeks either side differ only by the policy."""
+    from dataclasses import replace
+
+    from analytics.sample.traffic import MIN_PER_DAY, plan_surges
+
+    sc = SCENARIOS["morning"]
+    weekly = plan_surges(replace(sc, surges=replace(sc.surges, weekly=True)), 14, np.random.default_rng(3))
+    week = 7 * MIN_PER_DAY
+    first = [s for s in weekly if s.start_min < week]
+    assert first and len(weekly) == 2 * len(first)
+    assert [(s.service, s.start_min + week, s.end_min + week, s.factor) for s in first] == \
+        [(s.service, s.start_min, s.end_min, s.factor) for s in weekly if s.start_min >= week]
+    # the default draws its days over the whole run, as before (the bundled sample is unchanged)
+    plain = plan_surges(sc, 14, np.random.default_rng(3))
+    assert len(plain) == round(sc.surges.days * 14 / 21)
+
+
 def test_topology_counting_rules_exercised() -> None:
     topo = build_topology(64)
     roles = Counter(g.role for g in topo.gpus)
@@ -286,6 +304,18 @@ def test_cli_sample_writes_exports_and_truth(tmp_path: Path, capsys) -> None:
     assert t["scenario"] == "partitioned" and t["seed"] == 2
     assert (tmp_path / "prom-text" / "scrape-2026-10-05.prom.gz").exists()
     assert main(["sample", "--out", str(tmp_path), "--formats", "xml"]) == 2
+
+
+def test_cli_sample_simulates_a_change_and_its_truth_says_so(tmp_path: Path, capsys) -> None:
+    from analytics.cli import main
+
+    rc = main(["sample", "--days", "2", "--gpus", "16", "--seed", "2", "--change-day", "1", "--change-policy",
+               "tidal", "--change-weekly-surges", "--out", str(tmp_path), "--formats", "prom-text", "--json"])
+    assert rc == 0
+    t = json.loads((tmp_path / "truth.json").read_text())["change"]
+    assert (t["policy"], t["day"], t["weekly_surges"], t["tidal_window"]) == ("tidal", 1, True, [20.0, 8.0])
+    assert set(t["minutes_over_slo"]) == {"before", "after"}
+    assert main(["sample", "--days", "2", "--change-day", "2", "--out", str(tmp_path)]) == 2  # not inside the run
 
 
 def test_latency_rises_with_load_per_replica() -> None:

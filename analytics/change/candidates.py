@@ -133,12 +133,17 @@ def _ramp_stop(ts, batch, rps, day, days: list[int], step_s: int) -> Candidate |
 
     overlap = np.array([gpu_hours(batch[(day == d) & in_ramp], step_s=step_s) for d in days])
     busy = np.array([batch[day == d].sum() > 0 for d in days])  # days batch ran at all
+    to_ramp = (ramp - minute // 60) % 24
+    eve = np.array([batch[(day == d) & (to_ramp >= 1) & (to_ramp <= RAMP_HOURS)].sum() > 0 for d in days])
     for k in range(MIN_DAYS, len(days) - MIN_DAYS + 1):
         b_on, a_on = busy[:k], busy[k:]
         if b_on.sum() < MIN_DAYS or a_on.sum() < MIN_DAYS:
             continue
         hit = overlap[:k][b_on] > OVERLAP_GPU_H
-        if hit.mean() >= 0.5 and not (overlap[k:] > OVERLAP_GPU_H).any():
+        # The change is a day batch ran up to the ramp and was gone by it, and so did at least
+        # MIN_DAYS from it: a day batch held nothing in the hours before the ramp (a weekend
+        # without the nightly run) belongs to either side and is no evidence.
+        if hit.mean() >= 0.5 and not (overlap[k:] > OVERLAP_GPU_H).any() and eve[k] and eve[k:].sum() >= MIN_DAYS:
             from analytics.times import iso_utc
 
             at = days[k] * DAY_MS
@@ -148,7 +153,8 @@ def _ramp_stop(ts, batch, rps, day, days: list[int], step_s: int) -> Candidate |
                              f"before {iso_utc(at)[:10]} batch held GPUs through the {ramp:02d}:00 ramp on "
                              f"{int(hit.sum())} of {int(b_on.sum())} days it ran (a median "
                              f"{float(np.median(overlap[:k][b_on])):.0f} GPU-hours in {ramp:02d}-{ramp + RAMP_HOURS:02d} h); "
-                             f"from it, on none of {int(a_on.sum())}")
+                             f"from it, on none of {int(a_on.sum())}, though batch held GPUs in the {RAMP_HOURS} "
+                             f"hours before the ramp on {int(eve[k:].sum())} of them")
     return None
 
 

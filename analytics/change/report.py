@@ -58,6 +58,10 @@ def score_rows(out: dict[str, Any]) -> list[list[str]]:
                        ("after_old_policy", "after, replayed under the old (shared) policy")):
         if key in out:
             rows.append([label, _num(out[key]["violation_minutes"]), _num(out[key]["batch_gpu_hours"])])
+        rng = out[key].get("range_violation_minutes") if key == "predicted" and key in out else None
+        if rng:
+            rows.append(["  its range: 80% of after-periods made of the before-period's days",
+                         f"{_num(rng[0])} to {_num(rng[1])}", ""])
     return rows
 
 

@@ -4,7 +4,10 @@
 policy (its parameters as the change recorded them, :func:`analytics.change.record.apply_change`),
 scaled to the after-period's length, against the after-period observed: within 25% or 15
 minutes (:data:`PREDICTION_TOLERANCE`, :data:`PREDICTION_FLOOR_MIN`; the What-if's agreement
-bounds); beside it, **predicted_given_after_inputs**: the same before-period model on the
+bounds). A week is not its average: the prediction carries a **range**, the 10th to 90th
+percentile of after-periods drawn day by day from the before-period's own replayed days (a
+weekday from its weekdays, a weekend day from its weekend days; :func:`prediction_range`), and
+whether the observed after-period is inside it. Beside it, **predicted_given_after_inputs**: the same before-period model on the
 after-period's traffic and batch runs, which splits a miss into the inputs' part and the model's. (b) **after_replay**: the after-period calibrated and replayed under the enacted policy
 with the runs that happened (:func:`analytics.whatif.backtest.backtest_from` with that policy:
 the shared backtest's bounds), and **after_old_policy**: the same period under the old, shared
@@ -31,6 +34,10 @@ PREDICTION_FLOOR_MIN = 15.0
 TRAFFIC_HIGHER = 0.10  # more requests a day than this is "traffic higher"
 BATCH_DIFFERENT = 0.10  # batch GPU-hours a day differing by more is "batch ran differently"
 WARMUP_LONGER = 1.25  # a warm-up this many times the before-period's (and a minute more) is "longer"
+RANGE_QUANTILES = (0.10, 0.90)  # the prediction's range: 80% of the weeks the before-period's days make
+RANGE_DRAWS = 2000
+RANGE_MIN_DAYS = 3  # whole before-days needed to draw a range from
+DAY_MS = 86_400_000
 
 
 def calibrated(basis: "ChangeBasis", span: tuple[int, int], service: str
@@ -48,6 +55,51 @@ def calibrated(basis: "ChangeBasis", span: tuple[int, int], service: str
         scn, _ = scenario_from(obs, slo_ms=basis.slo_for(service), gpu_model=basis.gpu_model)
         basis.calibrations[key] = (obs, scn)
     return basis.calibrations[key]
+
+
+def prediction_range(violation: np.ndarray, start_ts_ms: int, step_s: int, after_span: tuple[int, int],
+                     *, draws: int = RANGE_DRAWS, seed: int = 0) -> tuple[float, float] | None:
+    """The range of minutes over the SLO an after-period could have, from the before-period's days.
+
+    ``violation`` is the replay's per-step chance of a step over the SLO (its sum times the
+    step is the prediction's minutes), the steps ending ``start_ts_ms``, ``start_ts_ms + step``,
+    ... Each whole UTC day of it is one day the policy could meet again; an after-period is drawn
+    day by day from them (its weekdays from weekdays, its weekend days from weekend days, a
+    part-day weighted by its part) ``draws`` times, and the 10th and 90th percentiles of the
+    totals, out to whole steps (what the store counts), are the range (None with fewer than :data:`RANGE_MIN_DAYS` whole days).
+
+    >>> v = np.r_[np.zeros(1440 * 6), np.ones(60), np.zeros(1380)]  # 7 days, one bad hour on the last
+    >>> lo, hi = prediction_range(v, 0 + 60_000, 60, (7 * DAY_MS, 14 * DAY_MS))
+    >>> (lo, hi)
+    (0.0, 120.0)
+    """
+    from analytics.times import step_start_ms, utc_weekday
+
+    v = np.asarray(violation, float)
+    if v.size == 0:
+        return None
+    step_ms = step_s * 1000
+    day = step_start_ms(start_ts_ms + np.arange(v.size, dtype=np.int64) * step_ms, step_ms) // DAY_MS
+    days, first, counts = np.unique(day, return_index=True, return_counts=True)
+    per_day = 86_400 // step_s
+    whole = counts >= 0.9 * per_day
+    if int(whole.sum()) < RANGE_MIN_DAYS:
+        return None
+    minutes = np.add.reduceat(v, first) * (step_s / 60.0) * (per_day / counts)
+    weekend = utc_weekday(days * DAY_MS) >= 5
+    pools = {k: minutes[whole & (weekend == k)] for k in (False, True)}
+    a, b = after_span
+    total = np.zeros(draws)
+    rng = np.random.default_rng(seed)
+    for d in range(a // DAY_MS, (b - 1) // DAY_MS + 1):
+        part = (min(b, (d + 1) * DAY_MS) - max(a, d * DAY_MS)) / DAY_MS
+        pool = pools[bool(utc_weekday(d * DAY_MS) >= 5)]
+        pool = pool if pool.size else minutes[whole]
+        total += part * pool[rng.integers(0, pool.size, size=draws)]
+    lo, hi = np.quantile(total, RANGE_QUANTILES)
+    # The store counts whole steps over the SLO; the replay's minutes are expectations.
+    step_min = step_s / 60.0
+    return float(np.floor(lo / step_min + 1e-9) * step_min), float(np.ceil(hi / step_min - 1e-9) * step_min)
 
 
 def _within(model: float, observed: float, tol: float, floor: float) -> bool:
@@ -111,6 +163,58 @@ def differences(change: "PolicyChange", before: dict[str, Any], after: dict[str,
     return out
 
 
+def input_split(scn_b: "PoolScenario", scn_a: "PoolScenario", change: "PolicyChange") -> dict[str, float] | None:
+    """The before-period's model under the enacted policy on the after-period's traffic alone
+    (the before-period's batch runs and other work kept) and on its batch runs and other work
+    alone (the before-period's traffic kept): which input moved the prediction. None when the
+    periods do not start at the same time of day (their steps would not line up)."""
+    from dataclasses import replace
+
+    from analytics.change.record import apply_change
+    from analytics.whatif.outputs import simulate
+
+    if (scn_a.start_ts_ms - scn_b.start_ts_ms) % DAY_MS or scn_a.step_s != scn_b.step_s:
+        return None
+    n = min(scn_b.traffic_rps.size, scn_a.traffic_rps.size)
+
+    def cut(x: np.ndarray | None) -> np.ndarray | None:
+        return None if x is None else x[:n].copy()
+
+    traffic = replace(scn_b, traffic_rps=cut(scn_a.traffic_rps), others_gpus=cut(scn_b.others_gpus))
+    batch = replace(scn_a, service=scn_b.service, traffic_rps=cut(scn_b.traffic_rps), others_gpus=cut(scn_a.others_gpus))
+    out = {k: float(simulate(apply_change(v, change), change.policy).summary["violation_minutes"])
+           for k, v in (("traffic_only", traffic), ("batch_only", batch))}
+    hour = max(1, 3600 // scn_b.step_s)
+
+    def busiest(x: np.ndarray) -> float:
+        return float(np.convolve(x, np.ones(hour) / hour, mode="valid").max()) if x.size >= hour else float(x.mean())
+    out["busiest_hour_rps_before"], out["busiest_hour_rps_after"] = busiest(scn_b.traffic_rps), busiest(scn_a.traffic_rps)
+    return out
+
+
+def split_parts(split: dict[str, float] | None, base: float, service: str) -> list[str]:
+    """The inputs that alone move the prediction ``base`` by more than its bound, in words.
+
+    >>> split_parts({"traffic_only": 86.0, "batch_only": 58.0, "busiest_hour_rps_before": 88.9,
+    ...              "busiest_hour_rps_after": 101.0}, 58.0, "chat")[0][:60]
+    "traffic higher: the after-period's traffic alone moves the p"
+    """
+    if not split:
+        return []
+    out = []
+    bound = max(PREDICTION_TOLERANCE * base, PREDICTION_FLOOR_MIN)
+    t, b = split["traffic_only"] - base, split["batch_only"] - base
+    hb, ha = split["busiest_hour_rps_before"], split["busiest_hour_rps_after"]
+    if abs(t) > bound:
+        out.append(f"traffic {'higher' if t > 0 else 'lower'}: the after-period's traffic alone moves the prediction "
+                   f"from {base:,.0f} to {split['traffic_only']:,.0f} minutes ({service}'s busiest hour "
+                   f"{ha:,.3g} req/s after, {hb:,.3g} before)")
+    if abs(b) > bound:
+        out.append(f"batch ran differently: the after-period's batch runs and other work alone move the prediction "
+                   f"from {base:,.0f} to {split['batch_only']:,.0f} minutes")
+    return out
+
+
 def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tuple[int, int],
                  after_span: tuple[int, int], service: str, before: dict[str, Any],
                  after: dict[str, Any]) -> dict[str, Any]:
@@ -129,11 +233,17 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
     except TidelensError as exc:
         return {"score_missing": str(exc), "score_sentences": [f"The what-if is not scored: {exc}"]}
     scale = after["days"] / before["days"] if before["days"] else 0.0
-    pred = simulate(apply_change(scn_b, change), change.policy).summary
+    run_b = simulate(apply_change(scn_b, change), change.policy)
+    pred = run_b.summary
+    rng_ = prediction_range(run_b.series["violation"], scn_b.start_ts_ms, scn_b.step_s, after_span)
     predicted = {"violation_minutes": float(pred["violation_minutes"]) * scale,
                  "batch_gpu_hours": float(pred["batch_gpu_hours"]) * scale,
                  "from": f"the {before['days']:.3g} days before, replayed under {change.policy} and scaled "
-                         f"to the {after['days']:.3g} days after"}
+                         f"to the {after['days']:.3g} days after",
+                 "range_violation_minutes": list(rng_) if rng_ else None,
+                 "range_from": (f"{RANGE_QUANTILES[0]:.0%}-{RANGE_QUANTILES[1]:.0%} of {RANGE_DRAWS:,} after-periods drawn "
+                                "day by day from the before-period's replayed days (weekdays from weekdays, weekend "
+                                "from weekend)" if rng_ else f"fewer than {RANGE_MIN_DAYS} whole days before: no range")}
     req_b = before["requests"].get(service, 0.0)
     predicted["violation_minutes_per_million_requests"] = (
         float(pred["violation_minutes"]) / (req_b / 1e6) if req_b > 0 else None)
@@ -164,16 +274,31 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
                                                 BACKTEST_BATCH_TOLERANCE, BACKTEST_BATCH_FLOOR_GPU_H),
     }
     within["after_replay"] = within["after_replay_violation_minutes"] and within["after_replay_batch_gpu_hours"]
+    within["prediction_range_violation_minutes"] = (rng_[0] <= observed_v <= rng_[1]) if rng_ else None
     within["prediction_given_after_inputs_violation_minutes"] = _within(
         given_inputs["violation_minutes"], observed_v, PREDICTION_TOLERANCE, PREDICTION_FLOOR_MIN)
+    split = input_split(scn_b, scn_a, change)
+    if split:
+        given_inputs.update({k: split[k] for k in ("traffic_only", "batch_only")})
     diff = differences(change, before, after, obs_b, scn_b, obs_a, scn_a, service,
                        basis.events.events if basis.events is not None else [])
+    if not within["prediction_violation_minutes"]:
+        # measured directly (the model run on each input of the after-period alone): said first
+        named = split_parts(split, float(pred["violation_minutes"]), service)
+        diff = named + [d for d in diff if d.split(":")[0] not in {n.split(":")[0] for n in named}]
     said = []
     if not within["prediction_violation_minutes"]:
         said.append("The prediction from the before-period missed the after-period: "
                     + ("; ".join(diff) if diff else "no single part stands out") + f". It said "
                     f"{predicted['violation_minutes']:,.0f} minutes over the SLO for {service}; "
                     f"{observed_v:,.0f} were observed.")
+        if rng_:
+            said.append(f"The before-period's own days make such an after-period {rng_[0]:,.0f} to {rng_[1]:,.0f} "
+                        f"minutes ({RANGE_QUANTILES[0]:.0%} to {RANGE_QUANTILES[1]:.0%} of those drawn from them): "
+                        + (f"{observed_v:,.0f} is inside it, a period those days could make."
+                           if within["prediction_range_violation_minutes"] else
+                           f"{observed_v:,.0f} is {'above' if observed_v > rng_[1] else 'below'} it, a period "
+                           "unlike the before-period's days."))
         said.append(f"Given the traffic and batch runs that came, the same model says "
                     f"{given_inputs['violation_minutes']:,.0f} minutes: "
                     + ("the miss is the inputs', not the model's." if within[
@@ -182,7 +307,8 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
     else:
         said.append(f"The what-if, from the before-period alone, predicted {predicted['violation_minutes']:,.0f} "
                     f"minutes over the SLO for {service} under {change.policy}; {observed_v:,.0f} were observed "
-                    f"(within {PREDICTION_TOLERANCE:.0%} or {PREDICTION_FLOOR_MIN:g} minutes).")
+                    f"(within {PREDICTION_TOLERANCE:.0%} or {PREDICTION_FLOOR_MIN:g} minutes"
+                    + (f"; its days make {rng_[0]:,.0f} to {rng_[1]:,.0f}" if rng_ else "") + ").")
     if not within["after_replay"]:
         said.append("The after-period replayed under the enacted policy misses what happened: "
                     + ("; ".join(diff) if diff else "no single part stands out") + " ("

@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=change_help["policy"] + " (default partitioned; the truth says the minutes before and after)")
     p.add_argument("--change-reserved-gpus", type=int, default=PoolChange.reserved_gpus,
                    help=change_help["reserved_gpus"] + f" (default {PoolChange.reserved_gpus})")
+    p.add_argument("--change-weekly-surges", action="store_true", help=change_help["weekly_surges"])
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.set_defaults(func=cmd_sample)
 
@@ -85,7 +86,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
         from analytics.sample.cluster import PoolChange
 
         change = None if args.change_day is None else PoolChange(
-            day=args.change_day, policy=args.change_policy, reserved_gpus=args.change_reserved_gpus)
+            day=args.change_day, policy=args.change_policy, reserved_gpus=args.change_reserved_gpus,
+            weekly_surges=args.change_weekly_surges)
         result = simulate(args.scenario, days=args.days, gpus=args.gpus, seed=args.seed, variants=variants,
                           change=change)
     summary: dict = {"scenario": result.scenario.name, "days": result.days, "gpus": result.gpus,

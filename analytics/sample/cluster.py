@@ -85,6 +85,8 @@ class SurgeConfig:
     hours_utc: tuple[float, float] = field(default=(12.0, 19.0), metadata=_help("range of surge start hours, UTC"))
     morning_days: int = field(default=0, metadata=_help("of those days, how many put the surge on the morning ramp (09:00-10:30)"))
     rise_min: int = field(default=3, metadata=_help("minutes a surge takes to reach its full factor"))
+    weekly: bool = field(default=False, metadata=_help(
+        "the first week's surges recur every week, the same weekday, hour, size and length (a weekly campaign)"))
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,9 @@ class PoolChange:
     reserved_gpus: int = field(default=28, metadata=_help("partitioned: general GPUs reserved for inference"))
     tidal_hours: tuple[float, float] = field(default=(20.0, 8.0), metadata=_help(
         "tidal: the window batch is admitted in, [start, end) hours UTC (crossing midnight); drained at its end"))
+    weekly_surges: bool = field(default=False, metadata=_help(
+        "the surges recur every week alike (SurgeConfig.weekly), so the weeks either side of the change "
+        "differ only by the policy: the case that scores the what-if's prediction, not the week's luck"))
 
     def validate(self, days: int) -> None:
         """Raise ConfigError for a policy the simulator has no rules for or a day outside the run."""

@@ -76,7 +76,8 @@ def change_truth(result: SimResult) -> dict[str, Any]:
     cut = ch.day * MIN_PER_DAY  # the run's minute index of that midnight (ts_ms()'s spacing)
     at = int(result.ts_ms()[cut])
     p99 = result.p99_variants["full"]
-    out: dict[str, Any] = {"at": iso(at), "at_ms": at, "policy": ch.policy, "day": ch.day}
+    out: dict[str, Any] = {"at": iso(at), "at_ms": at, "policy": ch.policy, "day": ch.day,
+                           "weekly_surges": ch.weekly_surges}
     if ch.policy == "partitioned":
         out["reservation_gpus"] = ch.reserved_gpus
     else:
@@ -85,7 +86,15 @@ def change_truth(result: SimResult) -> dict[str, Any]:
         side: {s.name: minutes_over_slo(p99[s.name][sl], s.slo_p99_ms, step_s=sc.scrape_s) for s in sc.services}
         for side, sl in (("before", slice(0, cut)), ("after", slice(cut, None)))}
     out["batch_gpu_hours"] = {"before": _batch_gpu_hours(result, 0, cut), "after": _batch_gpu_hours(result, cut, None)}
+    out["batch_queue_delay_min"] = {"before": _batch_wait_min(result, 0, cut),
+                                    "after": _batch_wait_min(result, cut, result.days * MIN_PER_DAY)}
     return out
+
+
+def _batch_wait_min(result: SimResult, a: int, b: int) -> float | None:
+    """Mean minutes from submission to admission of the batch jobs admitted in minutes [a, b)."""
+    waits = [r["start_min"] - r["submit_min"] for r in result.full.pool.jobs if a <= r["start_min"] < b]
+    return round(sum(waits) / len(waits), 3) if waits else None
 
 
 def _batch_gpu_hours(result: SimResult, a: int, b: int | None) -> float:

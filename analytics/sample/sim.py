@@ -145,6 +145,8 @@ def simulate(scenario: str = "morning", *, days: int = 21, gpus: int = 64, seed:
         if sc.inference_reserved_gpus:
             raise ConfigError(f"scenario {scenario!r} is partitioned from its start: change a shared one")
         sc = replace(sc, change=change)
+        if change.weekly_surges:
+            sc = replace(sc, surges=replace(sc.surges, weekly=True))
     for svc in sc.services:
         if not 1 <= svc.gpus_per_replica <= GPUS_PER_NODE:  # a replica's GPUs share one node
             raise ConfigError(f"service {svc.name}: gpus_per_replica {svc.gpus_per_replica}; "

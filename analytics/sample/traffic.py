@@ -13,7 +13,7 @@ the noise and the arrivals' randomness untouched (common random numbers).
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -95,8 +95,14 @@ def ar1_noise(rng: np.random.Generator, n: int, sigma: float, phi: float = 0.97)
 
 
 def plan_surges(scenario: ScenarioConfig, days: int, rng: np.random.Generator) -> list[Surge]:
-    """Pick the surge days, services, times and sizes (weekdays only)."""
+    """Pick the surge days, services, times and sizes (weekdays only); with ``weekly``, the
+    first week's surges repeated every week."""
     cfg = scenario.surges
+    if cfg.weekly and days > 7:
+        first = plan_surges(replace(scenario, surges=replace(cfg, weekly=False)), 7, rng)
+        return [Surge(s.service, s.start_min + w * 7 * MIN_PER_DAY, min(s.end_min + w * 7 * MIN_PER_DAY,
+                                                                         days * MIN_PER_DAY), s.factor)
+                for w in range((days + 6) // 7) for s in first if s.start_min + w * 7 * MIN_PER_DAY < days * MIN_PER_DAY]
     n = int(round(cfg.days * days / 21.0))
     weekdays = [d for d in range(days) if d % 7 < 5]
     if n <= 0 or not weekdays:
