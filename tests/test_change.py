@@ -17,6 +17,7 @@ from analytics.change.basis import change_basis
 from analytics.change.candidates import propose_from
 from analytics.change.compare import CompareConfig, compare_change
 from analytics.change.record import PolicyChange, list_changes, record_change
+from analytics.change.report import DAY_RANGE_LABEL
 from analytics.cli import main
 from analytics.sample import load_into, simulate, truth
 from analytics.sample.cluster import PoolChange
@@ -189,7 +190,7 @@ def test_the_capacity_review_shows_the_same_numbers(scored):
            f"{out['after']['minutes_over_slo']['chat-vllm']:,.1f} |" in section
     assert f"| after, replayed under the enacted policy | {out['after_replay']['violation_minutes']:,.1f} |" in section
     lo, hi = out["predicted"]["range_violation_minutes"]
-    assert md("its range: 80% of after-periods made of the before-period's days") + f" | {lo:,.1f} to {hi:,.1f} |" \
+    assert md(DAY_RANGE_LABEL.strip()) + f" | {lo:,.1f} to {hi:,.1f} |" \
         in section
 
 

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from analytics.store import Store
     from analytics.workloads import WorkloadMap
 
+# The prediction's range is the before-period's day-to-day variation only (not the model's error).
+DAY_RANGE_LABEL = "  its day-to-day range: after-periods made of the before-period's days (10th-90th percentile)"
 MEASURES: tuple[tuple[str, str], ...] = (
     ("violation_minutes", "minutes over the SLO, {service}"),
     ("minutes_over_slo_any", "minutes over the SLO, any service"),
@@ -60,7 +62,7 @@ def score_rows(out: dict[str, Any]) -> list[list[str]]:
             rows.append([label, _num(out[key]["violation_minutes"]), _num(out[key]["batch_gpu_hours"])])
         rng = out[key].get("range_violation_minutes") if key == "predicted" and key in out else None
         if rng:
-            rows.append(["  its range: 80% of after-periods made of the before-period's days",
+            rows.append([DAY_RANGE_LABEL,
                          f"{_num(rng[0])} to {_num(rng[1])}", ""])
     return rows
 

@@ -192,6 +192,22 @@ def input_split(scn_b: "PoolScenario", scn_a: "PoolScenario", change: "PolicyCha
     return out
 
 
+def _extrapolates(split: dict[str, float] | None) -> str:
+    """Why a model calibrated on the before-period can miss given the right inputs: the after's
+    traffic went where the before-period never did (its busiest hour more than 10% above).
+
+    >>> _extrapolates({"busiest_hour_rps_before": 80.0, "busiest_hour_rps_after": 100.0})
+    ": the after-period's busiest hour (100 req/s) is 25% above anything the before-period saw (80), so its model extrapolates there"
+    >>> _extrapolates({"busiest_hour_rps_before": 95.0, "busiest_hour_rps_after": 100.0})
+    ''
+    """
+    if not split or split["busiest_hour_rps_after"] <= (1 + TRAFFIC_HIGHER) * split["busiest_hour_rps_before"]:
+        return ""
+    return (f": the after-period's busiest hour ({split['busiest_hour_rps_after']:,.3g} req/s) is "
+            f"{split['busiest_hour_rps_after'] / split['busiest_hour_rps_before'] - 1:.0%} above anything the "
+            f"before-period saw ({split['busiest_hour_rps_before']:,.3g}), so its model extrapolates there")
+
+
 def split_parts(split: dict[str, float] | None, base: float, service: str) -> list[str]:
     """The inputs that alone move the prediction ``base`` by more than its bound, in words.
 
@@ -303,7 +319,7 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
                     f"{given_inputs['violation_minutes']:,.0f} minutes: "
                     + ("the miss is the inputs', not the model's." if within[
                         "prediction_given_after_inputs_violation_minutes"]
-                       else "the model itself misses too."))
+                       else "the model itself misses too" + _extrapolates(split) + "."))
     else:
         said.append(f"The what-if, from the before-period alone, predicted {predicted['violation_minutes']:,.0f} "
                     f"minutes over the SLO for {service} under {change.policy}; {observed_v:,.0f} were observed "
