@@ -357,8 +357,9 @@ def _compare_rules(rules: dict, load_s: float, raw_bytes: int, file_db: Path, fi
          f"{tot['series'] / ftot['series']:.4f}, samples {tot['samples'] / ftot['samples']:.4f}")
     diff = _differences(v_file, rules["verdicts"])
     v = rules["verdicts"]
+    causes = ", ".join(f"{c} {sum(e[4] == c for e in v['events'])}" for c in sorted({e[4] for e in v["events"]}))
     _say(f"verdicts at SLO {v['slo_ms']:.1f} ms (files {verdict_s:.1f} s to compute): {len(v['events'])} events "
-         f"({', '.join(sorted({e[4] for e in v['events']})) or 'none'}), backtest within={v['backtest'].get('within')}, "
+         f"({causes or 'none'}), backtest within={v['backtest'].get('within')}, "
          f"KPIs {len(v['kpis'])}: " + ("IDENTICAL to the file load" if not diff else "DIFFER: " + "; ".join(diff[:8])))
     steps = args.days * 86400 // 60
     pools = 1
