@@ -6,7 +6,9 @@ Run by hand (Debian's ``prometheus``/``promtool`` on PATH)::
     .venv/bin/python bench/scale.py --gpus 64 --days 1          # a quick look
 
 Writes the fleet (8 GPUs per node, holders changing every few hours, 4 device metrics per GPU,
-a vLLM service with 22 TTFT buckets on 8 pods, the HPA) as OpenMetrics at a 1-minute scrape,
+a vLLM service with 22 TTFT buckets on 8 pods whose tail follows its load per ready replica, the
+HPA and the Deployment's ready replicas; each day a traffic surge, training withholding replicas,
+both at once, and a slow spell with neither: :func:`episodes`) as OpenMetrics at a 1-minute scrape,
 one file per 2-hour window (one promtool pass and one block each), backfills them with
 ``promtool`` two at a time, starts Prometheus, then:
 
@@ -63,16 +65,73 @@ DCGM_METRICS = ((s.DCGM_GPU_UTIL, 100.0), (s.DCGM_GR_ENGINE_ACTIVE, 1.0),
                 (s.DCGM_FB_USED, 80000.0), (s.DCGM_POWER, 700.0))
 
 
+def episodes(days: int, seed: int) -> list[tuple[str, int, int]]:
+    """The days' tail episodes as ``(kind, first minute, end minute)``, deterministic per seed.
+
+    Each day has one of each kind at its own (drawn) hour, so no hour is the traffic's norm:
+    ``surge`` (requests x2.2-2.6 while the HPA is at its 8 replicas), ``contention`` (training
+    takes the idle GPUs and four replicas' GPUs: ready 4 of the 8 the HPA wants) and
+    ``compound`` (both: x1.6-1.8 on 5 ready), and ``slow`` (the tail x3 with neither: what the
+    attribution must leave unexplained), each 60-90 minutes.
+    """
+    rng = np.random.default_rng([seed, 41])
+    out = []
+    for d in range(days):
+        for kind, lo, hi in (("surge", 1, 5), ("slow", 6, 8), ("contention", 9, 14), ("compound", 17, 21)):
+            start = d * 1440 + int(rng.integers(lo * 60, hi * 60))
+            out.append((kind, start, start + int(rng.integers(60, 91))))
+    return out
+
+
+def service_load(n: int, days: int, seed: int, rng: np.random.Generator,
+                 pods: int = 8) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per minute: ready replicas, whether training holds the contended GPUs, and per pod the
+    TTFT histogram's per-minute counts by bucket (``pods x n x (buckets + 1)``).
+
+    20 requests a minute per pod of 8 in the norm, spread over the ready ones; TTFT exponential
+    with a mean that grows as the load per ready replica ``x`` does beyond the norm ``x0``:
+    ``0.08 s x max(1, x / x0) ** 1.5``, so a surge and a withheld replica both slow the tail.
+    """
+    factor = np.ones(n)
+    ready = np.full(n, float(pods))
+    contended = np.zeros(n, bool)
+    slow = np.ones(n)
+    for kind, a, b in episodes(days, seed):
+        a, b = min(a, n), min(b, n)
+        slow[a:b] = 3.0 if kind == "slow" else 1.0
+        if kind in ("surge", "compound"):
+            factor[a:b] = (2.2 + 0.4 * rng.random()) if kind == "surge" else (1.6 + 0.2 * rng.random())
+        if kind in ("contention", "compound"):
+            ready[a:b] = 4.0 if kind == "contention" else 5.0
+            contended[a:b] = True
+    serving = np.arange(pods)[:, None] < ready[None, :]  # the first `ready` pods serve
+    lam = np.where(serving, 20.0 * pods / ready * factor, 0.0)
+    counts = rng.poisson(lam)  # pods x n
+    x = counts.sum(axis=0) / ready
+    x0 = 20.0 * pods / pods
+    mean_s = 0.08 * np.maximum(1.0, x / x0) ** 1.5 * slow
+    bounds = np.array([*s.VLLM_TTFT_BUCKETS_S, np.inf])
+    cdf = 1.0 - np.exp(-bounds[None, :] / mean_s[:, None])  # n x buckets
+    probs = np.diff(cdf, prepend=0.0, axis=1)
+    probs /= probs.sum(axis=1, keepdims=True)
+    per_bucket = rng.multinomial(counts, probs[None, :, :]) if n else np.zeros((pods, 0, len(bounds)))
+    return ready, contended, per_bucket
+
+
 def write_fleet(folder: Path, gpus: int, days: int, scrape_s: int, seed: int = 7) -> tuple[list[Path], int]:
     """Write the fleet's raw export as one OpenMetrics file per 2-hour window.
 
     Returns the files (sorted by time) and the number of samples. Each file is a whole
     OpenMetrics document (metric families contiguous, ``# EOF``) covering one window aligned
     to a multiple of :data:`WINDOW_S` since the epoch, so promtool makes exactly one block of
-    it in one pass. The values are those the single-file writer produced (same draws, same order).
+    it in one pass. The service's latency follows its load per ready replica, and the
+    :func:`episodes` (traffic surges, training withholding replicas, both) give the tail events
+    causes; the Deployment's ready replicas and the HPA's desired tell the withheld ones.
     """
     if WINDOW_S % scrape_s or (T0_S % WINDOW_S):
         raise ValueError(f"--scrape-s must divide {WINDOW_S}")
+    if scrape_s != 60:
+        raise ValueError("--scrape-s: the service's episodes are drawn per minute; use 60")
     rng = np.random.default_rng(seed)
     n = days * 86400 // scrape_s
     ts = T0_S + np.arange(n) * scrape_s
@@ -84,17 +143,31 @@ def write_fleet(folder: Path, gpus: int, days: int, scrape_s: int, seed: int = 7
         for g in range(gpus):
             vals[m, g] = np.round(rng.random(n) * scale, 3)
     pods = [f"chat-vllm-6d9c7b5f4-{_suffix(p)}" for p in range(8)]
-    rates = rng.poisson(20, size=(len(pods), n)).cumsum(axis=1)
-    bounds = s.VLLM_TTFT_BUCKETS_S
-    fracs = [1 - math.exp(-b / 0.08) for b in bounds] + [1.0]
-    les = [*map(str, bounds), "+Inf"]
-    buckets = [[np.floor(rates[p] * frac).astype(np.int64) for p in range(len(pods))] for frac in fracs]
+    ready, contended, per_bucket = service_load(n, days, seed, rng, len(pods))
+    cum = per_bucket.cumsum(axis=1)  # pods x n x buckets: counts up to each minute
+    buckets = cum.cumsum(axis=2)  # cumulative in le, as the histogram's _bucket series are
+    les = [*map(str, s.VLLM_TTFT_BUCKETS_S), "+Inf"]
+    burst = np.cumsum(np.r_[0, np.diff(contended.astype(int)) == 1])  # which contention it is
     bases = []
     for g in range(gpus):
         node, minor = divmod(g, 8)
         bases.append(f'gpu="{minor}",UUID="GPU-{g:05d}",device="nvidia{minor}",'
                      f'modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-node-{node:03d}",'
                      f'instance="10.1.{node // 250}.{node % 250}:9400",job="dcgm"')
+
+    def labels_of(g: int, b: int) -> str:
+        kind = (g * 7 + b) % 5
+        if kind == 0:
+            return bases[g]
+        if kind in (1, 2):
+            return bases[g] + f',pod="train-run{g % 50}-{b}",namespace="ml-training",container="trainer"'
+        return (bases[g] + f',pod="chat-vllm-6d9c7b5f4-{_suffix(g)}",namespace="inference",'
+                'container="vllm"')
+
+    def taken(g: int, b: int) -> bool:  # the GPUs training takes in a contention: idle, half the replicas'
+        kind = (g * 7 + b) % 5
+        return kind == 0 or (kind in (3, 4) and g % 8 < 4)
+
     folder.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     samples = 0
@@ -102,33 +175,34 @@ def write_fleet(folder: Path, gpus: int, days: int, scrape_s: int, seed: int = 7
         i1 = min(n, i0 + per_window)
         tts = ts_txt[i0:i1]
         b = i0 // block
+        # runs of minutes with and without contention in this window
+        cut = [i0, *(np.flatnonzero(np.diff(contended[i0:i1].astype(int))) + i0 + 1).tolist(), i1]
+        runs = [(a, z, bool(contended[a])) for a, z in zip(cut[:-1], cut[1:])]
         path = folder / f"fleet-{(T0_S + i0 * scrape_s) // WINDOW_S:08d}.om"
         with path.open("w") as fh:
             for m, (metric, _) in enumerate(DCGM_METRICS):
                 for g in range(gpus):
-                    kind = (g * 7 + b) % 5
-                    if kind == 0:
-                        labels = bases[g]
-                    elif kind in (1, 2):
-                        labels = (bases[g] + f',pod="train-run{g % 50}-{b}",namespace="ml-training",'
-                                  'container="trainer"')
-                    else:
-                        labels = (bases[g] + f',pod="chat-vllm-6d9c7b5f4-{_suffix(g)}",namespace="inference",'
-                                  'container="vllm"')
-                    head = f"{metric}{{{labels}}} "
-                    fh.writelines([f"{head}{v} {t}\n" for v, t in zip(vals[m, g, i0:i1].tolist(), tts)])
+                    usual = labels_of(g, b)
+                    for a, z, busy in (runs if taken(g, b) else [(i0, i1, False)]):
+                        labels = (bases[g] + f',pod="train-burst-{burst[a]}",namespace="ml-training",'
+                                  'container="trainer"') if busy else usual
+                        head = f"{metric}{{{labels}}} "
+                        fh.writelines([f"{head}{v} {t}\n" for v, t in
+                                       zip(vals[m, g, a:z].tolist(), ts_txt[a:z])])
             for le_i, le in enumerate(les):
                 for p, pod in enumerate(pods):
                     head = (f'{s.VLLM_TTFT}_bucket{{le="{le}",pod="{pod}",namespace="inference",'
                             f'model_name="llama",job="vllm"}} ')
-                    fh.writelines([f"{head}{v} {t}\n" for v, t in zip(buckets[le_i][p][i0:i1].tolist(), tts)])
+                    fh.writelines([f"{head}{v} {t}\n" for v, t in zip(buckets[p, i0:i1, le_i].tolist(), tts)])
             for p, pod in enumerate(pods):
                 head = f'{s.VLLM_TTFT}_count{{pod="{pod}",namespace="inference",model_name="llama",job="vllm"}} '
-                fh.writelines([f"{head}{v} {t}\n" for v, t in zip(rates[p][i0:i1].tolist(), tts)])
+                fh.writelines([f"{head}{v} {t}\n" for v, t in zip(buckets[p, i0:i1, -1].tolist(), tts)])
             head = f'{s.KSM_HPA_DESIRED}{{namespace="inference",horizontalpodautoscaler="chat-vllm"}} '
             fh.writelines([f"{head}8 {t}\n" for t in tts])
+            head = f'{s.KSM_DEPLOY_READY}{{namespace="inference",deployment="chat-vllm"}} '
+            fh.writelines([f"{head}{int(r)} {t}\n" for r, t in zip(ready[i0:i1].tolist(), tts)])
             fh.write("# EOF\n")
-        samples += (i1 - i0) * (len(DCGM_METRICS) * gpus + (len(les) + 1) * len(pods) + 1)
+        samples += (i1 - i0) * (len(DCGM_METRICS) * gpus + (len(les) + 1) * len(pods) + 2)
         paths.append(path)
     return paths, samples
 
@@ -154,8 +228,8 @@ def overview_s(store: Store) -> float:
 
 def verdicts(store: Store, slo_ms: float | None = None) -> dict:
     """What the pages conclude from a store: the Overview KPIs, the Tail events (ids, spans,
-    causes), the What-if backtest; ``slo_ms`` defaults to the step p99s' 60th percentile (so there
-    are events to compare)."""
+    causes), the What-if backtest; ``slo_ms`` defaults to twice the step p99s' median (so the
+    episodes of :func:`episodes` are events)."""
     from dataclasses import asdict
 
     from analytics.events import EventsConfig
@@ -164,11 +238,10 @@ def verdicts(store: Store, slo_ms: float | None = None) -> dict:
 
     cfg = TimelineConfig(step_s=60)
     tl = timelines(store, cfg, WorkloadMap())
-    if slo_ms is None:  # a p99 the service passes 60% of the time: runs over it become events
-        slo_ms = float(tl.services["p99_ms"].quantile(0.6) or 500.0)
+    if slo_ms is None:  # twice the median step p99: the episodes' tails cross it, the norm's noise not
+        slo_ms = 2 * float(tl.services["p99_ms"].median() or 250.0)
     kpis = asdict(summarise(tl.pool, tl.holdings, tl.services, lambda _service: slo_ms, cfg.step_s))
-    ev = analyse_timelines(store, {"pool": tl.pool, "holdings": tl.holdings, "services": tl.services},
-                           EventsConfig(step_s=60, slo_ms=slo_ms), WorkloadMap())
+    ev = analyse_timelines(tl.as_dict(), EventsConfig(step_s=60, slo_ms=slo_ms))
     events = [(e.id, e.service, e.start_ms, e.end_ms, e.cause, round(e.peak_p99_ms, 6)) for e in ev.events]
     bt = calibrate_frames(tl.services, tl.pool, tl.holdings, step_s=60, slo_for=slo_ms).backtest
     backtest = {k: (round(v, 9) if isinstance(v, float) else v) for k, v in bt.items()
@@ -284,8 +357,9 @@ def _compare_rules(rules: dict, load_s: float, raw_bytes: int, file_db: Path, fi
          f"{tot['series'] / ftot['series']:.4f}, samples {tot['samples'] / ftot['samples']:.4f}")
     diff = _differences(v_file, rules["verdicts"])
     v = rules["verdicts"]
+    causes = ", ".join(f"{c} {sum(e[4] == c for e in v['events'])}" for c in sorted({e[4] for e in v["events"]}))
     _say(f"verdicts at SLO {v['slo_ms']:.1f} ms (files {verdict_s:.1f} s to compute): {len(v['events'])} events "
-         f"({', '.join(sorted({e[4] for e in v['events']})) or 'none'}), backtest within={v['backtest'].get('within')}, "
+         f"({causes or 'none'}), backtest within={v['backtest'].get('within')}, "
          f"KPIs {len(v['kpis'])}: " + ("IDENTICAL to the file load" if not diff else "DIFFER: " + "; ".join(diff[:8])))
     steps = args.days * 86400 // 60
     pools = 1
@@ -331,7 +405,7 @@ def main() -> int:
     if reuse:
         om_paths = sorted(om_dir.glob("*.om"))
         n_samples = args.days * 86400 // args.scrape_s * (len(DCGM_METRICS) * args.gpus
-                                                          + (len(s.VLLM_TTFT_BUCKETS_S) + 2) * 8 + 1)
+                                                          + (len(s.VLLM_TTFT_BUCKETS_S) + 2) * 8 + 2)
         _say(f"fleet and backfill reused from {work}")
     else:
         shutil.rmtree(om_dir, ignore_errors=True)

@@ -168,14 +168,18 @@ def backfill_rules(prometheus: str, promtool: str, data_dir: Path, rules_doc: di
     other's results, so the rules go in passes (:func:`analytics.rules.compile.passes`), each
     written to the same file under the same group name (Prometheus offsets a group's evaluation
     times by a hash of both: every pass then evaluates at the same times), the server restarted
-    after each pass to see the blocks it wrote.
+    after each pass to see the blocks it wrote. The file's name is one whose offset promtool's
+    block ends don't cut (:func:`analytics.rules.compile.backfill_drops_evaluations`).
     """
     import yaml
 
-    from analytics.rules.compile import passes
+    from analytics.rules.compile import backfill_drops_evaluations, passes
 
     group = rules_doc["groups"][0]
-    path = data_dir.parent / "tidelens.rules.yml"
+    interval_s = int(str(group["interval"]).rstrip("s"))
+    # a name whose evaluation offset promtool's 2-hour blocks don't cut (one step a block lost)
+    path = next(p for p in (data_dir.parent / f"tidelens.rules{f'.{i}' if i else ''}.yml" for i in range(100))
+                if not backfill_drops_evaluations(str(p), group["name"], interval_s))
     server = start(prometheus, data_dir, scrape_s=scrape_s, extra_args=extra_args)
     try:
         for i, rules in enumerate(passes(rules_doc), start=1):

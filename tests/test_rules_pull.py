@@ -98,3 +98,34 @@ def test_rules_of_another_map_are_said_and_the_raw_path_taken(recorded, tmp_path
     assert report["rules"]["paths"]["dev:DCGM_FI_DEV_FB_USED"] == "rules" and report["rules"]["notes"] == []
     assert main([*argv, "--config", str(tmp_path / "none.toml")]) == 2  # a --config that is not there
     capsys.readouterr()
+
+
+def test_promtool_loses_a_blocks_last_evaluation_only_where_the_file_name_says(recorded, tmp_path) -> None:
+    """promtool ends each 2-hour block's query at its last whole second: a rules file whose
+    name puts the group's evaluations in that second loses one a block, which
+    backfill_drops_evaluations foresees (backfill_rules picks a name that does not)."""
+    import subprocess
+
+    from analytics.rules.compile import backfill_drops_evaluations
+
+    server, *_ = recorded
+    _, tool = prom_server.require_binaries()
+    names = {}
+    for i in range(2000):  # about one name in 60 is cut
+        path = tmp_path / f"r{i}.yml"
+        names.setdefault(backfill_drops_evaluations(str(path), "tidelens", 60), path)
+        if len(names) == 2:
+            break
+    start = d.T0_MS // 7_200_000 * 7200 + 7200  # one whole block
+    counts = {}
+    for cut, path in names.items():
+        path.write_text('groups: [{name: tidelens, interval: 60s, rules: [{record: one, expr: "vector(1)"}]}]\n')
+        out = tmp_path / f"out-{cut}"
+        subprocess.run([tool, "tsdb", "create-blocks-from", "rules", "--quiet", f"--url={server.url}",
+                        f"--start={start}", f"--end={start + 7199}", f"--output-dir={out}", str(path)],
+                       check=True, capture_output=True, timeout=60)
+        (out / "wal").mkdir(exist_ok=True)  # promtool's dump opens the directory as a TSDB
+        dump = subprocess.run([tool, "tsdb", "dump", str(out)], check=True, capture_output=True, text=True,
+                              timeout=60).stdout
+        counts[cut] = sum(1 for line in dump.splitlines() if line.startswith("{"))
+    assert counts == {False: 120, True: 119}

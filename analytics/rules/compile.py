@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -51,6 +52,7 @@ JOB_K8S = "job:tidelens_pod_labels:present"  # the exporter labels pods somewher
 POD_PRIORITY = "namespace_pod:tidelens_priority_class:info"
 POD_SERVES = "namespace_pod:tidelens_serves:info"
 POD_SERVICE = "namespace_pod:tidelens_service:info"
+HOLDER_WORKLOAD = "namespace_pod:tidelens_workload:info"  # each holder's workload (pod name) and node
 HOLDER_INFO = "namespace_pod:tidelens_holder:info"  # the labels the map's rules match on
 POD_CLASS = "namespace_pod:tidelens_class:info"
 POD_TEAM = "namespace_pod:tidelens_team:info"
@@ -169,9 +171,12 @@ def _mig_fraction_rules(cfg: RulesConfig, digest: str) -> list[dict[str, Any]]:
 def pass1(cfg: RulesConfig, digest: str) -> list[dict[str, Any]]:
     """Devices, their holders and the pods' facts, from raw series only."""
     holder_labels = (*DEVICE, "GPU_I_PROFILE", "modelName", NODE, "namespace", "pod", "container", "job")
-    held = " or ".join(
-        f"max by ({p.by(holder_labels)}) ({p.first_present(_norm_holder(m, cfg), NODE, HOST_SPELLINGS)})"
-        for m in _device_metrics())
+    # The three metrics' holders first, then the node's spellings read once per device and holder
+    # (not once per metric: the label_replace chain is most of this rule's cost); the set of
+    # holders is the same, as the node comes from labels the first aggregation keeps.
+    spelled = (*(x for x in holder_labels if x != NODE), *HOST_SPELLINGS)
+    held = f"max by ({p.by(spelled)}) ({' or '.join(f'({_norm_holder(m, cfg)})' for m in _device_metrics())})"
+    held = f"max by ({p.by(holder_labels)}) ({p.first_present(held, NODE, HOST_SPELLINGS)})"
     rules = [_rec(DEVICE_HOLDER, f"clamp({held}, 1, 1)", digest)]
     rules += _mig_fraction_rules(cfg, digest)
     dev_node = (*DEVICE, NODE, "job")
@@ -211,15 +216,23 @@ def _sel(metric: str, at: tuple[str, int], *matchers: str) -> str:
     return f"last_over_time({selector}[{interval_ms - 1}ms])"
 
 
-def holder_info(at: tuple[str, int]) -> str:
-    """Per holder: the labels the map matches on (workload from the pod name, the node, the
-    priority class, whether it serves, its service)."""
+def holder_workload(at: tuple[str, int]) -> str:
+    """Per holder (namespace, pod, container, node): its workload, from the pod name."""
     pattern, repl = lq._workload_pattern()
     base = f"max by (namespace, pod, container, {NODE}) ({_sel(DEVICE_HOLDER, at, _ne('pod'))})"
     # the pod itself where no controller suffix matches (a name with a newline included: the
     # suffix patterns' `.` stops at one, as Python's does)
-    wl = p.label_replace(p.label_replace(base, "workload", "$1", "pod", "(?s)(.*)"),
-                         "workload", repl, "pod", f"(?-s:{pattern})")
+    return p.label_replace(p.label_replace(base, "workload", "$1", "pod", "(?s)(.*)"),
+                           "workload", repl, "pod", f"(?-s:{pattern})")
+
+
+def holder_info(at: tuple[str, int]) -> str:
+    """Per holder: the labels the map matches on (:func:`holder_workload`'s record, the
+    priority class, whether it serves, its service)."""
+    # each left join names its left side twice, so the three nest it 8 times: a record read
+    # 8 times costs a quarter of the workload's label_replace evaluated 8 times (the digest
+    # label it carries is the one this rule records)
+    wl = _sel(HOLDER_WORKLOAD, at)
     for record, label in ((POD_PRIORITY, "priority_class"), (POD_SERVES, "serves"), (POD_SERVICE, "service")):
         wl = f"({wl} * on (namespace, pod) group_left ({label}) {_sel(record, at)}) or on (namespace, pod) {wl}"
     return wl
@@ -261,7 +274,7 @@ def pass2(wmap: WorkloadMap, cfg: RulesConfig, digest: str) -> list[dict[str, An
     for r in rules:
         _check(r)
     at = (digest, cfg.interval_s * 1000)
-    out = [_rec(HOLDER_INFO, holder_info(at), digest)]
+    out = [_rec(HOLDER_WORKLOAD, holder_workload(at), digest), _rec(HOLDER_INFO, holder_info(at), digest)]
     keep = (*HOLDER, "workload")
     for rule, expr in _field_chain([r for r in rules if r.cls is not None], HOLDER_INFO, HOLDER, keep, at):
         out.append(_rec(POD_CLASS, expr, digest, **{"class": rule.cls or "other", RULE_LABEL: rule.name}))
@@ -413,6 +426,41 @@ def passes(doc: dict[str, Any]) -> list[list[dict[str, Any]]]:
             out.append([])
         out[lv].append(rule)
     return out
+
+
+def eval_offset_s(rules_file: str, group: str, interval_s: int) -> float:
+    """Seconds into each interval at which Prometheus (and promtool's backfill) evaluates a
+    group: a hash of the group's name and its rules file's path, as the path is given to
+    promtool (``rules.Group.hash``: xxhash64 of the two labels ``file`` and ``name``).
+
+    >>> round(eval_offset_s("/tmp/s41/r256b/tidelens.rules.yml", "tidelens", 60), 3)
+    59.668
+    """
+    import xxhash
+
+    key = b"file\xff" + rules_file.encode() + b"\xffname\xff" + group.encode() + b"\xff"
+    return xxhash.xxh64_intdigest(key) % (interval_s * 10**9) / 1e9
+
+
+BLOCK_S = 7200  # promtool's backfill writes 2-hour blocks
+
+
+def backfill_drops_evaluations(rules_file: str, group: str, interval_s: int) -> bool:
+    """Whether ``promtool tsdb create-blocks-from rules`` (2.42 to at least 3.x) skips an
+    evaluation at the end of its 2-hour blocks for this file and group: it ends each block's
+    range query at the block's last whole second, so an evaluation in the block's final
+    second (``eval_offset_s`` within a second of the interval's end) is never made, and the
+    recorded series miss one step per block. Name the rules file so this is False.
+
+    >>> backfill_drops_evaluations("/tmp/s41/r256b/tidelens.rules.yml", "tidelens", 60)
+    True
+    >>> backfill_drops_evaluations("/tmp/s41/r256/tidelens.rules.yml", "tidelens", 60)
+    False
+    """
+    offset = eval_offset_s(rules_file, group, interval_s)
+    # block ends are multiples of BLOCK_S; evaluations at offset + k * interval (from the epoch)
+    return any(((b * BLOCK_S - 1 - offset) % interval_s) > interval_s - 1
+               for b in range(interval_s // math.gcd(interval_s, BLOCK_S)))
 
 
 def rules_yaml(wmap: WorkloadMap, cfg: RulesConfig = RulesConfig()) -> str:
