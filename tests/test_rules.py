@@ -109,6 +109,22 @@ def test_export_rules_writes_a_rules_file_promtool_accepts(promtool, tmp_path, c
     assert map_digest(wmap, RulesConfig(interval_s=30)) != report["map_digest"]
 
 
+def test_export_rules_names_a_file_promtools_backfill_keeps_every_evaluation_of(tmp_path, capsys) -> None:
+    from analytics.rules.compile import backfill_drops_evaluations
+
+    bad = next(p for p in (tmp_path / f"r{i}.yml" for i in range(2000))
+               if backfill_drops_evaluations(str(p), "tidelens", 60))
+    assert main(["export", "rules", "--out", str(bad)]) == 0
+    said = capsys.readouterr().out
+    good = said.split("give it as ", 1)[1].split(":", 1)[0]
+    assert good != str(bad) and not backfill_drops_evaluations(good, "tidelens", 60), said
+    ok = tmp_path / "ok.yml"
+    while backfill_drops_evaluations(str(ok), "tidelens", 60):
+        ok = ok.with_name("k" + ok.name)
+    assert main(["export", "rules", "--out", str(ok), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["backfill_name"] == str(ok)
+
+
 @pytest.mark.parametrize("which", ["example", "builtin"])
 def test_promql_map_classifies_every_holder_as_the_python_map(promtool, sim_holders, tmp_path, which) -> None:
     wmap = load_map(EXAMPLE) if which == "example" else WorkloadMap()
