@@ -310,7 +310,7 @@ def test_cli_sample_simulates_a_change_and_its_truth_says_so(tmp_path: Path, cap
     from analytics.cli import main
 
     rc = main(["sample", "--days", "2", "--gpus", "16", "--seed", "2", "--change-day", "1", "--change-policy",
-               "tidal", "--change-weekly-surges", "--out", str(tmp_path), "--formats", "prom-text", "--json"])
+               "tidal", "--change-weekly-surges", "--out", str(tmp_path), "--formats", "parquet", "--json"])
     assert rc == 0
     t = json.loads((tmp_path / "truth.json").read_text())["change"]
     assert (t["policy"], t["day"], t["weekly_surges"], t["tidal_window"]) == ("tidal", 1, True, [20.0, 8.0])
