@@ -118,8 +118,10 @@ def service_load(n: int, days: int, seed: int, rng: np.random.Generator,
     return ready, contended, per_bucket
 
 
-def write_fleet(folder: Path, gpus: int, days: int, scrape_s: int, seed: int = 7) -> tuple[list[Path], int]:
-    """Write the fleet's raw export as one OpenMetrics file per 2-hour window.
+def write_fleet(folder: Path, gpus: int, days: int, scrape_s: int, seed: int = 7,
+                on_window: Callable[[Path], None] | None = None) -> tuple[list[Path], int]:
+    """Write the fleet's raw export as one OpenMetrics file per 2-hour window (``on_window``
+    called with each file once it is whole: it may use and delete it).
 
     Returns the files (sorted by time) and the number of samples. Each file is a whole
     OpenMetrics document (metric families contiguous, ``# EOF``) covering one window aligned
@@ -204,6 +206,8 @@ def write_fleet(folder: Path, gpus: int, days: int, scrape_s: int, seed: int = 7
             fh.write("# EOF\n")
         samples += (i1 - i0) * (len(DCGM_METRICS) * gpus + (len(les) + 1) * len(pods) + 2)
         paths.append(path)
+        if on_window is not None:
+            on_window(path)
     return paths, samples
 
 
@@ -371,6 +375,32 @@ def _compare_rules(rules: dict, load_s: float, raw_bytes: int, file_db: Path, fi
          f"here): {per_pool_step_s * big * pools:,.0f} s, {per_pool_step_b * big * pools / 1e6:,.0f} MB per pool")
 
 
+def _stream_fleet(tool: str, om_dir: Path, work: Path, args: argparse.Namespace) -> dict:
+    """Write the fleet a 2-hour file at a time; backfill each into ``work/data`` and load it into
+    ``work/files.duckdb`` (timed: the peer's load), then delete it."""
+    shutil.rmtree(om_dir, ignore_errors=True)
+    shutil.rmtree(work / "data", ignore_errors=True)
+    file_db = work / "files.duckdb"
+    _remove_db(file_db)
+    got: dict = {"results": [], "load_s": 0.0, "raw_bytes": 0, "backfill_s": 0.0}
+    with Store(file_db) as st:
+        def each(path: Path) -> None:
+            got["raw_bytes"] += path.stat().st_size
+            t = time.perf_counter()
+            prom_server.backfill_windows(tool, [path], work / "data", jobs=1)
+            got["backfill_s"] += time.perf_counter() - t
+            t = time.perf_counter()
+            got["results"].extend(ingest_path(st, path))
+            got["load_s"] += time.perf_counter() - t
+            path.unlink()
+
+        t = time.perf_counter()
+        got["paths"], got["samples"] = write_fleet(om_dir, args.gpus, args.days, args.scrape_s, on_window=each)
+    _say(f"fleet streamed: {time.perf_counter() - t:.1f} s in all; promtool backfill {got['backfill_s']:.1f} s, "
+         f"file load {got['load_s']:.1f} s (each file deleted after both)")
+    return got
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, default=1000)
@@ -391,7 +421,12 @@ def main() -> int:
                     help="skip the raw timeline pull (178 s at 1,000 x 7): only the rules and the files")
     ap.add_argument("--reuse", action="store_true",
                     help="reuse the workdir's fleet files and backfilled data from an earlier run")
+    ap.add_argument("--stream", action="store_true",
+                    help="backfill and load each 2-hour file as it is written, then delete it (the raw files "
+                         "never all on disk: 4,000 x 14 is ~80 GB); the file load is still the sum of the files'")
     args = ap.parse_args()
+    if args.stream and args.reuse:
+        ap.error("--stream deletes the files --reuse would read")
     bins = prom_server.require_binaries()
     if bins is None:
         print("prometheus/promtool not installed (apt-get install prometheus)")
@@ -407,15 +442,19 @@ def main() -> int:
         n_samples = args.days * 86400 // args.scrape_s * (len(DCGM_METRICS) * args.gpus
                                                           + (len(s.VLLM_TTFT_BUCKETS_S) + 2) * 8 + 2)
         _say(f"fleet and backfill reused from {work}")
+    elif args.stream:
+        streamed = _stream_fleet(tool, om_dir, work, args)
+        om_paths, n_samples, raw_bytes = streamed["paths"], streamed["samples"], streamed["raw_bytes"]
     else:
         shutil.rmtree(om_dir, ignore_errors=True)
         t = time.perf_counter()
         om_paths, n_samples = write_fleet(om_dir, args.gpus, args.days, args.scrape_s)
         _say(f"fleet written: {time.perf_counter() - t:.1f} s")
-    raw_bytes = sum(f.stat().st_size for f in om_paths)
+    if not args.stream:
+        raw_bytes = sum(f.stat().st_size for f in om_paths)
     _say(f"fleet: {args.gpus} GPUs x {args.days} d at {args.scrape_s} s: {n_samples:,} samples, "
          f"{raw_bytes / 1e6:,.0f} MB OpenMetrics in {len(om_paths)} 2-hour files")
-    if not reuse:
+    if not reuse and not args.stream:
         t = time.perf_counter()
         shutil.rmtree(work / "data", ignore_errors=True)
         prom_server.backfill_windows(tool, om_paths, work / "data", jobs=args.jobs)
@@ -467,11 +506,15 @@ def main() -> int:
         server.stop()
     # The peer: the same raw export loaded from its files, one after another (the load is the sum).
     file_db = work / "files.duckdb"
-    _remove_db(file_db)
+    if args.stream:  # loaded while the files were written
+        results, load_s = streamed["results"], streamed["load_s"]
+    else:
+        _remove_db(file_db)
     with Store(file_db) as st:
-        t = time.perf_counter()
-        results = ingest_path(st, om_dir)
-        load_s = time.perf_counter() - t
+        if not args.stream:
+            t = time.perf_counter()
+            results = ingest_path(st, om_dir)
+            load_s = time.perf_counter() - t
         failed = [r for r in results if r.status != "loaded"]
         if failed:
             raise RuntimeError(f"file load: {len(failed)} of {len(results)} files not loaded: {failed[0]}")
