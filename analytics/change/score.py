@@ -7,10 +7,12 @@ minutes (:data:`PREDICTION_TOLERANCE`, :data:`PREDICTION_FLOOR_MIN`; the What-if
 bounds). A week is not its average: the prediction carries a **range**, the 10th to 90th
 percentile of after-periods drawn day by day from the before-period's own replayed days (a
 weekday from its weekdays, a weekend day from its weekend days; :func:`prediction_range`), and
-whether the observed after-period is inside it. Beside it, **predicted_given_after_inputs**: the same before-period model on the
-after-period's traffic and batch runs, which splits a miss into the inputs' part and the model's. (b) **after_replay**: the after-period calibrated and replayed under the enacted policy
-with the runs that happened (:func:`analytics.whatif.backtest.backtest_from` with that policy:
-the shared backtest's bounds), and **after_old_policy**: the same period under the old, shared
+whether the observed after-period is inside it. Beside it, **predicted_given_after_inputs**:
+the same before-period model on the after-period's traffic and batch runs, which splits a miss
+into the inputs' part and the model's, and on each of them alone (:func:`input_split`), which
+names the input that moved it. (b) **after_replay**: the after-period calibrated and replayed
+under the enacted policy with the runs that happened (:func:`analytics.whatif.backtest.backtest_from`
+with that policy: the shared backtest's bounds), and **after_old_policy**: the same period under the old, shared
 policy. A missed bound is explained by the part that differs before any number: batch ran
 differently, traffic higher, warm-up longer, the reservation not honoured.
 """
@@ -66,7 +68,8 @@ def prediction_range(violation: np.ndarray, start_ts_ms: int, step_s: int, after
     ... Each whole UTC day of it is one day the policy could meet again; an after-period is drawn
     day by day from them (its weekdays from weekdays, its weekend days from weekend days, a
     part-day weighted by its part) ``draws`` times, and the 10th and 90th percentiles of the
-    totals, out to whole steps (what the store counts), are the range (None with fewer than :data:`RANGE_MIN_DAYS` whole days).
+    totals, out to whole steps (what the store counts), are the range (None with fewer than
+    :data:`RANGE_MIN_DAYS` whole days). Days are UTC days.
 
     >>> v = np.r_[np.zeros(1440 * 6), np.ones(60), np.zeros(1380)]  # 7 days, one bad hour on the last
     >>> lo, hi = prediction_range(v, 0 + 60_000, 60, (7 * DAY_MS, 14 * DAY_MS))
