@@ -10,7 +10,9 @@ sidebar tooltips and page widgets show that text, so they all read it here.
 
 from __future__ import annotations
 
-from dataclasses import fields
+from collections.abc import Iterator
+from dataclasses import Field, fields
+from typing import Any
 
 
 def fields_help(cls: type) -> dict[str, str]:
@@ -21,3 +23,21 @@ def fields_help(cls: type) -> dict[str, str]:
 def field_help(cls: type, name: str) -> str:
     """The help text of ``cls``'s field ``name``; ``KeyError`` for a field it does not have."""
     return fields_help(cls)[name]
+
+
+def out_of_bounds(obj: Any) -> Iterator[tuple[Field, Any]]:
+    """The fields of the dataclass instance ``obj`` whose number lies outside the ``min``/``max``
+    its metadata gives (booleans and non-numbers are not bounded), with their values; each
+    caller says the error its own way (a flag, a scenario key, a transform).
+
+    >>> from analytics.whatif.transforms import Transforms
+    >>> [(f.name, v) for f, v in out_of_bounds(Transforms(traffic_growth=20.0))]
+    [('traffic_growth', 20.0)]
+    """
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        lo, hi = f.metadata.get("min"), f.metadata.get("max")
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            yield f, v

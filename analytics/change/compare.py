@@ -14,7 +14,7 @@ enacted policy (the backtest's bounds) and under the old one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,10 +45,11 @@ class CompareConfig:
 
     def validate(self) -> "CompareConfig":
         """The config itself; ``ConfigError`` naming the flag outside its bounds otherwise."""
-        for f in fields(self):
-            v, lo, hi = getattr(self, f.name), f.metadata.get("min"), f.metadata.get("max")
-            if lo is not None and not lo <= v <= hi:
-                raise ConfigError(f"--{f.name.replace('_', '-')} {v:g}: give {lo:g} to {hi:g} {f.metadata['unit']}")
+        from analytics.fieldhelp import out_of_bounds
+
+        for f, v in out_of_bounds(self):
+            raise ConfigError(f"--{f.name.replace('_', '-')} {v:g}: give {f.metadata['min']:g} to "
+                              f"{f.metadata['max']:g} {f.metadata['unit']}")
         return self
 
 

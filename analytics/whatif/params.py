@@ -288,18 +288,16 @@ class PoolScenario:
 
 
 def _check_ranges(obj: Any, scenario: str) -> None:
+    from analytics.fieldhelp import out_of_bounds
+
     for f in fields(obj):
-        v = getattr(obj, f.name)
-        lo, hi = f.metadata.get("min"), f.metadata.get("max")
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            choices = f.metadata.get("choices")
-            if choices and v not in choices:
-                raise ConfigError(f"scenario '{scenario}': {type(obj).__name__}.{f.name}="
-                                  f"{v!r}; choose one of {', '.join(choices)}")
-            continue
-        if (lo is not None and v < lo) or (hi is not None and v > hi):
-            raise ConfigError(f"scenario '{scenario}': {type(obj).__name__}.{f.name}={v} is "
-                              f"outside [{lo}, {hi}]; {f.metadata.get('help', '')}")
+        v, choices = getattr(obj, f.name), f.metadata.get("choices")
+        if choices and (isinstance(v, bool) or not isinstance(v, (int, float))) and v not in choices:
+            raise ConfigError(f"scenario '{scenario}': {type(obj).__name__}.{f.name}="
+                              f"{v!r}; choose one of {', '.join(choices)}")
+    for f, v in out_of_bounds(obj):
+        raise ConfigError(f"scenario '{scenario}': {type(obj).__name__}.{f.name}={v} is "
+                          f"outside [{f.metadata.get('min')}, {f.metadata.get('max')}]; {f.metadata.get('help', '')}")
 
 
 def field_specs(cls: type) -> list[dict[str, Any]]:

@@ -80,10 +80,11 @@ def apply_transforms(scn: PoolScenario, t: Transforms) -> PoolScenario:
     >>> s.traffic_rps.tolist(), s.provenance["transforms"]
     ([1.5, 3.0], 'traffic x1.5')
     """
-    for f in fields(t):
-        v, lo, hi = getattr(t, f.name), f.metadata.get("min"), f.metadata.get("max")
-        if not isinstance(v, bool) and ((lo is not None and v < lo) or (hi is not None and v > hi)):
-            raise ConfigError(f"what-if transform {f.name}={v} is outside [{lo}, {hi}]: {f.metadata['help']}")
+    from analytics.fieldhelp import out_of_bounds
+
+    for f, v in out_of_bounds(t):
+        raise ConfigError(f"what-if transform {f.name}={v} is outside [{f.metadata.get('min')}, "
+                          f"{f.metadata.get('max')}]: {f.metadata['help']}")
     names = t.names()
     if not names:
         return scn
