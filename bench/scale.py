@@ -31,6 +31,7 @@ one file per 2-hour window (one promtool pass and one block each), backfills the
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import resource
@@ -63,6 +64,7 @@ from analytics.workloads import WorkloadMap  # noqa: E402
 
 T0_S = 1_767_571_200  # 2026-01-05T00:00:00Z, a multiple of WINDOW_S
 WINDOW_S = 7200  # promtool's block length: one file per aligned window makes one block
+STREAM_SUMMARY = "stream.json"  # a --stream run's file load and sizes, for --reuse
 DCGM_METRICS = ((s.DCGM_GPU_UTIL, 100.0), (s.DCGM_GR_ENGINE_ACTIVE, 1.0),
                 (s.DCGM_FB_USED, 80000.0), (s.DCGM_POWER, 700.0))
 
@@ -312,10 +314,11 @@ def _progress(label: str, every: int) -> Callable[[int, int, str], None]:
 
 
 def _through_rules(prom: str, tool: str, server: prom_server.PromServer, work: Path, end_ms: int,
-                   client_cfg: ClientConfig, reuse: bool) -> tuple[prom_server.PromServer, dict]:
-    """Backfill the built-in map's rules over the fleet (in passes, against the same server),
-    then pull through them. Returns the server now running and what was measured. With
-    ``reuse``, rules an earlier run backfilled for the same map are kept."""
+                   client_cfg: ClientConfig, reuse: bool, jobs: int) -> tuple[prom_server.PromServer, dict]:
+    """Backfill the built-in map's rules over the fleet (in passes, against the same server,
+    ``jobs`` promtool processes on whole-block slices of the range), then pull through them.
+    Returns the server now running and what was measured. With ``reuse``, rules an earlier run
+    backfilled for the same map are kept."""
     from analytics.live.recorded import rules_plan
     from analytics.rules import compile_rules
 
@@ -327,8 +330,9 @@ def _through_rules(prom: str, tool: str, server: prom_server.PromServer, work: P
         server.stop()
         server = prom_server.backfill_rules(prom, tool, server.data_dir, compile_rules(WorkloadMap()), T0_S * 1000,
                                             end_ms, extra_args=("--storage.tsdb.min-block-duration=2h",
-                                                                "--storage.tsdb.max-block-duration=2h"))
-    backfill_s = time.perf_counter() - t
+                                                                "--storage.tsdb.max-block-duration=2h"),
+                                            timeout_s=None, jobs=jobs)
+    backfill_s = time.perf_counter() - t if not done else 0.0
     _say("rules backfill (promtool tsdb create-blocks-from rules, in passes; the user's engine's work): "
          + (f"{backfill_s:.1f} s" if not done else "reused from the earlier run"))
     db = work / "rules.duckdb"
@@ -375,6 +379,15 @@ def _compare_rules(rules: dict, load_s: float, raw_bytes: int, file_db: Path, fi
     _say(f"cost per pool-step through the rules: {per_pool_step_s * 1e3:.3f} ms, {per_pool_step_b:,.0f} bytes; "
          f"10,000 GPUs x 90 days (1-minute steps, the same signals per pool, time and bytes per pool-step as "
          f"here): {per_pool_step_s * big * pools:,.0f} s, {per_pool_step_b * big * pools / 1e6:,.0f} MB per pool")
+    if rules["backfill_s"] > 0:
+        # The engine's side: one evaluation of the whole group per step, its cost linear in GPUs
+        # (bench/rules_cost.py); the backfill's wall time spread over its promtool processes.
+        eval_s = rules["backfill_s"] * args.jobs / steps
+        per_kgpu_s = eval_s / (args.gpus / 1000)
+        _say(f"engine: {eval_s * 1e3:,.0f} ms an evaluation ({rules['backfill_s']:,.0f} s wall, {args.jobs} promtool "
+             f"at a time), {per_kgpu_s * 1e3:,.0f} ms per 1,000 GPUs; 10,000 GPUs recorded live: "
+             f"{per_kgpu_s * 10:,.2f} s a minute ({per_kgpu_s * 10 / 60:.1%} of a core); 90 days' history "
+             f"backfilled: {per_kgpu_s * 10 * big / 3600:,.0f} core-hours")
 
 
 def _stream_fleet(tool: str, om_dir: Path, work: Path, args: argparse.Namespace) -> dict:
@@ -400,7 +413,23 @@ def _stream_fleet(tool: str, om_dir: Path, work: Path, args: argparse.Namespace)
         got["paths"], got["samples"] = write_fleet(om_dir, args.gpus, args.days, args.scrape_s, on_window=each)
     _say(f"fleet streamed: {time.perf_counter() - t:.1f} s in all; promtool backfill {got['backfill_s']:.1f} s, "
          f"file load {got['load_s']:.1f} s (each file deleted after both)")
-    return got
+    # What a later --reuse needs of this phase: the files are gone, their load stays measured.
+    summary = {"gpus": args.gpus, "days": args.days, "scrape_s": args.scrape_s, "files": len(got["paths"]),
+               "samples": got["samples"], "raw_bytes": got["raw_bytes"], "load_s": got["load_s"],
+               "backfill_s": got["backfill_s"],
+               "not_loaded": [str(r) for r in got["results"] if r.status != "loaded"]}
+    (work / STREAM_SUMMARY).write_text(json.dumps(summary, indent=1))
+    return {**summary, "paths": got["paths"]}
+
+
+def _streamed_before(work: Path, args: argparse.Namespace) -> dict | None:
+    """The summary an earlier ``--stream`` run of the same size left in ``work``, else None."""
+    try:
+        got = json.loads((work / STREAM_SUMMARY).read_text())
+    except (OSError, ValueError):
+        return None
+    same = (got.get("gpus"), got.get("days"), got.get("scrape_s")) == (args.gpus, args.days, args.scrape_s)
+    return got if same and (work / "data").is_dir() and (work / "files.duckdb").exists() else None
 
 
 def main() -> int:
@@ -422,13 +451,14 @@ def main() -> int:
     ap.add_argument("--skip-timeline-pull", action="store_true",
                     help="skip the raw timeline pull (178 s at 1,000 x 7): only the rules and the files")
     ap.add_argument("--reuse", action="store_true",
-                    help="reuse the workdir's fleet files and backfilled data from an earlier run")
+                    help="reuse the workdir's fleet files and backfilled data from an earlier run (a "
+                         "--stream run's: its backfilled data, its file store and the load it measured)")
     ap.add_argument("--stream", action="store_true",
                     help="backfill and load each 2-hour file as it is written, then delete it (the raw files "
                          "never all on disk: 4,000 x 14 is ~80 GB); the file load is still the sum of the files'")
     args = ap.parse_args()
     if args.stream and args.reuse:
-        ap.error("--stream deletes the files --reuse would read")
+        ap.error("--stream deletes the files --reuse would read (--reuse alone picks up a streamed run)")
     bins = prom_server.require_binaries()
     if bins is None:
         print("prometheus/promtool not installed (apt-get install prometheus)")
@@ -439,12 +469,18 @@ def main() -> int:
     om_dir = work / "fleet"
     n_windows = args.days * 86400 // WINDOW_S
     reuse = args.reuse and len(list(om_dir.glob("*.om"))) == n_windows and (work / "data").is_dir()
-    if reuse:
+    streamed = _streamed_before(work, args) if args.reuse and not reuse else None
+    if streamed is not None:
+        reuse = True
+        om_paths, n_samples, raw_bytes = [], streamed["samples"], streamed["raw_bytes"]
+        _say(f"streamed fleet, its backfill and its file store reused from {work}")
+    elif reuse:
         om_paths = sorted(om_dir.glob("*.om"))
         n_samples = args.days * 86400 // args.scrape_s * (len(DCGM_METRICS) * args.gpus
                                                           + (len(s.VLLM_TTFT_BUCKETS_S) + 2) * 8 + 2)
         _say(f"fleet and backfill reused from {work}")
     elif args.stream:
+        (work / STREAM_SUMMARY).unlink(missing_ok=True)
         streamed = _stream_fleet(tool, om_dir, work, args)
         om_paths, n_samples, raw_bytes = streamed["paths"], streamed["samples"], streamed["raw_bytes"]
     else:
@@ -452,10 +488,10 @@ def main() -> int:
         t = time.perf_counter()
         om_paths, n_samples = write_fleet(om_dir, args.gpus, args.days, args.scrape_s)
         _say(f"fleet written: {time.perf_counter() - t:.1f} s")
-    if not args.stream:
+    if streamed is None:
         raw_bytes = sum(f.stat().st_size for f in om_paths)
     _say(f"fleet: {args.gpus} GPUs x {args.days} d at {args.scrape_s} s: {n_samples:,} samples, "
-         f"{raw_bytes / 1e6:,.0f} MB OpenMetrics in {len(om_paths)} 2-hour files")
+         f"{raw_bytes / 1e6:,.0f} MB OpenMetrics in {streamed['files'] if streamed else len(om_paths)} 2-hour files")
     if not reuse and not args.stream:
         t = time.perf_counter()
         shutil.rmtree(work / "data", ignore_errors=True)
@@ -503,25 +539,25 @@ def main() -> int:
                  f"{ftot_fleet['samples']:,} samples")
         _say(f"prometheus peak RSS {_peak_rss_mb(server.process.pid):,.0f} MB")
         if args.rules:
-            server, rules = _through_rules(prom, tool, server, work, end_ms, client_cfg, reuse)
+            server, rules = _through_rules(prom, tool, server, work, end_ms, client_cfg, reuse, args.jobs)
     finally:
         server.stop()
     # The peer: the same raw export loaded from its files, one after another (the load is the sum).
     file_db = work / "files.duckdb"
-    if args.stream:  # loaded while the files were written
-        results, load_s = streamed["results"], streamed["load_s"]
+    if streamed is not None:  # loaded while the files were written
+        failed, n_files, load_s = streamed["not_loaded"], streamed["files"], streamed["load_s"]
     else:
         _remove_db(file_db)
     with Store(file_db) as st:
-        if not args.stream:
+        if streamed is None:
             t = time.perf_counter()
             results = ingest_path(st, om_dir)
             load_s = time.perf_counter() - t
-        failed = [r for r in results if r.status != "loaded"]
+            failed, n_files = [r for r in results if r.status != "loaded"], len(results)
         if failed:
-            raise RuntimeError(f"file load: {len(failed)} of {len(results)} files not loaded: {failed[0]}")
+            raise RuntimeError(f"file load: {len(failed)} of {n_files} files not loaded: {failed[0]}")
         ftot = st.totals()
-        _say(f"files (peer): load {load_s:.1f} s ({len(results)} files), store {ftot['series']:,} series / "
+        _say(f"files (peer): load {load_s:.1f} s ({n_files} files), store {ftot['series']:,} series / "
              f"{ftot['samples']:,} samples")
         ov_file = overview_s(st)
     file_mb = file_db.stat().st_size / 1e6

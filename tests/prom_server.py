@@ -159,8 +159,38 @@ def start(prometheus: str, data_dir: Path, *, scrape_s: int = 60, attempts: int 
     raise RuntimeError(f"prometheus did not become ready: {last_error}")
 
 
+def rule_slices(start_s: int, end_s: int, jobs: int, block_s: int = 7200) -> list[tuple[int, int]]:
+    """``[start_s, end_s]`` cut into at most ``jobs`` runs of whole ``block_s`` blocks, as
+    ``(start, end)`` seconds for promtool's ``--start``/``--end``.
+
+    promtool's rules backfill walks epoch-aligned blocks and evaluates each from the group's
+    first aligned time in it to the block's last second; a slice that starts on a block's first
+    second and ends on a block's last one evaluates exactly what the whole range does there.
+
+    >>> rule_slices(0, 4 * 7200 + 59, 2)
+    [(0, 14399), (14400, 28859)]
+    >>> rule_slices(100, 200, 4)
+    [(100, 200)]
+    >>> rule_slices(0, 7200, 2)  # promtool refuses a slice that starts where it ends
+    [(0, 7200)]
+    """
+    first = start_s // block_s
+    blocks = end_s // block_s - first + 1
+    jobs = max(1, min(jobs, blocks))
+    cuts = [first + blocks * k // jobs for k in range(jobs + 1)]
+    out: list[tuple[int, int]] = []
+    for a, b in zip(cuts, cuts[1:]):
+        lo, hi = max(start_s, a * block_s), min(end_s, b * block_s - 1)
+        if out and lo >= hi:
+            out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
+
+
 def backfill_rules(prometheus: str, promtool: str, data_dir: Path, rules_doc: dict, start_ms: int, end_ms: int,
-                   *, scrape_s: int = 60, extra_args: tuple[str, ...] = (), timeout_s: float = 600) -> PromServer:
+                   *, scrape_s: int = 60, extra_args: tuple[str, ...] = (), timeout_s: float | None = 600,
+                   jobs: int = 1) -> PromServer:
     """Backfill the recording rules of ``rules_doc`` over ``[start, end]`` into ``data_dir``; return
     a server started on it (the caller stops it).
 
@@ -169,7 +199,10 @@ def backfill_rules(prometheus: str, promtool: str, data_dir: Path, rules_doc: di
     written to the same file under the same group name (Prometheus offsets a group's evaluation
     times by a hash of both: every pass then evaluates at the same times), the server restarted
     after each pass to see the blocks it wrote. The file's name is one whose offset promtool's
-    block ends don't cut (:func:`analytics.rules.compile.backfill_drops_evaluations`).
+    block ends don't cut (:func:`analytics.rules.compile.backfill_drops_evaluations`). With
+    ``jobs`` > 1 each pass runs that many promtool processes on whole-block slices of the range
+    (:func:`rule_slices`): the server evaluates one query per process at a time, so a pass
+    takes about 1/jobs as long and writes the same samples.
     """
     import yaml
 
@@ -187,14 +220,23 @@ def backfill_rules(prometheus: str, promtool: str, data_dir: Path, rules_doc: di
                                            allow_unicode=True, width=100_000), encoding="utf-8")
             out = data_dir.parent / f"rules-pass-{i}"
             shutil.rmtree(out, ignore_errors=True)
-            proc = subprocess.run([promtool, "tsdb", "create-blocks-from", "rules", "--quiet",
-                                   f"--url={server.url}", f"--start={start_ms // 1000}",
-                                   f"--end={end_ms // 1000 + scrape_s}", f"--output-dir={out}", str(path)],
-                                  capture_output=True, text=True, timeout=timeout_s)
-            if proc.returncode != 0:
-                raise RuntimeError(f"promtool rules backfill (pass {i}) failed: {proc.stderr[-2000:]}")
+            slices = rule_slices(start_ms // 1000, end_ms // 1000 + scrape_s, jobs)
+            procs = [subprocess.Popen([promtool, "tsdb", "create-blocks-from", "rules", "--quiet",
+                                       f"--url={server.url}", f"--start={a}", f"--end={b}",
+                                       f"--output-dir={out / str(k)}", str(path)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                     for k, (a, b) in enumerate(slices)]
+            try:
+                errs = [(p.communicate(timeout=timeout_s)[1], p.returncode) for p in procs]
+            finally:  # one slice failing or timing out leaves no promtool behind
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+            for err, rc in errs:
+                if rc != 0:
+                    raise RuntimeError(f"promtool rules backfill (pass {i}) failed: {err[-2000:]}")
             server.stop()
-            for block in (out.iterdir() if out.exists() else ()):
+            for block in (out.glob("*/*") if out.exists() else ()):
                 if (block / "meta.json").exists():
                     shutil.move(str(block), str(data_dir / block.name))
             server = start(prometheus, data_dir, scrape_s=scrape_s, extra_args=extra_args)

@@ -129,3 +129,24 @@ def test_promtool_loses_a_blocks_last_evaluation_only_where_the_file_name_says(r
                               timeout=60).stdout
         counts[cut] = sum(1 for line in dump.splitlines() if line.startswith("{"))
     assert counts == {False: 120, True: 119}
+
+
+def test_parallel_rule_backfill_slices_cover_the_range_on_block_edges() -> None:
+    """bench/scale.py runs promtool's rules backfill on slices of the range at once: each slice
+    must start on a block's first second (or the range's start) and end on a block's last one
+    (or the range's end), with nothing left out or evaluated twice, and promtool refuses a slice
+    that starts where it ends."""
+    import random
+
+    rnd = random.Random(7)
+    for _ in range(2000):
+        start = rnd.randrange(0, 10**6)
+        end = start + rnd.randrange(1, 40 * 7200)
+        jobs = rnd.randrange(1, 9)
+        got = prom_server.rule_slices(start, end, jobs)
+        assert 1 <= len(got) <= jobs and got[0][0] == start and got[-1][1] == end
+        assert all(a < b for a, b in got), got
+        for (_, b), (a, _) in zip(got, got[1:]):
+            assert a == b + 1 and a % 7200 == 0, got
+        if end // 7200 - start // 7200 + 1 >= 2 * jobs:  # enough blocks: every process gets some
+            assert len(got) == jobs
