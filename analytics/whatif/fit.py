@@ -64,13 +64,15 @@ class ServiceFit:
 
 
 def stable_p99_parts(lam: np.ndarray, replicas: np.ndarray, mu: float, conc: int, cv: float,
-                     in_latency: bool = True) -> tuple[np.ndarray, float]:
+                     in_latency: bool = True, pwait: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, float]:
     """Stable-queue p99 (ms) per step without the service's constant part (inf where
-    overloaded), and that constant part (ms)."""
+    overloaded), and that constant part (ms). ``pwait`` is ``erlang_c(replicas * conc, lam /
+    mu)`` when the caller has it (it depends on neither cv nor ``in_latency``)."""
     c = replicas * conc
     mu_a = np.full(lam.shape, mu)
     rate, shift = service_shape(mu_a, cv, in_latency)
-    pw = erlang_c(c, lam / mu)
+    pw = erlang_c(c, lam / mu) if pwait is None else pwait
     wr = _wait_rate(c, lam, mu_a, cv, rate)
     q = response_quantile(0.99, pw, wr, rate)
     q = np.where((lam >= c * mu) | (c <= 0), np.inf, q)
@@ -233,6 +235,15 @@ def _fit_pass(rps: np.ndarray, ready: np.ndarray, p99_ms: np.ndarray, slo_ms: fl
     per_rep = lam / rep
     hi_load = float(np.quantile(per_rep, 0.999))
     quiet_steps = per_rep <= np.median(per_rep)
+    # The chance of waiting depends on the slots and the replica capacity only: the grid asks
+    # for it once per cv and per in-latency choice (18 times), and it is a sixth of the grid.
+    pwaits: dict[tuple[int, float], np.ndarray] = {}
+
+    def pwait(conc: int, mu: float) -> np.ndarray:
+        key = (conc, mu)
+        if key not in pwaits:
+            pwaits[key] = erlang_c(rep * conc, lam / mu)
+        return pwaits[key]
 
     def candidates(conc: int, cv: float, cap: float, slowdowns: tuple[float, ...] | np.ndarray,
                    in_latency: bool) -> tuple[float, tuple[Any, ...], float, float]:
@@ -241,7 +252,7 @@ def _fit_pass(rps: np.ndarray, ready: np.ndarray, p99_ms: np.ndarray, slo_ms: fl
         mu = cap / conc
         if not MU_RANGE[0] <= mu <= MU_RANGE[1]:
             return (math.inf, (mu, conc, cv, 0.0, 0.0, in_latency), 0.0, math.inf)
-        q0, shift = stable_p99_parts(lam, rep, mu, conc, cv, in_latency)
+        q0, shift = stable_p99_parts(lam, rep, mu, conc, cv, in_latency, pwait(conc, mu))
         jam = ~np.isfinite(q0)
         occ4 = np.minimum(per_rep / cap, 1.0) ** 4
         ks = np.asarray(slowdowns, dtype=np.float64)
