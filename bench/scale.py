@@ -5,7 +5,7 @@ Run by hand (Debian's ``prometheus``/``promtool`` on PATH)::
     .venv/bin/python bench/scale.py --gpus 1000 --days 7 --workdir /work/scale-run   # the size
     .venv/bin/python bench/scale.py --gpus 64 --days 1          # a quick look
     .venv/bin/python bench/scale.py --gpus 4000 --days 14 --stream --skip-fleet --skip-timeline-pull \
-        --workdir /work/scale-4000   # ~80 GB of raw files never all on disk; ~2.6 h on two cores
+        --workdir /work/scale-4000   # ~80 GB of raw files never all on disk; 1 h 55 min on two cores (2026-12-05)
 
 Writes the fleet (8 GPUs per node, holders changing every few hours, 4 device metrics per GPU,
 a vLLM service with 22 TTFT buckets on 8 pods whose tail follows its load per ready replica, the
