@@ -173,6 +173,8 @@ def rule_slices(start_s: int, end_s: int, jobs: int, block_s: int = 7200) -> lis
     [(100, 200)]
     >>> rule_slices(0, 7200, 2)  # promtool refuses a slice that starts where it ends
     [(0, 7200)]
+    >>> rule_slices(7199, 10800, 2)
+    [(7199, 10800)]
     """
     first = start_s // block_s
     blocks = end_s // block_s - first + 1
@@ -181,7 +183,7 @@ def rule_slices(start_s: int, end_s: int, jobs: int, block_s: int = 7200) -> lis
     out: list[tuple[int, int]] = []
     for a, b in zip(cuts, cuts[1:]):
         lo, hi = max(start_s, a * block_s), min(end_s, b * block_s - 1)
-        if out and lo >= hi:
+        if out and (lo >= hi or out[-1][0] >= out[-1][1]):  # a one-second slice joins its neighbour
             out[-1] = (out[-1][0], hi)
         else:
             out.append((lo, hi))

@@ -139,10 +139,14 @@ def test_parallel_rule_backfill_slices_cover_the_range_on_block_edges() -> None:
     import random
 
     rnd = random.Random(7)
-    for _ in range(2000):
-        start = rnd.randrange(0, 10**6)
-        end = start + rnd.randrange(1, 40 * 7200)
-        jobs = rnd.randrange(1, 9)
+    # ranges that start or end on a block's edge or a second off it (where a cut can leave a
+    # slice of one second), then random ones
+    edges = [(a, b, j) for a in (0, 1, 7199, 7200) for b in range(7200, 6 * 7200 + 2, 3600)
+             for j in range(1, 9) if a < b - 1]
+    edges += [(a, b + d, j) for a, b, j in edges for d in (-1, 1)]
+    randoms = [(s := rnd.randrange(0, 10**6), s + rnd.randrange(1, 40 * 7200), rnd.randrange(1, 9))
+               for _ in range(2000)]
+    for start, end, jobs in edges + randoms:
         got = prom_server.rule_slices(start, end, jobs)
         assert 1 <= len(got) <= jobs and got[0][0] == start and got[-1][1] == end
         assert all(a < b for a, b in got), got
