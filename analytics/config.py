@@ -44,6 +44,9 @@ T = TypeVar("T")
 # tomllib (and every reader after it: a deep copy, a walk) recurses once per level, so a file
 # nested 50,000 levels raised RecursionError on the page and a traceback in the CLI.
 MAX_DEPTH = 32
+# The largest tidelens.toml read: a 500-rule map is about 60 KB; tomllib took 3.4 s over one
+# 2 MB pattern before the map could refuse it.
+MAX_CONFIG_BYTES = 1 << 20
 
 _PARSED: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
 _LOCK = threading.Lock()
@@ -74,7 +77,8 @@ def find_config(explicit: str | Path | None = None) -> Path | None:
 def read_config(path: str | Path | None) -> dict[str, Any]:
     """The parsed file (``{}`` for ``None`` or a missing file), parsed once per version of it.
 
-    Raises :class:`ConfigError` naming the file for text that is not UTF-8 or not TOML.
+    Raises :class:`ConfigError` naming the file for text that is not UTF-8 or not TOML, a file
+    over :data:`MAX_CONFIG_BYTES`, or one nested too deep (:func:`parse_toml`).
     """
     if path is None:
         return {}
@@ -83,6 +87,9 @@ def read_config(path: str | Path | None) -> dict[str, Any]:
         st = p.stat()
     except OSError:
         return {}
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{p}: {st.st_size:,} bytes; a configuration is at most {MAX_CONFIG_BYTES:,} "
+                          "(a 500-rule map is about 60 KB): shorten its patterns or split its rules")
     sig = (st.st_mtime_ns, st.st_size, st.st_ino)
     with _LOCK:
         known = _PARSED.get(p)

@@ -100,8 +100,8 @@ def test_export_rules_writes_a_rules_file_promtool_accepts(promtool, tmp_path, c
     for r in rules:  # level:metric:operations, every series stamped with the map's digest
         assert re.fullmatch(r"[a-z_]+:[A-Za-z0-9_]+:[a-z0-9_]+", r["record"]), r["record"]
         assert r["labels"][DIGEST_LABEL] == report["map_digest"]
-    # one class rule per rule of the map that sets a class, in the map's order
-    classed = [r["labels"]["tidelens_rule"] for r in rules if r["record"] == "namespace_pod:tidelens_class:info"]
+    # one class match per rule of the map that sets a class, in the map's order (its rank)
+    classed = [r["labels"]["tidelens_rule"] for r in rules if r["record"] == "namespace_pod:tidelens_class_match:rank"]
     assert classed == [r.name for r in wmap.all_rules() if r.cls]
     check = subprocess.run([promtool, "check", "rules", str(out)], capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from analytics.errors import ConfigError
+from analytics.slo import check_slo_ms
 
 CAUSES: tuple[str, ...] = ("batch_contention", "traffic_surge", "scaling_lag", "mixed", "unexplained")
 SHARE_KEYS: tuple[str, ...] = ("batch_contention", "traffic_surge", "unexplained")
@@ -63,8 +64,8 @@ class EventsConfig:
                 raise ConfigError(f"{name}={getattr(self, name)}: minutes cannot be negative")
         if self.step_s < 1:
             raise ConfigError(f"step_s={self.step_s}: the step is at least 1 second")
-        if self.slo_ms is not None and not self.slo_ms > 0:
-            raise ConfigError(f"slo_ms={self.slo_ms}: the SLO is a positive number of milliseconds")
+        if self.slo_ms is not None:
+            check_slo_ms(self.slo_ms, "slo_ms")
 
     def settings_key(self) -> dict[str, Any]:
         """The settings that change which events are found (part of each event id)."""
