@@ -30,6 +30,11 @@ from analytics.errors import ConfigError
 # the rules' export 19 s.
 MAX_PATTERN_CHARS = 65_536
 
+# Groups nested deeper than this are refused: Go's regexp refuses an expression more than 1,000
+# nodes high (C++ RE2 takes more), and a group can add a few nodes (a repeat, an alternation); no
+# hand-written pattern nests 100 groups.
+MAX_NESTING = 100
+
 # The Unicode classes ``\p{...}`` Go 1.19's regexp knows: ``Any``, the general categories, and
 # the scripts of Unicode 13.0 (its ``unicode.Scripts``). C++ RE2 knows Unicode 15's.
 GO_UNICODE_CLASSES = frozenset("""
@@ -57,6 +62,8 @@ Tifinagh Tirhuta Ugaritic Vai Wancho Warang_Citi Yezidi Yi Zanabazar_Square
 _TOKEN = re.compile(r"\\Q.*?(?:\\E|\Z)|\\[pP](?:\{[^}]*\}?|.)?|\\.|\[:\^?[a-z]*:\]|[\[\]]|\(\?P?<[^>]*>?|\(\?<",
                     re.S)
 _GO_NAME = re.compile(r"[A-Za-z0-9_]+")
+# What nesting is counted over: groups outside character classes (a class's first ] is literal).
+_NEST = re.compile(r"\\Q.*?(?:\\E|\Z)|\\.|\[:\^?[a-z]*:\]|\[\^?\]?|\]|\(|\)", re.S)
 
 
 def rule_regex(pattern: str) -> str:
@@ -109,10 +116,33 @@ def check_go_pattern(pattern: str, what: str) -> None:
     except ConfigError:
         raise ConfigError(f"{what} = {pattern!r}: inside the rules' matcher {wrapped!r} it does not parse "
                           "(a \\Q without \\E quotes to the end of the matcher): close every \\Q with \\E") from None
+    if _nesting(pattern) > MAX_NESTING:
+        raise ConfigError(f"{what} = {pattern[:80]!r}...: groups nested more than {MAX_NESTING} deep; Go's regexp "
+                          "refuses deep nesting (1,000 levels): write it flatter")
     for m in _TOKEN.finditer(pattern):
         why = _go_refuses(m.group())
         if why:
             raise ConfigError(f"{what} = {pattern!r}: Prometheus' Go regexp refuses {m.group()[:40]}: {why}")
+
+
+def _nesting(pattern: str) -> int:
+    """How deep the pattern's groups nest (parentheses outside character classes and ``\\Q``).
+
+    >>> _nesting("(a(b)[(((])(c)"), _nesting("\\((x)")
+    (2, 1)
+    """
+    depth = deepest = 0
+    in_class = False
+    for m in _NEST.finditer(pattern):
+        t = m.group()
+        if in_class:
+            in_class = t != "]"
+        elif t.startswith("[") and not t.startswith("[:"):
+            in_class = True
+        elif t in "()":
+            depth += 1 if t == "(" else -1
+            deepest = max(deepest, depth)
+    return deepest
 
 
 def _go_refuses(token: str) -> str:

@@ -87,7 +87,7 @@ def parse_slo(text: str) -> dict[str, float]:
         if key in out:
             raise ValueError(f"SLO {part!r}: {key} is given twice; give each service one SLO")
         try:
-            out[key] = parse_slo_ms(value, f"SLO {part!r}:")
+            out[key] = parse_slo_ms(value, "SLO" if key == ALL_SERVICES else f"SLO of {key}")
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
     if not out:

@@ -21,6 +21,7 @@ import yaml
 
 import live_data as d
 import prom_server
+from plugins.prometheus import promtool  # noqa: F401 (a fixture)
 from analytics.cli import main
 from analytics.ingest import ingest_bytes
 from analytics.rules import DIGEST_LABEL, RulesConfig, map_digest, rules_yaml
@@ -49,14 +50,6 @@ HOSTILE = [
     Holder("recsys", "recommender-7d9c8b6f5-x2k4q", serves=True, service="recommender"),
     Holder("inference-prod", "x"), Holder("y", "sandbox", hostname="GPU-NODE-00"),
 ]
-
-
-@pytest.fixture(scope="module")
-def promtool() -> str:
-    bins = prom_server.require_binaries()
-    if bins is None:
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return bins[1]
 
 
 @pytest.fixture(scope="module")
