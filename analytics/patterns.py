@@ -58,12 +58,11 @@ Tifinagh Tirhuta Ugaritic Vai Wancho Warang_Citi Yezidi Yi Zanabazar_Square
 """.split())
 
 # What the scan stops at (everything else is a literal to both engines): an escape, a class's
-# brackets, a group's opening. ``\Q...\E`` is one token (its text is literal).
-_TOKEN = re.compile(r"\\Q.*?(?:\\E|\Z)|\\[pP](?:\{[^}]*\}?|.)?|\\.|\[:\^?[a-z]*:\]|[\[\]]|\(\?P?<[^>]*>?|\(\?<",
-                    re.S)
+# brackets (its first ] is literal), a group's opening and closing. ``\Q...\E`` is one token (its
+# text is literal).
+_TOKEN = re.compile(r"\\Q.*?(?:\\E|\Z)|\\[pP](?:\{[^}]*\}?|.)?|\\.|\[:\^?[a-z]*:\]|\[\^?\]?|\]"
+                    r"|\(\?P?<[^>]*>?|\(|\)", re.S)
 _GO_NAME = re.compile(r"[A-Za-z0-9_]+")
-# What nesting is counted over: groups outside character classes (a class's first ] is literal).
-_NEST = re.compile(r"\\Q.*?(?:\\E|\Z)|\\.|\[:\^?[a-z]*:\]|\[\^?\]?|\]|\(|\)", re.S)
 
 
 def rule_regex(pattern: str) -> str:
@@ -116,33 +115,46 @@ def check_go_pattern(pattern: str, what: str) -> None:
     except ConfigError:
         raise ConfigError(f"{what} = {pattern!r}: inside the rules' matcher {wrapped!r} it does not parse "
                           "(a \\Q without \\E quotes to the end of the matcher): close every \\Q with \\E") from None
-    if _nesting(pattern) > MAX_NESTING:
+    deepest, refused = _scan(pattern)
+    if deepest > MAX_NESTING:
         raise ConfigError(f"{what} = {pattern[:80]!r}...: groups nested more than {MAX_NESTING} deep; Go's regexp "
                           "refuses deep nesting (1,000 levels): write it flatter")
-    for m in _TOKEN.finditer(pattern):
-        why = _go_refuses(m.group())
-        if why:
-            raise ConfigError(f"{what} = {pattern!r}: Prometheus' Go regexp refuses {m.group()[:40]}: {why}")
+    if refused:
+        token, why = refused
+        raise ConfigError(f"{what} = {pattern!r}: Prometheus' Go regexp refuses {token[:40]}: {why}")
 
 
-def _nesting(pattern: str) -> int:
-    """How deep the pattern's groups nest (parentheses outside character classes and ``\\Q``).
+def _scan(pattern: str) -> tuple[int, tuple[str, str] | None]:
+    """How deep the pattern's groups nest, and the first token Go's regexp refuses with why
+    (``None``): one pass over the tokens, character classes apart (inside one, ``(`` is a literal
+    and only the escapes can differ).
 
-    >>> _nesting("(a(b)[(((])(c)"), _nesting("\\((x)")
-    (2, 1)
+    >>> _scan("(a(b)[(((?<])(c)")
+    (2, None)
+    >>> _scan("x(?<n>y)")[1][0]
+    '(?<n>'
     """
     depth = deepest = 0
     in_class = False
-    for m in _NEST.finditer(pattern):
+    for m in _TOKEN.finditer(pattern):
         t = m.group()
         if in_class:
             in_class = t != "]"
-        elif t.startswith("[") and not t.startswith("[:"):
+            if t.startswith("\\") and _go_refuses(t):
+                return deepest, (t, _go_refuses(t))
+            continue
+        if t.startswith("[") and not t.startswith("[:"):
             in_class = True
-        elif t in "()":
-            depth += 1 if t == "(" else -1
+            continue
+        if t.startswith("("):
+            depth += 1
             deepest = max(deepest, depth)
-    return deepest
+        elif t == ")":
+            depth -= 1
+        why = _go_refuses(t)
+        if why:
+            return deepest, (t, why)
+    return deepest, None
 
 
 def _go_refuses(token: str) -> str:
