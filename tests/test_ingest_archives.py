@@ -181,14 +181,14 @@ def test_a_plain_gzip_csv_is_still_one_source(tmp_path):
 def test_a_zip_past_the_entry_limit_is_refused_on_its_directory_before_any_member(tmp_path, monkeypatch):
     from pages._store import load_uploads
 
-    monkeypatch.setenv("TIDELENS_MAX_ARCHIVE_MEMBERS", "20")
+    monkeypatch.setenv("TIDELENS_MAX_ARCHIVE_MEMBERS", "3")
     db = tmp_path / "u.duckdb"
-    outs = load_uploads(db, "twenty.zip", _zip({f"m{i}.prom": _prom(f"m{i}") for i in range(20)}), None)
-    assert [o.status for o in outs] == ["loaded"] * 20, outs
+    outs = load_uploads(db, "three.zip", _zip({f"m{i}.prom": _prom(f"m{i}") for i in range(3)}), None)
+    assert [o.status for o in outs] == ["loaded"] * 3, outs
     before = _state(db)
-    [out] = load_uploads(db, "many.zip", _zip({f"n{i}.prom": _prom(f"n{i}") for i in range(21)}), None)
+    [out] = load_uploads(db, "many.zip", _zip({f"n{i}.prom": _prom(f"n{i}") for i in range(4)}), None)
     assert out.status == "failed" and out.file == "many.zip", out
-    assert "more than 20 entries" in out.message and "TIDELENS_MAX_ARCHIVE_MEMBERS" in out.message, out
+    assert "more than 3 entries" in out.message and "TIDELENS_MAX_ARCHIVE_MEMBERS" in out.message, out
     assert "before any member is read" in out.message
     assert _state(db) == before  # no member loaded, not even the first
 
