@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from analytics.ingest import ingest_path
+from analytics.ingest.archives import zip_entries
 from analytics.store import TIME_WINDOW_ENV, Store
+from pages._store import load_uploads
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -179,8 +182,6 @@ def test_a_plain_gzip_csv_is_still_one_source(tmp_path):
 # cases of tests/test_hostile_doors.py) --
 
 def test_a_zip_past_the_entry_limit_is_refused_on_its_directory_before_any_member(tmp_path, monkeypatch):
-    from pages._store import load_uploads
-
     monkeypatch.setenv("TIDELENS_MAX_ARCHIVE_MEMBERS", "3")
     db = tmp_path / "u.duckdb"
     outs = load_uploads(db, "three.zip", _zip({f"m{i}.prom": _prom(f"m{i}") for i in range(3)}), None)
@@ -194,8 +195,6 @@ def test_a_zip_past_the_entry_limit_is_refused_on_its_directory_before_any_membe
 
 
 def test_a_tar_past_the_entry_limit_stops_at_the_entry_past_it(tmp_path, monkeypatch):
-    from pages._store import load_uploads
-
     monkeypatch.setenv("TIDELENS_MAX_ARCHIVE_MEMBERS", "3")
     outs = load_uploads(tmp_path / "u.duckdb", "many.tar",
                         _tar({f"m{i}.prom": _prom(f"m{i}") for i in range(5)}, gz=False), None)
@@ -225,8 +224,6 @@ def _zip64_lying_and_prefixed(monkeypatch) -> dict[str, bytes]:
 
 
 def test_the_zip_entry_count_walks_the_directory_as_zipfile_does(monkeypatch):
-    from analytics.ingest.archives import zip_entries
-
     for kind, data in _zip64_lying_and_prefixed(monkeypatch).items():
         raw = io.BytesIO(data)
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
@@ -237,8 +234,6 @@ def test_the_zip_entry_count_walks_the_directory_as_zipfile_does(monkeypatch):
 
 
 def test_member_and_file_names_in_any_bytes_load_or_are_refused_in_words(tmp_path):
-    from analytics.ingest import ingest_path
-
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT, encoding="latin-1") as tf:
         info = tarfile.TarInfo("caf\xe9.prom")  # written as the byte 0xe9: not UTF-8
@@ -260,7 +255,5 @@ def test_member_and_file_names_in_any_bytes_load_or_are_refused_in_words(tmp_pat
     for sig, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
         i = data.find(sig) + flags_at
         data[i:i + 2] = (int.from_bytes(data[i:i + 2], "little") | 0x800).to_bytes(2, "little")
-    from pages._store import load_uploads
-
     [out] = load_uploads(tmp_path / "u.duckdb", "names.zip", bytes(data), None)
     assert out.status == "failed" and "a member's name is flagged UTF-8 but is not" in out.message, out
