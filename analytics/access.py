@@ -180,7 +180,7 @@ class OperatorSecret:
 
     @property
     def cookie_value(self) -> str:
-        return hmac.new(self.token.encode(), b"tidelens local operator cookie", hashlib.sha256).hexdigest()
+        return hmac.new(self.token.encode(), b"Tidelens: the local operator's cookie", hashlib.sha256).hexdigest()
 
     def admits_token(self, given: str) -> bool:
         """Whether ``given`` is the token (constant time)."""

@@ -39,7 +39,8 @@ def test_without_access_only_the_holder_of_the_secret_is_the_operator() -> None:
         assert (who.role, who.note) == ("viewer", ENABLE_EDITING)
     # Another server's cookie, a forged one, the token itself as the cookie: a viewer.
     for cookies in ({"tidelens_operator_8501": OperatorSecret.new().cookie_value},
-                    {"tidelens_operator": secret.cookie_value[:-1] + "0"}, {"tidelens_operator": secret.token},
+                    {"tidelens_operator": secret.cookie_value[:-1] + ("1" if secret.cookie_value[-1] == "0" else "0")},
+                    {"tidelens_operator": secret.token},
                     {"other": secret.cookie_value}):
         assert identify(None, Request(None, cookies=cookies), secret).role == "viewer"
     # A server that printed no token (streamlit run app.py): nobody is the operator, and it says why.
@@ -238,10 +239,13 @@ def test_commands_record_their_loads_too(tmp_path: Path, capsys: pytest.CaptureF
     db = tmp_path / "s.duckdb"
     for _ in range(2):  # the second load changes nothing and records nothing
         assert main(["ingest", "--db", str(db), str(tmp_path / "a.prom")]) == 0
+    # A change of the pool's policy takes the app's one write path, and is in the record too.
+    assert main(["change", "add", "--db", str(db), "--at", "2025-11-28T09:00Z", "--policy", "tidal"]) == 0
     with Store(db, read_only=True) as st:
-        [row] = audit_dicts(st)
+        change, row = audit_dicts(st)
     assert row["who"].endswith("(command line)") and (row["action"], row["outcome"]) == ("load", "loaded")
     assert row["sources"][0]["name"].endswith("a.prom")
+    assert (change["who"], change["action"], change["what"]) == (row["who"], "change", "tidal from 2025-11-28T09:00:00Z")
 
 
 def test_a_store_with_a_foreign_audit_table_is_refused(tmp_path: Path) -> None:
