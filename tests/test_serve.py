@@ -15,7 +15,7 @@ import pytest
 
 from analytics.access import OperatorSecret
 from pages._nav import FIRST_RENDER_ELEMENTS, PAGES
-from serve import STREAMLIT_JS, FirstRenderIndex, OperatorLink, element_modules, index_script
+from serve import STREAMLIT_JS, FirstRenderIndex, OperatorLink, _split_token, element_modules, index_script
 
 INDEX = b"<!DOCTYPE html><html><head><title>Streamlit</title></head><body></body></html>"
 
@@ -170,3 +170,17 @@ def test_the_printed_address_sets_the_operators_cookie_and_drops_the_token() -> 
     for method, query in (("GET", b"source=uploads&tokens=1"), ("POST", b"token=" + token)):
         assert _through_operator_link(secret, method, "/data", query) == (None, True)
     assert _through_operator_link(secret, "GET", "/_stcore/stream", b"token=" + token, kind="websocket") == (None, True)
+
+
+@pytest.mark.parametrize("query", [b"", b"token", b"token=a+b%2Bc&x=1", b"a=1&&b=2&%74oken=t", b"w=%C3%A9&token=&token=z",
+                                   b"tokens=1&token%3D=2", b"db=data%2Fmine.duckdb&source=duckdb"])
+def test_the_token_is_read_from_a_query_as_the_standard_library_reads_it(query: bytes) -> None:
+    """serve.py splits the query itself (the other parts go back byte for byte); what it finds is
+    what urllib.parse.parse_qsl finds."""
+    from urllib.parse import parse_qsl
+
+    given, kept = _split_token(query)
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    assert given == [v for k, v in pairs if k == "token"]
+    assert parse_qsl(b"&".join(kept).decode("latin-1"), keep_blank_values=True) == [(k, v) for k, v in pairs
+                                                                                    if k != "token"]
