@@ -211,7 +211,7 @@ def start_operator() -> OperatorSecret:
     except ConfigError as exc:
         raise SystemExit(f"tidelens: {exc}") from None
     urls = operator_urls(secret)
-    print("\n  Tidelens: open " + "\n  or " .join(urls)
+    print("\n  Tidelens: open " + "\n  or ".join(urls)
           + "\n  Whoever opens this address is the local operator (an admin while tidelens.toml has no "
           "[access]);\n  the address without the token is read-only (docs/deployment.md, \"Sign-in and roles\").\n",
           flush=True)
