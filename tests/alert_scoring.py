@@ -1,0 +1,267 @@
+"""The alerting rules read in Python on the timelines, and scored against Tail events.
+
+Test and bench support, not the product (the product is the rules: ``analytics.rules.alerts``):
+
+- :func:`recorded_inputs`: the series the alerts group reads (the recording rules' GPUs by pool,
+  class, team and workload, each service's SLO histogram increases, the autoscaler gauges), from
+  the timelines of a store: what the recording rules record on its raw series (held equal to
+  the timelines by ``tests/test_rules.py``);
+- :func:`expected_alerts`: what the alerting rules fire at each step, with their labels and
+  annotations, by their definitions (``analytics/rules/alerts.py``'s docstring) on the same
+  frames; ``promtool test rules`` holds the rules to it at every step;
+- :func:`score`: the alerts against the events Tidelens finds on the same store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import polars as pl
+
+from analytics import signals as sg
+from analytics.events.evidence import holding_runs
+from analytics.rules import compile as rc
+from analytics.rules.alerts import (
+    BLOCKED, EPSILON_GPUS, OTHER_CLASSES, SURGE, WEEKDAY, WEEKEND, AlertsConfig, HourNorm, ServiceTarget,
+    annotation_parts, humanize_timestamp, render)
+from analytics.timeline.service import service_series, slo_increases
+from analytics.workloads import WorkloadMap
+
+REQUIRED = {BLOCKED: {"batch_contention", "mixed"}, SURGE: {"traffic_surge"}}
+ALLOWED = {BLOCKED: {"batch_contention", "mixed"}, SURGE: {"traffic_surge", "mixed"}}
+FORBIDDEN = {BLOCKED: {"traffic_surge"}, SURGE: {"batch_contention"}}
+WITHIN_MS = 180_000
+
+Series = tuple[str, dict[str, str], dict[int, float]]
+
+
+def _ts(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(pl.col("ts").dt.epoch("ms").alias("ts_ms"))
+
+
+def recorded_inputs(store: Any, timelines: Mapping[str, pl.DataFrame], wmap: WorkloadMap,
+                    targets: Sequence[ServiceTarget], digest: str, step_ms: int) -> list[Series]:
+    """The recorded series the alerts read, at each step of the timelines."""
+    dg = {rc.DIGEST_LABEL: digest}
+    out: list[Series] = []
+    hold = (_ts(timelines["holdings"]).group_by("ts_ms", "pool", "cls", "team", "workload")
+            .agg(pl.col("gpus").sum()))
+    for (pool, cls, team, workload), g in hold.group_by(["pool", "cls", "team", "workload"]):
+        labels = {"pool": pool or "", "class": cls, "team": team or "", "workload": workload or "", **dg}
+        out.append((rc.GPUS, labels, dict(zip(g["ts_ms"].to_list(), g["gpus"].to_list()))))
+    series, services = service_series(store, wmap)
+    lo = int(_ts(timelines["services"])["ts_ms"].min()) - step_ms
+    hi = int(_ts(timelines["services"])["ts_ms"].max())
+    slo = series.join(services.select("service", "service_id", "slo_metric"), on="service").filter(
+        pl.col("base") == pl.col("slo_metric"))
+    buckets, counts = slo_increases(store, (step_ms, lo, hi), slo)
+    names = dict(zip(services["service_id"].to_list(), services["service"].to_list()))
+    metric_of = {t.service: t.slo_metric for t in targets}
+    for (sid, le), g in buckets.filter(pl.col("le").is_finite()).group_by(["service_id", "le"]):
+        name = names[sid]
+        if name in metric_of:
+            out.append((f"service_le:{metric_of[name].replace(':', '_')}_bucket:increase",
+                        {"service": name, "le": repr(float(le)), **dg}, dict(zip(g["ts_end_ms"], g["value"]))))
+    for (sid,), g in counts.group_by(["service_id"]):
+        name = names[sid]
+        if name in metric_of:
+            out.append((f"service:{metric_of[name].replace(':', '_')}_count:increase", {"service": name, **dg},
+                        dict(zip(g["ts_end_ms"], g["value"]))))
+    svc = _ts(timelines["services"])
+    for t in targets:
+        g = svc.filter(pl.col("service") == t.service)
+        for metric, name_label, name, ns, col in (
+                (sg.KSM_HPA_DESIRED, "horizontalpodautoscaler", t.hpa, t.hpa_namespace, "desired_replicas"),
+                (sg.KSM_DEPLOY_READY, "deployment", t.deployment, t.deployment_namespace, "ready_replicas")):
+            if name:
+                level = "namespace_horizontalpodautoscaler" if name_label != "deployment" else "namespace_deployment"
+                v = g.select("ts_ms", col).drop_nulls()
+                out.append((f"{level}:{metric}:last", {"namespace": ns, name_label: name, **dg},
+                            dict(zip(v["ts_ms"].to_list(), v[col].to_list()))))
+    return out
+
+
+@dataclass
+class Expected:
+    """What the alerting rules fire: per step (epoch ms), per alert, the firing alerts."""
+
+    firing: dict[int, dict[str, list[dict[str, dict[str, str]]]]] = field(default_factory=dict)
+    # per (alert, service): the steps it fires at
+    by_service: dict[tuple[str, str], set[int]] = field(default_factory=dict)
+
+
+def _pool_frame(timelines: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    h = _ts(timelines["holdings"])
+    by = h.group_by("ts_ms", "pool", "cls").agg(pl.col("gpus").sum())
+    wide = by.pivot(on="cls", index=["ts_ms", "pool"], values="gpus")
+    for col in ("inference", "batch", "idle", *OTHER_CLASSES):
+        if col not in wide.columns:
+            wide = wide.with_columns(pl.lit(None, dtype=pl.Float64).alias(col))
+    return wide.with_columns(pl.sum_horizontal(*[c for c in wide.columns if c not in ("ts_ms", "pool")]).alias("total"),
+                             *(pl.col(c).fill_null(0.0) for c in ("inference", "batch", "idle", *OTHER_CLASSES)))
+
+
+def _norm(norms: Sequence[HourNorm], service: str, ts_ms: int) -> HourNorm | None:
+    t = ts_ms // 1000
+    hour, weekday = (t // 3600) % 24, ((t // 86_400) + 4) % 7  # 1970-01-01 was a Thursday (4)
+    days = WEEKEND if weekday in (0, 6) else WEEKDAY
+    for n in norms:
+        if n.service == service and n.hour == hour and n.days in (days, "all"):
+            return n
+    return None
+
+
+def expected_alerts(timelines: Mapping[str, pl.DataFrame], targets: Sequence[ServiceTarget],
+                    norms: Sequence[HourNorm], acfg: AlertsConfig, digest: str, origin_ms: int) -> Expected:
+    """What the rules fire at each step, by their definitions on the timelines (module docstring).
+
+    ``origin_ms``: the time promtool calls 0 (the annotations' times are promtool's)."""
+    step_ms = acfg.step_s * 1000
+    keep_ms = int(round(acfg.keep_firing_min * 60_000))
+    parts = annotation_parts(digest, acfg)
+    pools = {(r["ts_ms"], r["pool"]): r for r in _pool_frame(timelines).iter_rows(named=True)}
+    svc = _ts(timelines["services"])
+    steps = sorted(set(svc["ts_ms"].to_list()) | {k[0] for k in pools})
+    by = {t.service: {r["ts_ms"]: r for r in svc.filter(pl.col("service") == t.service).iter_rows(named=True)}
+          for t in targets}
+    share: dict[tuple[int, str], float] = {}
+    over: set[tuple[int, str]] = set()
+    for (ts, pool), r in pools.items():
+        wanted = sum(float(by[t.service][ts]["desired_replicas"]) * t.gpus_per_replica for t in targets
+                     if t.pool == pool and t.hpa and ts in by[t.service]
+                     and by[t.service][ts]["desired_replicas"] is not None)
+        others = sum(r[c] for c in OTHER_CLASSES)
+        share[(ts, pool)] = max(r["total"] - others - max(wanted, r["inference"]), 0.0)
+        if r["batch"] - share[(ts, pool)] > EPSILON_GPUS:
+            over.add((ts, pool))
+    batch = (_ts(timelines["holdings"]).filter(pl.col("cls") == "batch")
+             .group_by("ts_ms", "pool", "team", "workload").agg(pl.col("gpus").sum()).filter(pl.col("gpus") > 0))
+    runs = holding_runs(batch.with_columns(pl.lit("batch").alias("cls")).sort("ts_ms"), step_ms)
+    holders: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for r in batch.iter_rows(named=True):
+        holders.setdefault((r["ts_ms"], r["pool"]), []).append(r)
+
+    def since_of(pool: str, team: str | None, workload: str | None, ts: int) -> int:
+        run = runs.filter((pl.col("pool") == pool) & (pl.col("team").eq_missing(team))
+                          & (pl.col("workload").eq_missing(workload)) & (pl.col("first_ts") <= ts)
+                          & (pl.col("last_ts") >= ts))
+        return int(run["first_ts"][0]) - step_ms
+
+    active: dict[tuple[str, tuple], tuple[int, dict[str, str]]] = {}  # instance -> (last active ts, annotations)
+    out = Expected()
+    for ts in steps:
+        t_s = (ts - origin_ms) / 1000
+        for t in targets:
+            now, prev = by[t.service].get(ts), by[t.service].get(ts - step_ms)
+            pool = pools.get((ts, t.pool))
+            if now is None:
+                continue
+            recent = any((ts - k * step_ms, t.pool) in over for k in range(t.warmup_steps + 1))
+            over_slo = now["p99_ms"] is not None and now["p99_ms"] > t.slo_ms
+            base = {"service": t.service, "pool": t.pool, "team": t.team, "severity": acfg.severity,
+                    rc.DIGEST_LABEL: digest}
+            values = {"service": t.service, "pool": t.pool, "link_start": t_s - acfg.link_days * 86_400,
+                      "link_end": t_s + 3600}
+            desired, ready = now["desired_replicas"], now["ready_replicas"]
+            if (t.hpa and t.deployment and pool is not None and over_slo and recent and desired is not None
+                    and ready is not None and desired > ready and pool["idle"] < t.gpus_per_replica):
+                values.update(desired=desired, ready=ready, idle=pool["idle"], batch_gpus=pool["batch"],
+                              share=share[(ts, t.pool)])
+                for h in holders.get((ts, t.pool), []):
+                    labels = {**base, "batch_team": h["team"] or "", "batch_workload": h["workload"] or ""}
+                    v = {**values, "batch_workload": h["workload"] or "", "batch_team": h["team"] or "no team",
+                         "since": humanize_timestamp((since_of(t.pool, h["team"], h["workload"], ts) - origin_ms) / 1000)}
+                    key = (BLOCKED, tuple(sorted((k, x) for k, x in labels.items() if x)))
+                    active[key] = (ts, {k: render(p, v) for k, p in parts[BLOCKED].items()})
+            n, n_prev = _norm(norms, t.service, ts), _norm(norms, t.service, ts - step_ms)
+            if (over_slo and not recent and n is not None and n_prev is not None and prev is not None
+                    and now["rps"] is not None and prev["rps"] is not None
+                    and now["rps"] > n.upper_rps and prev["rps"] > n_prev.upper_rps):
+                v = {**values, "ratio": now["rps"] / n.expected_rps, "rps": now["rps"], "upper": n.upper_rps,
+                     "expected": n.expected_rps}
+                key = (SURGE, tuple(sorted((k, x) for k, x in base.items() if x)))
+                active[key] = (ts, {k: render(p, v) for k, p in parts[SURGE].items()})
+        firing: dict[str, list[dict[str, dict[str, str]]]] = {BLOCKED: [], SURGE: []}
+        for (alert, labels), (last, notes) in active.items():
+            if ts - last <= keep_ms:
+                firing[alert].append({"labels": dict(labels), "annotations": notes})
+                out.by_service.setdefault((alert, dict(labels)["service"]), set()).add(ts)
+        out.firing[ts] = firing
+    return out
+
+
+@dataclass
+class AlertScore:
+    """One alert against Tail events: per event and per page."""
+
+    alert: str
+    required: int  # events of a cause it must fire for
+    hit: int  # of those, fired within 3 minutes of the start
+    fired_on: int  # events it fired on within 3 minutes of their start
+    fired_right: int  # of those, events of a cause it names
+    forbidden: int  # events of the cause it must never fire during, where it did
+    pages: int  # runs of steps it fired (per service)
+    pages_in_events: int  # of those, starting within 3 minutes before an event of a cause it names, or in it
+    missed: list[str] = field(default_factory=list)
+    wrong: list[str] = field(default_factory=list)
+
+    @property
+    def recall(self) -> float:
+        return self.hit / self.required if self.required else 1.0
+
+    @property
+    def precision(self) -> float:
+        return self.fired_right / self.fired_on if self.fired_on else 1.0
+
+    @property
+    def page_precision(self) -> float:
+        return self.pages_in_events / self.pages if self.pages else 1.0
+
+    def row(self) -> dict[str, Any]:
+        return {"alert": self.alert, "events": self.required, "recall": round(self.recall, 3),
+                "precision": round(self.precision, 3), "forbidden": self.forbidden, "pages": self.pages,
+                "page_precision": round(self.page_precision, 3)}
+
+
+def _pages(steps: Iterable[int], step_ms: int) -> list[int]:
+    """The first step of each run of consecutive steps."""
+    out, last = [], None
+    for ts in sorted(steps):
+        if last is None or ts - last > step_ms:
+            out.append(ts)
+        last = ts
+    return out
+
+
+def score(events: Sequence[Any], expected: Expected, step_ms: int = 60_000) -> dict[str, AlertScore]:
+    """Each alert against the events (``analytics.events.Event``) of the same store."""
+    out = {}
+    for alert in (BLOCKED, SURGE):
+        s = AlertScore(alert, 0, 0, 0, 0, 0, 0, 0)
+        for e in events:
+            fired = expected.by_service.get((alert, e.service), set())
+            early = any(e.start_ms <= ts <= e.start_ms + WITHIN_MS for ts in fired)
+            where = f"{e.service} {e.as_dict()['start']} {e.cause}"
+            if e.cause in REQUIRED[alert]:
+                s.required += 1
+                s.hit += early
+                if not early:
+                    s.missed.append(where)
+            if early:
+                s.fired_on += 1
+                s.fired_right += e.cause in ALLOWED[alert]
+                if e.cause not in ALLOWED[alert]:
+                    s.wrong.append(where)
+            if e.cause in FORBIDDEN[alert] and any(e.start_ms < ts <= e.end_ms for ts in fired):
+                s.forbidden += 1
+                s.wrong.append(f"{where} (fired during it)")
+        for (name, service), fired in expected.by_service.items():
+            if name != alert:
+                continue
+            for first in _pages(fired, step_ms):
+                s.pages += 1
+                s.pages_in_events += any(e.service == service and e.cause in ALLOWED[alert]
+                                         and e.start_ms - WITHIN_MS <= first <= e.end_ms for e in events)
+        out[alert] = s
+    return out
