@@ -14,17 +14,24 @@ Test and bench support, not the product (the product is the rules: ``analytics.r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
 import polars as pl
+import yaml
 
 from analytics import signals as sg
+from analytics.cli.export_cmd import alert_inputs
+from analytics.events import EventsConfig, analyse_store
 from analytics.events.evidence import holding_runs
+from analytics.events.pipeline import timelines_for
 from analytics.rules import compile as rc
 from analytics.rules.alerts import (
-    BLOCKED, EPSILON_GPUS, OTHER_CLASSES, SURGE, WEEKDAY, WEEKEND, AlertsConfig, HourNorm, ServiceTarget,
-    annotation_parts, humanize_timestamp, render)
+    ALERT_GROUP, BLOCKED, EPSILON_GPUS, OTHER_CLASSES, SURGE, WEEKDAY, WEEKEND, AlertsConfig, HourNorm, ServiceTarget,
+    alerts_yaml, annotation_parts, compile_alerts, humanize_timestamp, render)
+from analytics.rules.unittests import alert_tests
+from analytics.slo import resolve_slos
 from analytics.timeline.service import service_series, slo_increases
 from analytics.workloads import WorkloadMap
 
@@ -40,6 +47,19 @@ def _ts(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.col("ts").dt.epoch("ms").alias("ts_ms"))
 
 
+def slo_counts(store: Any, timelines: Mapping[str, pl.DataFrame], wmap: WorkloadMap, step_ms: int
+               ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Each service's SLO histogram increases per step (``service, ts_end_ms, le, value``) and its
+    count's (``service, ts_end_ms, value``), as the service timeline reads them."""
+    series, services = service_series(store, wmap)
+    ts = _ts(timelines["services"])["ts_ms"]
+    slo = series.join(services.select("service", "service_id", "slo_metric"), on="service").filter(
+        pl.col("base") == pl.col("slo_metric"))
+    buckets, counts = slo_increases(store, (step_ms, int(ts.min()) - step_ms, int(ts.max())), slo)
+    names = services.select("service_id", "service")
+    return buckets.join(names, on="service_id").drop("service_id"), counts.join(names, on="service_id").drop("service_id")
+
+
 def recorded_inputs(store: Any, timelines: Mapping[str, pl.DataFrame], wmap: WorkloadMap,
                     targets: Sequence[ServiceTarget], digest: str, step_ms: int) -> list[Series]:
     """The recorded series the alerts read, at each step of the timelines."""
@@ -50,23 +70,15 @@ def recorded_inputs(store: Any, timelines: Mapping[str, pl.DataFrame], wmap: Wor
     for (pool, cls, team, workload), g in hold.group_by(["pool", "cls", "team", "workload"]):
         labels = {"pool": pool or "", "class": cls, "team": team or "", "workload": workload or "", **dg}
         out.append((rc.GPUS, labels, dict(zip(g["ts_ms"].to_list(), g["gpus"].to_list()))))
-    series, services = service_series(store, wmap)
-    lo = int(_ts(timelines["services"])["ts_ms"].min()) - step_ms
-    hi = int(_ts(timelines["services"])["ts_ms"].max())
-    slo = series.join(services.select("service", "service_id", "slo_metric"), on="service").filter(
-        pl.col("base") == pl.col("slo_metric"))
-    buckets, counts = slo_increases(store, (step_ms, lo, hi), slo)
-    names = dict(zip(services["service_id"].to_list(), services["service"].to_list()))
-    metric_of = {t.service: t.slo_metric for t in targets}
-    for (sid, le), g in buckets.filter(pl.col("le").is_finite()).group_by(["service_id", "le"]):
-        name = names[sid]
+    buckets, counts = slo_counts(store, timelines, wmap, step_ms)
+    metric_of = {t.service: t.slo_metric.replace(":", "_") for t in targets}
+    for (name, le), g in buckets.filter(pl.col("le").is_finite()).group_by(["service", "le"]):
         if name in metric_of:
-            out.append((f"service_le:{metric_of[name].replace(':', '_')}_bucket:increase",
-                        {"service": name, "le": repr(float(le)), **dg}, dict(zip(g["ts_end_ms"], g["value"]))))
-    for (sid,), g in counts.group_by(["service_id"]):
-        name = names[sid]
+            out.append((f"service_le:{metric_of[name]}_bucket:increase", {"service": name, "le": repr(float(le)), **dg},
+                        dict(zip(g["ts_end_ms"], g["value"]))))
+    for (name,), g in counts.group_by(["service"]):
         if name in metric_of:
-            out.append((f"service:{metric_of[name].replace(':', '_')}_count:increase", {"service": name, **dg},
+            out.append((f"service:{metric_of[name]}_count:increase", {"service": name, **dg},
                         dict(zip(g["ts_end_ms"], g["value"]))))
     svc = _ts(timelines["services"])
     for t in targets:
@@ -112,16 +124,22 @@ def _norm(norms: Sequence[HourNorm], service: str, ts_ms: int) -> HourNorm | Non
     return None
 
 
-def expected_alerts(timelines: Mapping[str, pl.DataFrame], targets: Sequence[ServiceTarget],
+def expected_alerts(timelines: Mapping[str, pl.DataFrame], counts: pl.DataFrame, targets: Sequence[ServiceTarget],
                     norms: Sequence[HourNorm], acfg: AlertsConfig, digest: str, origin_ms: int) -> Expected:
     """What the rules fire at each step, by their definitions on the timelines (module docstring).
 
-    ``origin_ms``: the time promtool calls 0 (the annotations' times are promtool's)."""
+    ``counts``: :func:`slo_counts`' count increases (traffic as the rules compute it: the count's
+    increase over the step, divided by it); ``origin_ms``: the time promtool calls 0 (the
+    annotations' times are promtool's)."""
     step_ms = acfg.step_s * 1000
     keep_ms = int(round(acfg.keep_firing_min * 60_000))
     parts = annotation_parts(digest, acfg)
     pools = {(r["ts_ms"], r["pool"]): r for r in _pool_frame(timelines).iter_rows(named=True)}
-    svc = _ts(timelines["services"])
+    # divided as PromQL divides (polars may multiply by the reciprocal: 6609 / 60 read 110.14999...)
+    rps = counts.select("service", pl.col("ts_end_ms").alias("ts_ms"),
+                        pl.Series("_rps", np.asarray(counts["value"].to_numpy(), float) / acfg.step_s))
+    svc = (_ts(timelines["services"]).join(rps, on=["service", "ts_ms"], how="left")
+           .with_columns(pl.col("_rps").alias("rps")).drop("_rps"))
     steps = sorted(set(svc["ts_ms"].to_list()) | {k[0] for k in pools})
     by = {t.service: {r["ts_ms"]: r for r in svc.filter(pl.col("service") == t.service).iter_rows(named=True)}
           for t in targets}
@@ -164,8 +182,11 @@ def expected_alerts(timelines: Mapping[str, pl.DataFrame], targets: Sequence[Ser
             values = {"service": t.service, "pool": t.pool, "link_start": t_s - acfg.link_days * 86_400,
                       "link_end": t_s + 3600}
             desired, ready = now["desired_replicas"], now["ready_replicas"]
-            if (t.hpa and t.deployment and pool is not None and over_slo and recent and desired is not None
-                    and ready is not None and desired > ready and pool["idle"] < t.gpus_per_replica):
+            back = [by[t.service].get(ts - k * step_ms) for k in range(t.warmup_steps + 1)]
+            short = any(b is not None and b["desired_replicas"] is not None and b["ready_replicas"] is not None
+                        and b["desired_replicas"] > b["ready_replicas"] for b in back)
+            if (t.hpa and t.deployment and pool is not None and over_slo and recent and short
+                    and pool["idle"] < t.gpus_per_replica):
                 values.update(desired=desired, ready=ready, idle=pool["idle"], batch_gpus=pool["batch"],
                               share=share[(ts, t.pool)])
                 for h in holders.get((ts, t.pool), []):
@@ -175,7 +196,9 @@ def expected_alerts(timelines: Mapping[str, pl.DataFrame], targets: Sequence[Ser
                     key = (BLOCKED, tuple(sorted((k, x) for k, x in labels.items() if x)))
                     active[key] = (ts, {k: render(p, v) for k, p in parts[BLOCKED].items()})
             n, n_prev = _norm(norms, t.service, ts), _norm(norms, t.service, ts - step_ms)
-            if (over_slo and not recent and n is not None and n_prev is not None and prev is not None
+            paged = any(a == BLOCKED and dict(lab)["service"] == t.service and ts - last <= keep_ms
+                        for (a, lab), (last, _) in active.items())
+            if (over_slo and not recent and not paged and n is not None and n_prev is not None and prev is not None
                     and now["rps"] is not None and prev["rps"] is not None
                     and now["rps"] > n.upper_rps and prev["rps"] > n_prev.upper_rps):
                 v = {**values, "ratio": now["rps"] / n.expected_rps, "rps": now["rps"], "upper": n.upper_rps,
@@ -265,3 +288,81 @@ def score(events: Sequence[Any], expected: Expected, step_ms: int = 60_000) -> d
                                          and e.start_ms - WITHIN_MS <= first <= e.end_ms for e in events)
         out[alert] = s
     return out
+
+
+def window_norms(norms: Sequence[HourNorm], lo_ms: int, hi_ms: int) -> list[HourNorm]:
+    """The norms on promtool's clock for a window from ``lo_ms`` (a whole hour, promtool's time
+    0) to ``hi_ms``: the rules then read at promtool's hour ``h`` the norm of the data's hour
+    ``h + lo's hour``, of the kind of day the window lies in (``all`` for promtool)."""
+    kinds = {n.days for n in norms}
+    if kinds != {"all"}:
+        days = {WEEKEND if ((t // 86_400_000) + 4) % 7 in (0, 6) else WEEKDAY for t in (lo_ms, hi_ms)}
+        if len(days) > 1:
+            raise ValueError("a window across a weekday and a weekend day: cut it at midnight")
+        norms = [replace(n, days="all") for n in norms if n.days in days]
+    hours = (lo_ms // 3_600_000) % 24
+    return [replace(n, hour=(n.hour - hours) % 24) for n in norms]
+
+
+def trim(timelines: Mapping[str, pl.DataFrame], lo_ms: int, hi_ms: int) -> dict[str, pl.DataFrame]:
+    """The timelines' steps ending in ``[lo_ms, hi_ms]``."""
+    def cut(f: pl.DataFrame) -> pl.DataFrame:
+        ts = pl.col("ts").dt.epoch("ms")
+        return f.filter((ts >= lo_ms) & (ts <= hi_ms))
+
+    return {k: cut(v) if k in ("services", "holdings", "pool") else v for k, v in timelines.items()}
+
+
+@dataclass
+class AlertRun:
+    """A store's events, what the alerting rules take from it, and what they fire."""
+
+    analysis: Any
+    timelines: dict[str, pl.DataFrame]
+    counts: pl.DataFrame  # each service's count increases per step (slo_counts)
+    targets: list[ServiceTarget]
+    norms: list[HourNorm]
+    acfg: AlertsConfig
+    digest: str
+    expected: Expected
+    scores: dict[str, AlertScore]
+    notes: list[str]
+
+
+def run_store(store: Any, wmap: WorkloadMap, cfg: rc.RulesConfig = rc.RulesConfig()) -> AlertRun:
+    """The events of ``store`` (as ``tidelens events``), the alerts' inputs (as ``tidelens export
+    alerts``) and what the rules fire on its timelines, scored against the events."""
+    ecfg = EventsConfig()
+    analysis = analyse_store(store, ecfg, wmap, slos_ms=resolve_slos(store))
+    got = alert_inputs(store, wmap, analysis)  # the CLI's own glue, as the export runs it
+    timelines = timelines_for(store, ecfg, wmap)
+    acfg = AlertsConfig(step_s=ecfg.step_s, policy=got["policy"])
+    digest = rc.map_digest(wmap, cfg)
+    first = int(timelines["services"]["ts"].dt.epoch("ms").min())
+    counts = slo_counts(store, timelines, wmap, ecfg.step_s * 1000)[1]
+    expected = expected_alerts(timelines, counts, got["targets"], got["norms"], acfg, digest, first - first % 86_400_000)
+    return AlertRun(analysis, timelines, counts, got["targets"], got["norms"], acfg, digest, expected,
+                    score(analysis.events, expected, ecfg.step_s * 1000), got["notes"])
+
+
+def window_test(run: AlertRun, store: Any, wmap: WorkloadMap, lo_ms: int, hi_ms: int, folder: Any,
+                cfg: rc.RulesConfig = rc.RulesConfig()) -> Any:
+    """A ``promtool test rules`` file (and the alerts file it reads) for the steps in
+    ``[lo_ms, hi_ms]`` (``lo_ms`` a whole hour): every step's firing alerts, exactly, as
+    :func:`expected_alerts` reads the rules on the same window. Returns the test file's path."""
+    if lo_ms % 3_600_000:
+        raise ValueError(f"window start {lo_ms}: give a whole hour")
+    step_ms = run.acfg.step_s * 1000
+    window = trim(run.timelines, lo_ms, hi_ms)
+    norms = window_norms(run.norms, lo_ms, hi_ms)
+    doc = compile_alerts(wmap, run.targets, norms, cfg, run.acfg)
+    (folder / "alerts.yml").write_text(alerts_yaml(doc, run.digest), encoding="utf-8")
+    counts = run.counts.filter(pl.col("ts_end_ms").is_between(lo_ms, hi_ms))
+    expected = expected_alerts(window, counts, run.targets, run.norms, run.acfg, run.digest, lo_ms)
+    inputs = [(m, lab, {ts: v for ts, v in pts.items() if lo_ms <= ts <= hi_ms})
+              for m, lab, pts in recorded_inputs(store, window, wmap, run.targets, run.digest, step_ms)]
+    test = alert_tests(inputs, lo_ms, expected.firing, ["alerts.yml"], [ALERT_GROUP], name="alerts on the window",
+                       cfg=cfg)
+    path = folder / "alerts.test.yml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False, allow_unicode=True, width=100_000), encoding="utf-8")
+    return path

@@ -4,15 +4,17 @@
 rules' series (:mod:`analytics.rules.compile`, the same map digest) and fires when a service's
 p99 is over its SLO and
 
-- ``InferenceBlockedByBatch``: its autoscaler wants more replicas than are ready, no GPU of its
-  pool is free (fewer than one replica needs), and batch held more than its share of the pool
-  within the service's warm-up (batch's share: the pool less what inference's autoscalers want
+- ``InferenceBlockedByBatch``: its autoscaler wanted more replicas than were ready, and batch held
+  more than its share of the pool, within the service's warm-up (a replica asked for a warm-up
+  ago serves now), and no GPU of its pool is free (fewer than one replica needs) (batch's share: the pool less what inference's autoscalers want
   and the other classes hold, so "more than its share" is "holding GPUs an autoscaler is
   waiting for"). One alert per batch workload holding the pool's GPUs, its value the time it
   began holding them (the same run of steps the Tail events evidence cites);
 - ``InferenceTrafficSurge``: its traffic was above its norm for the hour (the rhythm's band, its
-  upper edge) at this and the previous step, and batch did not hold more than its share within
-  the warm-up (capacity was free); its value the traffic over the hour's expected traffic.
+  upper edge) at this and the previous step, batch did not hold more than its share within the
+  warm-up (capacity was free), and the service is not paged for batch contention (a tail that
+  began blocked is that page while its backlog drains); its value the traffic over the hour's
+  expected traffic.
 
 The same definitions as Tail events' causes (DESIGN.md, tail events, steps 3-6): the events'
 capacity without batch counts batch GPUs held up to a warm-up back, and a surge is traffic above
@@ -69,6 +71,7 @@ POOL_OVER = "pool:tidelens_batch_over_share:gpus"  # batch's GPUs beyond its sha
 HELD_SINCE = "pool_team_workload:tidelens_batch_held_since:timestamp"
 SERVICE_HELD_SINCE = "service_team_workload:tidelens_batch_held_since:timestamp"
 BATCH_RECENT = "service:tidelens_batch_over_share:recent"  # within the service's warm-up
+SHORTFALL = "service:tidelens_replicas:shortfall"  # desired - ready, where positive
 BLOCKED_NOW = "service:tidelens_blocked_by_batch:bool"
 SURGE_NOW = "service:tidelens_traffic_surge:ratio"
 
@@ -243,8 +246,9 @@ def annotation_parts(digest: str, acfg: AlertsConfig) -> dict[str, dict[str, Par
     blocked = {
         "summary": "{service}: p99 over its SLO while batch holds the GPUs its autoscaler is waiting for",
         "description": "{batch_workload} (team {batch_team}) has held GPUs in pool {pool} since {since}. Batch holds "
-                       "{batch_gpus} GPUs there, more than its share ({share}); {service} wants {desired} replicas, "
-                       "{ready} are ready, and {idle} GPUs are free. This tail is batch contention, not the users.",
+                       "{batch_gpus} GPUs there, more than its share ({share}); {service}'s autoscaler asked for replicas it "
+                       "did not get in time (it wants {desired}, {ready} are ready) and {idle} GPUs are free. This "
+                       "tail is batch contention, not the users.",
         "action": POLICY_ACTIONS[acfg.policy],
         "tail_events": link,
     }
@@ -383,6 +387,9 @@ def _service_rules(t: ServiceTarget, r: _Reader, norms: Sequence[HourNorm], acfg
     if t.deployment:
         ready = r.last(_signal_record(f"keep:{s.KSM_DEPLOY_READY}"), f"namespace={p.quote(t.deployment_namespace)}", f"deployment={p.quote(t.deployment)}")
         rules.append(_rec(READY, f"max({ready})", r.digest, **own))
+    if t.hpa and t.deployment:
+        shortfall = f"({r.last(DESIRED, f'service={p.quote(t.service)}')} - on () {r.last(READY, f'service={p.quote(t.service)}')}) > 0"
+        rules.append(_rec(SHORTFALL, shortfall, r.digest, **own))
     rules += _norm_rules(t.service, [n for n in norms if n.service == t.service], r.digest)
     return rules
 
@@ -430,24 +437,40 @@ def _pool_rules(r: _Reader, acfg: AlertsConfig) -> list[dict[str, Any]]:
     ]
 
 
-def _condition_rules(t: ServiceTarget, r: _Reader) -> list[dict[str, Any]]:
+def _over_slo(t: ServiceTarget, r: _Reader) -> str:
+    return f"({r.last(P99, f'service={p.quote(t.service)}')} * 1000 > {_num(t.slo_ms)})"
+
+
+def _blocked_rules(t: ServiceTarget, r: _Reader) -> list[dict[str, Any]]:
+    """Batch over its share within the warm-up, and (with an autoscaler and a deployment linked)
+    the service's blocked condition and the batch holders of its pool."""
     own = {"service": t.service, "pool": t.pool, "team": t.team}
     svc, pool = f"service={p.quote(t.service)}", f"pool={p.quote(t.pool)}"
     recent = r.over("max_over_time", POOL_OVER, pool, steps=t.warmup_steps + 1)
-    over_slo = f"({r.last(P99, svc)} * 1000 > {_num(t.slo_ms)})"
-    above = (f"({r.last(RPS, svc)} > on () {r.last(NORM_UPPER, svc)})"
-             f" and on () ({r.last(RPS, svc, offset_steps=1)} > on () {r.last(NORM_UPPER, svc, offset_steps=1)})")
     rules = [_rec(BATCH_RECENT, f"max({recent})", r.digest, **own)]
     if t.hpa and t.deployment:
-        short = f"({r.last(DESIRED, svc)} > on () {r.last(READY, svc)})"
+        # asked within the warm-up: the replica that just became ready came a warm-up late
+        short = f"max({r.over('max_over_time', SHORTFALL, svc, steps=t.warmup_steps + 1)})"
         no_free = f"({r.last(POOL_IDLE, pool)} < {_num(t.gpus_per_replica)})"
-        rules.append(_rec(BLOCKED_NOW, f"group({over_slo} and on () {short} and on () {no_free} "
+        rules.append(_rec(BLOCKED_NOW, f"group({_over_slo(t, r)} and on () {short} and on () {no_free} "
                                        f"and on () {r.last(BATCH_RECENT, svc)})", r.digest, **own))
         rules.append(_rec(SERVICE_HELD_SINCE, r.last(HELD_SINCE, pool), r.digest, service=t.service))
-    ratio = f"{r.last(RPS, svc)} / on () {r.last(NORM_EXPECTED, svc)}"
-    rules.append(_rec(SURGE_NOW, f"({ratio}) and on () {over_slo} and on () ({above}) "
-                                 f"unless on () {r.last(BATCH_RECENT, svc)}", r.digest, **own))
     return rules
+
+
+def _surge_rule(t: ServiceTarget, r: _Reader) -> dict[str, Any]:
+    """Over the SLO with traffic above the hour's norm at this and the previous step, batch not
+    over its share within the warm-up, and the service not paged for batch contention (a tail
+    that began blocked stays that page: its backlog drains after batch lets go)."""
+    svc = f"service={p.quote(t.service)}"
+    above = (f"({r.last(RPS, svc)} > on () {r.last(NORM_UPPER, svc)})"
+             f" and on () ({r.last(RPS, svc, offset_steps=1)} > on () {r.last(NORM_UPPER, svc, offset_steps=1)})")
+    ratio = f"{r.last(RPS, svc)} / on () {r.last(NORM_EXPECTED, svc)}"
+    paged = p.selector("ALERTS", (f"alertname={p.quote(BLOCKED)}", 'alertstate="firing"', svc,
+                                  f"{c.DIGEST_LABEL}={p.quote(r.digest)}"))
+    return _rec(SURGE_NOW, f"({ratio}) and on () {_over_slo(t, r)} and on () ({above}) "
+                           f"unless on () {r.last(BATCH_RECENT, svc)} unless on () {paged}", r.digest,
+                service=t.service, pool=t.pool, team=t.team)
 
 
 def _alert(name: str, expr: str, acfg: AlertsConfig, annotations: Mapping[str, Parts], digest: str) -> dict[str, Any]:
@@ -480,13 +503,14 @@ def compile_alerts(wmap: WorkloadMap, targets: Sequence[ServiceTarget], norms: S
         rules += _service_rules(t, r, norms, acfg)
     rules += _pool_rules(r, acfg)
     for t in targets:
-        rules += _condition_rules(t, r)
+        rules += _blocked_rules(t, r)
     # the batch holders' names, and the serving team from the service's condition
     held = p.label_replace(p.label_replace(r.last(SERVICE_HELD_SINCE), "batch_team", "$1", "team", "(?s)(.*)"),
                            "batch_workload", "$1", "workload", "(?s)(.*)")
     blocked = (f"max by (service, pool, batch_team, batch_workload) ({held}) * on (service) group_left (team) "
                f"max by (service, team) ({r.last(BLOCKED_NOW)})")
     rules.append(_alert(BLOCKED, blocked, acfg, notes[BLOCKED], digest))
+    rules += [_surge_rule(t, r) for t in targets]  # after the alert above: they read its ALERTS
     rules.append(_alert(SURGE, f"max by (service, pool, team) ({r.last(SURGE_NOW)})", acfg, notes[SURGE], digest))
     return {"groups": [{"name": ALERT_GROUP, "interval": f"{cfg.interval_s}s", "rules": rules}]}
 
