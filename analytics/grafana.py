@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from analytics.errors import ConfigError, TidelensError
 from analytics.outbound import Hints, HttpConfig, Outbound, check_url
+from analytics.rules.alerts import ALERTS
 from analytics.secrets import Redactor, check_secret, printable
 
 if TYPE_CHECKING:
@@ -37,6 +38,10 @@ if TYPE_CHECKING:
 TAG = "tidelens"
 STEP_MS = 60_000  # the pull's step: one-minute windows
 DATASOURCE_VAR = "datasource"
+# The alerts `tidelens export alerts` writes: the pages firing per alert and service (a blocked
+# service has one per batch workload holding its pool), 0 while none fires.
+ALERTS_FIRING = (f'count by (alertname, service) (ALERTS{{alertname=~"{"|".join(ALERTS)}", alertstate="firing"}}) '
+                 'or on () label_replace(vector(0), "alertname", "none firing", "", "")')
 
 
 class GrafanaError(TidelensError):
@@ -128,6 +133,9 @@ def pool_story_queries(store: "Store", wmap: Any = None,
             replicas.append((f"max by ({label}) ({ready})", f"ready {{{{{label}}}}}"))
     if replicas:
         panels.append(("Desired vs ready replicas", "none", replicas))
+    if any(f"{h}_bucket" in metrics for h in (sg.VLLM_TTFT, sg.VLLM_E2E, sg.HTTP_DURATION)):
+        panels.append(("Tidelens alerts firing: batch-blocked vs traffic surge (tidelens export alerts)", "none",
+                       [(ALERTS_FIRING, "{{alertname}} {{service}}")]))
     return panels
 
 

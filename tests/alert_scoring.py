@@ -14,6 +14,7 @@ Test and bench support, not the product (the product is the rules: ``analytics.r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -99,8 +100,9 @@ class Expected:
     """What the alerting rules fire: per step (epoch ms), per alert, the firing alerts."""
 
     firing: dict[int, dict[str, list[dict[str, dict[str, str]]]]] = field(default_factory=dict)
-    # per (alert, service): the steps it fires at
+    # per (alert, service): the steps it fires at, and those its condition holds at (not kept firing)
     by_service: dict[tuple[str, str], set[int]] = field(default_factory=dict)
+    active: dict[tuple[str, str], set[int]] = field(default_factory=dict)
 
 
 def _pool_frame(timelines: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
@@ -144,7 +146,7 @@ def expected_alerts(timelines: Mapping[str, pl.DataFrame], counts: pl.DataFrame,
     by = {t.service: {r["ts_ms"]: r for r in svc.filter(pl.col("service") == t.service).iter_rows(named=True)}
           for t in targets}
     share: dict[tuple[int, str], float] = {}
-    over: set[tuple[int, str]] = set()
+    over: dict[tuple[int, str], float] = {}  # batch's GPUs beyond its share, where positive
     for (ts, pool), r in pools.items():
         wanted = sum(float(by[t.service][ts]["desired_replicas"]) * t.gpus_per_replica for t in targets
                      if t.pool == pool and t.hpa and ts in by[t.service]
@@ -152,7 +154,7 @@ def expected_alerts(timelines: Mapping[str, pl.DataFrame], counts: pl.DataFrame,
         others = sum(r[c] for c in OTHER_CLASSES)
         share[(ts, pool)] = max(r["total"] - others - max(wanted, r["inference"]), 0.0)
         if r["batch"] - share[(ts, pool)] > EPSILON_GPUS:
-            over.add((ts, pool))
+            over[(ts, pool)] = r["batch"] - share[(ts, pool)]
     batch = (_ts(timelines["holdings"]).filter(pl.col("cls") == "batch")
              .group_by("ts_ms", "pool", "team", "workload").agg(pl.col("gpus").sum()).filter(pl.col("gpus") > 0))
     runs = holding_runs(batch.with_columns(pl.lit("batch").alias("cls")).sort("ts_ms"), step_ms)
@@ -175,36 +177,41 @@ def expected_alerts(timelines: Mapping[str, pl.DataFrame], counts: pl.DataFrame,
             pool = pools.get((ts, t.pool))
             if now is None:
                 continue
-            recent = any((ts - k * step_ms, t.pool) in over for k in range(t.warmup_steps + 1))
             over_slo = now["p99_ms"] is not None and now["p99_ms"] > t.slo_ms
             base = {"service": t.service, "pool": t.pool, "team": t.team, "severity": acfg.severity,
                     rc.DIGEST_LABEL: digest}
             values = {"service": t.service, "pool": t.pool, "link_start": t_s - acfg.link_days * 86_400,
                       "link_end": t_s + 3600}
             desired, ready = now["desired_replicas"], now["ready_replicas"]
-            back = [by[t.service].get(ts - k * step_ms) for k in range(t.warmup_steps + 1)]
-            short = any(b is not None and b["desired_replicas"] is not None and b["ready_replicas"] is not None
-                        and b["desired_replicas"] > b["ready_replicas"] for b in back)
-            if (t.hpa and t.deployment and pool is not None and over_slo and recent and short
+            n, n_prev = _norm(norms, t.service, ts), _norm(norms, t.service, ts - step_ms)
+            withheld = _withheld(t, ts, step_ms, by[t.service], over)
+            surge_wants = 0.0
+            if desired is not None and n is not None and now["rps"] is not None:
+                edge = n.upper_rps / now["rps"] if now["rps"] else math.inf
+                surge_wants = desired * max(1 - edge, 0)
+            part = acfg.material_share
+            material = withheld is not None and withheld * (1 - part) >= surge_wants * part
+            if (t.hpa and t.deployment and pool is not None and over_slo and material
                     and pool["idle"] < t.gpus_per_replica):
                 values.update(desired=desired, ready=ready, idle=pool["idle"], batch_gpus=pool["batch"],
-                              share=share[(ts, t.pool)])
+                              share=share[(ts, t.pool)], withheld=withheld)
                 for h in holders.get((ts, t.pool), []):
                     labels = {**base, "batch_team": h["team"] or "", "batch_workload": h["workload"] or ""}
                     v = {**values, "batch_workload": h["workload"] or "", "batch_team": h["team"] or "no team",
                          "since": humanize_timestamp((since_of(t.pool, h["team"], h["workload"], ts) - origin_ms) / 1000)}
                     key = (BLOCKED, tuple(sorted((k, x) for k, x in labels.items() if x)))
                     active[key] = (ts, {k: render(p, v) for k, p in parts[BLOCKED].items()})
-            n, n_prev = _norm(norms, t.service, ts), _norm(norms, t.service, ts - step_ms)
+                    out.active.setdefault((BLOCKED, t.service), set()).add(ts)
             paged = any(a == BLOCKED and dict(lab)["service"] == t.service and ts - last <= keep_ms
                         for (a, lab), (last, _) in active.items())
-            if (over_slo and not recent and not paged and n is not None and n_prev is not None and prev is not None
+            if (over_slo and not material and not paged and n is not None and n_prev is not None and prev is not None
                     and now["rps"] is not None and prev["rps"] is not None
                     and now["rps"] > n.upper_rps and prev["rps"] > n_prev.upper_rps):
                 v = {**values, "ratio": now["rps"] / n.expected_rps, "rps": now["rps"], "upper": n.upper_rps,
                      "expected": n.expected_rps}
                 key = (SURGE, tuple(sorted((k, x) for k, x in base.items() if x)))
                 active[key] = (ts, {k: render(p, v) for k, p in parts[SURGE].items()})
+                out.active.setdefault((SURGE, t.service), set()).add(ts)
         firing: dict[str, list[dict[str, dict[str, str]]]] = {BLOCKED: [], SURGE: []}
         for (alert, labels), (last, notes) in active.items():
             if ts - last <= keep_ms:
@@ -212,6 +219,21 @@ def expected_alerts(timelines: Mapping[str, pl.DataFrame], counts: pl.DataFrame,
                 out.by_service.setdefault((alert, dict(labels)["service"]), set()).add(ts)
         out.firing[ts] = firing
     return out
+
+
+def _withheld(t: ServiceTarget, ts: int, step_ms: int, steps: Mapping[int, Mapping[str, Any]],
+              over: Mapping[tuple[int, str], float]) -> float | None:
+    """The replicas batch withholds from ``t`` at ``ts``: the least of batch's excess over its
+    share and the service's shortfall in GPUs, each the most within a warm-up back."""
+    back = range(t.warmup_steps + 1)
+    excess = [over[(ts - k * step_ms, t.pool)] for k in back if (ts - k * step_ms, t.pool) in over]
+    short = [s["desired_replicas"] - s["ready_replicas"] for s in (steps.get(ts - k * step_ms) for k in back)
+             if s is not None and s["desired_replicas"] is not None and s["ready_replicas"] is not None
+             and s["desired_replicas"] - s["ready_replicas"] > 0]
+    if not excess or not short:
+        return None
+    a, b = max(excess), max(short) * t.gpus_per_replica
+    return (a if a <= b else b) / t.gpus_per_replica
 
 
 @dataclass
@@ -336,7 +358,7 @@ def run_store(store: Any, wmap: WorkloadMap, cfg: rc.RulesConfig = rc.RulesConfi
     analysis = analyse_store(store, ecfg, wmap, slos_ms=resolve_slos(store))
     got = alert_inputs(store, wmap, analysis)  # the CLI's own glue, as the export runs it
     timelines = timelines_for(store, ecfg, wmap)
-    acfg = AlertsConfig(step_s=ecfg.step_s, policy=got["policy"])
+    acfg = AlertsConfig(step_s=ecfg.step_s, policy=got["policy"], material_share=ecfg.mixed_share)
     digest = rc.map_digest(wmap, cfg)
     first = int(timelines["services"]["ts"].dt.epoch("ms").min())
     counts = slo_counts(store, timelines, wmap, ecfg.step_s * 1000)[1]

@@ -228,6 +228,8 @@ def _export_alerts(args: argparse.Namespace) -> int:
     cfg = RulesConfig(interval_s=parse_step_s(args.interval, "--interval"))
     step_s = parse_step_s(args.step, "--step")
     labels = _labels(args.rule_label)
+    if step_s % cfg.interval_s:
+        raise ConfigError(f"--step {args.step}: give a multiple of --interval {args.interval}")
     if args.db == ":memory:" or not Path(args.db).exists():
         raise ConfigError(f"--db {args.db}: no such store; the alerts take their norms, SLOs and autoscaler links "
                           f"from one (build it with `tidelens ingest --db {args.db} FILES` or `tidelens pull`)")
@@ -235,7 +237,8 @@ def _export_alerts(args: argparse.Namespace) -> int:
     with Store(args.db, read_only=True) as store:
         analysis = analyse_store(store, EventsConfig(step_s=step_s), wmap, slos_ms=resolve_slos(store, config=config))
         got = alert_inputs(store, wmap, analysis)
-    acfg = AlertsConfig(step_s=step_s, app_url=args.app_url, policy=args.policy or got["policy"])
+    acfg = AlertsConfig(step_s=step_s, app_url=args.app_url, policy=args.policy or got["policy"],
+                        material_share=analysis.cfg.mixed_share)
     doc = compile_alerts(wmap, got["targets"], got["norms"], cfg, acfg)
     digest = map_digest(wmap, cfg)
     text = alerts_yaml(doc, digest)

@@ -70,7 +70,8 @@ POOL_SHARE = "pool:tidelens_batch_share:gpus"  # GPUs batch may hold while infer
 POOL_OVER = "pool:tidelens_batch_over_share:gpus"  # batch's GPUs beyond its share, where positive
 HELD_SINCE = "pool_team_workload:tidelens_batch_held_since:timestamp"
 SERVICE_HELD_SINCE = "service_team_workload:tidelens_batch_held_since:timestamp"
-BATCH_RECENT = "service:tidelens_batch_over_share:recent"  # within the service's warm-up
+WITHHELD = "service:tidelens_replicas:withheld_by_batch"  # batch's excess against the shortfall, a warm-up back
+SURGE_WANTS = "service:tidelens_replicas:wanted_by_surge"  # desired beyond what traffic at its norm's edge needs
 SHORTFALL = "service:tidelens_replicas:shortfall"  # desired - ready, where positive
 BLOCKED_NOW = "service:tidelens_blocked_by_batch:bool"
 SURGE_NOW = "service:tidelens_traffic_surge:ratio"
@@ -117,6 +118,8 @@ class AlertsConfig:
         "help": "days before the alert's minute the Tail events link opens on (its norm band needs days)"})
     policy: str = field(default="shared", metadata={
         "help": "the pool's policy (the latest change the store records, else shared): what the page says to do"})
+    material_share: float = field(default=0.3, metadata={
+        "help": "batch's part of the replicas a service misses that makes it a batch page (the events' mixed_share)"})
 
 
 @dataclass(frozen=True)
@@ -192,7 +195,7 @@ def _fields(digest: str, acfg: AlertsConfig) -> dict[str, Field]:
         Field("batch_workload", "{{ $labels.batch_workload }}"),
         Field("batch_team", '{{ or $labels.batch_team "no team" }}'),
         Field("since", "{{ $value | humanizeTimestamp }}"), Field("ratio", '{{ $value | printf "%.1f" }}', ".1f"),
-        Field("desired", svc(DESIRED), ".0f"), Field("ready", svc(READY), ".0f"),
+        Field("desired", svc(DESIRED), ".0f"), Field("ready", svc(READY), ".0f"), Field("withheld", svc(WITHHELD), ".1f"),
         Field("rps", svc(RPS), ".1f"), Field("upper", svc(NORM_UPPER), ".1f"), Field("expected", svc(NORM_EXPECTED), ".1f"),
         Field("idle", pool(POOL_IDLE), ".1f"), Field("batch_gpus", pool(POOL_BATCH), ".1f"),
         Field("share", pool(POOL_SHARE), ".1f"),
@@ -246,8 +249,8 @@ def annotation_parts(digest: str, acfg: AlertsConfig) -> dict[str, dict[str, Par
     blocked = {
         "summary": "{service}: p99 over its SLO while batch holds the GPUs its autoscaler is waiting for",
         "description": "{batch_workload} (team {batch_team}) has held GPUs in pool {pool} since {since}. Batch holds "
-                       "{batch_gpus} GPUs there, more than its share ({share}); {service}'s autoscaler asked for replicas it "
-                       "did not get in time (it wants {desired}, {ready} are ready) and {idle} GPUs are free. This "
+                       "{batch_gpus} GPUs there, more than its share ({share}), and withholds {withheld} of the replicas "
+                       "{service}'s autoscaler asked for ({desired} wanted, {ready} ready, {idle} GPUs free). This "
                        "tail is batch contention, not the users.",
         "action": POLICY_ACTIONS[acfg.policy],
         "tail_events": link,
@@ -441,27 +444,43 @@ def _over_slo(t: ServiceTarget, r: _Reader) -> str:
     return f"({r.last(P99, f'service={p.quote(t.service)}')} * 1000 > {_num(t.slo_ms)})"
 
 
-def _blocked_rules(t: ServiceTarget, r: _Reader) -> list[dict[str, Any]]:
-    """Batch over its share within the warm-up, and (with an autoscaler and a deployment linked)
-    the service's blocked condition and the batch holders of its pool."""
+def _material(t: ServiceTarget, r: _Reader, acfg: AlertsConfig) -> str:
+    """Batch's part of what the service misses is material (at least ``acfg.material_share``, the
+    events' ``mixed_share``): the replicas batch withholds against those the surge asks for."""
+    svc = f"service={p.quote(t.service)}"
+    part = acfg.material_share
+    return f"({r.last(WITHHELD, svc)} * {_num(1 - part)} >= on () {r.last(SURGE_WANTS, svc)} * {_num(part)})"
+
+
+def _blocked_rules(t: ServiceTarget, r: _Reader, acfg: AlertsConfig) -> list[dict[str, Any]]:
+    """The replicas batch withholds from the service and those a surge asks for, both as the
+    events weigh them (a warm-up back; traffic above its norm's edge), and the service's
+    blocked condition with the batch holders of its pool."""
     own = {"service": t.service, "pool": t.pool, "team": t.team}
     svc, pool = f"service={p.quote(t.service)}", f"pool={p.quote(t.pool)}"
-    recent = r.over("max_over_time", POOL_OVER, pool, steps=t.warmup_steps + 1)
-    rules = [_rec(BATCH_RECENT, f"max({recent})", r.digest, **own)]
+    window = t.warmup_steps + 1
+    # the surge's replicas: those the autoscaler wants beyond what traffic at its norm's edge needs
+    surge = (f"max({r.last(DESIRED, svc)}) * clamp_min(1 - max({r.last(NORM_UPPER, svc)}) / max({r.last(RPS, svc)}), 0)"
+             " or vector(0)")
+    rules = [_rec(SURGE_WANTS, surge, r.digest, **own)]
     if t.hpa and t.deployment:
-        # asked within the warm-up: the replica that just became ready came a warm-up late
-        short = f"max({r.over('max_over_time', SHORTFALL, svc, steps=t.warmup_steps + 1)})"
+        # within the warm-up: a replica asked for then would serve now, a GPU freed since would not yet
+        over = f"max({r.over('max_over_time', POOL_OVER, pool, steps=window)})"
+        short = f"max({r.over('max_over_time', SHORTFALL, svc, steps=window)}) * {_num(t.gpus_per_replica)}"
+        rules.append(_rec(WITHHELD, f"(({over} <= {short}) or ({short} < {over})) / {_num(t.gpus_per_replica)}",
+                          r.digest, **own))
         no_free = f"({r.last(POOL_IDLE, pool)} < {_num(t.gpus_per_replica)})"
-        rules.append(_rec(BLOCKED_NOW, f"group({_over_slo(t, r)} and on () {short} and on () {no_free} "
-                                       f"and on () {r.last(BATCH_RECENT, svc)})", r.digest, **own))
+        rules.append(_rec(BLOCKED_NOW, f"group({_over_slo(t, r)} and on () {no_free} and on () {_material(t, r, acfg)})",
+                          r.digest, **own))
         rules.append(_rec(SERVICE_HELD_SINCE, r.last(HELD_SINCE, pool), r.digest, service=t.service))
     return rules
 
 
-def _surge_rule(t: ServiceTarget, r: _Reader) -> dict[str, Any]:
-    """Over the SLO with traffic above the hour's norm at this and the previous step, batch not
-    over its share within the warm-up, and the service not paged for batch contention (a tail
-    that began blocked stays that page: its backlog drains after batch lets go)."""
+def _surge_rule(t: ServiceTarget, r: _Reader, acfg: AlertsConfig) -> dict[str, Any]:
+    """Over the SLO with traffic above the hour's norm at this and the previous step, batch's
+    part of what the service misses not material (capacity was free), and the service not paged
+    for batch contention (a tail that began blocked stays that page: its backlog drains after
+    batch lets go)."""
     svc = f"service={p.quote(t.service)}"
     above = (f"({r.last(RPS, svc)} > on () {r.last(NORM_UPPER, svc)})"
              f" and on () ({r.last(RPS, svc, offset_steps=1)} > on () {r.last(NORM_UPPER, svc, offset_steps=1)})")
@@ -469,7 +488,7 @@ def _surge_rule(t: ServiceTarget, r: _Reader) -> dict[str, Any]:
     paged = p.selector("ALERTS", (f"alertname={p.quote(BLOCKED)}", 'alertstate="firing"', svc,
                                   f"{c.DIGEST_LABEL}={p.quote(r.digest)}"))
     return _rec(SURGE_NOW, f"({ratio}) and on () {_over_slo(t, r)} and on () ({above}) "
-                           f"unless on () {r.last(BATCH_RECENT, svc)} unless on () {paged}", r.digest,
+                           f"unless on () {_material(t, r, acfg)} unless on () {paged}", r.digest,
                 service=t.service, pool=t.pool, team=t.team)
 
 
@@ -503,14 +522,14 @@ def compile_alerts(wmap: WorkloadMap, targets: Sequence[ServiceTarget], norms: S
         rules += _service_rules(t, r, norms, acfg)
     rules += _pool_rules(r, acfg)
     for t in targets:
-        rules += _blocked_rules(t, r)
+        rules += _blocked_rules(t, r, acfg)
     # the batch holders' names, and the serving team from the service's condition
     held = p.label_replace(p.label_replace(r.last(SERVICE_HELD_SINCE), "batch_team", "$1", "team", "(?s)(.*)"),
                            "batch_workload", "$1", "workload", "(?s)(.*)")
     blocked = (f"max by (service, pool, batch_team, batch_workload) ({held}) * on (service) group_left (team) "
                f"max by (service, team) ({r.last(BLOCKED_NOW)})")
     rules.append(_alert(BLOCKED, blocked, acfg, notes[BLOCKED], digest))
-    rules += [_surge_rule(t, r) for t in targets]  # after the alert above: they read its ALERTS
+    rules += [_surge_rule(t, r, acfg) for t in targets]  # after the alert above: they read its ALERTS
     rules.append(_alert(SURGE, f"max by (service, pool, team) ({r.last(SURGE_NOW)})", acfg, notes[SURGE], digest))
     return {"groups": [{"name": ALERT_GROUP, "interval": f"{cfg.interval_s}s", "rules": rules}]}
 
