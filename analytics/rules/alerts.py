@@ -2,34 +2,37 @@
 
 ``tidelens export alerts`` writes one more group, ``tidelens-alerts``, that reads the recording
 rules' series (:mod:`analytics.rules.compile`, the same map digest) and fires when a service's
-p99 is over its SLO and
+p99 over the last step is over its SLO and
 
-- ``InferenceBlockedByBatch``: its autoscaler wanted more replicas than were ready, and batch held
-  more than its share of the pool, within the service's warm-up (a replica asked for a warm-up
-  ago serves now), and no GPU of its pool is free (fewer than one replica needs) (batch's share: the pool less what inference's autoscalers want
-  and the other classes hold, so "more than its share" is "holding GPUs an autoscaler is
-  waiting for"). One alert per batch workload holding the pool's GPUs, its value the time it
-  began holding them (the same run of steps the Tail events evidence cites);
-- ``InferenceTrafficSurge``: its traffic was above its norm for the hour (the rhythm's band, its
-  upper edge) at this and the previous step, batch did not hold more than its share within the
-  warm-up (capacity was free), and the service is not paged for batch contention (a tail that
-  began blocked is that page while its backlog drains); its value the traffic over the hour's
-  expected traffic.
+- ``InferenceBlockedByBatch``: batch withholds a material part (at least the events'
+  ``mixed_share``) of the replicas the service misses, and no GPU of its pool is free (fewer than
+  one replica needs). Batch withholds the least of two, each the most within the service's
+  warm-up: the replicas the autoscaler wanted beyond those ready, and the GPUs batch held beyond
+  its share of the pool (the pool less what inference's autoscalers want and the other classes
+  hold: "more than its share" is holding GPUs an autoscaler is waiting for). Its part is against
+  the replicas a surge asks for: those the autoscaler wants beyond what traffic at its norm's
+  upper edge needs. One alert per batch workload holding the pool's GPUs, its value the time it
+  began holding them (the run of steps the Tail events evidence cites);
+- ``InferenceTrafficSurge``: its traffic is above its norm for the hour (the rhythm's band, its
+  upper edge) at this and the previous step, batch's part is not material (capacity was free),
+  and the service is not paged for batch contention (a tail that began blocked stays that page
+  while its backlog drains); its value the traffic over the hour's expected traffic.
 
-The same definitions as Tail events' causes (DESIGN.md, tail events, steps 3-6): the events'
-capacity without batch counts batch GPUs held up to a warm-up back, and a surge is traffic above
-the norm band. An alert fires at the first evaluation (``for: 0``) and keeps firing through gaps
-shorter than the events' merge gap (``keep_firing_for``), so one tail is one page, paged within
-the step after its first step over the SLO.
+The same definitions as Tail events' causes (DESIGN.md's tail events, steps 3-6): the capacity
+without batch counts batch GPUs held up to a warm-up back (a replica asked for then would serve
+now), normal traffic is traffic clipped to the norm band, and a cause is ``mixed`` once both parts
+reach ``mixed_share``. An alert fires at its first evaluation (``for: 0``) and keeps firing through
+gaps shorter than the events' merge gap (``keep_firing_for``): one tail, one page, paged the step
+after its first step over the SLO.
 
 What is the store's and what is live: per service, its SLO, SLO histogram, pool, team, autoscaler
 names, GPUs per replica and warm-up are written into the rules when exported, and the norms per
 hour (:func:`hourly_norms`, from the store's rhythm) as recorded constants; desired and ready
 replicas, latency, traffic and the pool's GPUs are read live. Export again to refresh them.
 
-Each annotation is written once (:data:`BLOCKED_ANNOTATIONS`, :data:`SURGE_ANNOTATIONS`) as parts:
-text and :class:`Field` s, which :func:`go_template` turns into Prometheus' Go template and
-:func:`render` into the same text from Python values (the tests' expected pages).
+Each annotation is written once (:func:`annotation_parts`) as parts, text and :class:`Field` s,
+which :func:`go_template` turns into Prometheus' Go template and :func:`render` into the same text
+from Python values (the tests' expected pages).
 """
 
 from __future__ import annotations
