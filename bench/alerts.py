@@ -113,6 +113,8 @@ def main() -> int:
                     print(f"  {case.label} seed {seed}: {a} missed {what}")
                 for what in s.wrong:
                     print(f"  {case.label} seed {seed}: {a} wrong on {what}")
+                for what in s.stray:
+                    print(f"  {case.label} seed {seed}: {a} paged outside the events: {what}")
             print(json.dumps(row), flush=True)
     print("\n| alert | events it must name | recall | precision | fired during a forbidden cause | pages | page precision |")
     print("|---|---|---|---|---|---|---|")

@@ -34,6 +34,7 @@ from analytics.rules.alerts import (
 from analytics.rules.unittests import alert_tests
 from analytics.slo import resolve_slos
 from analytics.timeline.service import service_series, slo_increases
+from analytics.times import iso_utc
 from analytics.workloads import WorkloadMap
 
 REQUIRED = {BLOCKED: {"batch_contention", "mixed"}, SURGE: {"traffic_surge"}}
@@ -250,6 +251,7 @@ class AlertScore:
     pages_in_events: int  # of those, starting within 3 minutes before an event of a cause it names, or in it
     missed: list[str] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)
+    stray: list[str] = field(default_factory=list)  # pages outside the events of a cause it names
 
     @property
     def recall(self) -> float:
@@ -269,14 +271,16 @@ class AlertScore:
                 "page_precision": round(self.page_precision, 3)}
 
 
-def _pages(steps: Iterable[int], step_ms: int) -> list[int]:
-    """The first step of each run of consecutive steps."""
-    out, last = [], None
+def _pages(steps: Iterable[int], step_ms: int) -> list[tuple[int, int]]:
+    """The first step of each run of consecutive steps, and the run's length in steps."""
+    out: list[list[int]] = []
+    last = None
     for ts in sorted(steps):
         if last is None or ts - last > step_ms:
-            out.append(ts)
+            out.append([ts, 0])
+        out[-1][1] += 1
         last = ts
-    return out
+    return [(a, n) for a, n in out]
 
 
 def score(events: Sequence[Any], expected: Expected, step_ms: int = 60_000) -> dict[str, AlertScore]:
@@ -304,10 +308,13 @@ def score(events: Sequence[Any], expected: Expected, step_ms: int = 60_000) -> d
         for (name, service), fired in expected.by_service.items():
             if name != alert:
                 continue
-            for first in _pages(fired, step_ms):
+            for first, minutes in _pages(fired, step_ms):
                 s.pages += 1
-                s.pages_in_events += any(e.service == service and e.cause in ALLOWED[alert]
-                                         and e.start_ms - WITHIN_MS <= first <= e.end_ms for e in events)
+                inside = any(e.service == service and e.cause in ALLOWED[alert]
+                             and e.start_ms - WITHIN_MS <= first <= e.end_ms for e in events)
+                s.pages_in_events += inside
+                if not inside:
+                    s.stray.append(f"{service} {iso_utc(first)} ({minutes} min firing)")
         out[alert] = s
     return out
 
