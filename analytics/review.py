@@ -20,11 +20,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from analytics.errors import TidelensError
+from analytics.change.report import change_section, review_change
+from analytics.charts.overview import pool_story_figure
+from analytics.charts.rhythm import hour_of_week_figure
+from analytics.charts.whatif import bills_figure, typical_day_figure
 from analytics.document import Document, Section, render_html, write_document
+from analytics.errors import TidelensError
+from analytics.events import EventsConfig
+from analytics.events.pipeline import analyse_timelines, timelines_for
+from analytics.measures import best_policy
+from analytics.overview import class_long, slo_violations, summarise, thin_for_display
+from analytics.rhythm import RhythmConfig
+from analytics.rhythm.report import rhythm_page_data
+from analytics.slo import DEFAULT_SLO_MS, resolve_slos
+from analytics.text import escape_figure
+from analytics.times import format_span, iso_utc
+from analytics.whatif import POLICIES, compare
+from analytics.whatif.agree import agreement
+from analytics.whatif.calibrate import calibrate_timelines
+from analytics.whatif.form import MODEL_DAYS, last_days
+from analytics.whatif.ledger import bills, typical_day
+from analytics.whatif.observe import pick_service
 
 if TYPE_CHECKING:
-    import plotly.graph_objects as go
     import polars as pl
 
     from analytics.events import EventsAnalysis
@@ -32,8 +50,8 @@ if TYPE_CHECKING:
     from analytics.rhythm.report import RhythmPageData
     from analytics.slo import SloTable
     from analytics.store import Store
-    from analytics.whatif.calibrate import Calibration
     from analytics.whatif.agree import Agreement
+    from analytics.whatif.calibrate import Calibration
     from analytics.whatif.params import PoolScenario
     from analytics.workloads import WorkloadMap
 
@@ -67,13 +85,11 @@ class Review:
         Chargeback's sentence); ``None`` without both analyses."""
         if self.scenario is None or self.events is None or not self.results:
             return None
-        from analytics.whatif.agree import agreement
 
         return agreement(self.events.events, self.scenario, self.results, self.events.steps)
 
     def best_policy(self) -> str | None:
         """The what-if's best policy (:func:`analytics.measures.best_policy`), as the page names it."""
-        from analytics.measures import best_policy
 
         return best_policy({n: r.summary for n, r in self.results.items()})
 
@@ -140,8 +156,6 @@ def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: d
     service :func:`analytics.whatif.observe.pick_service` picks (the CLI's default): the one
     most often above its SLO.
     """
-    from analytics.overview import summarise
-    from analytics.slo import DEFAULT_SLO_MS
 
     def slo_for(name: str) -> float:
         return float(slo_ms.get(name, slo_ms.get("*", DEFAULT_SLO_MS)))
@@ -156,9 +170,6 @@ def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: d
     if rhythm is not None:
         review.rhythm = _attempt("rhythm", missing, rhythm)
     if calibration is not None and services:
-        from analytics.whatif import POLICIES, compare
-        from analytics.whatif.form import MODEL_DAYS, last_days
-        from analytics.whatif.observe import pick_service
 
         name = pick_service(timelines["services"], review.slo_ms)
         review.calibration = _attempt("what-if", missing, lambda: calibration(name))
@@ -179,14 +190,6 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
                  end_ms: int | None = None, slos: "SloTable | None" = None,
                  wmap: "WorkloadMap | None" = None, tz: str = "UTC") -> Review:
     """The review of a store's range, computed as ``tidelens events``/``whatif``/``rhythm`` do."""
-    from analytics.events import EventsConfig
-    from analytics.events.pipeline import analyse_timelines, timelines_for
-    from analytics.rhythm import RhythmConfig
-    from analytics.rhythm.report import rhythm_page_data
-    from analytics.slo import resolve_slos
-    from analytics.times import format_span
-    from analytics.change.report import review_change
-    from analytics.whatif.calibrate import calibrate_timelines
 
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
     tl = timelines_for(store, cfg, wmap)
@@ -219,16 +222,12 @@ def _hour(h: float | None) -> str:
 
 def review_sections(r: Review) -> list[ReviewSection]:
     """The report's sections, in reading order."""
-    from analytics.change.report import change_section
 
     return [_pool_section(r), _rhythm_section(r), _events_section(r), _whatif_section(r),
             _chargeback_section(r)] + ([change_section(r.change)] if r.change is not None else [])
 
 
 def _pool_section(r: Review) -> ReviewSection:
-    from analytics.charts.overview import pool_story_figure
-    from analytics.overview import class_long, slo_violations, thin_for_display
-
     s = r.summary
     held = s.gpu_hours_by_class
     share = dict(s.class_share.select("cls", "share").iter_rows())
@@ -257,7 +256,6 @@ def _rhythm_section(r: Review) -> ReviewSection:
     if r.rhythm is None or r.rhythm.chosen is None or r.rhythm.chosen.summary is None:
         why = r.missing.get("rhythm") or "no traffic, batch or GPU signal with enough days for a rhythm"
         return ReviewSection("Rhythm and collision", f"No rhythm shown: {why}.")
-    from analytics.charts.rhythm import hour_of_week_figure
 
     s = r.rhythm.chosen.summary
     tw = s.tidal_window
@@ -286,7 +284,6 @@ def _events_section(r: Review) -> ReviewSection:
     if r.events is None:
         why = r.missing.get("tail events", "not computed")
         return ReviewSection("Tail events", f"No tail events shown: {why}.")
-    from analytics.times import iso_utc
 
     evs = r.events.events
     if not evs:
@@ -308,8 +305,6 @@ def _whatif_section(r: Review) -> ReviewSection:
     if r.calibration is None:
         why = r.missing.get("what-if", "not computed")
         return ReviewSection("What-if", f"No what-if shown: the store cannot be calibrated ({why}).")
-    from analytics.charts.whatif import typical_day_figure
-    from analytics.whatif.ledger import typical_day
 
     bt = r.calibration.backtest
     svc = r.calibration.observation.service
@@ -348,8 +343,6 @@ def _whatif_section(r: Review) -> ReviewSection:
 def _chargeback_section(r: Review) -> ReviewSection:
     if r.calibration is None or not r.results:
         return ReviewSection("Chargeback", "No bill: it is priced on the what-if, which the store cannot support.")
-    from analytics.charts.whatif import bills_figure
-    from analytics.whatif.ledger import bills
 
     bill = bills(r.scenario, r.results)
     shared = bill.filter(bill["policy"] == "shared").sort("externality_cost", descending=True)
@@ -376,7 +369,6 @@ def review_document(r: Review) -> Document:
     """The review as the one renderer's document; every figure's labels escaped."""
     from dataclasses import replace
 
-    from analytics.text import escape_figure
 
     sections = [replace(sec, figure=escape_figure(sec.figure)) if sec.figure is not None else sec
                 for sec in review_sections(r)]

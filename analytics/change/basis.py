@@ -19,6 +19,14 @@ import numpy as np
 import polars as pl
 
 from analytics.errors import NotEnoughDataError, TidelensError
+from analytics.events import EventsConfig
+from analytics.events.pipeline import analyse_timelines
+from analytics.signals import KUEUE_ADMITTED, KUEUE_PENDING
+from analytics.slo import DEFAULT_SLO_MS, resolve_slos
+from analytics.sql import store as q
+from analytics.timeline import TimelineConfig, store_timelines
+from analytics.timeline.slicing import slice_timelines
+from analytics.whatif.calibrate import gpu_model_from
 
 if TYPE_CHECKING:
     from analytics.events import EventsAnalysis
@@ -43,20 +51,16 @@ class ChangeBasis:
     calibrations: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # period -> (obs, scenario)
 
     def slo_for(self, service: str) -> float:
-        from analytics.slo import DEFAULT_SLO_MS
-
         return float(self.slo_ms.get(service, self.slo_ms.get("*", DEFAULT_SLO_MS)))
 
     def period(self, start_ms: int, end_ms: int) -> dict[str, Any]:
         """The timelines of the steps ending in ``(start_ms, end_ms]``, cut from the whole span's."""
-        from analytics.timeline.slicing import slice_timelines
 
         return slice_timelines(self.timelines, self.step_s, start_ms + 1, end_ms)
 
 
 def _whole_timelines(store: "Store", step_s: int, wmap: "WorkloadMap | None") -> dict[str, Any]:
     """The one place this package obtains timelines (their owner's cache)."""
-    from analytics.timeline import TimelineConfig, store_timelines
 
     return store_timelines(store, TimelineConfig(step_s=step_s), wmap)
 
@@ -70,8 +74,6 @@ def _ts_ms(frame: pl.DataFrame) -> np.ndarray:
 def kueue_signals(store: "Store") -> pl.DataFrame | None:
     """Kueue's pending workloads (summed over queues and statuses) and its admitted-workloads
     counter (summed) at each sample time; None when the store has neither."""
-    from analytics.signals import KUEUE_ADMITTED, KUEUE_PENDING
-    from analytics.sql import store as q
 
     span = {"start_ms": -(2**62), "end_ms": 2**62}
     pend = store.query(q.SAMPLES_OF_METRIC, {"metric": KUEUE_PENDING, **span})
@@ -94,8 +96,6 @@ def change_basis(store: "Store", *, step_s: int = 60, slos: "SloTable | None" = 
     NotEnoughDataError
         The store has no steps with GPU or service data.
     """
-    from analytics.slo import resolve_slos
-    from analytics.whatif.calibrate import gpu_model_from
 
     tl = _whole_timelines(store, step_s, wmap)
     ts = np.concatenate([_ts_ms(tl["pool"]), _ts_ms(tl["services"])])
@@ -113,8 +113,6 @@ def change_basis(store: "Store", *, step_s: int = 60, slos: "SloTable | None" = 
         basis.missing["batch queueing delay"] = ("no Kueue metrics (kueue_pending_workloads and "
                                                  "kueue_admitted_workloads_total) in the store")
     if with_events and names:
-        from analytics.events import EventsConfig
-        from analytics.events.pipeline import analyse_timelines
 
         try:
             basis.events = analyse_timelines(tl, EventsConfig(step_s=step_s),

@@ -21,7 +21,12 @@ import numpy as np
 import polars as pl
 
 from analytics.change.basis import ChangeBasis
+from analytics.change.score import score_change
 from analytics.errors import ConfigError, NotEnoughDataError
+from analytics.fieldhelp import out_of_bounds
+from analytics.overview import summarise
+from analytics.times import iso_utc
+from analytics.whatif.observe import pick_service
 
 if TYPE_CHECKING:
     from analytics.change.record import PolicyChange
@@ -45,7 +50,6 @@ class CompareConfig:
 
     def validate(self) -> "CompareConfig":
         """The config itself; ``ConfigError`` naming the flag outside its bounds otherwise."""
-        from analytics.fieldhelp import out_of_bounds
 
         for f, v in out_of_bounds(self):
             raise ConfigError(f"--{f.name.replace('_', '-')} {v:g}: give {f.metadata['min']:g} to "
@@ -85,7 +89,6 @@ def _queue_delay_min(basis: ChangeBasis, start_ms: int, end_ms: int) -> float | 
 def period_numbers(basis: ChangeBasis, start_ms: int, end_ms: int) -> dict[str, Any]:
     """One period's numbers (steps ending in ``(start_ms, end_ms]``), every one by the
     definition the pages use."""
-    from analytics.overview import summarise
 
     tl = basis.period(start_ms, end_ms)
     s = summarise(tl["pool"], tl["holdings"], tl["services"], basis.slo_for, basis.step_s)
@@ -127,7 +130,6 @@ def periods(basis: ChangeBasis, at_ms: int, cfg: CompareConfig) -> tuple[tuple[i
         The change is outside the data, or one side has less than a step.
     """
     if not basis.first_ms < at_ms < basis.last_ms:
-        from analytics.times import iso_utc
 
         raise NotEnoughDataError(f"the change at {iso_utc(at_ms)} is outside the store's data "
                                  f"({iso_utc(basis.first_ms)} to {iso_utc(basis.last_ms)}): nothing before or after it")
@@ -161,8 +163,6 @@ def compare_change(basis: ChangeBasis, at_ms: int, cfg: CompareConfig | None = N
     ``after_replay``, ``after_old_policy``, ``within`` and ``differences``
     (:func:`analytics.change.score.score_change`).
     """
-    from analytics.times import iso_utc
-    from analytics.whatif.observe import pick_service
 
     cfg = (cfg or CompareConfig()).validate()
     (b0, b1), (a0, a1) = periods(basis, at_ms, cfg)
@@ -194,7 +194,6 @@ def compare_change(basis: ChangeBasis, at_ms: int, cfg: CompareConfig | None = N
     if change is not None:
         out["change"] = change.as_dict()
         if score and service is not None:
-            from analytics.change.score import score_change
 
             out.update(score_change(basis, change, (b0, b1), (a0, a1), service, before, after))
             sentences.extend(out.pop("score_sentences"))

@@ -17,9 +17,14 @@ from typing import Any, Callable, Mapping
 
 import polars as pl
 
+from analytics import timeline
 from analytics.errors import NotEnoughDataError
 from analytics.sql import rhythm as q
 from analytics.store import Store
+from analytics.timeline.config import TimelineConfig
+from analytics.timeline.facts import service_gauge_metrics
+from analytics.timeline.service import service_series
+from analytics.workloads import WorkloadMap
 
 SERVICE_COLUMNS = {"rps": "traffic", "p99_ms": "latency"}
 POOL_COLUMNS = {"gpus_batch": "batch", "gpus_inference": "gpus", "activity_pct": "activity"}
@@ -43,7 +48,6 @@ class RhythmSignal:
 
 def _timeline_function(name: str) -> Callable[..., pl.DataFrame]:
     """``analytics.timeline.service_timeline`` or ``pool_timeline`` (imported where used)."""
-    from analytics import timeline
 
     return getattr(timeline, name)
 
@@ -83,9 +87,6 @@ class SignalSource:
         """Rate metrics whose every series is a service's traffic (its ``rps:`` signal already)."""
         if self._facts is not None:
             return set(self._facts.service_gauge_metrics)
-        from analytics.timeline.facts import service_gauge_metrics
-        from analytics.timeline.service import service_series
-        from analytics.workloads import WorkloadMap
 
         return set(service_gauge_metrics(service_series(self.store, self.wmap or WorkloadMap())[0],
                                          self.store))
@@ -94,7 +95,6 @@ class SignalSource:
         cached = self._service if which == "service_timeline" else self._pool
         if cached is not None:
             return cached
-        from analytics.timeline.config import TimelineConfig
 
         frame = _timeline_function(which)(self.store, TimelineConfig(
             step_s=self.step_s, start_ms=self.start_ms, end_ms=self.end_ms), self.wmap)

@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from analytics.counters import step_range
+from analytics.sql.requests import HAS_REQUESTS_TABLE
 from analytics.store import Store
 from analytics.timeline.config import TimelineConfig
 from analytics.timeline.facts import TimelineFacts, gather_facts
@@ -93,8 +94,6 @@ class _Cursor:
         return self.con.sql(sql, params=params or None).pl()
 
     def has_requests(self) -> bool:
-        from analytics.sql.requests import HAS_REQUESTS_TABLE
-
         return bool(self.con.execute(HAS_REQUESTS_TABLE).fetchall()[0][0])
 
     def __enter__(self) -> "_Cursor":

@@ -26,8 +26,9 @@ from typing import Sequence
 import polars as pl
 
 from analytics import signals as sg
-from analytics.counters import histogram_quantiles, increase_by_group, register_temp, step_range
+from analytics.counters import histogram_quantiles, increase_by_group, register_temp, step_end, step_range
 from analytics.sql import requests as rq
+from analytics.sql import rhythm as rhq
 from analytics.sql import timeline as q
 from analytics.store import Store
 from analytics.timeline.autoscaler import Hpa, Link, ServiceTargets, link_deployments, link_hpas, links_frame
@@ -101,7 +102,6 @@ def _autoscaler_series_links(s: pl.DataFrame, lat: pl.DataFrame, wmap: WorkloadM
 def _resolve(store: Store, wmap: WorkloadMap,
              logs: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame, list[Link]] | None:
     """Every candidate series with its role and service, the latency series, and the autoscaler links."""
-    from analytics.sql import rhythm as rhq
 
     rates = store.query(rhq.RATE_METRICS)["metric"].to_list()
     metrics = [*_histogram_metrics(), *GAUGES, sg.KSM_HPA_INFO, sg.KSM_DEPLOY_AVAILABLE, *rates]
@@ -363,7 +363,6 @@ def _with_request_logs(store: Store, rng: tuple[int, int, int], out: pl.DataFram
     """``out`` with each logged service's steps, over its log's span, taken from its request log:
     request rate (every request), exact p50/p95/p99 of the successful ones, failed requests per
     second apart, and the pods serving where the log names pods. The logs win over histograms."""
-    from analytics.counters import step_end
 
     step_ms, lo_ms, hi_ms = rng
     step_s = step_ms / 1000
