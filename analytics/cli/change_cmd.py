@@ -9,12 +9,14 @@ from pathlib import Path
 
 import polars as pl
 
+from analytics.access import command_line_identity
 from analytics.change.compare import CompareConfig
 from analytics.change.record import PolicyChange
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_config, add_db, add_json, add_slos, config_path, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.fieldhelp import fields_help
+from analytics.writes import record_policy_change
 
 _CHANGE_FLAGS = ("reservation_gpus", "release_hour", "tidal_window", "mig_profile", "replicas_per_gpu", "note")
 
@@ -93,12 +95,11 @@ def _store(path: str, *, write: bool = False):
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from analytics.change.record import record_change
     from analytics.times import parse_time_ms
 
     change = _change_from(args, parse_time_ms(args.at, what="--at"), args.policy, "tidelens change add")
-    with _store(args.db, write=True) as store:
-        record_change(store, change)
+    # Through the one write path the app takes: the change is in the audit record too.
+    record_policy_change(command_line_identity(), lambda: _store(args.db, write=True), change)
     if args.json:
         print_json(change.as_dict())
     else:
