@@ -27,13 +27,14 @@ from analytics.charts.whatif import bills_figure, typical_day_figure
 from analytics.document import Document, Section, render_html, write_document
 from analytics.errors import TidelensError
 from analytics.events import EventsConfig
-from analytics.events.pipeline import analyse_timelines, timelines_for
+from analytics.events.pipeline import analyse_timelines
 from analytics.measures import best_policy
 from analytics.overview import class_long, slo_violations, summarise, thin_for_display
 from analytics.rhythm import RhythmConfig
 from analytics.rhythm.report import rhythm_page_data
 from analytics.slo import DEFAULT_SLO_MS, resolve_slos
 from analytics.text import escape_figure
+from analytics.timeline import Timelines, store_timelines
 from analytics.times import format_span, iso_utc
 from analytics.whatif import POLICIES, compare
 from analytics.whatif.agree import agreement
@@ -43,7 +44,6 @@ from analytics.whatif.ledger import bills, typical_day
 from analytics.whatif.observe import pick_service
 
 if TYPE_CHECKING:
-    import polars as pl
 
     from analytics.events import EventsAnalysis
     from analytics.overview import OverviewSummary
@@ -68,7 +68,7 @@ class Review:
     step_s: int
     tz: str
     summary: "OverviewSummary"
-    timelines: dict[str, "pl.DataFrame"]
+    timelines: Timelines
     slo_ms: dict[str, float]
     events: "EventsAnalysis | None" = None
     rhythm: "RhythmPageData | None" = None
@@ -141,7 +141,7 @@ def _attempt(part: str, missing: dict[str, str], make: Callable[[], Any]) -> Any
 
 
 # -- building -----------------------------------------------------------------------------------
-def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: dict[str, float],
+def build_review(timelines: Timelines, *, step_s: int, slo_ms: dict[str, float],
                  tz: str = "UTC", label: str = "", span: str = "",
                  events: Callable[[], "EventsAnalysis"] | None = None,
                  rhythm: Callable[[], "RhythmPageData"] | None = None,
@@ -160,8 +160,8 @@ def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: d
     def slo_for(name: str) -> float:
         return float(slo_ms.get(name, slo_ms.get("*", DEFAULT_SLO_MS)))
 
-    summary = summarise(timelines["pool"], timelines["holdings"], timelines["services"], slo_for, step_s)
-    services = sorted(timelines["services"]["service"].drop_nulls().unique().to_list())
+    summary = summarise(timelines.pool, timelines.holdings, timelines.services, slo_for, step_s)
+    services = timelines.service_names()
     review = Review(label=label, span=span, step_s=step_s, tz=tz, summary=summary, timelines=timelines,
                     slo_ms={s: slo_for(s) for s in services}, map_digest=map_digest)
     missing = review.missing
@@ -171,7 +171,7 @@ def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: d
         review.rhythm = _attempt("rhythm", missing, rhythm)
     if calibration is not None and services:
 
-        name = pick_service(timelines["services"], review.slo_ms)
+        name = pick_service(timelines.services, review.slo_ms)
         review.calibration = _attempt("what-if", missing, lambda: calibration(name))
         if review.calibration is not None:
             # The scenario the policies replay goes with their results: the typical day and the
@@ -192,9 +192,9 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
     """The review of a store's range, computed as ``tidelens events``/``whatif``/``rhythm`` do."""
 
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
-    tl = timelines_for(store, cfg, wmap)
+    tl = store_timelines(store, cfg.timeline_config(), wmap)
     table = slos if slos is not None else resolve_slos(store)
-    names = sorted(tl["services"]["service"].drop_nulls().unique().to_list())
+    names = tl.service_names()
     slo_ms = {k: float(v) for k, v in table.for_services(names).items() if v is not None}
     totals = store.totals()
     first, last = totals.get("first_ts_ms"), totals.get("last_ts_ms")
@@ -202,7 +202,7 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
                        end_ms if end_ms is not None else last, tz) if first is not None else ""
     return build_review(
         tl, step_s=step_s, slo_ms=slo_ms, tz=tz, label=str(store.path), span=span,
-        map_digest=tl["facts"].map_digest,
+        map_digest=tl.facts.map_digest,
         events=lambda: analyse_timelines(tl, cfg, slos_ms=table),
         rhythm=lambda: rhythm_page_data(store, RhythmConfig(timezone=tz), step_s=step_s,
                                         start_ms=start_ms, end_ms=end_ms, wmap=wmap, timelines=tl),
@@ -244,8 +244,8 @@ def _pool_section(r: Review) -> ReviewSection:
               for n, m in s.slo_violation_min_by_service.items()]]
     fig = None
     if s.steps:
-        classes = class_long(r.timelines["pool"])
-        violations = slo_violations(r.timelines["services"], lambda n: r.slo_ms.get(n, 0.0), r.step_s)
+        classes = class_long(r.timelines.pool)
+        violations = slo_violations(r.timelines.services, lambda n: r.slo_ms.get(n, 0.0), r.step_s)
         c, v, _ = thin_for_display(classes, violations, step_s=r.step_s)
         fig = pool_story_figure(c, v, tz=r.tz)
     return ReviewSection("The pool", finding, tables=[(["measure", "value"], rows)], figure=fig,

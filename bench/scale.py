@@ -249,7 +249,7 @@ def verdicts(store: Store, slo_ms: float | None = None) -> dict:
     if slo_ms is None:  # twice the median step p99: the episodes' tails cross it, the norm's noise not
         slo_ms = 2 * float(tl.services["p99_ms"].median() or 250.0)
     kpis = asdict(summarise(tl.pool, tl.holdings, tl.services, lambda _service: slo_ms, cfg.step_s))
-    ev = analyse_timelines(tl.as_dict(), EventsConfig(step_s=60, slo_ms=slo_ms))
+    ev = analyse_timelines(tl, EventsConfig(step_s=60, slo_ms=slo_ms))
     events = [(e.id, e.service, e.start_ms, e.end_ms, e.cause, round(e.peak_p99_ms, 6)) for e in ev.events]
     bt = calibrate_frames(tl.services, tl.pool, tl.holdings, step_s=60, slo_for=slo_ms).backtest
     backtest = {k: (round(v, 9) if isinstance(v, float) else v) for k, v in bt.items()

@@ -32,7 +32,7 @@ def test_given_timelines_give_the_same_rhythm_without_reading_them_again(
         pool_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = RhythmConfig(resolution_s=600)
     alone = rhythm_page_data(pool_store, cfg, step_s=60)
-    shared = timelines(pool_store, TimelineConfig(step_s=60)).as_dict()
+    shared = timelines(pool_store, TimelineConfig(step_s=60))
 
     def no_second_pass(*args, **kwargs):
         raise AssertionError("the store's timelines were built again")

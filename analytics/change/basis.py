@@ -24,7 +24,7 @@ from analytics.events.pipeline import analyse_timelines
 from analytics.signals import KUEUE_ADMITTED, KUEUE_PENDING
 from analytics.slo import DEFAULT_SLO_MS, resolve_slos
 from analytics.sql import store as q
-from analytics.timeline import TimelineConfig, store_timelines
+from analytics.timeline import TimelineConfig, Timelines, store_timelines
 from analytics.timeline.slicing import slice_timelines
 from analytics.whatif.calibrate import gpu_model_from
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 class ChangeBasis:
     """The whole span a comparison cuts its periods from (see the module)."""
 
-    timelines: dict[str, Any]
+    timelines: Timelines
     step_s: int
     slo_ms: dict[str, float]
     first_ms: int
@@ -53,13 +53,13 @@ class ChangeBasis:
     def slo_for(self, service: str) -> float:
         return float(self.slo_ms.get(service, self.slo_ms.get("*", DEFAULT_SLO_MS)))
 
-    def period(self, start_ms: int, end_ms: int) -> dict[str, Any]:
+    def period(self, start_ms: int, end_ms: int) -> Timelines:
         """The timelines of the steps ending in ``(start_ms, end_ms]``, cut from the whole span's."""
 
         return slice_timelines(self.timelines, self.step_s, start_ms + 1, end_ms)
 
 
-def _whole_timelines(store: "Store", step_s: int, wmap: "WorkloadMap | None") -> dict[str, Any]:
+def _whole_timelines(store: "Store", step_s: int, wmap: "WorkloadMap | None") -> Timelines:
     """The one place this package obtains timelines (their owner's cache)."""
 
     return store_timelines(store, TimelineConfig(step_s=step_s), wmap)
@@ -98,17 +98,17 @@ def change_basis(store: "Store", *, step_s: int = 60, slos: "SloTable | None" = 
     """
 
     tl = _whole_timelines(store, step_s, wmap)
-    ts = np.concatenate([_ts_ms(tl["pool"]), _ts_ms(tl["services"])])
+    ts = np.concatenate([_ts_ms(tl.pool), _ts_ms(tl.services)])
     if ts.size == 0:
         raise NotEnoughDataError("the store has no steps with GPU or service data: load exports first "
                                  "(`tidelens ingest --db PATH FILES`)")
     table = slos if slos is not None else resolve_slos(store)
-    names = sorted(tl["services"]["service"].drop_nulls().unique().to_list())
+    names = tl.service_names()
     slo_ms = {**{k: float(v) for k, v in table.for_services(names).items() if v is not None},
               "*": float(table.fallback_ms)}
     basis = ChangeBasis(timelines=tl, step_s=step_s, slo_ms=slo_ms, first_ms=int(ts.min()),
                         last_ms=int(ts.max()), kueue=kueue_signals(store),
-                        gpu_model=gpu_model_from(tl["facts"].gpu_models))
+                        gpu_model=gpu_model_from(tl.facts.gpu_models))
     if basis.kueue is None:
         basis.missing["batch queueing delay"] = ("no Kueue metrics (kueue_pending_workloads and "
                                                  "kueue_admitted_workloads_total) in the store")

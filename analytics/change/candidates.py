@@ -32,6 +32,7 @@ from analytics.change.basis import _whole_timelines
 from analytics.change.record import PolicyChange
 from analytics.measures import gpu_hours
 from analytics.sql import changes as q
+from analytics.timeline import Timelines
 from analytics.times import iso_utc
 
 if TYPE_CHECKING:
@@ -194,11 +195,11 @@ def _quota(store: "Store") -> list[Candidate]:
     return out
 
 
-def propose_from(store: "Store", timelines: dict[str, pl.DataFrame], step_s: int,
+def propose_from(store: "Store", timelines: Timelines, step_s: int,
                  recorded: list[PolicyChange] = ()) -> list[Candidate]:
     """The candidates of a store whose timelines are built (see the module), oldest first; one
     recorded within a day with the same policy is marked ``recorded``."""
-    ts, batch, pool, rps, day = _daily(timelines["pool"], timelines["holdings"], timelines["services"], step_s)
+    ts, batch, pool, rps, day = _daily(timelines.pool, timelines.holdings, timelines.services, step_s)
     found: list[Candidate] = []
     if ts.size:
         days = _full_days(day, step_s)

@@ -91,10 +91,10 @@ def period_numbers(basis: ChangeBasis, start_ms: int, end_ms: int) -> dict[str, 
     definition the pages use."""
 
     tl = basis.period(start_ms, end_ms)
-    s = summarise(tl["pool"], tl["holdings"], tl["services"], basis.slo_for, basis.step_s)
+    s = summarise(tl.pool, tl.holdings, tl.services, basis.slo_for, basis.step_s)
     hours = s.steps * basis.step_s / 3600.0
     days = hours / 24.0
-    req = _requests(tl["services"], basis.step_s)
+    req = _requests(tl.services, basis.step_s)
     total = float(sum(req.values()))
     held = s.gpu_hours_by_class
     evs = [e for e in (basis.events.events if basis.events is not None else [])
@@ -169,7 +169,7 @@ def compare_change(basis: ChangeBasis, at_ms: int, cfg: CompareConfig | None = N
     before, after = period_numbers(basis, b0, b1), period_numbers(basis, a0, a1)
     if not before["steps"] or not after["steps"]:
         raise NotEnoughDataError("one side of the change has no steps: move the change or lengthen the periods")
-    svc_frame = basis.period(b0, b1)["services"]
+    svc_frame = basis.period(b0, b1).services
     service = cfg.service
     if service is None and svc_frame.height:
         service = pick_service(svc_frame, basis.slo_ms)

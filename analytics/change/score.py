@@ -63,7 +63,7 @@ def calibrated(basis: "ChangeBasis", span: tuple[int, int], service: str
     if key not in basis.calibrations:
 
         tl = basis.period(*span)
-        obs = observe(tl["services"], tl["pool"], tl["holdings"], service=service, step_s=basis.step_s,
+        obs = observe(tl.services, tl.pool, tl.holdings, service=service, step_s=basis.step_s,
                       slo_for=basis.slo_ms)
         scn, _ = scenario_from(obs, slo_ms=basis.slo_for(service), gpu_model=basis.gpu_model)
         basis.calibrations[key] = (obs, scn)

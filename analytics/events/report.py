@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from analytics.charts.events import CAUSE_COLORS, attribution_figure, event_figure
 from analytics.document import Document, Section, render_html, write_document
 from analytics.events.analysis import EventsAnalysis
 from analytics.events.config import EventsConfig
@@ -191,7 +192,6 @@ def report_sections(analysis: EventsAnalysis, ev: Event) -> list[Section]:
 def report_document(analysis: EventsAnalysis, ev: Event, *, tz: str = "UTC") -> Document:
     """The postmortem as the one renderer's document: the timeline figure (and, in HTML, the
     attribution bar) after the summary."""
-    from analytics.charts.events import CAUSE_COLORS, attribution_figure, event_figure
 
     fig = event_figure(analysis.event_window(ev), analysis.holdings_window(ev), ev, tz=tz)
     sections = report_sections(analysis, ev)

@@ -13,7 +13,7 @@ The timelines are computed at most once per :class:`SignalSource`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import polars as pl
 
@@ -21,6 +21,7 @@ from analytics import timeline
 from analytics.errors import NotEnoughDataError
 from analytics.sql import rhythm as q
 from analytics.store import Store
+from analytics.timeline import TimelineFacts, Timelines
 from analytics.timeline.config import TimelineConfig
 from analytics.timeline.facts import service_gauge_metrics
 from analytics.timeline.service import service_series
@@ -71,7 +72,7 @@ class SignalSource:
 
     def __init__(self, store: Store, *, step_s: int = 60, wmap: Any = None,
                  start_ms: int | None = None, end_ms: int | None = None,
-                 timelines: Mapping[str, pl.DataFrame] | None = None) -> None:
+                 timelines: Timelines | None = None) -> None:
         self.store = store
         self.step_s = step_s
         self.wmap = wmap
@@ -79,9 +80,9 @@ class SignalSource:
         self.end_ms = end_ms
         self.problems: list[str] = []
         self._signals: list[RhythmSignal] | None = None
-        self._service: pl.DataFrame | None = (timelines or {}).get("services")
-        self._pool: pl.DataFrame | None = (timelines or {}).get("pool")
-        self._facts: Any = (timelines or {}).get("facts")
+        self._service: pl.DataFrame | None = timelines.services if timelines is not None else None
+        self._pool: pl.DataFrame | None = timelines.pool if timelines is not None else None
+        self._facts: TimelineFacts | None = timelines.facts if timelines is not None else None
 
     def _service_gauges(self) -> set[str]:
         """Rate metrics whose every series is a service's traffic (its ``rps:`` signal already)."""

@@ -36,10 +36,14 @@ class Timelines:
     services: pl.DataFrame
     facts: TimelineFacts = TimelineFacts()
 
-    def as_dict(self) -> dict[str, Any]:
-        """``{"pool", "holdings", "services", "facts"}``: the shape the pages, the events pipeline,
-        the review and the backtest pass around."""
-        return {"pool": self.pool, "holdings": self.holdings, "services": self.services, "facts": self.facts}
+    def service_names(self) -> list[str]:
+        """The services of the service timeline, sorted."""
+        return sorted(self.services["service"].drop_nulls().unique().to_list())
+
+    def estimated_bytes(self) -> int:
+        """The frames' memory (what a cache of timelines budgets)."""
+        return sum(f.estimated_size() for f in (self.pool, self.holdings, self.services))
+
 
 
 def timelines(store: Store, cfg: TimelineConfig = TimelineConfig(), wmap: WorkloadMap | None = None,

@@ -160,6 +160,6 @@ def backtest(store: Any, scenario: PoolScenario, *, observed_policy: str = "shar
     end = int(scenario.ts_ms()[-1])
 
     tl = store_timelines(store, TimelineConfig(step_s=scenario.step_s, start_ms=start, end_ms=end), wmap)
-    obs = observe(tl["services"], tl["pool"], tl["holdings"], service=name, step_s=scenario.step_s,
+    obs = observe(tl.services, tl.pool, tl.holdings, service=name, step_s=scenario.step_s,
                   slo_for=scenario.service.slo_ms)
     return backtest_from(obs, scenario, observed_policy=observed_policy)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 import numpy as np
 import polars as pl
 
 from analytics.measures import gpus_per_replica, pool_size, warmup_steps
 from analytics.sql.whatif import GPU_MODELS
-from analytics.timeline import TimelineConfig, store_timelines
+from analytics.timeline import TimelineConfig, Timelines, store_timelines
 from analytics.whatif.backtest import backtest_from
 from analytics.whatif.fit import (
     ServiceFit,
@@ -241,14 +241,14 @@ def calibrate_frames(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.D
     return Calibration(scn, bt, obs, fit)
 
 
-def calibrate_timelines(tl: Mapping[str, Any], *, service: str | None = None, step_s: int = 60,
+def calibrate_timelines(tl: Timelines, *, service: str | None = None, step_s: int = 60,
                         slo_for: dict[str, float] | float | None = None,
                         observed_policy: str = "shared") -> Calibration:
     """:func:`calibrate_frames` on a timelines dict (``analytics.timeline.store_timelines``, the
     app's cache), the GPU model taken from its facts: what the What-if page, the review and
     ``tidelens whatif`` call."""
-    facts = tl.get("facts")
-    return calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=service, step_s=step_s,
+    facts = tl.facts
+    return calibrate_frames(tl.services, tl.pool, tl.holdings, service=service, step_s=step_s,
                             slo_for=slo_for, observed_policy=observed_policy,
                             gpu_model=gpu_model_from(facts.gpu_models) if facts is not None else None)
 
@@ -291,9 +291,9 @@ def calibrate(store: Any, *, pool: str | None = None, service: str | None = None
         The range has no service with enough steps of traffic.
     """
     tl = store_timelines(store, TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms), wmap)
-    obs = observe(tl["services"], tl["pool"], tl["holdings"], service=service, step_s=step_s, slo_for=slo_ms)
+    obs = observe(tl.services, tl.pool, tl.holdings, service=service, step_s=step_s, slo_for=slo_ms)
     slo = slo_ms.get(obs.service, slo_ms.get("*")) if isinstance(slo_ms, dict) else slo_ms
-    return scenario_from(obs, slo_ms=slo, gpu_model=gpu_model_from(tl["facts"].gpu_models))[0]
+    return scenario_from(obs, slo_ms=slo, gpu_model=gpu_model_from(tl.facts.gpu_models))[0]
 
 
 def calibrate_store(store: Any, *, service: str | None = None, start_ms: int | None = None,
