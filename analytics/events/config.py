@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from analytics.errors import ConfigError
+from analytics.slo import check_slo_ms
 from analytics.timeline.config import TimelineConfig
 
 CAUSES: tuple[str, ...] = ("batch_contention", "traffic_surge", "scaling_lag", "mixed", "unexplained")
@@ -60,12 +61,12 @@ class EventsConfig:
         if self.normal_traffic not in ("band_edge", "expected"):
             raise ConfigError(f"normal_traffic={self.normal_traffic!r}: choose 'band_edge' or 'expected'")
         for name in ("min_duration_min", "merge_gap_min"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}={getattr(self, name)}: minutes cannot be negative")
+            if not 0 <= getattr(self, name) < float("inf"):  # NaN and infinity too
+                raise ConfigError(f"{name}={getattr(self, name)}: give a finite number of minutes, 0 or more")
         if self.step_s < 1:
             raise ConfigError(f"step_s={self.step_s}: the step is at least 1 second")
-        if self.slo_ms is not None and not self.slo_ms > 0:
-            raise ConfigError(f"slo_ms={self.slo_ms}: the SLO is a positive number of milliseconds")
+        if self.slo_ms is not None:
+            check_slo_ms(self.slo_ms, "slo_ms")
 
     def timeline_config(self) -> TimelineConfig:
         """The timelines these settings read: their step and range."""
