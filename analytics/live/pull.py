@@ -19,14 +19,14 @@ from typing import Any, Callable
 import orjson
 import polars as pl
 
-from analytics.times import iso_utc
 from analytics.errors import IngestError
-from analytics.live.client import (ClientConfig, PromClient, PullError, Response, SeriesGuardError,
-                                   split_range)
+from analytics.live.client import ClientConfig, PromClient, PullError, Response, SeriesGuardError, split_range
 from analytics.live.queries import PullQuery, Scope, raw_query, timeline_queries
-from analytics.sql import live as q
+from analytics.secrets import printable
 from analytics.signals import canonical_metric
+from analytics.sql import live as q
 from analytics.store import LoadResult, Sink, Store, series_key
+from analytics.times import iso_utc
 
 DEFAULT_MAX_SERIES = 20_000
 DEFAULT_RAW_WINDOW_MS = 3_600_000
@@ -141,8 +141,6 @@ def _guard(client: PromClient, promql: str, at_ms: int, max_series: int, what: s
 
 
 def _shown(value: Any) -> str:
-    from analytics.secrets import printable
-
     text = printable(repr(value))
     return text if len(text) <= 80 else text[:80] + "..."
 
