@@ -15,24 +15,24 @@ series has no such label). A sample's timestamp is the END of the minute it repo
 The story
 ---------
 * The pool: 48 H100s on six nodes ``gpu-h100-01..06``; dcgm-exporter in Kubernetes mode
-  (``DCGM_FI_DEV_GPU_UTIL`` and ``DCGM_FI_DEV_FB_USED`` per GPU, pod labels only while a pod
-  holds it), kube-state-metrics (node allocatable GPUs, each bound pod's GPU request, the HPA's
+  (``DCGM_FI_DEV_GPU_UTIL`` per GPU, pod labels only while a pod holds it), kube-state-metrics (node allocatable GPUs, each bound pod's GPU request, the HPA's
   desired and current replicas, the Deployment's ready replicas). The run starts Monday
   2025-06-02 00:00 UTC.
-* The service ``assistant-vllm`` (namespace ``genai``): a vLLM replica per GPU, 24 sequences at
-  once, ~7.5 s each (3.2 requests/s per replica). The HPA (min 3, max 44) scales on the request
-  rate averaged over the last two minutes (a Prometheus adapter's window), 2.0 requests/s per
-  replica, scale-down stabilised over 8 minutes. A new pod takes the lowest free GPU, then loads
-  for 5 to 8 minutes (drawn per pod) before it serves: the warm-up.
+* The service ``assistant-vllm`` (namespace ``genai``): a vLLM replica on two GPUs of one node
+  (tensor parallel), 48 sequences at once, ~7.5 s each (6.4 requests/s per replica). The HPA (min
+  2, max 22) scales on the request rate averaged over the last two minutes (a Prometheus
+  adapter's window), 4.0 requests/s per replica, scale-down stabilised over 8 minutes. A new pod
+  takes the first node with two free GPUs, then loads for 5 to 8 minutes (drawn per pod) before
+  it serves: the warm-up.
 * Traffic: a weekday rises slowly from 06:00, ramps 09:30-10:00 to 56 requests/s, holds until
   17:30 and falls back to 20% by 22:30; weekends rise a third as far. Each day's level varies ~3%,
   a slow factor ~4%, each minute's count is Poisson-like.
 * Batch: the nightly fine-tune ``finetune-nightly`` (namespace ``ml-training``), 4 workers of 8
   GPUs each on whole nodes (32 GPUs), submitted at 01:00 on its nights, running until 10:45-11:15
-  UTC: at the 09:30 ramp the service gets at most 16 replicas (51 requests/s) for the 56 it needs.
+  UTC: at the 09:30 ramp the service gets at most 8 replicas (51 requests/s) for the 56 it needs.
 * Weekdays, shuffled by the seed: two **compound** mornings (the fine-tune, and a surge of
   1.8-2.5x starting 15-20 minutes after the ramp does, for 25-40 minutes: contention outlasts
-  it), three **surge** days without the fine-tune (2.1-2.8x for 25-40 minutes between 13:00 and
+  it), three **surge** days (two in a run of fewer than 6 weekdays) without the fine-tune (2.1-2.8x for 25-40 minutes between 13:00 and
   16:00, on the day's plateau: what a surge of that size does alone), the rest **batch** mornings
   (the fine-tune alone). Surges reach their size in 2 minutes.
 * Latency (TTFT), per minute with ``R`` serving replicas (capacity ``c = 3.2 R`` requests/s) and
@@ -46,7 +46,7 @@ What it exports
 ---------------
 ``vllm:time_to_first_token_seconds_bucket{le}`` / ``_count`` / ``_sum`` and
 ``vllm:request_success_total{finished_reason}`` per serving pod (counters from 0 when a pod
-starts serving), ``DCGM_FI_DEV_GPU_UTIL``, ``DCGM_FI_DEV_FB_USED``,
+starts serving), ``DCGM_FI_DEV_GPU_UTIL`` per GPU,
 ``kube_horizontalpodautoscaler_status_desired_replicas`` / ``_current_replicas``,
 ``kube_deployment_status_replicas_ready``, ``kube_node_status_allocatable{resource="nvidia_com_gpu"}``
 and ``kube_pod_container_resource_requests{resource="nvidia_com_gpu"}`` for bound GPU pods.
@@ -91,8 +91,9 @@ N_GPUS = len(NODES) * PER_NODE
 
 SERVICE, NAMESPACE, MODEL = "assistant-vllm", "genai", "Qwen/Qwen2.5-32B-Instruct"
 RS = "assistant-vllm-84d5f6c9b7"
-REPLICA_RPS = 24 / 7.5  # 24 sequences, ~7.5 s each
-HPA_TARGET_RPS, HPA_MIN, HPA_MAX = 2.0, 3, 44
+GPUS_PER_REPLICA = 2  # tensor parallel
+REPLICA_RPS = 48 / 7.5  # 48 sequences, ~7.5 s each
+HPA_TARGET_RPS, HPA_MIN, HPA_MAX = 4.0, 2, 22
 HPA_WINDOW_MIN, SCALE_DOWN_MIN = 2, 8
 WARMUP_MIN = (5, 8)
 PATIENCE_S = 60.0
@@ -132,7 +133,8 @@ def plan_story(days: int, seed: int) -> dict:
     if len(weekdays) < 5:
         raise ValueError(f"--days {days}: the story needs at least 5 weekdays")
     order = [int(d) for d in rng.permutation(weekdays)]
-    roles = {d: "compound" for d in order[:2]} | {d: "surge" for d in order[2:5]} | {d: "batch" for d in order[5:]}
+    k = 5 if len(weekdays) >= 6 else 4
+    roles = {d: "compound" for d in order[:2]} | {d: "surge" for d in order[2:k]} | {d: "batch" for d in order[k:]}
     level = 1.0 + 0.03 * rng.standard_normal(days)
     slow = np.zeros(n)
     eps = rng.standard_normal(n) * 0.04 * math.sqrt(1 - 0.95 ** 2)
@@ -217,17 +219,21 @@ def run_pool(plan: dict, count: np.ndarray, with_batch: bool) -> dict:
                     running.append(len(pods) - 1)
                 waiting = None
         bound = 0
-        for i in live:
+        for i in (i for i in live if pods[i]["scheduled"] is None):
             p = pods[i]
-            if p["scheduled"] is None and free.any():
-                g = int(np.flatnonzero(free)[0])
-                free[g] = False
-                p["gpus"], p["scheduled"] = [g], m
-                # the run starts with the night's replicas already serving
-                p["ready"] = m + int(plan["warm"][m, bound % 8]) if m else -1
-                bound += 1
+            per_node = free.reshape(len(NODES), PER_NODE)
+            nodes = np.flatnonzero(per_node.sum(axis=1) >= GPUS_PER_REPLICA)
+            if not nodes.size:
+                break
+            pair = np.flatnonzero(per_node[nodes[0]])[:GPUS_PER_REPLICA] + nodes[0] * PER_NODE
+            free[pair] = False
+            p["gpus"], p["scheduled"] = [int(g) for g in pair], m
+            # the run starts with the night's replicas already serving
+            p["ready"] = m + int(plan["warm"][m, bound % 8]) if m else -1
+            bound += 1
         for i in live + running:
-            holder[m, pods[i]["gpus"]] = i
+            if pods[i]["gpus"]:
+                holder[m, pods[i]["gpus"]] = i
         ready[m] = sum(1 for i in live if pods[i]["ready"] is not None and pods[i]["ready"] <= m)
         batch_gpus[m] = 8 * len(running)
     return {"pods": pods, "holder": holder, "desired": desired, "ready": ready, "batch_gpus": batch_gpus}
@@ -345,14 +351,19 @@ def _pod_name(i: int, pod: dict) -> str:
     return f"{RS}-{tail}"
 
 
-def _frame(rows: dict[str, list]) -> pl.DataFrame:
-    return pl.DataFrame(rows).with_columns(pl.col("timestamp").cast(pl.Int64), pl.col("value").cast(pl.Float64))
+def _long(ts: np.ndarray, metric: str, values: np.ndarray, **labels: str) -> tuple[dict, np.ndarray, np.ndarray]:
+    """One series: its name and labels, its timestamps and values."""
+    return {"metric": metric, **labels}, ts.astype(np.int64), np.asarray(values, float)
 
 
-def _long(ts: np.ndarray, metric: str, values: np.ndarray, **labels: str) -> pl.DataFrame:
-    k = len(ts)
-    return pl.DataFrame({"timestamp": ts.astype(np.int64), "metric": [metric] * k,
-                         "value": np.asarray(values, float), **{c: [v] * k for c, v in labels.items()}})
+def _table(series: list[tuple[dict, np.ndarray, np.ndarray]]) -> pl.DataFrame:
+    """Series in the long layout: a row per sample, the series' labels repeated on each."""
+    keys = pl.DataFrame([lab for lab, _, _ in series]).with_row_index("_s")
+    lengths = np.array([len(t) for _, t, _ in series])
+    samples = pl.DataFrame({"_s": np.repeat(np.arange(len(series), dtype=np.uint32), lengths),
+                            "timestamp": np.concatenate([t for _, t, _ in series]),
+                            "value": np.concatenate([v for _, _, v in series])})
+    return samples.join(keys, on="_s", how="left").drop("_s")
 
 
 def write_story(out: Path, *, days: int = 10, seed: int = 1) -> dict:
@@ -365,7 +376,7 @@ def write_story(out: Path, *, days: int = 10, seed: int = 1) -> dict:
     n = story["plan"]["n"]
     ts = START_MS + (np.arange(n) + 1) * 60_000
     names = [_pod_name(i, p) for i, p in enumerate(pool["pods"])]
-    files: dict[str, list[pl.DataFrame]] = {"vllm": [], "dcgm": [], "ksm": []}
+    files: dict[str, list] = {"vllm": [], "dcgm": [], "ksm": []}
     # vLLM: each serving pod gets its share of the minute's requests (round robin)
     serving = [[] for _ in range(n)]
     for i, p in enumerate(pool["pods"]):
@@ -414,19 +425,14 @@ def write_story(out: Path, *, days: int = 10, seed: int = 1) -> dict:
             mm = np.arange(a, b)
             lab = dict(base)
             if who < 0:
-                util, fb = np.zeros(b - a), np.zeros(b - a)
+                util = np.zeros(b - a)
             else:
                 p = pool["pods"][who]
                 lab |= {"pod": names[who], "namespace": FT_NS if p["kind"] == "batch" else NAMESPACE,
                         "container": "trainer" if p["kind"] == "batch" else "vllm"}
-                if p["kind"] == "batch":
-                    util, fb = np.full(b - a, 97.0), np.full(b - a, 78500.0)
-                else:
-                    loading = mm < p["ready"]
-                    util = np.where(loading, 3.0, util_serving[mm])
-                    fb = np.where(loading, 70000.0 * np.clip((mm - p["scheduled"] + 1) / 6.0, 0, 1), 72000.0)
+                util = (np.full(b - a, 97.0) if p["kind"] == "batch"
+                        else np.where(mm < p["ready"], 3.0, util_serving[mm]))
             files["dcgm"].append(_long(ts[mm], "DCGM_FI_DEV_GPU_UTIL", util, **lab))
-            files["dcgm"].append(_long(ts[mm], "DCGM_FI_DEV_FB_USED", fb, **lab))
     # kube-state-metrics
     ksm = {"job": "kube-state-metrics"}
     hpa = {"namespace": NAMESPACE, "horizontalpodautoscaler": SERVICE, **ksm}
@@ -455,7 +461,7 @@ def write_story(out: Path, *, days: int = 10, seed: int = 1) -> dict:
                                   **ksm))
     written = []
     for name, parts in files.items():
-        pl.concat(parts, how="diagonal").write_parquet(out / f"{name}.parquet")
+        _table(parts).write_parquet(out / f"{name}.parquet")
         written.append(f"{name}.parquet")
     tr = truth_of(story)
     tr["files"] = written
