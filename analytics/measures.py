@@ -232,8 +232,9 @@ def loading_steps(held_replicas: np.ndarray, ready: np.ndarray) -> tuple[float, 
 
 def reaction_steps(rps: np.ndarray, desired: np.ndarray, max_steps: int = 10) -> int | None:
     """Steps the autoscaler's desired replicas follow the traffic's rises by: the lag (0 to
-    ``max_steps``) at which the traffic's rises best match the desired replicas' rises (the
-    largest correlation of their positive first differences). ``None`` when desired never rose.
+    ``max_steps``) of the largest cross-correlation (statsmodels' ``ccf``) between the desired
+    replicas' rises and the traffic's (positive first differences). ``None`` when either never
+    rose or none correlates positively.
 
     >>> t = np.r_[np.full(10, 10.0), np.full(10, 30.0), np.full(10, 60.0)]
     >>> reaction_steps(t, np.ceil(np.roll(t, 2) / 10))
@@ -241,17 +242,12 @@ def reaction_steps(rps: np.ndarray, desired: np.ndarray, max_steps: int = 10) ->
     """
     up_t = np.clip(np.diff(np.nan_to_num(np.asarray(rps, float))), 0.0, None)
     up_d = np.clip(np.diff(np.nan_to_num(np.asarray(desired, float))), 0.0, None)
-    if not up_d.any() or not up_t.any():
+    if up_t.size < 3 or not up_d.any() or not up_t.any():
         return None
-    best, best_c = None, 0.0
-    for lag in range(0, min(max_steps, up_t.size - 2) + 1):
-        a, b = up_t[:up_t.size - lag], up_d[lag:]
-        if a.std() == 0 or b.std() == 0:
-            continue
-        c = float(np.corrcoef(a, b)[0, 1])
-        if c > best_c + 1e-12:
-            best, best_c = lag, c
-    return best
+    from statsmodels.tsa.stattools import ccf  # heavy import, only here
+
+    c = ccf(up_d, up_t, adjusted=False, nlags=min(max_steps, up_t.size - 1) + 1)
+    return int(np.argmax(c)) if np.nanmax(c) > 0 else None
 
 
 def gpus_per_replica(own_gpus: np.ndarray, ready: np.ndarray) -> float | None:

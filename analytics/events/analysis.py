@@ -401,6 +401,8 @@ def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, servic
         "traffic_norm_upper_rps_at_peak": _r(peak["upper"]),
         "traffic_vs_norm_at_peak": _r(peak["rps"] / peak["expected"]) if peak["expected"] else None,
         "traffic_above_band_share": _r(att.traffic_above_band_share) if att else None,
+        # the longest run above the band: a surge (not noise) from min_duration_min on
+        "traffic_surge_min": _r(att.surge_min, 2) if att else None,
         "p99_observed_ms_at_peak": _r(peak["p99_ms"]),
         "p99_load_explained_ms_at_peak": _r(np.exp(peak["l_tc"])) if model else None,
         "counterfactual_p99_ms_at_peak": ({

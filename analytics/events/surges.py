@@ -1,8 +1,9 @@
 """The store's own surges, and a compound event's surge checked against what they did.
 
 A **surge** is a run of a service's steps whose traffic stays above its norm band for at least
-``min_duration_min`` (:func:`surge_runs`), described by its size (the median of traffic over its
-norm's expected value), its load (the median expected traffic under it), whether batch held GPUs
+``min_duration_min`` (:func:`surge_runs`), described by its size (the upper quartile of traffic
+over its norm's expected value: a run also holds the minutes it rises and falls through, and
+those of a backlog given up on after it), its load (the median expected traffic under it), whether batch held GPUs
 in the pool while it lasted, and what it did: the minutes over the SLO from its start to a
 scale-up after its end (the replicas it asked for need that long to serve).
 
@@ -34,8 +35,8 @@ def surge_runs(g: pl.DataFrame, over: np.ndarray, cfg: EventsConfig, tail_steps:
     """The surges of one service's steps ``g`` (sorted by time; ``ts_ms, rps, expected, upper,
     gpus_batch``), with ``over`` the steps over the SLO (the detection's own reading).
 
-    Each surge: ``start_ms, end_ms`` (the steps above the band), ``factor`` (median traffic over
-    expected), ``base_rps`` (median expected traffic), ``batch_gpus_max`` (in the pool while it
+    Each surge: ``start_ms, end_ms`` (the steps above the band), ``factor`` (the upper quartile of
+    traffic over expected), ``base_rps`` (median expected traffic), ``batch_gpus_max`` (in the pool while it
     lasted), ``minutes_over_slo`` (from its start to ``tail_steps`` after its end).
 
     >>> ts = np.arange(1, 61) * 60_000
@@ -62,7 +63,7 @@ def surge_runs(g: pl.DataFrame, over: np.ndarray, cfg: EventsConfig, tail_steps:
         ratio = ratio[np.isfinite(ratio)]
         if not ratio.size:
             continue
-        out.append({"start_ms": int(s), "end_ms": int(e), "factor": round(float(np.median(ratio)), 3),
+        out.append({"start_ms": int(s), "end_ms": int(e), "factor": round(float(np.quantile(ratio, 0.75)), 3),
                     "base_rps": round(float(np.nanmedian(expected[sel])), 3),
                     "batch_gpus_max": float(batch[sel].max()),
                     "minutes_over_slo": float(over[tail].sum()) * cfg.step_s / 60})
@@ -87,10 +88,11 @@ def check_surge(ev: pl.DataFrame, limit_ms: np.ndarray, runs: list[dict[str, Any
     has none. The counterfactual's minutes over the limit run from the surge's start to
     ``tail_steps`` after its end, as the store's surges' do.
 
-    ``agrees`` is False when the store's comparable surges alone made a tail (a median of at
-    least ``min_duration_min`` over the SLO) and the counterfactual gives under half of it, or
-    when they made none and the counterfactual gives at least ``min_duration_min``; ``says`` is
-    the sentence a postmortem can cite.
+    ``agrees`` says whether both tell the same about the surge alone: the store's comparable surges
+    made a tail (a median of at least ``min_duration_min`` over the SLO) and so does the
+    counterfactual, or neither does. A surge the store shows making tails alone, to which the
+    counterfactual gives none, is the mistake this check exists for: a traffic share near zero
+    for a morning the users doubled. ``says`` is the sentence a postmortem can cite.
     """
     own = [r for r in runs if r["batch_gpus_max"] > 0 and r["start_ms"] < end_ms and r["end_ms"] > start_ms]
     if not own:
@@ -117,8 +119,7 @@ def check_surge(ev: pl.DataFrame, limit_ms: np.ndarray, runs: list[dict[str, Any
     lo, hi = min(r["factor"] for r in alone), max(r["factor"] for r in alone)
     made = (f"the store's {len(alone)} surge(s) of {lo:.2g}-{hi:.2g}x at comparable load without batch made "
             f"{theirs:.0f} minutes over the SLO (median)")
-    tail = theirs >= cfg.min_duration_min
-    agrees = not ((tail and cf_minutes < 0.5 * theirs) or (not tail and cf_minutes >= cfg.min_duration_min))
+    agrees = (theirs >= cfg.min_duration_min) == (cf_minutes >= cfg.min_duration_min)
     said = f"this event's surge ({size}) without batch would make {cf_minutes:.0f} by the latency model"
     if agrees:
         says = f"{made}; {said}: its traffic share ({traffic_share:.0%}) agrees with what such surges do alone"

@@ -362,6 +362,8 @@ VARIANTS: dict[str, ExportVariant] = {v.name: v for v in (
     ExportVariant("scrape-30s", "Prometheus scrapes every 30 s: two samples a minute per series, each target "
                   "at its own offset.", "every series (2 samples a minute)", transform=_rescrape(30),
                   group="scrape interval", scrape_s=30),
+    ExportVariant("utc8", "The cluster's day runs in UTC+8: ramp, fine-tune, weekdays and surges happen in "
+                  "local time, 8 hours earlier in UTC.", "every timestamp (8 h earlier)", configure=_utc8),
     ExportVariant("warmup-5-8", "A new chat-vllm replica takes 5 to 8 minutes from its GPU being bound to serving "
                   "(a larger model loaded at each node's speed), drawn per replica.",
                   "chat pods' warm-up (dcgm memory rising, readiness later) varies", configure=_warmup_5_8),
@@ -372,8 +374,6 @@ VARIANTS: dict[str, ExportVariant] = {v.name: v for v in (
                   "for 25-40 minutes: batch contention lasts longer than a surge inside it.",
                   "the fine-tune's run time and the surges' size and length (cluster shape)",
                   configure=_hold_outlasts_surge),
-    ExportVariant("utc8", "The cluster's day runs in UTC+8: ramp, fine-tune, weekdays and surges happen in "
-                  "local time, 8 hours earlier in UTC.", "every timestamp (8 h earlier)", configure=_utc8),
 )}
 
 # Pairs that contradict each other beyond one group: renaming an HPA that is not exported.
