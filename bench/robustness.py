@@ -31,6 +31,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from compound_export import write_story as write_compound_story  # noqa: E402 (tests/ on the path first)
+from variant_matrix import mixed_share_errors  # noqa: E402
+
+from analytics.events import EventsConfig  # noqa: E402
+from analytics.events.pipeline import analyse_store  # noqa: E402
+from analytics.ingest import ingest_path  # noqa: E402
+from analytics.store import Store  # noqa: E402
+from truth_scoring import score  # noqa: E402
+
 
 def independent_case(case: str, *, days: int, seed: int):
     """The independent export's ``case`` ingested through the real ingest path, analysed and scored."""
@@ -54,17 +63,8 @@ def independent_case(case: str, *, days: int, seed: int):
 def compound_export_case(*, seed: int, days: int = 10):
     """The independent compound export (``tests/compound_export.py``) loaded through the real ingest
     path, analysed and scored: ``(score, share errors of its true mixed events)``."""
-    from compound_export import write_story
-
-    from analytics.events import EventsConfig
-    from analytics.events.pipeline import analyse_store
-    from analytics.ingest import ingest_path
-    from analytics.store import Store
-    from truth_scoring import score
-    from variant_matrix import mixed_share_errors
-
     with tempfile.TemporaryDirectory() as d:
-        tr = write_story(Path(d) / "export", days=days, seed=seed)
+        tr = write_compound_story(Path(d) / "export", days=days, seed=seed)
         with Store(Path(d) / "s.duckdb") as st:
             for f in tr["files"]:
                 ingest_path(st, Path(d) / "export" / f)
