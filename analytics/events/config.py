@@ -35,12 +35,19 @@ class EventsConfig:
     mixed_share: float = field(default=0.3, metadata={
         "help": "a share is material at this or above: cause is 'mixed' when both batch and traffic shares are "
                 "(a surge during contention), and 'scaling_lag' only when neither is"})
+    compound_share: float = field(default=0.15, metadata={
+        "help": "with a surge in the event (traffic above its norm band for at least min_duration_min in a row), "
+                "a share is material at this or above: cause is 'mixed' when both batch and traffic shares are "
+                "(a surge inside batch contention, whose contention outlasts it)"})
     explained_share: float = field(default=0.5, metadata={
         "help": "cause is 'unexplained' when batch + traffic shares are below this"})
     warmup_min: float | None = field(default=None, metadata={
         "help": "minutes a new replica needs before it serves; None = measured from the data"})
     default_warmup_min: float = field(default=5.0, metadata={
         "help": "warm-up used when the data shows no scale-up to measure it on"})
+    reaction_min: float = field(default=1.0, metadata={
+        "help": "minutes an autoscaler takes to react to traffic, added to the warm-up where the desired replicas "
+                "are inferred from traffic (a linked autoscaler's desired replicas carry its own reaction)"})
     surge_steps_share: float = field(default=0.25, metadata={
         "help": "traffic left its norm when at least this share of the event's steps are above the norm band"})
     ramp_ratio: float = field(default=1.3, metadata={
@@ -60,7 +67,7 @@ class EventsConfig:
     def __post_init__(self) -> None:
         if self.normal_traffic not in ("band_edge", "expected"):
             raise ConfigError(f"normal_traffic={self.normal_traffic!r}: choose 'band_edge' or 'expected'")
-        for name in ("min_duration_min", "merge_gap_min"):
+        for name in ("min_duration_min", "merge_gap_min", "reaction_min"):
             if not 0 <= getattr(self, name) < float("inf"):  # NaN and infinity too
                 raise ConfigError(f"{name}={getattr(self, name)}: give a finite number of minutes, 0 or more")
         if self.step_s < 1:
