@@ -1,6 +1,6 @@
 """The one report renderer: a document of sections written as self-contained HTML or as Markdown.
 
-The capacity review (:mod:`analytics.review`) and the postmortem (:mod:`analytics.events.report`)
+The capacity review (:mod:`analytics.review`) and the postmortem (:mod:`analytics.postmortem`)
 say different things in the same form: a heading, a lead, sections each with an optional
 one-sentence finding, paragraphs, tables and a figure, then small print. What each says is theirs;
 how it is written, escaped and saved is here, once. Every text is plain (escaped here: a pod named

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from analytics import signals as sg
 from analytics.errors import ConfigError, TidelensError
-from analytics.events.report import dashboard_vs_found
-from analytics.live.queries import Scope, fleet_queries, step_increase, with_workload
+from analytics.events.wording import dashboard_vs_found
 from analytics.outbound import Hints, HttpConfig, Outbound, check_url
+from analytics.promql import Scope, fleet_queries, step_increase, with_workload
 from analytics.secrets import Redactor, check_secret, printable
 from analytics.workloads import classify_workloads
 

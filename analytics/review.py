@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from analytics.change.report import change_section, review_change
+from analytics.change.findings import change_section, review_change
 from analytics.charts.overview import pool_story_figure
 from analytics.charts.rhythm import hour_of_week_figure
 from analytics.charts.whatif import bills_figure, typical_day_figure
@@ -31,7 +31,7 @@ from analytics.events.pipeline import analyse_timelines
 from analytics.measures import best_policy
 from analytics.overview import class_long, slo_violations, summarise, thin_for_display
 from analytics.rhythm import RhythmConfig
-from analytics.rhythm.report import rhythm_page_data
+from analytics.rhythm.digest import rhythm_page_data
 from analytics.slo import DEFAULT_SLO_MS, resolve_slos
 from analytics.text import escape_figure
 from analytics.timeline import Timelines, store_timelines
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from analytics.events import EventsAnalysis
     from analytics.overview import OverviewSummary
-    from analytics.rhythm.report import RhythmPageData
+    from analytics.rhythm.digest import RhythmPageData
     from analytics.slo import SloTable
     from analytics.store import Store
     from analytics.whatif.agree import Agreement

@@ -133,7 +133,7 @@ class ViewSettings:
 
     # -- derived ----------------------------------------------------------------------------
     def slo_for(self, service: str) -> float:
-        """The SLO of one service, as :func:`analytics.events.slo.resolve_slos` decides it: the
+        """The SLO of one service, as :func:`analytics.events.buckets.resolve_slos` decides it: the
         user's own for it, else what tidelens.toml or the store declares, else the one for
         services without their own, else the default.
 

@@ -29,7 +29,7 @@ from analytics.timeline import (
     slice_timelines,
     timelines,
 )
-from analytics.timeline.sources import request_log_summary
+from analytics.timeline.provenance import request_log_summary
 from analytics.workloads import classify_workloads
 from pages._store import config_file, load_workload_map, open_store
 

@@ -5,7 +5,7 @@ Recording goes through :func:`analytics.writes.record_policy_change` (the visito
 the change in the audit record); a visitor who may not record sees why instead of the form.
 
 Widgets and cached calls only: the numbers are :func:`analytics.change.compare.compare_change`'s,
-the words :mod:`analytics.change.report`'s. The basis (the whole span's timelines, events and
+the words :mod:`analytics.change.findings`'s. The basis (the whole span's timelines, events and
 Kueue signals) is built once per store version; dragging the change or the periods cuts it.
 """
 
@@ -22,7 +22,7 @@ from analytics.change.basis import change_basis
 from analytics.change.candidates import propose_from
 from analytics.change.compare import CompareConfig, compare_change
 from analytics.change.record import PolicyChange, list_changes, parse_window
-from analytics.change.report import finding, measure_rows, score_rows
+from analytics.change.findings import finding, measure_rows, score_rows
 from analytics.errors import TidelensError
 from analytics.fieldhelp import fields_help
 from analytics.slo import SloTable

@@ -25,7 +25,7 @@ from analytics.events.config import EventsConfig
 from analytics.events.pipeline import analyse_timelines
 from analytics.review import build_review, review_html
 from analytics.rhythm.config import RhythmConfig
-from analytics.rhythm.report import rhythm_page_data
+from analytics.rhythm.digest import rhythm_page_data
 from analytics.text import md
 from analytics.times import format_span
 from analytics.view import ViewSettings
@@ -37,7 +37,7 @@ from pages._store import DataSource, config_version, load_workload_map, open_sto
 
 if TYPE_CHECKING:
     from analytics.events import EventsAnalysis
-    from analytics.rhythm.report import RhythmPageData
+    from analytics.rhythm.digest import RhythmPageData
 
 # The decomposition steps the Rhythm page offers (each divides a day).
 RHYTHM_RESOLUTIONS_S = (300, 600, 900, 1800, 3600)

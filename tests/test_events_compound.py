@@ -22,15 +22,15 @@ from dataclasses import replace
 import polars as pl
 import pytest
 from compound_export import write_story
+from truth_scoring import score
+from variant_matrix import TARGETS, mixed_share_errors
 
 from analytics.events import EventsConfig, analyse
 from analytics.events.pipeline import timelines_for
-from analytics.events.report import dashboard_vs_found
+from analytics.events.wording import dashboard_vs_found
 from analytics.ingest import ingest_path
 from analytics.store import Store
 from analytics.times import parse_iso
-from truth_scoring import score
-from variant_matrix import TARGETS, mixed_share_errors
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compound")]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from analytics.sample import sim
 import analytics.timeline as timeline_mod  # noqa: E402
 from analytics.rhythm import RhythmConfig  # noqa: E402
-from analytics.rhythm.report import rhythm_page_data  # noqa: E402
+from analytics.rhythm.digest import rhythm_page_data  # noqa: E402
+from analytics.sample import sim
 from analytics.sample.export import load_into  # noqa: E402
 from analytics.store import Store  # noqa: E402
 from analytics.timeline import TimelineConfig, timelines  # noqa: E402

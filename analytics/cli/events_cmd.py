@@ -11,8 +11,8 @@ from analytics.cli.commands import command_help
 from analytics.cli.common import add_config, add_db, add_json, add_slos, config_path, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.events import EventsAnalysis, EventsConfig, analyse_store, load_incidents
-from analytics.events.report import write_report
 from analytics.fieldhelp import fields_help
+from analytics.postmortem import write_report
 from analytics.slo import DEFAULT_SLO_MS, parse_service_slos, resolve_slos
 from analytics.store import Store
 from analytics.timeline import parse_step_s

@@ -13,9 +13,9 @@ from analytics.errors import ConfigError
 from analytics.fieldhelp import field_help
 from analytics.live.client import AuthConfig, ClientConfig, PromClient, allowed_servers
 from analytics.live.pull import DEFAULT_MAX_SERIES, pull, pull_raw
-from analytics.live.queries import Scope, describe, fleet_queries, timeline_queries
-from analytics.live.recorded import rules_plan
+from analytics.live.route import rules_plan
 from analytics.live.timespec import parse_duration_ms
+from analytics.promql import Scope, describe, fleet_queries, timeline_queries
 from analytics.store import Store
 from analytics.times import parse_time_ms
 from analytics.workloads import load_map

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from analytics.events.analysis import EventsAnalysis, analyse
+from analytics.events.buckets import slo_bucket_notes
 from analytics.events.config import EventsConfig
-from analytics.events.slo import slo_bucket_notes
 from analytics.slo import SloTable
 from analytics.timeline import Timelines, store_timelines
-from analytics.timeline.sources import latency_source_notes
+from analytics.timeline.provenance import latency_source_notes
 
 if TYPE_CHECKING:
     from analytics.slo import SloTable

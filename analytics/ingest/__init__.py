@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable
 from analytics.errors import IngestError, bounded
 from analytics.ingest.archives import MACOS, NESTED, archive_kind, bytes_kind, iter_members
 from analytics.ingest.datadog import parse_datadog_v1
-from analytics.ingest.detect import (
+from analytics.ingest.exposition import parse_exposition
+from analytics.ingest.formats import (
     EXPOSITION_FORMATS,
     FORMATS,
     REQUEST_FORMATS,
@@ -37,7 +38,6 @@ from analytics.ingest.detect import (
     exposition_flavour,
     refine_format,
 )
-from analytics.ingest.exposition import parse_exposition
 from analytics.ingest.lineprotocol import parse_line_protocol
 from analytics.ingest.mapping import parse_mapped
 from analytics.ingest.promjson import parse_prom_json

@@ -15,8 +15,8 @@ import orjson
 import polars as pl
 
 from analytics.errors import IngestError
-from analytics.ingest.detect import METRIC_COLUMNS, TIME_COLUMNS, VALUE_COLUMNS
 from analytics.ingest.exposition_line import parse_series
+from analytics.ingest.formats import METRIC_COLUMNS, TIME_COLUMNS, VALUE_COLUMNS
 from analytics.limits import IngestLimits
 from analytics.signals import DCGM_FB_FREE, DCGM_FB_USED, DCGM_GPU_TEMP, DCGM_GPU_UTIL, DCGM_POWER, DCGM_SM_CLOCK
 from analytics.store import Sink, check_plausible_times

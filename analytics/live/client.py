@@ -1,7 +1,7 @@
 """HTTP client of a Prometheus-compatible query API: auth, TLS, timeouts, retries, range splitting.
 
 Owns everything about talking to a server (Prometheus, Thanos, Mimir, VictoriaMetrics) and
-nothing about what is asked: :mod:`analytics.live.queries` builds the PromQL and
+nothing about what is asked: :mod:`analytics.promql` builds the PromQL and
 :mod:`analytics.live.pull` decides what to fetch and where it lands.
 
 Secrets (bearer tokens, basic-auth passwords, secret header values) are read from

@@ -31,7 +31,7 @@ from typing import Any
 from analytics.errors import ConfigError
 from analytics.plan.kai import KAI_API, kai_queues
 from analytics.plan.kueue import Pool, kueue_part
-from analytics.plan.mig import MIG_CONFIG
+from analytics.plan.migparted import MIG_CONFIG
 from analytics.plan.names import SYSTEM_NAMESPACES, TeamNames, is_k8s_name, k8s_name, map_teams, system_namespace
 from analytics.plan.objects import COHORT, GPU, INFERENCE_PRIORITY, KUEUE_API, TRAINING_PRIORITY, namespace, priorities
 from analytics.plan.readme import readme as _readme

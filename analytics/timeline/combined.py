@@ -16,10 +16,10 @@ from typing import Any
 
 import polars as pl
 
-from analytics.counters import step_range
 from analytics.sql.requests import HAS_REQUESTS_TABLE
 from analytics.store import Store
 from analytics.timeline.config import TimelineConfig
+from analytics.timeline.counters import step_range
 from analytics.timeline.facts import TimelineFacts, gather_facts
 from analytics.timeline.pool import device_pass, empty_holdings, empty_pool, pool_frame
 from analytics.timeline.service import SERVICE_SCHEMA, autoscaler_by_pool, service_frame, service_series

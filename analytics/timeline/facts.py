@@ -19,8 +19,8 @@ from analytics.sql import rhythm as rhq
 from analytics.sql import store as sq
 from analytics.sql.whatif import GPU_MODELS
 from analytics.timeline.pool import class_rules
+from analytics.timeline.provenance import request_log_summary, traffic_source_notes
 from analytics.timeline.service import RATE, ms_per_unit
-from analytics.timeline.sources import request_log_summary, traffic_source_notes
 from analytics.workloads import map_digest
 
 if TYPE_CHECKING:
@@ -37,9 +37,9 @@ class TimelineFacts:
     bucket_bounds_ms:
         Histogram name -> its finite bucket bounds in milliseconds (each service's SLO histogram).
     request_logs:
-        :func:`analytics.timeline.sources.request_log_summary` of the store.
+        :func:`analytics.timeline.provenance.request_log_summary` of the store.
     traffic_notes:
-        :func:`analytics.timeline.sources.traffic_source_notes` of the store.
+        :func:`analytics.timeline.provenance.traffic_source_notes` of the store.
     histogram_defects:
         One line per loaded source whose histogram is not one (``name: what is wrong``).
     gpu_models:

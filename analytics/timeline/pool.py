@@ -18,12 +18,12 @@ import re
 import polars as pl
 
 from analytics import signals as sg
-from analytics.counters import register_temp, step_range
 from analytics.errors import ConfigError
 from analytics.sql import timeline as q
 from analytics.store import Store
 from analytics.timeline.config import CLASS_COLUMNS, TimelineConfig
-from analytics.timeline.recorded import recorded_pass
+from analytics.timeline.counters import register_temp, step_range
+from analytics.timeline.from_rules import recorded_pass
 from analytics.timeline.service import autoscaler_by_pool
 from analytics.workloads import WorkloadMap, classify_pods, pool_of_host
 

@@ -1,7 +1,7 @@
 """The service timeline: per inference service and step, traffic, tail latency and replicas.
 
 Latency quantiles are Prometheus' ``histogram_quantile(q, sum by (le) (increase(bucket)))``
-over the step: bucket increases (resets handled, see :mod:`analytics.counters`) summed across
+over the step: bucket increases (resets handled, see :mod:`analytics.timeline.counters`) summed across
 the service's pods, then interpolated. The SLO histogram is the workload map's ``slo_metric``
 for the service, else TTFT for vLLM, else ``http_server_request_duration_seconds``, else the
 other recognised histograms; a service with only a summary (Triton's
@@ -31,13 +31,13 @@ from typing import Sequence
 import polars as pl
 
 from analytics import signals as sg
-from analytics.counters import histogram_quantiles, increase_by_group, register_temp, step_end, step_range
 from analytics.sql import requests as rq
 from analytics.sql import rhythm as rhq
 from analytics.sql import timeline as q
 from analytics.store import Store
 from analytics.timeline.autoscaler import Hpa, Link, ServiceTargets, link_deployments, link_hpas, links_frame
 from analytics.timeline.config import TimelineConfig
+from analytics.timeline.counters import histogram_quantiles, increase_by_group, register_temp, step_end, step_range
 from analytics.workloads import WorkloadMap, classify, classify_pods, pool_of_host, workload_of_pod
 
 # Latency histograms in order of preference for a service's SLO metric.

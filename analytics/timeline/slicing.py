@@ -9,11 +9,10 @@ sub-range's grid: the app cuts a zoom from the range it has instead of reading t
 
 from __future__ import annotations
 
-
 import polars as pl
 
-from analytics.counters import step_end
 from analytics.timeline.combined import Timelines
+from analytics.timeline.counters import step_end
 
 
 def slice_timelines(whole: Timelines, step_s: int, start_ms: int | None,
@@ -31,7 +30,7 @@ def slice_timelines(whole: Timelines, step_s: int, start_ms: int | None,
     [2.0, 3.0]
     """
     step_ms = int(step_s) * 1000
-    # The sub-range's steps as analytics.counters.step_range places them.
+    # The sub-range's steps as analytics.timeline.counters.step_range places them.
     lo = pl.lit(True) if start_ms is None else pl.col("ts") >= _ts(step_end(step_ms, start_ms))
     hi = pl.lit(True) if end_ms is None else pl.col("ts") <= _ts(step_end(step_ms, end_ms))
     return Timelines(whole.pool.filter(lo & hi), whole.holdings.filter(lo & hi),

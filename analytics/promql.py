@@ -90,7 +90,7 @@ class PullQuery:
     service_from_workload: bool = False
     # Ask for the steps this much later and store each point at its step: a recorded series
     # evaluated at some phase after the scrape holds a step's value at the step's end plus
-    # up to one evaluation interval (analytics.live.recorded).
+    # up to one evaluation interval (analytics.live.route).
     shift_ms: int = 0
 
 

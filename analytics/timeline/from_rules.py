@@ -1,6 +1,6 @@
 """The pool timeline's device pass read from the rules' recorded series, where a pull brought them.
 
-``tidelens pull`` through the rules (:mod:`analytics.live.recorded`) stores no device series:
+``tidelens pull`` through the rules (:mod:`analytics.live.route`) stores no device series:
 the server already summed the GPUs held by pool, class, team and workload (idle, unmanaged and
 unknown included) and the share-weighted activity and memory per pool. This module turns those
 into what :func:`analytics.timeline.pool.device_pass` returns, so every page and command reads

@@ -11,7 +11,7 @@ from analytics.errors import NotEnoughDataError
 from analytics.ingest.servegen import ASSUMPTION_NOTE
 from analytics.rhythm.config import RhythmConfig
 from analytics.rhythm.decompose import Decomposition, decompose
-from analytics.rhythm.signals import RhythmSignal, SignalSource
+from analytics.rhythm.inputs import RhythmSignal, SignalSource
 from analytics.rhythm.summary import RhythmSummary, daily_profile, hour_of_week, summarise
 from analytics.store import Store
 from analytics.timeline import Timelines
