@@ -11,6 +11,7 @@ from typing import Any
 
 from analytics.errors import ConfigError
 from analytics.slo import check_slo_ms
+from analytics.timeline.config import TimelineConfig
 
 CAUSES: tuple[str, ...] = ("batch_contention", "traffic_surge", "scaling_lag", "mixed", "unexplained")
 SHARE_KEYS: tuple[str, ...] = ("batch_contention", "traffic_surge", "unexplained")
@@ -73,6 +74,10 @@ class EventsConfig:
             raise ConfigError(f"step_s={self.step_s}: the step is at least 1 second")
         if self.slo_ms is not None:
             check_slo_ms(self.slo_ms, "slo_ms")
+
+    def timeline_config(self) -> TimelineConfig:
+        """The timelines these settings read: their step and range."""
+        return TimelineConfig(step_s=self.step_s, start_ms=self.start_ms, end_ms=self.end_ms)
 
     def settings_key(self) -> dict[str, Any]:
         """The settings that change which events are found (part of each event id)."""
