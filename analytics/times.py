@@ -76,8 +76,6 @@ def parse_time_ms(text: str, *, now_ms: int | None = None, what: str = "time") -
     ...
     analytics.errors.ConfigError: time 'now+9999999999999999999999d': no time between the years 1 and 9999; write ISO-8601 (2026-01-05T09:30Z), epoch seconds, now, or now-2h
     """
-    from analytics.errors import ConfigError
-
     t = str(text).strip()
     if t == "now" or _OFFSET.match(t):
         import time

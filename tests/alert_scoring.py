@@ -26,13 +26,13 @@ from analytics import signals as sg
 from analytics.cli.export_cmd import alert_inputs
 from analytics.events import EventsConfig, analyse_store
 from analytics.events.evidence import holding_runs
-from analytics.events.pipeline import timelines_for
 from analytics.rules import compile as rc
 from analytics.rules.alerts import (
     ALERT_GROUP, BLOCKED, EPSILON_GPUS, OTHER_CLASSES, SURGE, WEEKDAY, WEEKEND, AlertsConfig, HourNorm, ServiceTarget,
     alerts_yaml, annotation_parts, compile_alerts, humanize_timestamp, render)
 from analytics.rules.unittests import alert_tests
 from analytics.slo import resolve_slos
+from analytics.timeline import Timelines, store_timelines
 from analytics.timeline.service import service_series, slo_increases
 from analytics.times import iso_utc
 from analytics.workloads import WorkloadMap
@@ -49,25 +49,26 @@ def _ts(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.col("ts").dt.epoch("ms").alias("ts_ms"))
 
 
-def slo_counts(store: Any, timelines: Mapping[str, pl.DataFrame], wmap: WorkloadMap, step_ms: int
+def slo_counts(store: Any, timelines: Timelines, wmap: WorkloadMap, step_ms: int
                ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Each service's SLO histogram increases per step (``service, ts_end_ms, le, value``) and its
     count's (``service, ts_end_ms, value``), as the service timeline reads them."""
     series, services = service_series(store, wmap)
-    ts = _ts(timelines["services"])["ts_ms"]
+    ts = _ts(timelines.services)["ts_ms"]
     slo = series.join(services.select("service", "service_id", "slo_metric"), on="service").filter(
         pl.col("base") == pl.col("slo_metric"))
-    buckets, counts = slo_increases(store, (step_ms, int(ts.min()) - step_ms, int(ts.max())), slo)
+    buckets, counts, _ = slo_increases(store, (step_ms, int(ts.min()) - step_ms, int(ts.max())), slo,
+                                       (series, services))
     names = services.select("service_id", "service")
     return buckets.join(names, on="service_id").drop("service_id"), counts.join(names, on="service_id").drop("service_id")
 
 
-def recorded_inputs(store: Any, timelines: Mapping[str, pl.DataFrame], wmap: WorkloadMap,
+def recorded_inputs(store: Any, timelines: Timelines, wmap: WorkloadMap,
                     targets: Sequence[ServiceTarget], digest: str, step_ms: int) -> list[Series]:
     """The recorded series the alerts read, at each step of the timelines."""
     dg = {rc.DIGEST_LABEL: digest}
     out: list[Series] = []
-    hold = (_ts(timelines["holdings"]).group_by("ts_ms", "pool", "cls", "team", "workload")
+    hold = (_ts(timelines.holdings).group_by("ts_ms", "pool", "cls", "team", "workload")
             .agg(pl.col("gpus").sum()))
     for (pool, cls, team, workload), g in hold.group_by(["pool", "cls", "team", "workload"]):
         labels = {"pool": pool or "", "class": cls, "team": team or "", "workload": workload or "", **dg}
@@ -82,7 +83,7 @@ def recorded_inputs(store: Any, timelines: Mapping[str, pl.DataFrame], wmap: Wor
         if name in metric_of:
             out.append((f"service:{metric_of[name]}_count:increase", {"service": name, **dg},
                         dict(zip(g["ts_end_ms"], g["value"]))))
-    svc = _ts(timelines["services"])
+    svc = _ts(timelines.services)
     for t in targets:
         g = svc.filter(pl.col("service") == t.service)
         for metric, name_label, name, ns, col in (
@@ -106,8 +107,8 @@ class Expected:
     active: dict[tuple[str, str], set[int]] = field(default_factory=dict)
 
 
-def _pool_frame(timelines: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    h = _ts(timelines["holdings"])
+def _pool_frame(timelines: Timelines) -> pl.DataFrame:
+    h = _ts(timelines.holdings)
     by = h.group_by("ts_ms", "pool", "cls").agg(pl.col("gpus").sum())
     wide = by.pivot(on="cls", index=["ts_ms", "pool"], values="gpus")
     for col in ("inference", "batch", "idle", *OTHER_CLASSES):
@@ -127,7 +128,7 @@ def _norm(norms: Sequence[HourNorm], service: str, ts_ms: int) -> HourNorm | Non
     return None
 
 
-def expected_alerts(timelines: Mapping[str, pl.DataFrame], counts: pl.DataFrame, targets: Sequence[ServiceTarget],
+def expected_alerts(timelines: Timelines, counts: pl.DataFrame, targets: Sequence[ServiceTarget],
                     norms: Sequence[HourNorm], acfg: AlertsConfig, digest: str, origin_ms: int) -> Expected:
     """What the rules fire at each step, by their definitions on the timelines (module docstring).
 
@@ -141,7 +142,7 @@ def expected_alerts(timelines: Mapping[str, pl.DataFrame], counts: pl.DataFrame,
     # divided as PromQL divides (polars may multiply by the reciprocal: 6609 / 60 read 110.14999...)
     rps = counts.select("service", pl.col("ts_end_ms").alias("ts_ms"),
                         pl.Series("_rps", np.asarray(counts["value"].to_numpy(), float) / acfg.step_s))
-    svc = (_ts(timelines["services"]).join(rps, on=["service", "ts_ms"], how="left")
+    svc = (_ts(timelines.services).join(rps, on=["service", "ts_ms"], how="left")
            .with_columns(pl.col("_rps").alias("rps")).drop("_rps"))
     steps = sorted(set(svc["ts_ms"].to_list()) | {k[0] for k in pools})
     by = {t.service: {r["ts_ms"]: r for r in svc.filter(pl.col("service") == t.service).iter_rows(named=True)}
@@ -156,7 +157,7 @@ def expected_alerts(timelines: Mapping[str, pl.DataFrame], counts: pl.DataFrame,
         share[(ts, pool)] = max(r["total"] - others - max(wanted, r["inference"]), 0.0)
         if r["batch"] - share[(ts, pool)] > EPSILON_GPUS:
             over[(ts, pool)] = r["batch"] - share[(ts, pool)]
-    batch = (_ts(timelines["holdings"]).filter(pl.col("cls") == "batch")
+    batch = (_ts(timelines.holdings).filter(pl.col("cls") == "batch")
              .group_by("ts_ms", "pool", "team", "workload").agg(pl.col("gpus").sum()).filter(pl.col("gpus") > 0))
     runs = holding_runs(batch.with_columns(pl.lit("batch").alias("cls")).sort("ts_ms"), step_ms)
     holders: dict[tuple[int, str], list[dict[str, Any]]] = {}
@@ -333,13 +334,14 @@ def window_norms(norms: Sequence[HourNorm], lo_ms: int, hi_ms: int) -> list[Hour
     return [replace(n, hour=(n.hour - hours) % 24) for n in norms]
 
 
-def trim(timelines: Mapping[str, pl.DataFrame], lo_ms: int, hi_ms: int) -> dict[str, pl.DataFrame]:
+def trim(timelines: Timelines, lo_ms: int, hi_ms: int) -> Timelines:
     """The timelines' steps ending in ``[lo_ms, hi_ms]``."""
     def cut(f: pl.DataFrame) -> pl.DataFrame:
         ts = pl.col("ts").dt.epoch("ms")
         return f.filter((ts >= lo_ms) & (ts <= hi_ms))
 
-    return {k: cut(v) if k in ("services", "holdings", "pool") else v for k, v in timelines.items()}
+    return replace(timelines, services=cut(timelines.services), holdings=cut(timelines.holdings),
+                   pool=cut(timelines.pool))
 
 
 @dataclass
@@ -347,7 +349,7 @@ class AlertRun:
     """A store's events, what the alerting rules take from it, and what they fire."""
 
     analysis: Any
-    timelines: dict[str, pl.DataFrame]
+    timelines: Timelines
     counts: pl.DataFrame  # each service's count increases per step (slo_counts)
     targets: list[ServiceTarget]
     norms: list[HourNorm]
@@ -364,10 +366,10 @@ def run_store(store: Any, wmap: WorkloadMap, cfg: rc.RulesConfig = rc.RulesConfi
     ecfg = EventsConfig()
     analysis = analyse_store(store, ecfg, wmap, slos_ms=resolve_slos(store))
     got = alert_inputs(store, wmap, analysis)  # the CLI's own glue, as the export runs it
-    timelines = timelines_for(store, ecfg, wmap)
+    timelines = store_timelines(store, ecfg.timeline_config(), wmap)
     acfg = AlertsConfig(step_s=ecfg.step_s, policy=got["policy"], material_share=ecfg.mixed_share)
     digest = rc.map_digest(wmap, cfg)
-    first = int(timelines["services"]["ts"].dt.epoch("ms").min())
+    first = int(timelines.services["ts"].dt.epoch("ms").min())
     counts = slo_counts(store, timelines, wmap, ecfg.step_s * 1000)[1]
     expected = expected_alerts(timelines, counts, got["targets"], got["norms"], acfg, digest, first - first % 86_400_000)
     return AlertRun(analysis, timelines, counts, got["targets"], got["norms"], acfg, digest, expected,

@@ -30,6 +30,7 @@ import orjson
 import polars as pl
 
 from analytics.errors import IngestError
+from analytics.limits import IngestLimits
 from analytics.store import Sink
 
 NVIDIA_SMI_FIELDS = {
@@ -226,7 +227,6 @@ def parse_line_protocol(data: bytes, sink: Sink, source: str, *, default_ts_ms: 
     the exposition reader does for counters (line protocol has no such values: InfluxDB refuses
     them and Telegraf's serializer drops them, so one here is no reading).
     """
-    from analytics.limits import IngestLimits
 
     limits = IngestLimits.from_env()
     max_series = limits.max_series

@@ -44,11 +44,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import polars as pl
 
+from analytics import promql as lq
 from analytics import signals as s
 from analytics.errors import ConfigError
-from analytics.live import queries as lq
 from analytics.rules import compile as c
-from analytics.rules import promql as p
+from analytics.rules import quoting as p
 from analytics.workloads import WorkloadMap
 
 ALERT_GROUP = "tidelens-alerts"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from analytics.ingest.device import DEVICE_METRICS, FEW_PODS
 from analytics.signals import SIGNALS
 from analytics.sql import requests as rq
 from analytics.sql import rhythm as rhq
@@ -51,7 +52,6 @@ def shared_gpu_keys(store: Store) -> pl.DataFrame:
     Returns ``gpu_key, pods_at_once, note``: each such key counts as one GPU though its pods are
     likely each their own (a table with no UUID, hostname or gpu column); the note says what to do.
     """
-    from analytics.ingest.device import DEVICE_METRICS, FEW_PODS
 
     frame = store.query(q.SHARED_GPU_KEYS, {"metrics": list(DEVICE_METRICS), "few": FEW_PODS})
     return frame.select(pl.col("gpu_key").cast(pl.Utf8), pl.col("pods_at_once").cast(pl.Int64)).with_columns(
