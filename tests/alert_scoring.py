@@ -367,7 +367,8 @@ def run_store(store: Any, wmap: WorkloadMap, cfg: rc.RulesConfig = rc.RulesConfi
     analysis = analyse_store(store, ecfg, wmap, slos_ms=resolve_slos(store))
     got = alert_inputs(store, wmap, analysis)  # the CLI's own glue, as the export runs it
     timelines = store_timelines(store, ecfg.timeline_config(), wmap)
-    acfg = AlertsConfig(step_s=ecfg.step_s, policy=got["policy"], material_share=ecfg.mixed_share)
+    acfg = AlertsConfig(step_s=ecfg.step_s, policy=got["policy"], material_share=ecfg.mixed_share,
+                        keep_firing_min=ecfg.merge_gap_min)
     digest = rc.map_digest(wmap, cfg)
     first = int(timelines.services["ts"].dt.epoch("ms").min())
     counts = slo_counts(store, timelines, wmap, ecfg.step_s * 1000)[1]

@@ -228,7 +228,7 @@ def _export_alerts(args: argparse.Namespace) -> int:
         analysis = analyse_store(store, EventsConfig(step_s=step_s), wmap, slos_ms=resolve_slos(store, config=config))
         got = alert_inputs(store, wmap, analysis)
     acfg = AlertsConfig(step_s=step_s, app_url=args.app_url, policy=args.policy or got["policy"],
-                        material_share=analysis.cfg.mixed_share)
+                        material_share=analysis.cfg.mixed_share, keep_firing_min=analysis.cfg.merge_gap_min)
     doc = compile_alerts(wmap, got["targets"], got["norms"], cfg, acfg)
     digest = map_digest(wmap, cfg)
     text = alerts_yaml(doc, digest)
