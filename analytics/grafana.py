@@ -5,8 +5,9 @@
   and ``misattributed`` or ``attributed``; the text: shares and the one-line finding);
 - :func:`dashboard_model`: a dashboard drawing the pool story from the user's own Prometheus with
   the PromQL ``tidelens pull`` uses (GPUs held by the classes this store's workload map gave each
-  namespace, p99 against each service's SLO, desired vs ready replicas, batch holders), only for
-  the signals the store has, plus an annotation query for the Tidelens tags; built with
+  namespace, p99 against each service's SLO, desired vs ready replicas, batch holders, the pages
+  of ``tidelens export alerts`` firing), only for the signals the store has, plus an annotation
+  query for the Tidelens tags; built with
   ``grafana-foundation-sdk`` and its types;
 - :func:`post_annotations`: posts them, idempotently (an event already there, found by its
   ``tidelens-event:<id>`` tag, is updated, never duplicated), through the live pulls' own
