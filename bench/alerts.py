@@ -14,9 +14,9 @@ real DuckDB store, find the events as ``tidelens events`` does, take the alerts'
   cause it names (``mixed`` counts for both);
 - **forbidden**: events of the cause it must never fire during (``traffic_surge`` for the first,
   ``batch_contention`` for the second) where it did;
-- **page precision**: of its runs of firing steps (pages), the share that begin within 3 minutes
-  before an event of a cause it names or inside it (a page on a tail shorter than the events'
-  5-minute minimum counts against it).
+- **page precision**: of its runs of firing steps (pages), the share that reach into an event of
+  a cause it names or the 3 minutes before it (a page on a tail shorter than the events' 5-minute
+  minimum, away from any event, counts against it).
 
 With ``--promtool`` it also holds the rules to that reading: a ``promtool test rules`` file per
 event (from an hour before it to 30 minutes after), every step's firing alerts exactly, their

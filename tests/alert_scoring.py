@@ -249,10 +249,10 @@ class AlertScore:
     fired_right: int  # of those, events of a cause it names
     forbidden: int  # events of the cause it must never fire during, where it did
     pages: int  # runs of steps it fired (per service)
-    pages_in_events: int  # of those, starting within 3 minutes before an event of a cause it names, or in it
+    pages_in_events: int  # of those, reaching into an event of a cause it names (or the 3 minutes before it)
     missed: list[str] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)
-    stray: list[str] = field(default_factory=list)  # pages outside the events of a cause it names
+    stray: list[str] = field(default_factory=list)  # pages that reach no event of a cause it names
 
     @property
     def recall(self) -> float:
@@ -311,8 +311,9 @@ def score(events: Sequence[Any], expected: Expected, step_ms: int = 60_000) -> d
                 continue
             for first, minutes in _pages(fired, step_ms):
                 s.pages += 1
+                last = first + (minutes - 1) * step_ms
                 inside = any(e.service == service and e.cause in ALLOWED[alert]
-                             and e.start_ms - WITHIN_MS <= first <= e.end_ms for e in events)
+                             and e.start_ms - WITHIN_MS <= last and first <= e.end_ms for e in events)
                 s.pages_in_events += inside
                 if not inside:
                     s.stray.append(f"{service} {iso_utc(first)} ({minutes} min firing)")
