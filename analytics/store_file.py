@@ -36,6 +36,7 @@ import threading
 import time
 from collections import OrderedDict
 from functools import lru_cache
+from pathlib import Path  # noqa: F401 - the doctests' paths
 from typing import Any
 
 import duckdb

@@ -261,6 +261,7 @@ def test_done_when_three_files_give_signals_rhythm_and_the_planted_event(tmp_pat
     """A warehouse CSV of per-container GPU activity, a per-request log and a traffic trace, loaded
     the way the Data page loads uploads: the signals are found, the rhythm's peak and trough hours
     are within 1 h of the data's own hourly means, and the event planted in the log is found."""
+    from analytics.access import LOCAL_OPERATOR
     from pages._store import load_upload
 
     rng = np.random.default_rng(11)
@@ -287,9 +288,9 @@ def test_done_when_three_files_give_signals_rhythm_and_the_planted_event(tmp_pat
     trace = pl.DataFrame({"timestamp": t0 + 60 * minute, "metric": "request_rate", "value": np.round(rate * 3, 3),
                           "model": "embed"})
     db = tmp_path / "s.duckdb"
-    outs = [load_upload(db, "requests.csv", _csv(log), None),
-            load_upload(db, "gpu_duty.csv", _csv(warehouse), None, columns=load_mapping(mapping)),
-            load_upload(db, "embed-rate.csv", _csv(trace), None)]
+    outs = [load_upload(db, "requests.csv", _csv(log), None, who=LOCAL_OPERATOR),
+            load_upload(db, "gpu_duty.csv", _csv(warehouse), None, columns=load_mapping(mapping), who=LOCAL_OPERATOR),
+            load_upload(db, "embed-rate.csv", _csv(trace), None, who=LOCAL_OPERATOR)]
     assert [o.status for o in outs] == ["loaded"] * 3, [o.message for o in outs]
 
     assert main(["signals", "--db", str(db), "--json"]) == 0
