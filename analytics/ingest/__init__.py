@@ -32,6 +32,7 @@ from analytics.ingest.archives import MACOS, NESTED, archive_kind, bytes_kind, i
 from analytics.ingest.detect import (EXPOSITION_FORMATS, FORMATS, REQUEST_FORMATS, detect_format, exposition_flavour,
                                      refine_format)
 from analytics.ingest.exposition import parse_exposition
+from analytics.ingest.lineprotocol import parse_line_protocol
 from analytics.ingest.promjson import parse_prom_json
 from analytics.ingest.sources import (PEEK_BYTES, HashedChunks, check_line_lengths, gunzip, iter_bytes_chunks,
                                       list_files, peek_path, read_path, read_path_lines, source_name, tail_path)
@@ -76,9 +77,7 @@ def _data_parse(name: str, fmt: str, data: bytes, store: Store) -> Callable[[Sin
     if fmt == "prom-json":
         return lambda sink: parse_prom_json(data, sink, name, default_metric=stem)
     if fmt == "influx-lp":
-        from analytics.ingest.lineprotocol import parse_line_protocol
-
-        return lambda sink: parse_line_protocol(data, sink, name)
+        return lambda sink: parse_line_protocol(iter_bytes_chunks(data, name=name), sink, name)
     if fmt == "servegen-rate":
         from analytics.ingest.servegen import parse_servegen_chunk
 
@@ -175,6 +174,9 @@ def _ingest_file(store: Store, path: Path, at_ms: int | None,
         chunks = HashedChunks(path)
         parse = _exposition_parse(name, fmt, lambda: chunks, at_ms, mtime_ms, why)
         return store.load(name, fmt, chunks.hexdigest, parse)
+    if fmt == "influx-lp":  # streamed the same way: never held whole
+        lp_chunks = HashedChunks(path)
+        return store.load(name, fmt, lp_chunks.hexdigest, lambda sink: parse_line_protocol(lp_chunks, sink, name))
     data = read_path_lines(path) if fmt in LINE_FORMATS else read_path(path)
     fmt = refine_format(fmt, data, name)
     return store.load(name, fmt, content_hash(data), _data_parse(name, fmt, data, store))
