@@ -187,16 +187,16 @@ class Store:
         con.execute(q.STAGE_MAP_CREATE)
         if staged["skey"].is_duplicated().any():  # announced twice (in chunks): the first wins
             staged = staged.unique("skey", keep="first", maintain_order=True)
-        next_id = old_max_id + 1
+        max_id = old_max_id
         for lo in range(0, staged.height, SERIES_BATCH):
-            map_rows = self._assign_series_ids(staged.slice(lo, SERIES_BATCH), next_id, name)
-            next_id += int(map_rows["new"].sum())
+            map_rows = self._assign_series_ids(staged.slice(lo, SERIES_BATCH), max_id, name)
+            max_id += int(map_rows["new"].sum())
             with scanned_once(con, "stage_map_in", map_rows.select("skey", "series_id")):
                 con.execute(q.STAGE_MAP_INSERT)
 
-    def _assign_series_ids(self, staged: pl.DataFrame, next_id: int, name: str) -> pl.DataFrame:
+    def _assign_series_ids(self, staged: pl.DataFrame, max_id: int, name: str) -> pl.DataFrame:
         """Key each staged series, reuse ids of known series (those of earlier batches too), insert
-        the new ones from ``next_id``; ``(skey, series_id, new)`` of each, ``new`` once per inserted id."""
+        the new ones after ``max_id``; ``(skey, series_id, new)`` of each, ``new`` once per inserted id."""
         rows = []
         for skey, metric, labels_json in staged.iter_rows():
             try:
@@ -216,7 +216,7 @@ class Store:
         known = known.rename({"id": "series_id"}) if known.height else pl.DataFrame(
             schema={"key": pl.Utf8, "series_id": pl.Int64})
         new = frame.unique("key", keep="first", maintain_order=True).join(known, on="key", how="anti")
-        new = new.with_columns((pl.int_range(0, new.height, dtype=pl.Int64) + next_id).alias("id"))
+        new = new.with_columns((pl.int_range(0, new.height, dtype=pl.Int64) + max_id + 1).alias("id"))
         if new.height:
             with scanned_once(self.con, "series_new_in", new.drop("skey")):
                 self.con.execute(q.SERIES_INSERT)
