@@ -13,9 +13,16 @@ from __future__ import annotations
 
 import pytest
 
+from analytics import store as store_module
 from analytics.cli import main
 from analytics.errors import IngestError
-from analytics.ingest import exposition, ingest_bytes, ingest_path, series_index, sources
+from analytics.ingest import (
+    exposition,
+    ingest_bytes,
+    ingest_path,
+    series_index,
+    sources,
+)
 from analytics.store import Store
 
 T = 1_780_000_000_000
@@ -122,8 +129,6 @@ def test_the_series_index_hashed_and_colliding_keys_the_same_series(tmp_path, mo
 def test_the_merge_keys_series_batch_by_batch_as_in_one(tmp_path, monkeypatch):
     """Series keyed 7 at a time (a million at 25,000 in the store): the ids and samples of a first
     load, then a second sharing some of its series and adding more, equal one batch's."""
-    from analytics import store as store_module
-
     first = _exposition(40)
     second = b"".join(f'u{{gpu="{i % 8}",UUID="GPU-{i}"}} 2 {T + 60_000}\n'.encode() for i in range(20, 70))
     got = []

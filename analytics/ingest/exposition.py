@@ -295,7 +295,7 @@ class ExpositionParser:
                  new: list[tuple[int, str, str]], schema: dict[str, pl.DataType] | pl.Schema) -> pl.DataFrame:
         """``row, skey, ts_ms, value, has_ts`` of the line parser's ``(row, parsed line)`` pairs: each
         text looked up in the map as the vectorised path cuts it, the new ones given skeys in order."""
-        keys = [text[:-1] if text.endswith("}") else text for _, (text, *_) in lines]
+        keys = [text.removesuffix("}") for _, (text, *_) in lines]
         known = self._index.lookup(pl.DataFrame({"series": keys}, schema={"series": pl.Utf8}))["skey"].to_list()
         fresh: dict[str, int] = {}
         rows = []

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 import orjson
 import polars as pl
@@ -293,7 +293,7 @@ def parse_line_protocol(chunks: Iterable[bytes], sink: Sink, source: str, *,
                               maintain_order="left")
                     .with_columns(pl.coalesce("skey", "skey_new").alias("skey")))
         line_col = rows["line"]
-        sink.add_samples(rows.select("skey", "ts_ms", "value"), locate=lambda i: {"line": int(line_col[i])})
+        sink.add_samples(rows.select("skey", "ts_ms", "value"), locate=lambda i, lines=line_col: {"line": int(lines[i])})
         samples += rows.height
     if not samples:
         raise IngestError(source, "no numeric field in any line" + (

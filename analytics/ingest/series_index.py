@@ -10,7 +10,7 @@ text for text: two texts with the same hash stay two series.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import polars as pl
 
