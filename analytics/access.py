@@ -59,7 +59,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from analytics.config import typed_section
+from analytics.destinations import safe_url
 from analytics.errors import AccessDenied, ConfigError
+from analytics.live.client import check_allowed
 
 ROLES = ("viewer", "editor", "admin")
 SIGN_IN = ("oidc", "header")
@@ -151,7 +154,6 @@ def access_settings(config_path: str | Path | None) -> AccessSettings | None:
 
     Raises :class:`~analytics.errors.ConfigError` naming the file and key for an unknown key or a wrong value.
     """
-    from analytics.config import typed_section
 
     return typed_section(config_path, "access", AccessSettings)
 
@@ -388,8 +390,6 @@ def check_pull(identity: Identity, url: str, secrets: list[str], allowed: list[s
     metadata addresses are refused for everyone, listed or not
     (:func:`analytics.outbound.check_destination`, when the client is made).
     """
-    from analytics.live.client import check_allowed
-    from analytics.outbound import safe_url
 
     require(identity, "pull")
     server = safe_url(url)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from analytics.config import read_config
 from analytics.errors import ConfigError
 
 DATA_DIR_ENV = "TIDELENS_DATA_DIR"
@@ -49,7 +50,6 @@ def data_dir(config_path: str | Path | None = None) -> Path:
     if env:
         return Path(env).expanduser().resolve()
     if config_path is not None:
-        from analytics.config import read_config
 
         path = Path(config_path)
         if path.is_file():

@@ -26,9 +26,13 @@ import time
 import urllib.parse
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from analytics import signals as sg
 from analytics.errors import ConfigError, TidelensError
+from analytics.events.wording import dashboard_vs_found
 from analytics.outbound import Hints, HttpConfig, Outbound, check_url
+from analytics.promql import Scope, fleet_queries, step_increase, with_workload
 from analytics.secrets import Redactor, check_secret, printable
+from analytics.workloads import classify_workloads
 
 if TYPE_CHECKING:
     from analytics.events import EventsAnalysis
@@ -52,7 +56,6 @@ def event_annotations(analysis: "EventsAnalysis", *, dashboard_uid: str | None =
 
     Times are the event's own (UTC epoch ms), the same as ``tidelens events --json``.
     """
-    from analytics.events.report import dashboard_vs_found
 
     out = []
     for ev in analysis.events:
@@ -80,9 +83,6 @@ def _regex(values: Iterable[str]) -> str:
 def pool_story_queries(store: "Store", wmap: Any = None,
                        slos_ms: dict[str, float] | None = None) -> list[tuple[str, str, list[tuple[str, str]]]]:
     """``(panel title, unit, [(PromQL, legend)])`` for each panel the store's signals support."""
-    from analytics import signals as sg
-    from analytics.live.queries import Scope, fleet_queries, step_increase, with_workload
-    from analytics.workloads import classify_workloads
 
     metrics = set(store.metrics()["metric"].to_list())
     panels: list[tuple[str, str, list[tuple[str, str]]]] = []

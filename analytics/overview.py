@@ -16,10 +16,17 @@ from typing import Callable
 
 import polars as pl
 
-from analytics.measures import (gpu_hours, gpu_hours_expr, minutes_over_slo_any, minutes_over_slo_by_service,
-                                over_slo_expr, pool_size)
+from analytics.measures import (
+    gpu_hours,
+    gpu_hours_expr,
+    minutes_over_slo_any,
+    minutes_over_slo_by_service,
+    over_slo_expr,
+    pool_size,
+)
 from analytics.signals import SIGNALS
 from analytics.timeline.config import CLASS_COLUMNS as POOL_CLASSES
+from analytics.times import format_span
 
 # GPU classes in the order every chart stacks them (bottom to top) and every legend lists them:
 # the pool timeline's own list (one definition).
@@ -301,7 +308,6 @@ def no_steps_message(report: pl.DataFrame, metrics: list[str], first_ms: int | N
     >>> no_steps_message(rep, ["up", "node_load1"], 0, 3_600_000, "UTC")[:47]
     "None of this store's 2 metrics (up, node_load1)"
     """
-    from analytics.times import format_span
 
     if not metrics:
         return "The store holds no samples yet: load files on the Data page."

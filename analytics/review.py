@@ -20,20 +20,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from analytics.errors import TidelensError
+from analytics.change.findings import change_section, review_change
+from analytics.charts.overview import pool_story_figure
+from analytics.charts.rhythm import hour_of_week_figure
+from analytics.charts.whatif import bills_figure, typical_day_figure
 from analytics.document import Document, Section, render_html, write_document
+from analytics.errors import TidelensError
+from analytics.events import EventsConfig
+from analytics.events.pipeline import analyse_timelines
+from analytics.measures import best_policy
+from analytics.overview import class_long, slo_violations, summarise, thin_for_display
+from analytics.rhythm import RhythmConfig
+from analytics.rhythm.digest import rhythm_page_data
+from analytics.slo import DEFAULT_SLO_MS, resolve_slos
+from analytics.text import escape_figure
+from analytics.timeline import Timelines, store_timelines
+from analytics.times import format_span, iso_utc
+from analytics.whatif import POLICIES, compare
+from analytics.whatif.agree import agreement
+from analytics.whatif.calibrate import calibrate_timelines
+from analytics.whatif.form import MODEL_DAYS, last_days
+from analytics.whatif.ledger import bills, typical_day
+from analytics.whatif.observe import pick_service
 
 if TYPE_CHECKING:
-    import plotly.graph_objects as go
-    import polars as pl
 
     from analytics.events import EventsAnalysis
     from analytics.overview import OverviewSummary
-    from analytics.rhythm.report import RhythmPageData
+    from analytics.rhythm.digest import RhythmPageData
     from analytics.slo import SloTable
     from analytics.store import Store
-    from analytics.whatif.calibrate import Calibration
     from analytics.whatif.agree import Agreement
+    from analytics.whatif.calibrate import Calibration
     from analytics.whatif.params import PoolScenario
     from analytics.workloads import WorkloadMap
 
@@ -50,7 +68,7 @@ class Review:
     step_s: int
     tz: str
     summary: "OverviewSummary"
-    timelines: dict[str, "pl.DataFrame"]
+    timelines: Timelines
     slo_ms: dict[str, float]
     events: "EventsAnalysis | None" = None
     rhythm: "RhythmPageData | None" = None
@@ -67,13 +85,11 @@ class Review:
         Chargeback's sentence); ``None`` without both analyses."""
         if self.scenario is None or self.events is None or not self.results:
             return None
-        from analytics.whatif.agree import agreement
 
         return agreement(self.events.events, self.scenario, self.results, self.events.steps)
 
     def best_policy(self) -> str | None:
         """The what-if's best policy (:func:`analytics.measures.best_policy`), as the page names it."""
-        from analytics.measures import best_policy
 
         return best_policy({n: r.summary for n, r in self.results.items()})
 
@@ -125,7 +141,7 @@ def _attempt(part: str, missing: dict[str, str], make: Callable[[], Any]) -> Any
 
 
 # -- building -----------------------------------------------------------------------------------
-def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: dict[str, float],
+def build_review(timelines: Timelines, *, step_s: int, slo_ms: dict[str, float],
                  tz: str = "UTC", label: str = "", span: str = "",
                  events: Callable[[], "EventsAnalysis"] | None = None,
                  rhythm: Callable[[], "RhythmPageData"] | None = None,
@@ -140,14 +156,12 @@ def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: d
     service :func:`analytics.whatif.observe.pick_service` picks (the CLI's default): the one
     most often above its SLO.
     """
-    from analytics.overview import summarise
-    from analytics.slo import DEFAULT_SLO_MS
 
     def slo_for(name: str) -> float:
         return float(slo_ms.get(name, slo_ms.get("*", DEFAULT_SLO_MS)))
 
-    summary = summarise(timelines["pool"], timelines["holdings"], timelines["services"], slo_for, step_s)
-    services = sorted(timelines["services"]["service"].drop_nulls().unique().to_list())
+    summary = summarise(timelines.pool, timelines.holdings, timelines.services, slo_for, step_s)
+    services = timelines.service_names()
     review = Review(label=label, span=span, step_s=step_s, tz=tz, summary=summary, timelines=timelines,
                     slo_ms={s: slo_for(s) for s in services}, map_digest=map_digest)
     missing = review.missing
@@ -156,11 +170,8 @@ def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: d
     if rhythm is not None:
         review.rhythm = _attempt("rhythm", missing, rhythm)
     if calibration is not None and services:
-        from analytics.whatif import POLICIES, compare
-        from analytics.whatif.form import MODEL_DAYS, last_days
-        from analytics.whatif.observe import pick_service
 
-        name = pick_service(timelines["services"], review.slo_ms)
+        name = pick_service(timelines.services, review.slo_ms)
         review.calibration = _attempt("what-if", missing, lambda: calibration(name))
         if review.calibration is not None:
             # The scenario the policies replay goes with their results: the typical day and the
@@ -179,19 +190,11 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
                  end_ms: int | None = None, slos: "SloTable | None" = None,
                  wmap: "WorkloadMap | None" = None, tz: str = "UTC") -> Review:
     """The review of a store's range, computed as ``tidelens events``/``whatif``/``rhythm`` do."""
-    from analytics.events import EventsConfig
-    from analytics.events.pipeline import analyse_timelines, timelines_for
-    from analytics.rhythm import RhythmConfig
-    from analytics.rhythm.report import rhythm_page_data
-    from analytics.slo import resolve_slos
-    from analytics.times import format_span
-    from analytics.change.report import review_change
-    from analytics.whatif.calibrate import calibrate_timelines
 
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
-    tl = timelines_for(store, cfg, wmap)
+    tl = store_timelines(store, cfg.timeline_config(), wmap)
     table = slos if slos is not None else resolve_slos(store)
-    names = sorted(tl["services"]["service"].drop_nulls().unique().to_list())
+    names = tl.service_names()
     slo_ms = {k: float(v) for k, v in table.for_services(names).items() if v is not None}
     totals = store.totals()
     first, last = totals.get("first_ts_ms"), totals.get("last_ts_ms")
@@ -199,7 +202,7 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
                        end_ms if end_ms is not None else last, tz) if first is not None else ""
     return build_review(
         tl, step_s=step_s, slo_ms=slo_ms, tz=tz, label=str(store.path), span=span,
-        map_digest=tl["facts"].map_digest,
+        map_digest=tl.facts.map_digest,
         events=lambda: analyse_timelines(tl, cfg, slos_ms=table),
         rhythm=lambda: rhythm_page_data(store, RhythmConfig(timezone=tz), step_s=step_s,
                                         start_ms=start_ms, end_ms=end_ms, wmap=wmap, timelines=tl),
@@ -219,16 +222,12 @@ def _hour(h: float | None) -> str:
 
 def review_sections(r: Review) -> list[ReviewSection]:
     """The report's sections, in reading order."""
-    from analytics.change.report import change_section
 
     return [_pool_section(r), _rhythm_section(r), _events_section(r), _whatif_section(r),
             _chargeback_section(r)] + ([change_section(r.change)] if r.change is not None else [])
 
 
 def _pool_section(r: Review) -> ReviewSection:
-    from analytics.charts.overview import pool_story_figure
-    from analytics.overview import class_long, slo_violations, thin_for_display
-
     s = r.summary
     held = s.gpu_hours_by_class
     share = dict(s.class_share.select("cls", "share").iter_rows())
@@ -245,8 +244,8 @@ def _pool_section(r: Review) -> ReviewSection:
               for n, m in s.slo_violation_min_by_service.items()]]
     fig = None
     if s.steps:
-        classes = class_long(r.timelines["pool"])
-        violations = slo_violations(r.timelines["services"], lambda n: r.slo_ms.get(n, 0.0), r.step_s)
+        classes = class_long(r.timelines.pool)
+        violations = slo_violations(r.timelines.services, lambda n: r.slo_ms.get(n, 0.0), r.step_s)
         c, v, _ = thin_for_display(classes, violations, step_s=r.step_s)
         fig = pool_story_figure(c, v, tz=r.tz)
     return ReviewSection("The pool", finding, tables=[(["measure", "value"], rows)], figure=fig,
@@ -257,7 +256,6 @@ def _rhythm_section(r: Review) -> ReviewSection:
     if r.rhythm is None or r.rhythm.chosen is None or r.rhythm.chosen.summary is None:
         why = r.missing.get("rhythm") or "no traffic, batch or GPU signal with enough days for a rhythm"
         return ReviewSection("Rhythm and collision", f"No rhythm shown: {why}.")
-    from analytics.charts.rhythm import hour_of_week_figure
 
     s = r.rhythm.chosen.summary
     tw = s.tidal_window
@@ -286,7 +284,6 @@ def _events_section(r: Review) -> ReviewSection:
     if r.events is None:
         why = r.missing.get("tail events", "not computed")
         return ReviewSection("Tail events", f"No tail events shown: {why}.")
-    from analytics.times import iso_utc
 
     evs = r.events.events
     if not evs:
@@ -308,8 +305,6 @@ def _whatif_section(r: Review) -> ReviewSection:
     if r.calibration is None:
         why = r.missing.get("what-if", "not computed")
         return ReviewSection("What-if", f"No what-if shown: the store cannot be calibrated ({why}).")
-    from analytics.charts.whatif import typical_day_figure
-    from analytics.whatif.ledger import typical_day
 
     bt = r.calibration.backtest
     svc = r.calibration.observation.service
@@ -348,8 +343,6 @@ def _whatif_section(r: Review) -> ReviewSection:
 def _chargeback_section(r: Review) -> ReviewSection:
     if r.calibration is None or not r.results:
         return ReviewSection("Chargeback", "No bill: it is priced on the what-if, which the store cannot support.")
-    from analytics.charts.whatif import bills_figure
-    from analytics.whatif.ledger import bills
 
     bill = bills(r.scenario, r.results)
     shared = bill.filter(bill["policy"] == "shared").sort("externality_cost", descending=True)
@@ -376,7 +369,6 @@ def review_document(r: Review) -> Document:
     """The review as the one renderer's document; every figure's labels escaped."""
     from dataclasses import replace
 
-    from analytics.text import escape_figure
 
     sections = [replace(sec, figure=escape_figure(sec.figure)) if sec.figure is not None else sec
                 for sec in review_sections(r)]

@@ -20,10 +20,12 @@ import duckdb
 import numpy as np
 import orjson
 import polars as pl
-
-from analytics.errors import IngestError
-
 import xxhash as _xxhash
+
+from analytics.errors import ConfigError, IngestError
+from analytics.limits import IngestLimits
+from analytics.text import visible
+from analytics.times import iso_utc, parse_time_ms
 
 STAGE_SCHEMA = {"skey": pl.Int64, "ts_ms": pl.Int64, "value": pl.Float64, "seq": pl.Int64}
 SERIES_SCHEMA = {"skey": pl.Int64, "metric": pl.Utf8, "labels": pl.Utf8}
@@ -60,8 +62,6 @@ def plausible_window_ms(now_ms: int | None = None) -> tuple[int, int]:
     text = os.environ.get(TIME_WINDOW_ENV)
     if not text:
         return PLAUSIBLE_FROM_MS, now + _DAY_MS
-    from analytics.errors import ConfigError
-    from analytics.times import parse_time_ms
 
     try:
         lo, hi = (part for part in text.split(",", 1))
@@ -73,7 +73,6 @@ def plausible_window_ms(now_ms: int | None = None) -> tuple[int, int]:
 
 def _describe_ms(ts_ms: int) -> str:
     """An epoch-ms time as ISO-8601 where a calendar can hold it, else its year."""
-    from analytics.times import iso_utc
 
     return iso_utc(ts_ms // 1000 * 1000)
 
@@ -188,7 +187,6 @@ def check_plausible_times(ts_ms: pl.Series, source: str, locate: Callable[[int],
 
 def check_service_count(services: int, source: str, column: str | None = None) -> None:
     """Refuse a request log with more services than :class:`~analytics.limits.IngestLimits` allows."""
-    from analytics.limits import IngestLimits
 
     limit = IngestLimits.from_env().max_services
     if services > limit:
@@ -214,7 +212,6 @@ class Sink:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, source: str = "<source>",
                  window: tuple[int, int] | None = None) -> None:
-        from analytics.limits import IngestLimits
 
         self._con = con
         self.source = source
@@ -251,7 +248,6 @@ class Sink:
         nul = frame.filter(pl.col("labels").str.contains("\\u0000", literal=True)
                            | pl.col("metric").str.contains("\x00", literal=True))
         if nul.height:
-            from analytics.text import visible
 
             metric, labels = nul.row(0)[1:3]
             raise IngestError(self.source, f"series {visible(metric)} {visible(labels)[:200]} holds a NUL "

@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from analytics.config import read_config
 from analytics.errors import ConfigError
 from analytics.limits import IngestLimits
+from analytics.sql import store as q
 
 if TYPE_CHECKING:
     from analytics.store import Store
@@ -84,7 +86,6 @@ def slos_from_config(path: str | Path | None) -> dict[str, float]:
     ConfigError
         The file does not parse, or an SLO is not a positive number.
     """
-    from analytics.config import read_config
 
     if path is None or not Path(path).exists():
         return {}
@@ -119,7 +120,6 @@ def parse_service_slos(items: Sequence[str] | None, flag: str = "--slo") -> dict
 
 def store_slos(store: "Store") -> dict[str, tuple[float, str]]:
     """The SLOs the store declares (its ``slos`` table; none in a store that has no table)."""
-    from analytics.sql import store as q
 
     if not store.con.execute(q.HAS_SLOS_TABLE).fetchall()[0][0]:
         return {}
@@ -190,7 +190,6 @@ def resolve_slos(store: "Store | None", *, config: str | Path | None = None, eve
 
 def write_store_slos(store: "Store", slos: Mapping[str, tuple[float, str | None]], source: str) -> None:
     """Declare SLOs in the store (``service -> (p99 ms, metric)``), replacing those of the same services."""
-    from analytics.sql import store as q
 
     for service, (ms, metric) in slos.items():
         store.con.execute(q.SLO_UPSERT, {"service": service, "p99_ms": float(ms), "metric": metric,

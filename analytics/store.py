@@ -27,15 +27,29 @@ import polars as pl
 from analytics.errors import IngestError
 from analytics.labels import NORMALISED_COLUMNS, normalise_labels
 from analytics.signals import canonical_metric
+
+# The staging a parser writes into lives in analytics.sink; its names stay importable from here.
+from analytics.sink import (  # noqa: F401
+    PLAUSIBLE_FROM_MS,
+    REQUEST_SCHEMA,
+    STAGE_SCHEMA,
+    TIME_WINDOW_ENV,
+    ContentHasher,
+    LoadResult,
+    Sink,
+    _skipped,
+    check_plausible_times,
+    check_service_count,
+    content_hash,
+    implausible_time_message,
+    plausible_window_ms,
+    scanned_once,
+    series_key,
+)
 from analytics.sql import requests as rq
 from analytics.sql import store as q
-# The staging a parser writes into lives in analytics.sink; its names stay importable from here.
-from analytics.sink import (PLAUSIBLE_FROM_MS, REQUEST_SCHEMA, STAGE_SCHEMA, TIME_WINDOW_ENV,  # noqa: F401
-                            ContentHasher, LoadResult, Sink, _skipped, check_plausible_times,
-                            check_service_count, content_hash, implausible_time_message,
-                            plausible_window_ms, scanned_once, series_key)
+from analytics.sql import timeline as tq
 from analytics.store_file import DEFAULT_LOCK_WAIT_S, LOCK_WAIT_ENV, connect_store, lock_wait_s  # noqa: F401
-
 
 DEFAULT_DB = Path(__file__).resolve().parent.parent / "data" / "tidelens.duckdb"
 # Series keyed per pass of a merge: bounds the Python objects one pass holds (~40 MB; 100,000 a
@@ -250,7 +264,6 @@ class Store:
 
     def data_range_ms(self, window: tuple[int, int]) -> tuple[int | None, int | None]:
         """First and last time of any sample or request inside ``window`` (``lo_ms, hi_ms``)."""
-        from analytics.sql import timeline as tq
 
         params = {"lo_ms": window[0], "hi_ms": window[1]}
         spans = [self._row(tq.DATA_RANGE, params)]

@@ -36,7 +36,6 @@ import threading
 import time
 from collections import OrderedDict
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -46,6 +45,7 @@ from analytics.sql import audit as audit_q
 from analytics.sql import changes as changes_q
 from analytics.sql import live as live_q
 from analytics.sql import store as q
+from analytics.text import visible
 
 # What Tidelens writes into a store: the catalog a store may hold (a subset of it).
 STORE_DDL = (q.SCHEMA, live_q.LIVE_STATE_CREATE, audit_q.AUDIT_CREATE, changes_q.CHANGES_CREATE)
@@ -97,7 +97,6 @@ def lock_wait_s() -> float:
 
 def _shown(name: object, limit: int = 80) -> str:
     """A catalog name for a message: controls escaped, bounded, quoted."""
-    from analytics.text import visible
 
     text = visible(name, keep="")
     return "'" + (text if len(text) <= limit else text[:limit] + "...") + "'"
@@ -178,8 +177,6 @@ def _connect(path: str, read_only: bool, config: dict[str, Any]) -> duckdb.DuckD
 
 
 def _unopenable(path: str, exc: Exception) -> StoreFileError:
-    from analytics.text import visible
-
     first = visible(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, keep="")
     return StoreFileError(path, f"DuckDB cannot open it ({first[:300]}); {_WROTE}")
 

@@ -21,10 +21,13 @@ from pathlib import Path
 from typing import Any, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from analytics.data_dir import confine_store_path
 from analytics.errors import ConfigError
+from analytics.fieldhelp import field_help
 from analytics.slo import ALL, DEFAULT_SLO_MS, parse_slo_ms  # one fallback and one rule, shared with the CLI
-from analytics.timeline.config import STEP_MAX_S, parse_step_s
-from analytics.times import format_span, iso_utc, parse_time_ms
+from analytics.store import DEFAULT_DB
+from analytics.times import STEP_MAX_S, format_span, iso_utc, parse_step_s, parse_time_ms
+from analytics.workloads import Rule
 
 # Where "uploaded files" land when the user has not chosen a DuckDB file of their own.
 UPLOADS_DB_ENV = "TIDELENS_UPLOADS_DB"
@@ -44,7 +47,6 @@ def uploads_db_path() -> Path:
     env = os.environ.get(UPLOADS_DB_ENV)
     if env:
         return Path(env)
-    from analytics.store import DEFAULT_DB
 
     return DEFAULT_DB
 
@@ -132,7 +134,7 @@ class ViewSettings:
 
     # -- derived ----------------------------------------------------------------------------
     def slo_for(self, service: str) -> float:
-        """The SLO of one service, as :func:`analytics.events.slo.resolve_slos` decides it: the
+        """The SLO of one service, as :func:`analytics.events.buckets.resolve_slos` decides it: the
         user's own for it, else what tidelens.toml or the store declares, else the one for
         services without their own, else the default.
 
@@ -159,7 +161,6 @@ class ViewSettings:
         data folder (:mod:`analytics.data_dir`); outside it, :class:`ConfigError` says so.
         """
         if self.source == "duckdb":
-            from analytics.data_dir import confine_store_path
 
             return confine_store_path(self.db_path, folder) if self.db_path else None
         if self.source == "uploads":
@@ -302,7 +303,6 @@ def apply_workload_edits(wmap: Any, edits: list[dict[str, Any]]) -> Any:
     """
     import re
 
-    from analytics.workloads import Rule
 
     rules = list(wmap.rules)
     for edit in edits:
@@ -320,6 +320,5 @@ def apply_workload_edits(wmap: Any, edits: list[dict[str, Any]]) -> Any:
 
 def help_of(name: str) -> str:
     """The help text of a :class:`ViewSettings` field (sidebar tooltips use it)."""
-    from analytics.fieldhelp import field_help
 
     return field_help(ViewSettings, name)

@@ -48,7 +48,7 @@ def _range(rng: list[float] | None) -> str:
 
 
 def story(seeds: list[int], days: int, day: int, weekly: bool = False) -> None:
-    from analytics.change.report import change_section
+    from analytics.change.findings import change_section
     from analytics.sample import load_into, simulate, truth
     from analytics.sample.cluster import PoolChange
 

@@ -64,7 +64,7 @@ def _row(label: str, seed: int, service: str, cal: Any, events: Any) -> dict[str
 def simulated(case: Any, *, days: int, gpus: int, seed: int) -> list[dict[str, Any]]:
     """Backtest rows of one simulator case, one per service."""
     from analytics.events import EventsConfig, analyse
-    from analytics.events.pipeline import timelines_for
+    from analytics.timeline import store_timelines
     from analytics.sample import load_into, simulate, truth
     from analytics.store import Store
     from analytics.whatif.calibrate import calibrate_frames
@@ -73,10 +73,10 @@ def simulated(case: Any, *, days: int, gpus: int, seed: int) -> list[dict[str, A
     slos = {k: v["p99_ms"] for k, v in truth(res)["slos"].items()}
     with Store(":memory:") as st:
         load_into(st, res)
-        tl = timelines_for(st, EventsConfig())
-    events = analyse(tl["services"], tl["pool"], tl["holdings"], cfg=EventsConfig(), slos_ms=slos)
-    present = set(tl["services"]["service"].unique().to_list())  # compound's story has one service
-    return [_row(case.label, seed, svc, calibrate_frames(tl["services"], tl["pool"], tl["holdings"],
+        tl = store_timelines(st, EventsConfig().timeline_config())
+    events = analyse(tl.services, tl.pool, tl.holdings, cfg=EventsConfig(), slos_ms=slos)
+    present = set(tl.services["service"].unique().to_list())  # compound's story has one service
+    return [_row(case.label, seed, svc, calibrate_frames(tl.services, tl.pool, tl.holdings,
                                                          service=svc, slo_for=slos), events)
             for svc in SIM_SERVICES if svc in present]
 
@@ -86,7 +86,7 @@ def independent(case: str, *, days: int, seed: int) -> list[dict[str, Any]]:
     from independent_export import write_story
 
     from analytics.events import EventsConfig, analyse
-    from analytics.events.pipeline import timelines_for
+    from analytics.timeline import store_timelines
     from analytics.ingest import ingest_path
     from analytics.store import Store
     from analytics.whatif.calibrate import calibrate_frames
@@ -96,11 +96,11 @@ def independent(case: str, *, days: int, seed: int) -> list[dict[str, Any]]:
         with Store(Path(d) / "s.duckdb") as st:
             for f in tr["files"]:
                 ingest_path(st, Path(d) / "export" / f)
-            tl = timelines_for(st, EventsConfig())
+            tl = store_timelines(st, EventsConfig().timeline_config())
     slos = {k: v["p99_ms"] for k, v in tr["slos"].items()}
-    events = analyse(tl["services"], tl["pool"], tl["holdings"], cfg=EventsConfig(), slos_ms=slos)
+    events = analyse(tl.services, tl.pool, tl.holdings, cfg=EventsConfig(), slos_ms=slos)
     return [_row(f"independent export: {case}", seed, svc,
-                 calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=svc, slo_for=slos),
+                 calibrate_frames(tl.services, tl.pool, tl.holdings, service=svc, slo_for=slos),
                  events)
             for svc in slos]
 

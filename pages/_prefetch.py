@@ -30,8 +30,8 @@ _LOG = logging.getLogger(__name__)
 # What the analysis pages import beyond the Overview's (statsmodels and scipy behind the
 # rhythm: about a second on this machine). Imported in the prefetch, not in the first run's
 # script, whose end the browser waits for.
-PAGE_MODULES = ("analytics.rhythm", "analytics.rhythm.report", "analytics.events",
-                "analytics.events.report", "analytics.whatif", "analytics.charts.rhythm",
+PAGE_MODULES = ("analytics.rhythm", "analytics.rhythm.digest", "analytics.events",
+                "analytics.postmortem", "analytics.whatif", "analytics.charts.rhythm",
                 "analytics.charts.events", "analytics.charts.whatif")
 
 PREFETCH_MAX_SAMPLES = 60_000_000

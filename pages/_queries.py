@@ -19,17 +19,25 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Mapping
 
 import streamlit as st
 
+from analytics.errors import TidelensError
+from analytics.events import load_incidents
 from analytics.events.config import EventsConfig
+from analytics.events.pipeline import analyse_timelines
+from analytics.review import build_review, review_html
 from analytics.rhythm.config import RhythmConfig
+from analytics.rhythm.digest import rhythm_page_data
 from analytics.text import md
+from analytics.times import format_span
 from analytics.view import ViewSettings
+from analytics.whatif.calibrate import calibrate_timelines
 from pages._caches import cached_timelines, cached_totals, outside_a_run, persisted
+from pages._change import change_for_review
 from pages._show import choose
 from pages._store import DataSource, config_version, load_workload_map, open_store
 
 if TYPE_CHECKING:
     from analytics.events import EventsAnalysis
-    from analytics.rhythm.report import RhythmPageData
+    from analytics.rhythm.digest import RhythmPageData
 
 # The decomposition steps the Rhythm page offers (each divides a day).
 RHYTHM_RESOLUTIONS_S = (300, 600, 900, 1800, 3600)
@@ -137,7 +145,6 @@ class CalibrationQuery(ViewQuery):
 def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, start_ms: int | None,
                   end_ms: int | None, map_version: str, resolution_s: int, tidal_share: float,
                   band_high_q: float, tz: str) -> "RhythmPageData":
-    from analytics.rhythm.report import rhythm_page_data
 
     cfg = RhythmConfig(resolution_s=resolution_s, tidal_share=tidal_share,
                        band_low_q=round(1 - band_high_q, 4), band_high_q=band_high_q, timezone=tz)
@@ -154,12 +161,10 @@ def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | N
                   map_version: str, slo_items: tuple[tuple[str, float], ...], min_duration_min: float,
                   merge_gap_min: float, incidents_name: str | None,
                   incidents_csv: bytes | None) -> "EventsAnalysis":
-    from analytics.events import load_incidents
-    from analytics.events.pipeline import analyse_timelines
 
     timelines = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
     slo = dict(slo_items)
-    services = timelines["services"]["service"].unique().to_list()
+    services = timelines.services["service"].unique().to_list()
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms,
                        min_duration_min=min_duration_min, merge_gap_min=merge_gap_min)
     incidents = load_incidents(incidents_name or "upload.csv", incidents_csv) if incidents_csv else None
@@ -172,7 +177,6 @@ def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | N
 def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
                        step_s: int, map_version: str, service: str | None,
                        slo_ms: float) -> Any:  # analytics.whatif.calibrate.Calibration
-    from analytics.whatif.calibrate import calibrate_timelines
 
     tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
     return calibrate_timelines(tl, service=service, step_s=step_s, slo_for=slo_ms)
@@ -182,14 +186,13 @@ def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: in
 def cached_services(path: str, version: str, start_ms: int | None, end_ms: int | None,
                     step_s: int, map_version: str) -> list[str]:
     tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    return sorted(tl["services"]["service"].drop_nulls().unique().to_list()) if tl else []
+    return tl.service_names()
 
 
 def store_calibration_or_stop(src: DataSource, v: ViewSettings, column: Any, key: str) -> Any:
     """The store's calibration for the service chosen in ``column`` (a radio under ``key``);
     with no service to calibrate, or a calibration that fails, an error saying which signal is
     missing and ``st.stop()``: a page never shows a preset's numbers under the store's name."""
-    from analytics.errors import TidelensError
 
     ss = st.session_state
     services = CalibrationQuery.services(v, src)
@@ -216,13 +219,10 @@ def store_calibration_or_stop(src: DataSource, v: ViewSettings, column: Any, key
 def review_for(v: ViewSettings, src: DataSource) -> Any:  # analytics.review.Review
     """The capacity review of a view, from the same cached calls the pages make (the Rhythm,
     Tail events and What-if pages with their defaults), so the report repeats their numbers."""
-    from analytics.review import build_review
-    from analytics.times import format_span
-    from pages._change import change_for_review
 
     assert src.path is not None
     tl = cached_timelines(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version())
-    names = sorted(tl["services"]["service"].drop_nulls().unique().to_list())
+    names = tl.service_names()
     totals = cached_totals(src.path, src.version)
     first, last = totals.get("first_ts_ms"), totals.get("last_ts_ms")
     span = "" if first is None or last is None else format_span(*v.clamp_range(first, last), v.tz)
@@ -230,14 +230,13 @@ def review_for(v: ViewSettings, src: DataSource) -> Any:  # analytics.review.Rev
         tl, step_s=v.step_s, slo_ms={n: v.slo_for(n) for n in names}, tz=v.tz, label=src.label, span=span,
         events=EventsQuery.from_view(v, src, {}).run, rhythm=RhythmQuery.from_view(v, src, {}).run,
         calibration=lambda name: CalibrationQuery.from_view(v, src, name).run(),
-        map_digest=tl["facts"].map_digest,  # the map the timelines were classed with
+        map_digest=tl.facts.map_digest,  # the map the timelines were classed with
         change=lambda _events: change_for_review(v, src))
 
 
 def review_html_for(v: ViewSettings, src: DataSource) -> str:
     """:func:`review_for` as the self-contained HTML file (a download button's deferred data:
     Streamlit calls it on the click, outside the script run)."""
-    from analytics.review import review_html
 
     with outside_a_run():
         return review_html(review_for(v, src))

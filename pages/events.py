@@ -5,13 +5,14 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from analytics.text import md, visible
 from analytics.charts.events import attribution_data, attribution_figure, event_figure, event_figure_data
 from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.evidence import regression_rows
-from analytics.events.report import dashboard_vs_found, method_text, report_html
+from analytics.events.wording import dashboard_vs_found, method_text
 from analytics.fieldhelp import fields_help
+from analytics.postmortem import report_html
+from analytics.text import md, visible
 from analytics.times import local_naive
 from analytics.view import format_step
 from pages._queries import EventsQuery
@@ -157,8 +158,11 @@ if evidence_tab.open:
             "free_gpus_when_asked", "asked_at", "desired_replicas_source", "desired_replicas_at_start",
             "ready_replicas_at_start",
             "desired_replicas_at_peak", "ready_replicas_at_peak", "replicas_without_batch_at_peak",
-            "warmup_min", "traffic_rps_at_peak", "traffic_norm_rps_at_peak", "traffic_above_band_share",
+            "warmup_min", "warmup_source", "autoscaler_reaction", "scale_up_min_without_batch",
+            "traffic_rps_at_peak", "traffic_norm_rps_at_peak", "traffic_above_band_share", "traffic_surge_min",
             "p99_observed_ms_at_peak", "p99_load_explained_ms_at_peak")}
+        if e.get("surge_check"):
+            facts["surge against the store's own surges without batch"] = e["surge_check"]["says"]
         facts.update({f"counterfactual: {k_}": v_
                       for k_, v_ in (e.get("counterfactual_p99_ms_at_peak") or {}).items()})
         st.markdown("**Evidence**")

@@ -5,12 +5,17 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from analytics.text import md
-from analytics.charts.rhythm import (decomposition_figure, hour_of_week_figure, one_day_figure,
-                                     profiles_figure, self_norm_figure)
-from analytics.rhythm import RhythmConfig, config_help
-from analytics.rhythm.report import ONE_DAY_NOTE
+from analytics.charts.rhythm import (
+    decomposition_figure,
+    hour_of_week_figure,
+    one_day_figure,
+    profiles_figure,
+    self_norm_figure,
+)
 from analytics.errors import TidelensError
+from analytics.rhythm import RhythmConfig, config_help
+from analytics.rhythm.digest import ONE_DAY_NOTE
+from analytics.text import md
 from analytics.view import format_step
 from pages._queries import RHYTHM_RESOLUTIONS_S, RhythmQuery
 from pages._show import choose, kpi_row, show_chart

@@ -17,15 +17,18 @@ from analytics.change.basis import change_basis
 from analytics.change.candidates import propose_from
 from analytics.change.compare import CompareConfig, compare_change
 from analytics.change.record import PolicyChange, list_changes, record_change
-from analytics.change.report import DAY_RANGE_LABEL
+from analytics.change.findings import DAY_RANGE_LABEL
 from analytics.cli import main
 from analytics.errors import ConfigError
 from analytics.sample import load_into, simulate, truth
 from analytics.sample.cluster import PoolChange
 from analytics.slo import resolve_slos
 from analytics.store import Store
-from analytics.whatif.backtest import (BACKTEST_BATCH_TOLERANCE, BACKTEST_VIOLATION_FLOOR_MIN,
-                                       BACKTEST_VIOLATION_TOLERANCE)
+from analytics.whatif.backtest import (
+    BACKTEST_BATCH_TOLERANCE,
+    BACKTEST_VIOLATION_FLOOR_MIN,
+    BACKTEST_VIOLATION_TOLERANCE,
+)
 
 DAYS, GPUS, DAY = 6, 48, 3
 
@@ -198,10 +201,10 @@ def test_the_capacity_review_shows_the_same_numbers(scored):
 def test_the_what_if_page_records_a_candidate_and_compares(scored, partitioned, tmp_path, monkeypatch):
     import shutil
 
+    from apptest_helpers import isolate
     from streamlit.testing.v1 import AppTest
 
     import pages._change as page
-    from apptest_helpers import isolate
 
     isolate(monkeypatch, tmp_path)
     db = tmp_path / "s.duckdb"

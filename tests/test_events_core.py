@@ -212,7 +212,7 @@ def test_holders_since_when_restarts_after_a_gap():
 
 
 def test_bad_settings_are_refused_with_what_to_do():
-    with pytest.raises(ConfigError, match="cannot be negative"):
+    with pytest.raises(ConfigError, match="give a finite number of minutes, 0 or more"):
         EventsConfig(merge_gap_min=-1)
     with pytest.raises(ConfigError, match="band_edge"):
         EventsConfig(normal_traffic="median")

@@ -18,7 +18,8 @@ import pytest
 from independent_export import write_story
 
 from analytics.events import EventsConfig
-from analytics.events.pipeline import analyse_store, timelines_for
+from analytics.events.pipeline import analyse_store
+from analytics.timeline import store_timelines
 from truth_scoring import score
 from analytics.ingest import ingest_path
 from analytics.store import Store
@@ -41,9 +42,9 @@ def stories(tmp_path_factory):
                 assert all(r.status == "loaded" for r in ingest_path(st, d / "export" / f)), f
             slos = {k: v["p99_ms"] for k, v in tr["slos"].items()}
             analysis = analyse_store(st, EventsConfig(), slos_ms=slos)
-            tl = timelines_for(st, EventsConfig())
+            tl = store_timelines(st, EventsConfig().timeline_config())
             links = autoscaler_links(st)
-        out[case] = {"truth": tr, "analysis": analysis, "pool": tl["pool"], "services": tl["services"],
+        out[case] = {"truth": tr, "analysis": analysis, "pool": tl.pool, "services": tl.services,
                      "links": links}
     return out
 

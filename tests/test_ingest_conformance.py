@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from analytics.ingest import ingest_bytes, ingest_path
-from analytics.ingest.detect import exposition_flavour
+from analytics.ingest.formats import exposition_flavour
 from analytics.store import TIME_WINDOW_ENV, Store
 
 FIXTURES = Path(__file__).parent / "fixtures"

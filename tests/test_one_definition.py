@@ -20,7 +20,7 @@ MEASURES = ROOT / "analytics" / "measures.py"
 SLO_COMPARE = re.compile(r"[^<>=!]>\s*(float\()?\s*[a-z_.]*slo(_ms|_s)?\b|<=\s*(float\()?\s*[a-z_.]*slo(_ms|_s)?\b")
 # Places that compare something else with an SLO, each said once here with what it compares.
 NOT_A_P99 = {
-    "analytics/events/slo.py": "histogram bucket bounds on either side of the SLO",
+    "analytics/events/buckets.py": "histogram bucket bounds on either side of the SLO",
     "analytics/whatif/queueing.py": "each request's response time within the SLO (compliance of requests)",
 }
 # GPU-hours written as arithmetic: a GPU quantity times a step over 3600, or step_h, or /60 min.

@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from synthetic_frames import SynthDay, SynthSpec, build
 
 from analytics.errors import ConfigError
 from analytics.events import analyse
-from analytics.events.report import dashboard_vs_found, report_html, write_report
+from analytics.events.wording import dashboard_vs_found
+from analytics.postmortem import report_html, write_report
 from analytics.text import md as md_escape
-from synthetic_frames import SynthDay, SynthSpec, build
 
 EVIL = "<script>alert(1)</script>"
 

@@ -20,8 +20,8 @@ from analytics.ingest import detect_format, ingest_bytes
 from analytics.ingest.mapping import load_mapping, mapping_toml
 from analytics.timeline import service_timeline
 from analytics.timeline.config import TimelineConfig
+from analytics.timeline.provenance import request_log_summary
 from analytics.timeline.service import LOG_LATENCY, LOG_TTFT
-from analytics.timeline.sources import request_log_summary
 
 T0 = 1_767_571_200  # 2026-01-05 00:00 UTC, a Monday
 
@@ -298,7 +298,7 @@ def test_done_when_three_files_give_signals_rhythm_and_the_planted_event(tmp_pat
 
     from analytics.events.config import EventsConfig
     from analytics.events.pipeline import analyse_store
-    from analytics.rhythm.report import rhythm_report
+    from analytics.rhythm.digest import rhythm_report
     from analytics.store import Store
 
     with Store(db, read_only=True) as st:
@@ -423,8 +423,9 @@ def test_a_view_outside_the_logs_span_keeps_the_histogram_and_a_logs_only_store_
     coarse = service_timeline(store, TimelineConfig(step_s=300))
     assert coarse["slo_metric"].to_list()[-2:] == [LOG_LATENCY, LOG_LATENCY]
 
-    from analytics.store import Store
     from apptest_helpers import isolate, open_store_page
+
+    from analytics.store import Store
 
     isolate(monkeypatch, tmp_path)
     db = tmp_path / "logs.duckdb"

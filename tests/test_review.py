@@ -11,13 +11,12 @@ import re
 from pathlib import Path
 
 import pytest
-
 from apptest_helpers import isolated_cli, morning_store
 from test_hostile_labels import FORMULA, SERVICE, TEAM, hostile_scrapes
 
 from analytics.cli import main
-from analytics.ingest import ingest_bytes
 from analytics.document import render_markdown
+from analytics.ingest import ingest_bytes
 from analytics.review import review_document, review_html, review_store
 from analytics.store import Store
 
@@ -213,7 +212,7 @@ def test_a_right_to_left_override_is_shown_not_obeyed_in_both_reports(tmp_path) 
     """A U+202E in a service name shows as ``\\u202e`` on the page; the downloaded reports drew
     it raw (reversing the text after it). Both now go through one HTML writer."""
     from analytics.events import EventsConfig, analyse_store
-    from analytics.events.report import report_html
+    from analytics.postmortem import report_html
 
     name = "chat\u202egnp.exe"
     lines = []

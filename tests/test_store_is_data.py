@@ -210,7 +210,8 @@ def test_the_cli_refuses_a_hostile_store_and_prints_nothing_of_the_server(tmp_pa
 
 def test_the_cli_json_listing_refuses_too(tmp_path, made):
     rc, out, err, canary = _cli("sources", "--db", str(_hostile(tmp_path, "environ_view", made)), "--json")
-    assert rc == 2 and out == "" and "Traceback" not in err and canary not in err
+    assert rc == 2 and "Traceback" not in err and canary not in err + out
+    assert "not a Tidelens store" in json.loads(out)["error"]  # --json refusals are JSON on stdout
 
 
 def test_the_apps_store_opener_and_upload_refuse_a_hostile_store(tmp_path, made, monkeypatch):

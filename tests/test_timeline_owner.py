@@ -12,7 +12,8 @@ from apptest_helpers import morning_store
 
 import analytics.timeline.cache as owner
 from analytics.events import EventsConfig
-from analytics.events.pipeline import analyse_store, analyse_timelines, timelines_for
+from analytics.events.pipeline import analyse_store, analyse_timelines
+from analytics.timeline import store_timelines
 from analytics.review import review_store
 from analytics.store import Store
 from analytics.whatif.calibrate import calibrate, calibrate_store, calibrate_timelines, gpu_model_of
@@ -58,7 +59,7 @@ def test_after_the_pass_nothing_reads_the_store(db: Path, builds: list[tuple],
     from analytics.sql.whatif import GPU_MODELS
 
     with Store(db, read_only=True) as st:
-        tl = timelines_for(st, EventsConfig())
+        tl = store_timelines(st, EventsConfig().timeline_config())
         expected_model = gpu_model_of(st)
         asked: list[str] = []
         real_query = Store.query

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from analytics.events import EventsConfig
-from analytics.events.pipeline import timelines_for
+from analytics.timeline import store_timelines
 from analytics.whatif import POLICIES, compare, reservation
 from analytics.whatif.backtest import (BACKTEST_BATCH_TOLERANCE, BACKTEST_VIOLATION_FLOOR_MIN,
                                        BACKTEST_VIOLATION_TOLERANCE)
@@ -50,9 +50,9 @@ def _calibrations(scenario: str, variants: tuple[str, ...], seed: int) -> dict:
     slos = {k: v["p99_ms"] for k, v in truth(res)["slos"].items()}
     with Store(":memory:") as st:
         load_into(st, res)
-        tl = timelines_for(st, EventsConfig())
-    return {svc: calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=svc, slo_for=slos)
-            for svc in SERVICES} | {"_pool": tl["pool"]}
+        tl = store_timelines(st, EventsConfig().timeline_config())
+    return {svc: calibrate_frames(tl.services, tl.pool, tl.holdings, service=svc, slo_for=slos)
+            for svc in SERVICES} | {"_pool": tl.pool}
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -151,9 +151,9 @@ def test_the_independent_export_replays_too(tmp_path: Path):
     with Store(tmp_path / "s.duckdb") as st:
         for f in tr["files"]:
             ingest_path(st, tmp_path / "export" / f)
-        tl = timelines_for(st, EventsConfig())
+        tl = store_timelines(st, EventsConfig().timeline_config())
     slos = {k: v["p99_ms"] for k, v in tr["slos"].items()}
-    cal = calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service="chat-api-vllm", slo_for=slos)
+    cal = calibrate_frames(tl.services, tl.pool, tl.holdings, service="chat-api-vllm", slo_for=slos)
     assert cal.scenario.pool.gpus == 16
     _within(cal.backtest)
     r = compare(last_days(cal.scenario, MODEL_DAYS), ("shared", "partitioned"))

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from analytics.events import EventsConfig, analyse
-from analytics.events.pipeline import timelines_for
+from analytics.timeline import store_timelines
 from analytics.sample import load_into, simulate, truth
 from analytics.store import Store
 from analytics.whatif import (POLICIES, BatchJob, BatchParams, PoolParams, PoolScenario,
@@ -43,9 +43,9 @@ def cal(request):
     slos = {k: v["p99_ms"] for k, v in truth(res)["slos"].items()}
     with Store(":memory:") as st:
         load_into(st, res)
-        tl = timelines_for(st, EventsConfig())
-    cal = calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service="chat-vllm", slo_for=slos)
-    cal.events = analyse(tl["services"], tl["pool"], tl["holdings"], cfg=EventsConfig(), slos_ms=slos)
+        tl = store_timelines(st, EventsConfig().timeline_config())
+    cal = calibrate_frames(tl.services, tl.pool, tl.holdings, service="chat-vllm", slo_for=slos)
+    cal.events = analyse(tl.services, tl.pool, tl.holdings, cfg=EventsConfig(), slos_ms=slos)
     return cal
 
 

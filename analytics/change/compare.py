@@ -21,8 +21,13 @@ import numpy as np
 import polars as pl
 
 from analytics.change.basis import ChangeBasis
+from analytics.change.score import score_change
 from analytics.errors import ConfigError, NotEnoughDataError
+from analytics.fieldhelp import out_of_bounds
+from analytics.overview import summarise
 from analytics.slo import ALL
+from analytics.times import iso_utc
+from analytics.whatif.observe import pick_service
 
 if TYPE_CHECKING:
     from analytics.change.record import PolicyChange
@@ -46,7 +51,6 @@ class CompareConfig:
 
     def validate(self) -> "CompareConfig":
         """The config itself; ``ConfigError`` naming the flag outside its bounds otherwise."""
-        from analytics.fieldhelp import out_of_bounds
 
         for f, v in out_of_bounds(self):
             raise ConfigError(f"--{f.name.replace('_', '-')} {v:g}: give {f.metadata['min']:g} to "
@@ -86,13 +90,12 @@ def _queue_delay_min(basis: ChangeBasis, start_ms: int, end_ms: int) -> float | 
 def period_numbers(basis: ChangeBasis, start_ms: int, end_ms: int) -> dict[str, Any]:
     """One period's numbers (steps ending in ``(start_ms, end_ms]``), every one by the
     definition the pages use."""
-    from analytics.overview import summarise
 
     tl = basis.period(start_ms, end_ms)
-    s = summarise(tl["pool"], tl["holdings"], tl["services"], basis.slo_for, basis.step_s)
+    s = summarise(tl.pool, tl.holdings, tl.services, basis.slo_for, basis.step_s)
     hours = s.steps * basis.step_s / 3600.0
     days = hours / 24.0
-    req = _requests(tl["services"], basis.step_s)
+    req = _requests(tl.services, basis.step_s)
     total = float(sum(req.values()))
     held = s.gpu_hours_by_class
     evs = [e for e in (basis.events.events if basis.events is not None else [])
@@ -128,7 +131,6 @@ def periods(basis: ChangeBasis, at_ms: int, cfg: CompareConfig) -> tuple[tuple[i
         The change is outside the data, or one side has less than a step.
     """
     if not basis.first_ms < at_ms < basis.last_ms:
-        from analytics.times import iso_utc
 
         raise NotEnoughDataError(f"the change at {iso_utc(at_ms)} is outside the store's data "
                                  f"({iso_utc(basis.first_ms)} to {iso_utc(basis.last_ms)}): nothing before or after it")
@@ -162,8 +164,6 @@ def compare_change(basis: ChangeBasis, at_ms: int, cfg: CompareConfig | None = N
     ``after_replay``, ``after_old_policy``, ``within`` and ``differences``
     (:func:`analytics.change.score.score_change`).
     """
-    from analytics.times import iso_utc
-    from analytics.whatif.observe import pick_service
 
     cfg = (cfg or CompareConfig()).validate()
     known = sorted(k for k in basis.slo_ms if k != ALL)
@@ -174,7 +174,7 @@ def compare_change(basis: ChangeBasis, at_ms: int, cfg: CompareConfig | None = N
     before, after = period_numbers(basis, b0, b1), period_numbers(basis, a0, a1)
     if not before["steps"] or not after["steps"]:
         raise NotEnoughDataError("one side of the change has no steps: move the change or lengthen the periods")
-    svc_frame = basis.period(b0, b1)["services"]
+    svc_frame = basis.period(b0, b1).services
     service = cfg.service
     if service is None and svc_frame.height:
         service = pick_service(svc_frame, basis.slo_ms)
@@ -199,7 +199,6 @@ def compare_change(basis: ChangeBasis, at_ms: int, cfg: CompareConfig | None = N
     if change is not None:
         out["change"] = change.as_dict()
         if score and service is not None:
-            from analytics.change.score import score_change
 
             out.update(score_change(basis, change, (b0, b1), (a0, a1), service, before, after))
             sentences.extend(out.pop("score_sentences"))

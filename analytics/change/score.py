@@ -23,7 +23,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from analytics.change.record import apply_change
 from analytics.errors import TidelensError
+from analytics.times import step_start_ms, utc_hour, utc_weekday
+from analytics.whatif.backtest import (
+    BACKTEST_BATCH_FLOOR_GPU_H,
+    BACKTEST_BATCH_TOLERANCE,
+    BACKTEST_VIOLATION_FLOOR_MIN,
+    BACKTEST_VIOLATION_TOLERANCE,
+    backtest_from,
+    replay_result,
+)
+from analytics.whatif.calibrate import scenario_from
+from analytics.whatif.observe import observe
+from analytics.whatif.outputs import simulate
 
 if TYPE_CHECKING:
     from analytics.change.basis import ChangeBasis
@@ -48,11 +61,9 @@ def calibrated(basis: "ChangeBasis", span: tuple[int, int], service: str
     again is not calibrated again)."""
     key = (span, service, basis.slo_for(service))
     if key not in basis.calibrations:
-        from analytics.whatif.calibrate import scenario_from
-        from analytics.whatif.observe import observe
 
         tl = basis.period(*span)
-        obs = observe(tl["services"], tl["pool"], tl["holdings"], service=service, step_s=basis.step_s,
+        obs = observe(tl.services, tl.pool, tl.holdings, service=service, step_s=basis.step_s,
                       slo_for=basis.slo_ms)
         scn, _ = scenario_from(obs, slo_ms=basis.slo_for(service), gpu_model=basis.gpu_model)
         basis.calibrations[key] = (obs, scn)
@@ -76,7 +87,6 @@ def prediction_range(violation: np.ndarray, start_ts_ms: int, step_s: int, after
     >>> (lo, hi)
     (0.0, 120.0)
     """
-    from analytics.times import step_start_ms, utc_weekday
 
     v = np.asarray(violation, float)
     if v.size == 0:
@@ -111,7 +121,6 @@ def _within(model: float, observed: float, tol: float, floor: float) -> bool:
 
 def _reservation_honoured(change: "PolicyChange", obs: "Observation", scn: "PoolScenario") -> str | None:
     """Why the after-period does not look like the enacted policy's pool (None: it does)."""
-    from analytics.times import step_start_ms, utc_hour
 
     batch = np.asarray(obs.batch_gpus, float)
     if change.reservation_gpus is not None and change.policy in ("partitioned", "mig"):
@@ -173,8 +182,6 @@ def input_split(scn_b: "PoolScenario", scn_a: "PoolScenario", change: "PolicyCha
     periods do not start at the same time of day (their steps would not line up)."""
     from dataclasses import replace
 
-    from analytics.change.record import apply_change
-    from analytics.whatif.outputs import simulate
 
     if (scn_a.start_ts_ms - scn_b.start_ts_ms) % DAY_MS or scn_a.step_s != scn_b.step_s:
         return None
@@ -240,11 +247,6 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
     """``predicted``, ``after_replay``, ``after_old_policy``, ``within``, ``differences`` and
     the sentences that say them (see the module); a period that cannot be calibrated leaves
     ``score_missing`` saying why."""
-    from analytics.change.record import apply_change
-    from analytics.whatif.backtest import (BACKTEST_BATCH_FLOOR_GPU_H, BACKTEST_BATCH_TOLERANCE,
-                                           BACKTEST_VIOLATION_FLOOR_MIN, BACKTEST_VIOLATION_TOLERANCE,
-                                           backtest_from, replay_result)
-    from analytics.whatif.outputs import simulate
 
     try:
         obs_b, scn_b = calibrated(basis, before_span, service)

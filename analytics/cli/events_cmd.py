@@ -12,8 +12,12 @@ from analytics.cli.common import add_config, add_db, add_json, add_slos, config_
 from analytics.errors import ConfigError
 from analytics.events import EventsAnalysis, EventsConfig, analyse_store, load_incidents
 from analytics.fieldhelp import fields_help
+from analytics.postmortem import write_report
 from analytics.slo import DEFAULT_SLO_MS, parse_service_slos, resolve_slos
 from analytics.store import Store
+from analytics.timeline import parse_step_s
+from analytics.times import parse_time_ms
+from analytics.workloads import load_map
 
 _HELP = fields_help(EventsConfig)
 
@@ -50,15 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _ms(text: str | None, flag: str) -> int | None:
     """``--from``/``--to``: :func:`analytics.times.parse_time_ms`, the one rule for typed times."""
-    from analytics.times import parse_time_ms
 
     return None if text is None else parse_time_ms(text, what=flag)
 
 
 def run_analysis(args: argparse.Namespace) -> EventsAnalysis:
     """The events analysis the flags describe (shared by ``events`` and ``report``)."""
-    from analytics.timeline import parse_step_s
-    from analytics.workloads import load_map
 
     config = config_path(args)
     per_service = parse_service_slos(args.slo)
@@ -101,8 +102,6 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from analytics.events.report import write_report
-
     analysis = run_analysis(args)
     try:
         ev = analysis.event(args.event)

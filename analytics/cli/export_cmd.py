@@ -11,6 +11,17 @@ from pathlib import Path
 
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_config, add_db, add_json, config_path, print_json
+from analytics.errors import ConfigError
+from analytics.events import EventsConfig, analyse_store
+from analytics.grafana import GRAFANA_CONFIG, check_uid, dashboard_model, event_annotations, post_annotations
+from analytics.outbound import HttpConfig
+from analytics.rules import RulesConfig, compile_rules, map_digest, rules_yaml
+from analytics.rules.compile import backfill_drops_evaluations
+from analytics.secrets import secret_from_env, secret_from_file
+from analytics.slo import resolve_slos
+from analytics.store import Store
+from analytics.timeline import parse_step_s
+from analytics.workloads import load_map
 
 TOKEN_ENV = "TIDELENS_GRAFANA_TOKEN"
 
@@ -18,7 +29,6 @@ TOKEN_ENV = "TIDELENS_GRAFANA_TOKEN"
 def _help(name: str) -> str:
     from dataclasses import fields
 
-    from analytics.outbound import HttpConfig
 
     return next(f.metadata["help"] for f in fields(HttpConfig) if f.name == name)
 
@@ -51,8 +61,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _grafana_token(args: argparse.Namespace) -> str:
     """The token to post with (``""``: none given), read and checked before any work, so a bad
     token file or uid costs nothing and is never shown."""
-    from analytics.grafana import check_uid
-    from analytics.secrets import secret_from_env, secret_from_file
 
     if args.dashboard_uid is not None:
         check_uid(args.dashboard_uid)
@@ -73,13 +81,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     import json
     from dataclasses import replace
 
-    from analytics.errors import ConfigError
-    from analytics.events import EventsConfig, analyse_store
-    from analytics.grafana import GRAFANA_CONFIG, dashboard_model, event_annotations, post_annotations
-    from analytics.slo import resolve_slos
-    from analytics.store import Store
-    from analytics.timeline import parse_step_s
-    from analytics.workloads import load_map
 
     if not Path(args.db).exists():
         raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
@@ -112,9 +113,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 def _export_rules(args: argparse.Namespace) -> int:
     import sys
 
-    from analytics.rules import RulesConfig, compile_rules, map_digest, rules_yaml
-    from analytics.timeline import parse_step_s
-    from analytics.workloads import load_map
 
     wmap = load_map(config_path(args))
     cfg = RulesConfig(interval_s=parse_step_s(args.interval, "--interval"))
@@ -146,7 +144,6 @@ def _export_rules(args: argparse.Namespace) -> int:
 def _backfill_name(out: Path, groups: list[str], interval_s: int) -> str:
     """``out`` as given, or the nearest sibling name promtool's rules backfill keeps every
     evaluation of (:func:`analytics.rules.compile.backfill_drops_evaluations`)."""
-    from analytics.rules.compile import backfill_drops_evaluations
 
     for i in range(1000):
         name = out if i == 0 else out.with_name(f"{out.stem}-{i}{out.suffix}")

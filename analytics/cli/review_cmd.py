@@ -8,7 +8,14 @@ from pathlib import Path
 
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_config, add_db, add_json, add_slos, config_path, print_json
+from analytics.cli.events_cmd import _ms
+from analytics.document import output_format
 from analytics.errors import ConfigError
+from analytics.review import review_store, write_review
+from analytics.slo import parse_service_slos, resolve_slos
+from analytics.store import Store
+from analytics.timeline import parse_step_s
+from analytics.workloads import load_map
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,17 +43,9 @@ def _check_zone(tz: str) -> None:
 
 
 def cmd_review(args: argparse.Namespace) -> int:
-    from analytics.cli.events_cmd import _ms
-    from analytics.review import review_store, write_review
-    from analytics.slo import parse_service_slos, resolve_slos
-    from analytics.store import Store
-    from analytics.timeline import parse_step_s
-    from analytics.workloads import load_map
-
     if not args.out and not args.json:
         raise ConfigError("say where the review goes: --out review.html (or .md), or --json for its numbers")
     if args.out:
-        from analytics.document import output_format
 
         output_format(args.out, "review")  # before the minutes of analysis, not after
     _check_zone(args.tz)

@@ -16,7 +16,7 @@ which :func:`urllib.parse.unquote` reads back), so that node ``a/b`` GPU ``c`` a
 ``b/c`` stay two GPUs (both were ``a/b/c``). A load of device signals without
 it, where more than :data:`FEW_PODS` pods share one GPU key at the same time, says so in its note
 (:func:`shared_note`); ``tidelens signals`` says the same of the store
-(:func:`analytics.timeline.signals.shared_gpu_keys`).
+(:func:`analytics.timeline.inventory.shared_gpu_keys`).
 """
 
 from __future__ import annotations

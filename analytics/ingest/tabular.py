@@ -16,8 +16,8 @@ import orjson
 import polars as pl
 
 from analytics.errors import IngestError
-from analytics.ingest.detect import METRIC_COLUMNS, TIME_COLUMNS, VALUE_COLUMNS
 from analytics.ingest.exposition_line import parse_series
+from analytics.ingest.formats import METRIC_COLUMNS, TIME_COLUMNS, VALUE_COLUMNS
 from analytics.ingest.sources import CHUNK_BYTES
 from analytics.limits import IngestLimits
 from analytics.signals import DCGM_FB_FREE, DCGM_FB_USED, DCGM_GPU_TEMP, DCGM_GPU_UTIL, DCGM_POWER, DCGM_SM_CLOCK
@@ -292,7 +292,6 @@ def _ragged_error(source: str, data: bytes, width: int) -> IngestError | None:
 
 def check_parquet_width(data: bytes, source: str) -> None:
     """Refuse a Parquet file with more columns than the limits allow, from its footer's schema alone."""
-    from analytics.limits import IngestLimits
 
     limit = IngestLimits.from_env().max_columns
     try:
@@ -311,7 +310,6 @@ def check_header_width(data: bytes, source: str) -> None:
 
     >>> check_header_width(b"a,b\\n1,2\\n", "x.csv")
     """
-    from analytics.limits import IngestLimits
 
     limit = IngestLimits.from_env().max_columns
     end = data.find(b"\n")

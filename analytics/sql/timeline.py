@@ -69,7 +69,7 @@ GROUP BY ALL
 ORDER BY c.group_id, ts_end_ms
 """
 
-# The same increases computed in numpy (analytics.counters.increase_by_group), a chunk of
+# The same increases computed in numpy (analytics.timeline.counters.increase_by_group), a chunk of
 # series at a time: per series, its first sample time over all data (which decides whether its
 # first sample counts from zero), how many samples it has in ($lo_ms - $lookback_ms, $hi_ms]
 # (to size the chunks) and whether any value there is NULL; then each chunk's samples, in

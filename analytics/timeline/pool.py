@@ -18,11 +18,12 @@ import re
 import polars as pl
 
 from analytics import signals as sg
-from analytics.counters import register_temp, step_range
 from analytics.errors import ConfigError
 from analytics.sql import timeline as q
 from analytics.store import Store
 from analytics.timeline.config import CLASS_COLUMNS, TimelineConfig
+from analytics.timeline.counters import register_temp, step_range
+from analytics.timeline.from_rules import recorded_pass
 from analytics.timeline.service import autoscaler_by_pool
 from analytics.workloads import WorkloadMap, classify_pods, pool_of_host
 
@@ -323,8 +324,11 @@ def device_pass(store: Store, params: dict[str, int], wmap: WorkloadMap,
     """
     prepared = _prepare(store, wmap, classified)
     if prepared is None:  # no device series: a pull through the recording rules, or nothing
-        from analytics.timeline.recorded import recorded_pass
-        return recorded_pass(store, params, wmap, classified)
+        recorded = recorded_pass(store, params, wmap, classified)
+        if recorded is None:
+            return None
+        pods, held, stats = recorded
+        return pods, _holdings_frame(held), stats
     pods, dev_series, inst = prepared
     _decide_timesliced(store, params, dev_series, inst)
     held, stats = _windowed_device_pass(store, params, inst, wmap)

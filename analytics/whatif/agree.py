@@ -15,10 +15,11 @@ from typing import Any, Iterable
 import numpy as np
 import polars as pl
 
+from analytics.measures import over_slo
+from analytics.times import step_start_ms
 from analytics.whatif.outputs import PolicyResult, compare
 from analytics.whatif.params import PoolScenario
 from analytics.whatif.policies import reservation
-from analytics.times import step_start_ms
 
 BATCH = "batch_contention"
 
@@ -45,7 +46,6 @@ def batch_contention_minutes(events: Iterable[Any], steps: pl.DataFrame | None =
     >>> batch_contention_minutes([ev], steps)
     6.0
     """
-    from analytics.measures import over_slo
 
     by_service: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     total = 0.0

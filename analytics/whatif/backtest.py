@@ -16,11 +16,12 @@ import polars as pl
 
 from analytics.errors import NotEnoughDataError
 from analytics.measures import gpu_hours, minutes_over_slo, over_slo
+from analytics.timeline import TimelineConfig, store_timelines
+from analytics.times import step_start_ms
 from analytics.whatif.fit import weighted_p99
-from analytics.whatif.observe import Observation, observe
+from analytics.whatif.observe import Observation, observe, observed_jobs
 from analytics.whatif.outputs import PolicyResult, simulate
 from analytics.whatif.params import BatchParams, PoolScenario
-from analytics.times import step_start_ms
 
 
 def replay_result(obs: Observation, scenario: PoolScenario, policy: str = "shared"
@@ -37,7 +38,6 @@ def replay_result(obs: Observation, scenario: PoolScenario, policy: str = "share
     """
     if obs.steps < 2:
         raise NotEnoughDataError("the backtest needs at least two steps")
-    from analytics.whatif.calibrate import observed_jobs  # calibrate imports this module
 
     jobs, _ = observed_jobs(obs)
     others = scenario.others_gpus if scenario.others_gpus is not None \
@@ -158,9 +158,8 @@ def backtest(store: Any, scenario: PoolScenario, *, observed_policy: str = "shar
     step_ms = scenario.step_s * 1000
     start = step_start_ms(int(scenario.start_ts_ms), step_ms)
     end = int(scenario.ts_ms()[-1])
-    from analytics.whatif.calibrate import range_timelines  # calibrate imports this module
 
-    tl = range_timelines(store, start, end, scenario.step_s, wmap)
-    obs = observe(tl["services"], tl["pool"], tl["holdings"], service=name, step_s=scenario.step_s,
+    tl = store_timelines(store, TimelineConfig(step_s=scenario.step_s, start_ms=start, end_ms=end), wmap)
+    obs = observe(tl.services, tl.pool, tl.holdings, service=name, step_s=scenario.step_s,
                   slo_for=scenario.service.slo_ms)
     return backtest_from(obs, scenario, observed_policy=observed_policy)

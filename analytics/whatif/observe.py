@@ -15,6 +15,8 @@ import polars as pl
 
 from analytics.errors import NotEnoughDataError
 from analytics.measures import gpus_per_replica, infer_desired, over_slo
+from analytics.times import step_start_ms, utc_hour
+from analytics.whatif.params import BatchJob
 
 MIN_STEPS = 60  # an hour at 1-minute steps: less cannot show a scale-up or a batch job
 DEFAULT_WARMUP_MIN = 5.0  # replicas settle this long before their load per replica counts
@@ -214,3 +216,28 @@ def batch_runs(batch: pl.DataFrame, ts_ms: np.ndarray, step_s: int) -> list[Batc
                                  int(max(1, round(float(np.median(gpus[a:b])))))))
     runs.sort(key=lambda r: (r.start, r.workload))
     return runs
+
+
+def _hours(obs: Observation, idx: int) -> float:
+    return float(utc_hour(step_start_ms(obs.ts_ms[idx], obs.step_s * 1000)))
+
+
+def observed_jobs(obs: Observation) -> tuple[tuple[BatchJob, ...], dict[str, str]]:
+    """The batch runs that happened, one job each: its arrival (the end of the first step it
+    held GPUs), its GPUs (the run's median) and its work (its length at that size); the
+    checkpoint, restore and eviction costs are the defaults. Every policy moves these runs,
+    and under ``shared`` they are the backtest's replay."""
+    jobs: list[BatchJob] = []
+    by_workload: dict[str, list] = {}
+    for k, r in enumerate(obs.runs):
+        by_workload.setdefault(r.workload, []).append(r)
+        jobs.append(BatchJob(name=f"{r.workload}#{k}", team=r.team, gpus=r.gpus,
+                             start_hour=_hours(obs, r.start),
+                             duration_h=(r.end - r.start) * obs.step_s / 3600.0, daily=False,
+                             arrival_ms=int(obs.ts_ms[r.start])))
+    prov = {}
+    for name, runs in sorted(by_workload.items()):
+        hours = [(r.end - r.start) * obs.step_s / 3600.0 for r in runs]
+        prov[f"batch.{name}"] = (f"store: {len(runs)} runs as they happened (their starts, GPUs and "
+                                 f"lengths, {min(hours):.1f} to {max(hours):.1f} h)")
+    return tuple(jobs), prov

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from analytics.change.basis import change_basis
+from analytics.change.compare import compare_change
+from analytics.change.record import list_changes
+from analytics.document import Section
+from analytics.slo import DEFAULT_SLO_MS, SloTable
+
 if TYPE_CHECKING:
-    from analytics.review import ReviewSection
     from analytics.store import Store
     from analytics.workloads import WorkloadMap
 
@@ -89,26 +94,21 @@ def finding(out: dict[str, Any]) -> str:
     return text + "."
 
 
-def change_section(out: dict[str, Any]) -> "ReviewSection":
+def change_section(out: dict[str, Any]) -> Section:
     """The capacity review's section for one change (``compare_change``'s result)."""
-    from analytics.review import ReviewSection
 
     paragraphs = list(out.get("sentences", []))
     paragraphs += [f"Not shown: {k}: {v}" for k, v in out.get("missing", {}).items()]
     tables = [(["measure", "before", "after"], measure_rows(out))]
     if "predicted" in out:
         tables.append((["the what-if, scored", "violation minutes", "batch GPU-hours"], score_rows(out)))
-    return ReviewSection("Before and after the change", finding(out), paragraphs=paragraphs, tables=tables)
+    return Section("Before and after the change", finding(out), paragraphs=paragraphs, tables=tables)
 
 
 def review_change(store: "Store", *, step_s: int, slo_ms: dict[str, float], start_ms: int | None,
                   end_ms: int | None, wmap: "WorkloadMap | None" = None, events: Any = None) -> dict[str, Any] | None:
     """The compare of the latest change the store records inside the review's range (None: none
     recorded there), its periods the default week either side, cut at the data."""
-    from analytics.change.basis import change_basis
-    from analytics.change.compare import compare_change
-    from analytics.change.record import list_changes
-    from analytics.slo import DEFAULT_SLO_MS, SloTable
 
     inside = [c for c in list_changes(store) if (start_ms is None or c.at_ms > start_ms)
               and (end_ms is None or c.at_ms < end_ms)]
