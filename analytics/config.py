@@ -78,7 +78,7 @@ def read_config(path: str | Path | None) -> dict[str, Any]:
     """The parsed file (``{}`` for ``None`` or a missing file), parsed once per version of it.
 
     Raises :class:`ConfigError` naming the file for text that is not UTF-8 or not TOML, a file
-    over :data:`MAX_CONFIG_BYTES`, or one nested too deep (:func:`parse_toml`).
+    over :data:`MAX_CONFIG_BYTES`, or one nested too deep (:func:`read_toml_file`).
     """
     if path is None:
         return {}
@@ -87,24 +87,46 @@ def read_config(path: str | Path | None) -> dict[str, Any]:
         st = p.stat()
     except OSError:
         return {}
-    if st.st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{p}: {st.st_size:,} bytes; a configuration is at most {MAX_CONFIG_BYTES:,} "
-                          "(a 500-rule map is about 60 KB): shorten its patterns or split its rules")
     sig = (st.st_mtime_ns, st.st_size, st.st_ino)
     with _LOCK:
         known = _PARSED.get(p)
     if known is not None and known[0] == sig:
         return copy.deepcopy(known[1])  # a caller's edit never reaches the next reader
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read the configuration ({exc.strerror})") from None
-    doc = parse_toml(text, str(p))
+    doc = read_toml_file(p, "configuration", "a 500-rule map is about 60 KB: shorten its patterns or split its rules")
     with _LOCK:
         _PARSED[p] = (sig, doc)
     return copy.deepcopy(doc)
+
+
+def read_toml_file(path: str | Path, what: str, shorten: str) -> dict[str, Any]:
+    """The TOML file at ``path`` (``tidelens.toml``, a column mapping), read and parsed by one rule.
+
+    Parameters
+    ----------
+    path:
+        The file.
+    what:
+        What the file is, for the messages ("configuration", "column mapping").
+    shorten:
+        What to do with a file over :data:`MAX_CONFIG_BYTES`, for its message.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file: over :data:`MAX_CONFIG_BYTES` (refused before it is read), unreadable,
+        not UTF-8, not TOML, or nested too deep (:func:`parse_toml`).
+    """
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{p}: {size:,} bytes; a {what} is at most {MAX_CONFIG_BYTES:,} ({shorten})")
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start}); save the {what} as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read the {what} ({exc.strerror})") from None
+    return parse_toml(text, str(p))
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:

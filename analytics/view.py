@@ -26,7 +26,7 @@ from analytics.errors import ConfigError
 from analytics.fieldhelp import field_help
 from analytics.slo import ALL, DEFAULT_SLO_MS, parse_slo_ms  # one fallback and one rule, shared with the CLI
 from analytics.store import DEFAULT_DB
-from analytics.times import format_span, iso_utc, parse_time_ms
+from analytics.times import STEP_MAX_S, format_span, iso_utc, parse_step_s, parse_time_ms
 from analytics.workloads import Rule
 
 # Where "uploaded files" land when the user has not chosen a DuckDB file of their own.
@@ -38,6 +38,7 @@ SOURCE_KINDS: dict[str, str] = {
     "duckdb": "DuckDB file",
 }
 STEP_CHOICES_S: tuple[int, ...] = (60, 300, 900, 3600)
+STEP_RULE = f"the step is whole seconds from 1 s to 1 d ({STEP_MAX_S:,} s), e.g. 300"
 ALL_SERVICES = ALL  # the SLO for services without their own
 
 
@@ -239,7 +240,7 @@ def parse_query_params(params: Mapping[str, Any]) -> tuple[ViewSettings, list[st
 
     >>> v, problems = parse_query_params({"step": "abc", "tz": "Europe/Paris"})
     >>> v.step_s, v.tz, problems
-    (60, 'Europe/Paris', ["step='abc' ignored: the step is whole seconds, e.g. 300"])
+    (60, 'Europe/Paris', ["step='abc' ignored: the step is whole seconds from 1 s to 1 d (86,400 s), e.g. 300"])
     >>> parse_query_params({"db": "mine.duckdb"})[0].source
     'duckdb'
     """
@@ -266,13 +267,10 @@ def parse_query_params(params: Mapping[str, Any]) -> tuple[ViewSettings, list[st
             except ConfigError:
                 bad(key, "not a time: write ISO-8601 such as 2026-11-28T09:30Z (or epoch seconds)")
     if p.get("step"):
-        try:
-            step = int(p["step"])
-            if step <= 0:
-                raise ValueError
-            values["step_s"] = step
-        except ValueError:
-            bad("step", "the step is whole seconds, e.g. 300")
+        try:  # the one step rule, the CLI's --step's: a link's 99999999999 would build no timeline
+            values["step_s"] = parse_step_s(p["step"], "step")
+        except ConfigError:
+            bad("step", STEP_RULE)
     if p.get("slo"):
         try:
             values["slo_ms"] = parse_slo(p["slo"])

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import polars as pl
 
+from analytics.config import read_toml_file
 from analytics.errors import ConfigError, IngestError
 from analytics.ingest.archives import table_bytes
 from analytics.ingest.device import check_device, device_label, read_device_table, shared_note
@@ -209,17 +210,8 @@ def load_mapping(path: str | Path) -> ColumnMapping:
     Every table and key is checked against :data:`_SCHEMA` (a list where a name is expected, an
     integer metric name, an unknown zone, ``scale = inf``, an empty name are each refused).
     """
-    import tomllib
-
     p = Path(path)
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read the column mapping ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start}); save the mapping as UTF-8") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML ({exc}); see README 'Your own table' for a mapping to start from") from None
+    doc = read_toml_file(p, "column mapping", "a mapping names a few columns: is this the mapping file?")
     known = ("time", "metric", "values", "labels", "signals", "requests", "device")
     unknown = sorted(set(doc) - set(known))
     if unknown:
