@@ -14,13 +14,13 @@ True
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from datetime import timezone
 from pathlib import Path
 from typing import Any, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from analytics.config import UPLOADS_DB_ENV, env_setting
 from analytics.data_dir import confine_store_path
 from analytics.errors import ConfigError
 from analytics.fieldhelp import field_help
@@ -30,7 +30,6 @@ from analytics.times import format_span, iso_utc, parse_time_ms
 from analytics.workloads import Rule
 
 # Where "uploaded files" land when the user has not chosen a DuckDB file of their own.
-UPLOADS_DB_ENV = "TIDELENS_UPLOADS_DB"
 
 SOURCE_KINDS: dict[str, str] = {
     "sample": "Bundled sample",
@@ -43,7 +42,7 @@ ALL_SERVICES = ALL  # the SLO for services without their own
 
 def uploads_db_path() -> Path:
     """The store that uploads go to when the source is the sample or "uploaded files"."""
-    env = os.environ.get(UPLOADS_DB_ENV)
+    env = env_setting(UPLOADS_DB_ENV)
     if env:
         return Path(env)
 
