@@ -86,7 +86,7 @@ class Review:
         if self.scenario is None or self.events is None or not self.results:
             return None
 
-        return agreement(self.events.events, self.scenario, self.results, self.events.steps)
+        return agreement(self.events, self.scenario, self.results)
 
     def best_policy(self) -> str | None:
         """The what-if's best policy (:func:`analytics.measures.best_policy`), as the page names it."""
@@ -114,7 +114,7 @@ class Review:
             bt = {k: v for k, v in self.calibration.backtest.items() if k != "frame"}
             out["whatif"] = {"service": self.calibration.observation.service, "backtest": bt,
                              "pool_gpus": self.calibration.scenario.pool.gpus,
-                             "policies": {n: r.summary for n, r in self.results.items()},
+                             "policies": {n: r.summary.as_dict() for n, r in self.results.items()},
                              "best_policy": self.best_policy()}
             agreed = self.agreement()
             if agreed is not None:
@@ -318,16 +318,16 @@ def _whatif_section(r: Review) -> ReviewSection:
     scn = r.scenario
     if bt.get("within", False):
         finding = (f"Modelled on {svc}'s own traffic: {best} would have "
-                   f"{r.results[best].summary['violation_minutes']:,.0f} violation minutes"
-                   + (f" where the shared pool has {shared.summary['violation_minutes']:,.0f}"
+                   f"{r.results[best].summary.violation_minutes:,.0f} violation minutes"
+                   + (f" where the shared pool has {shared.summary.violation_minutes:,.0f}"
                       if shared is not None and best != "shared" else "") + ".")
     else:  # said before any policy, as on the What-if page
         finding = (f"The model does not reproduce what {svc} went through ("
                    + "; ".join(bt.get("misses", [])) + "), so its policies are directions, not amounts.")
     # Batch work done and left unfinished beside the minutes: no policy looks good by dropping batch.
-    rows = [[n, f"{s['violation_minutes']:,.0f}", f"{s['slo_compliance']:.1%}", f"{s['p99_ms']:,.0f}",
-             f"{s['pool_utilization']:.0%}", f"{s.get('batch_goodput_gpu_hours', 0.0):,.0f}",
-             f"{s.get('batch_unfinished_gpu_hours', 0.0):,.0f}", f"${s['externality_cost']:,.0f}"]
+    rows = [[n, f"{s.violation_minutes:,.0f}", f"{s.slo_compliance:.1%}", f"{s.p99_ms:,.0f}",
+             f"{s.pool_utilization:.0%}", f"{s.batch_goodput_gpu_hours:,.0f}",
+             f"{s.batch_unfinished_gpu_hours:,.0f}", f"${s.externality_cost:,.0f}"]
             for n, s in ((n, r.results[n].summary) for n in names)]
     agreed = r.agreement()
     paragraphs = [check] + ([agreed.sentence()] if agreed is not None else []) + [(

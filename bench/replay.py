@@ -47,7 +47,7 @@ def _row(label: str, seed: int, service: str, cal: Any, events: Any) -> dict[str
     bt = cal.backtest
     # The pages' sentence on the whole period: N (tail events, share-weighted) and M (shared less
     # partitioned, both moving the runs that happened; the shared row is this backtest's replay).
-    ag = agreement(events.events, cal.scenario, steps=events.steps)
+    ag = agreement(events, cal.scenario)
     frame = bt["frame"]
     busy = frame["traffic_rps"].to_numpy() > 0
     calls = float((busy & (frame["p99_ms"].to_numpy() > cal.scenario.service.slo_ms)).sum()

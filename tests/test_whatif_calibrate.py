@@ -118,7 +118,7 @@ def test_backtest_reproduces_violation_minutes_and_p99(name, request) -> None:
 def test_calibrated_scenario_tells_the_morning_story(rec) -> None:
     res = compare(rec.scenario, ("shared", "partitioned", "preemption"))
     shared = res["shared"].summary
-    assert shared["violation_minutes"] > res["preemption"].summary["violation_minutes"]
+    assert shared.violation_minutes > res["preemption"].summary.violation_minutes
     teams = {r["team"] for r in res["shared"].externality}
     assert any(t != rec.scenario.service.team for t in teams)  # batch is charged
 

@@ -117,8 +117,8 @@ def test_partitioned_with_the_default_reservation_beats_shared_on_contention(cas
         shared, part = r["shared"].summary, r["partitioned"].summary
         if scenario == "partitioned":
             continue  # the control: batch never touched inference there
-        assert part["violation_minutes"] <= shared["violation_minutes"], (svc, part, shared)
-        assert shared["violation_minutes"] > 0
+        assert part.violation_minutes <= shared.violation_minutes, (svc, part, shared)
+        assert shared.violation_minutes > 0
         # the partition never gives inference more than the reservation and the soft-shared B
         b = round(scn.pool.split_b * scn.pool.gpus)
         assert r["partitioned"].series["inference_gpus"].max() <= reserved + b + 1e-9
@@ -132,7 +132,7 @@ def test_batch_gpu_hours_are_conserved_under_every_policy(case):
     for policy, res in compare(scn, POLICIES).items():
         s = res.summary
         # work done and work thrown away never exceed what was held
-        assert s["batch_goodput_gpu_hours"] + s["batch_lost_gpu_hours"] <= s["batch_gpu_hours"] * (1 + 1e-9) + 1e-6
+        assert s.batch_goodput_gpu_hours + s.batch_lost_gpu_hours <= s.batch_gpu_hours * (1 + 1e-9) + 1e-6
         # a policy never holds more GPUs than the pool has beside what others held
         used = res.series["allocated_gpus"]
         assert used.max() <= scn.pool.gpus + 1e-9, policy
@@ -157,4 +157,4 @@ def test_the_independent_export_replays_too(tmp_path: Path):
     assert cal.scenario.pool.gpus == 16
     _within(cal.backtest)
     r = compare(last_days(cal.scenario, MODEL_DAYS), ("shared", "partitioned"))
-    assert r["partitioned"].summary["violation_minutes"] < r["shared"].summary["violation_minutes"]
+    assert r["partitioned"].summary.violation_minutes < r["shared"].summary.violation_minutes

@@ -25,6 +25,7 @@ import numpy as np
 
 from analytics.change.record import apply_change
 from analytics.errors import TidelensError
+from analytics.measures import step_minutes
 from analytics.times import step_start_ms, utc_hour, utc_weekday
 from analytics.whatif.backtest import (
     BACKTEST_BATCH_FLOOR_GPU_H,
@@ -98,7 +99,7 @@ def prediction_range(violation: np.ndarray, start_ts_ms: int, step_s: int, after
     whole = counts >= 0.9 * per_day
     if int(whole.sum()) < RANGE_MIN_DAYS:
         return None
-    minutes = np.add.reduceat(v, first) * (step_s / 60.0) * (per_day / counts)
+    minutes = step_minutes(np.add.reduceat(v, first), step_s=step_s) * (per_day / counts)
     weekend = utc_weekday(days * DAY_MS) >= 5
     pools = {k: minutes[whole & (weekend == k)] for k in (False, True)}
     a, b = after_span
@@ -111,8 +112,9 @@ def prediction_range(violation: np.ndarray, start_ts_ms: int, step_s: int, after
         total += part * pool[rng.integers(0, pool.size, size=draws)]
     lo, hi = np.quantile(total, RANGE_QUANTILES)
     # The store counts whole steps over the SLO; the replay's minutes are expectations.
-    step_min = step_s / 60.0
-    return float(np.floor(lo / step_min + 1e-9) * step_min), float(np.ceil(hi / step_min - 1e-9) * step_min)
+    step_min = step_minutes(1, step_s=step_s)
+    return (float(step_minutes(np.floor(lo / step_min + 1e-9), step_s=step_s)),
+            float(step_minutes(np.ceil(hi / step_min - 1e-9), step_s=step_s)))
 
 
 def _within(model: float, observed: float, tol: float, floor: float) -> bool:
@@ -192,7 +194,7 @@ def input_split(scn_b: "PoolScenario", scn_a: "PoolScenario", change: "PolicyCha
 
     traffic = replace(scn_b, traffic_rps=cut(scn_a.traffic_rps), others_gpus=cut(scn_b.others_gpus))
     batch = replace(scn_a, service=scn_b.service, traffic_rps=cut(scn_b.traffic_rps), others_gpus=cut(scn_a.others_gpus))
-    out = {k: float(simulate(apply_change(v, change), change.policy).summary["violation_minutes"])
+    out = {k: float(simulate(apply_change(v, change), change.policy).summary.violation_minutes)
            for k, v in (("traffic_only", traffic), ("batch_only", batch))}
     hour = max(1, 3600 // scn_b.step_s)
 
@@ -257,8 +259,8 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
     run_b = simulate(apply_change(scn_b, change), change.policy)
     pred = run_b.summary
     rng_ = prediction_range(run_b.series["violation"], scn_b.start_ts_ms, scn_b.step_s, after_span)
-    predicted = {"violation_minutes": float(pred["violation_minutes"]) * scale,
-                 "batch_gpu_hours": float(pred["batch_gpu_hours"]) * scale,
+    predicted = {"violation_minutes": float(pred.violation_minutes) * scale,
+                 "batch_gpu_hours": float(pred.batch_gpu_hours) * scale,
                  "from": f"the {before['days']:.3g} days before, replayed under {change.policy} and scaled "
                          f"to the {after['days']:.3g} days after",
                  "range_violation_minutes": list(rng_) if rng_ else None,
@@ -267,14 +269,14 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
                                 "from weekend)" if rng_ else f"fewer than {RANGE_MIN_DAYS} whole days before: no range")}
     req_b = before["requests"].get(service, 0.0)
     predicted["violation_minutes_per_million_requests"] = (
-        float(pred["violation_minutes"]) / (req_b / 1e6) if req_b > 0 else None)
+        float(pred.violation_minutes) / (req_b / 1e6) if req_b > 0 else None)
     # The before-period's model given the after-period's inputs (its traffic and the batch runs
     # that happened): what part of a miss is the inputs' (traffic, batch), and what the model's.
     from dataclasses import replace
 
     given = simulate(apply_change(replace(scn_a, service=scn_b.service), change), change.policy).summary
-    given_inputs = {"violation_minutes": float(given["violation_minutes"]),
-                    "batch_gpu_hours": float(given["batch_gpu_hours"]),
+    given_inputs = {"violation_minutes": float(given.violation_minutes),
+                    "batch_gpu_hours": float(given.batch_gpu_hours),
                     "from": f"the service as calibrated on the {before['days']:.3g} days before, on the after-period's "
                             f"traffic and batch runs, under {change.policy}"}
     bt = backtest_from(obs_a, apply_change(scn_a, change), observed_policy=change.policy)
@@ -305,7 +307,7 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
                        basis.events.events if basis.events is not None else [])
     if not within["prediction_violation_minutes"]:
         # measured directly (the model run on each input of the after-period alone): said first
-        named = split_parts(split, float(pred["violation_minutes"]), service)
+        named = split_parts(split, float(pred.violation_minutes), service)
         diff = named + [d for d in diff if d.split(":")[0] not in {n.split(":")[0] for n in named}]
     said = []
     if not within["prediction_violation_minutes"]:
@@ -340,8 +342,8 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
                     f"{replay['batch_gpu_hours']:,.0f} GPU-hours vs {replay['observed_batch_gpu_hours']:,.0f} "
                     f"(within {BACKTEST_VIOLATION_TOLERANCE:.0%} or {BACKTEST_VIOLATION_FLOOR_MIN:g} minutes, "
                     f"and {BACKTEST_BATCH_TOLERANCE:.0%}); under the old shared policy it would have had "
-                    f"{float(old['violation_minutes']):,.0f} minutes.")
+                    f"{float(old.violation_minutes):,.0f} minutes.")
     return {"predicted": predicted, "predicted_given_after_inputs": given_inputs, "after_replay": replay,
-            "after_old_policy": {"violation_minutes": float(old["violation_minutes"]),
-                                 "batch_gpu_hours": float(old["batch_gpu_hours"]), "policy": "shared"},
+            "after_old_policy": {"violation_minutes": float(old.violation_minutes),
+                                 "batch_gpu_hours": float(old.batch_gpu_hours), "policy": "shared"},
             "within": within, "differences": diff, "score_sentences": said}

@@ -138,7 +138,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
                      "reservation_gpus": reserved, "reservation_source": why,
                      "headroom": scn.pool.headroom, "provenance": scn.provenance,
                      "transforms": transforms_of(scn)},
-        "policies": {name: {**r.summary, "externality": r.externality}
+        "policies": {name: {**r.summary.as_dict(), "externality": r.externality}
                      for name, r in results.items()},
         "best_policy": best_policy({name: r.summary for name, r in results.items()}),
     }
@@ -147,7 +147,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
         return 0
-    rows = [{"policy": name, **{k: r.summary[k] for k in SUMMARY_KEYS}}
+    rows = [{"policy": name, **{k: getattr(r.summary, k) for k in SUMMARY_KEYS}}
             for name, r in results.items()]
     print(f"{scn.name}: {scn.description} ({scn.steps} steps of {scn.step_s} s, "
           f"SLO p99 {scn.service.slo_ms:g} ms; inference reservation {reserved} GPUs: {why})")

@@ -68,6 +68,11 @@ class EventsAnalysis:
     notes: list[str] = field(default_factory=list)
     map_digest: str = ""  # the workload map it was computed with (analytics.workloads.map_digest)
 
+    @property
+    def step_s(self) -> int:
+        """The length of a step of :attr:`steps`, seconds."""
+        return self.cfg.step_s
+
     def event(self, event_id_: str) -> Event:
         for ev in self.events:
             if ev.id == event_id_:

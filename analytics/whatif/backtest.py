@@ -109,11 +109,11 @@ def backtest_from(obs: Observation, scenario: PoolScenario, *, observed_policy: 
     chance = frame["violation"].to_numpy()  # each step's chance of reading over
     mod_v = chance > 0.5
     ov = minutes_over_slo(np.where(busy, obs_p99, np.nan), slo, step_s=obs.step_s)
-    mv = float(result.summary["violation_minutes"])  # the policy table's number, the same replay
+    mv = float(result.summary.violation_minutes)  # the policy table's number, the same replay
     period_min = frame.height * obs.step_min
     err = _rel(mv, ov, period_min)
     ob = gpu_hours(frame["observed_batch_gpus"].to_numpy(), step_s=obs.step_s)
-    mb = float(result.summary["batch_gpu_hours"])
+    mb = float(result.summary.batch_gpu_hours)
     b_err = _rel(mb, ob, float(scenario.pool.gpus) * period_min / 60.0)
     misses = []
     if abs(mv - ov) > max(BACKTEST_VIOLATION_TOLERANCE * ov, BACKTEST_VIOLATION_FLOOR_MIN):
