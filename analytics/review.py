@@ -29,10 +29,10 @@ from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.pipeline import analyse_timelines
 from analytics.measures import best_policy
-from analytics.overview import class_long, slo_violations, summarise, thin_for_display
+from analytics.overview import summarise, thin_for_display
 from analytics.rhythm import RhythmConfig
 from analytics.rhythm.digest import rhythm_page_data
-from analytics.slo import DEFAULT_SLO_MS, resolve_slos
+from analytics.slo import SloTable, resolve_slos
 from analytics.text import escape_figure
 from analytics.timeline import Timelines, store_timelines
 from analytics.times import format_span, iso_utc
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from analytics.events import EventsAnalysis
     from analytics.overview import OverviewSummary
     from analytics.rhythm.digest import RhythmPageData
-    from analytics.slo import SloTable
     from analytics.store import Store
     from analytics.whatif.agree import Agreement
     from analytics.whatif.calibrate import Calibration
@@ -68,8 +67,7 @@ class Review:
     step_s: int
     tz: str
     summary: "OverviewSummary"
-    timelines: Timelines
-    slo_ms: dict[str, float]
+    slo_ms: dict[str, float | None]  # the SLO each service was judged by
     events: "EventsAnalysis | None" = None
     rhythm: "RhythmPageData | None" = None
     calibration: "Calibration | None" = None
@@ -141,7 +139,7 @@ def _attempt(part: str, missing: dict[str, str], make: Callable[[], Any]) -> Any
 
 
 # -- building -----------------------------------------------------------------------------------
-def build_review(timelines: Timelines, *, step_s: int, slo_ms: dict[str, float],
+def build_review(timelines: Timelines, *, step_s: int, slos: SloTable,
                  tz: str = "UTC", label: str = "", span: str = "",
                  events: Callable[[], "EventsAnalysis"] | None = None,
                  rhythm: Callable[[], "RhythmPageData"] | None = None,
@@ -150,20 +148,17 @@ def build_review(timelines: Timelines, *, step_s: int, slo_ms: dict[str, float],
                  change: Callable[["EventsAnalysis | None"], dict[str, Any] | None] | None = None) -> Review:
     """The review of one range from its timelines and the analyses' calls.
 
-    ``slo_ms``: each service's SLO (as the view or ``resolve_slos`` decides it). ``events``,
+    ``slos``: every service's SLO (the view's, or ``resolve_slos``'s). ``events``,
     ``rhythm`` and ``calibration`` are the callers' own (cached) calls, made here; one that
     raises a :class:`TidelensError` leaves its section saying why. The what-if models the
     service :func:`analytics.whatif.observe.pick_service` picks (the CLI's default): the one
     most often above its SLO.
     """
 
-    def slo_for(name: str) -> float:
-        return float(slo_ms.get(name, slo_ms.get("*", DEFAULT_SLO_MS)))
-
-    summary = summarise(timelines.pool, timelines.holdings, timelines.services, slo_for, step_s)
+    summary = summarise(timelines.pool, timelines.holdings, timelines.services, slos, step_s)
     services = timelines.service_names()
-    review = Review(label=label, span=span, step_s=step_s, tz=tz, summary=summary, timelines=timelines,
-                    slo_ms={s: slo_for(s) for s in services}, map_digest=map_digest)
+    review = Review(label=label, span=span, step_s=step_s, tz=tz, summary=summary,
+                    slo_ms=slos.for_services(services), map_digest=map_digest)
     missing = review.missing
     if events is not None:
         review.events = _attempt("tail events", missing, events)
@@ -171,7 +166,7 @@ def build_review(timelines: Timelines, *, step_s: int, slo_ms: dict[str, float],
         review.rhythm = _attempt("rhythm", missing, rhythm)
     if calibration is not None and services:
 
-        name = pick_service(timelines.services, review.slo_ms)
+        name = pick_service(timelines.services, slos)
         review.calibration = _attempt("what-if", missing, lambda: calibration(name))
         if review.calibration is not None:
             # The scenario the policies replay goes with their results: the typical day and the
@@ -187,27 +182,25 @@ def build_review(timelines: Timelines, *, step_s: int, slo_ms: dict[str, float],
 
 
 def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = None,
-                 end_ms: int | None = None, slos: "SloTable | None" = None,
+                 end_ms: int | None = None, slos: SloTable | None = None,
                  wmap: "WorkloadMap | None" = None, tz: str = "UTC") -> Review:
     """The review of a store's range, computed as ``tidelens events``/``whatif``/``rhythm`` do."""
 
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
     tl = store_timelines(store, cfg.timeline_config(), wmap)
     table = slos if slos is not None else resolve_slos(store)
-    names = tl.service_names()
-    slo_ms = {k: float(v) for k, v in table.for_services(names).items() if v is not None}
     totals = store.totals()
     first, last = totals.get("first_ts_ms"), totals.get("last_ts_ms")
     span = format_span(start_ms if start_ms is not None else first,
                        end_ms if end_ms is not None else last, tz) if first is not None else ""
     return build_review(
-        tl, step_s=step_s, slo_ms=slo_ms, tz=tz, label=str(store.path), span=span,
+        tl, step_s=step_s, slos=table, tz=tz, label=str(store.path), span=span,
         map_digest=tl.facts.map_digest,
-        events=lambda: analyse_timelines(tl, cfg, slos_ms=table),
+        events=lambda: analyse_timelines(tl, cfg, slos=table),
         rhythm=lambda: rhythm_page_data(store, RhythmConfig(timezone=tz), step_s=step_s,
                                         start_ms=start_ms, end_ms=end_ms, wmap=wmap, timelines=tl),
-        calibration=lambda name: calibrate_timelines(tl, service=name, step_s=step_s, slo_for=slo_ms),
-        change=lambda evs: review_change(store, step_s=step_s, slo_ms=slo_ms, start_ms=start_ms,
+        calibration=lambda name: calibrate_timelines(tl, service=name, step_s=step_s, slos=table),
+        change=lambda evs: review_change(store, step_s=step_s, slos=table, start_ms=start_ms,
                                          end_ms=end_ms, wmap=wmap, events=evs))
 
 
@@ -244,9 +237,7 @@ def _pool_section(r: Review) -> ReviewSection:
               for n, m in s.slo_violation_min_by_service.items()]]
     fig = None
     if s.steps:
-        classes = class_long(r.timelines.pool)
-        violations = slo_violations(r.timelines.services, lambda n: r.slo_ms.get(n, 0.0), r.step_s)
-        c, v, _ = thin_for_display(classes, violations, step_s=r.step_s)
+        c, v, _ = thin_for_display(s.classes, s.violations, step_s=r.step_s)
         fig = pool_story_figure(c, v, tz=r.tz)
     return ReviewSection("The pool", finding, tables=[(["measure", "value"], rows)], figure=fig,
                          figure_name="pool-story")

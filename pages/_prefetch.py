@@ -97,7 +97,7 @@ def prefetch_jobs(v: ViewSettings, src: DataSource, state: Any, page: str = "") 
         Job(("rhythm", rhythm), rhythm.run),
         Job(("events", events), events.run),
         *coarser,
-        Job(("calibration", path, version, v.start_ms, v.end_ms, v.step_s, mv, svc, v.slo_items()),
+        Job(("calibration", path, version, v.start_ms, v.end_ms, v.step_s, mv, svc, v.slos.items()),
             calibrate),
         *rest,
     ]

@@ -184,8 +184,7 @@ def test_the_capacity_review_shows_the_same_numbers(scored):
     from analytics.text import md
 
     basis, _, out = scored
-    r = build_review(basis.timelines, step_s=60, slo_ms={k: v for k, v in basis.slo_ms.items() if k != "*"},
-                     change=lambda events: out)
+    r = build_review(basis.timelines, step_s=60, slos=basis.slos, change=lambda events: out)
     assert r.numbers()["change"]["after_replay"] == out["after_replay"]
     text, _ = render_markdown(review_document(r))
     section = text.split("## Before and after the change", 1)[1]

@@ -20,6 +20,7 @@ from analytics.document import render_markdown
 from analytics.ingest import ingest_bytes
 from analytics.review import review_document, review_html, review_store
 from analytics.store import Store
+from analytics.slo import SloTable
 
 pytestmark = [pytest.mark.slow]
 APP = Path(__file__).resolve().parent.parent / "app.py"
@@ -229,7 +230,7 @@ def test_a_right_to_left_override_is_shown_not_obeyed_in_both_reports(tmp_path) 
         assert ingest_bytes(st, "rtl.prom", ("\n".join(lines) + "\n").encode()).status == "loaded"
     with Store(path, read_only=True) as st:
         review = review_store(st)
-        events = analyse_store(st, EventsConfig(), slos_ms={name: 100.0})
+        events = analyse_store(st, EventsConfig(), slos=SloTable.from_ms({name: 100.0}))
     body = re.sub(r"<script.*?</script>", "", review_html(review), flags=re.S)
     assert "\u202e" not in body and "chat\\u202egnp.exe" in body
     assert events.events, "the slow half hour is a tail event"

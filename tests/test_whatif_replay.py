@@ -29,6 +29,7 @@ from analytics.whatif.calibrate import calibrate_frames
 from analytics.whatif.form import MODEL_DAYS, last_days
 from analytics.sample import load_into, simulate, truth
 from analytics.store import Store
+from analytics.slo import SloTable
 
 pytestmark = [pytest.mark.slow]
 
@@ -51,7 +52,7 @@ def _calibrations(scenario: str, variants: tuple[str, ...], seed: int) -> dict:
     with Store(":memory:") as st:
         load_into(st, res)
         tl = store_timelines(st, EventsConfig().timeline_config())
-    return {svc: calibrate_frames(tl.services, tl.pool, tl.holdings, service=svc, slo_for=slos)
+    return {svc: calibrate_frames(tl.services, tl.pool, tl.holdings, service=svc, slos=SloTable.from_ms(slos))
             for svc in SERVICES} | {"_pool": tl.pool}
 
 
@@ -153,7 +154,7 @@ def test_the_independent_export_replays_too(tmp_path: Path):
             ingest_path(st, tmp_path / "export" / f)
         tl = store_timelines(st, EventsConfig().timeline_config())
     slos = {k: v["p99_ms"] for k, v in tr["slos"].items()}
-    cal = calibrate_frames(tl.services, tl.pool, tl.holdings, service="chat-api-vllm", slo_for=slos)
+    cal = calibrate_frames(tl.services, tl.pool, tl.holdings, service="chat-api-vllm", slos=SloTable.from_ms(slos))
     assert cal.scenario.pool.gpus == 16
     _within(cal.backtest)
     r = compare(last_days(cal.scenario, MODEL_DAYS), ("shared", "partitioned"))

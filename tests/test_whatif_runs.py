@@ -27,6 +27,7 @@ from analytics.whatif import (POLICIES, BatchJob, BatchParams, PoolParams, PoolS
 from analytics.whatif.calibrate import calibrate_frames
 from analytics.whatif.ledger import policy_table
 from analytics.whatif.presets import PRESET_START_MS
+from analytics.slo import SloTable
 
 pytestmark = [pytest.mark.slow]
 
@@ -44,8 +45,8 @@ def cal(request):
     with Store(":memory:") as st:
         load_into(st, res)
         tl = store_timelines(st, EventsConfig().timeline_config())
-    cal = calibrate_frames(tl.services, tl.pool, tl.holdings, service="chat-vllm", slo_for=slos)
-    cal.events = analyse(tl.services, tl.pool, tl.holdings, cfg=EventsConfig(), slos_ms=slos)
+    cal = calibrate_frames(tl.services, tl.pool, tl.holdings, service="chat-vllm", slos=SloTable.from_ms(slos))
+    cal.events = analyse(tl.services, tl.pool, tl.holdings, cfg=EventsConfig(), slos=SloTable.from_ms(slos))
     return cal
 
 

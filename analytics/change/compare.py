@@ -25,7 +25,6 @@ from analytics.change.score import score_change
 from analytics.errors import ConfigError, NotEnoughDataError
 from analytics.fieldhelp import out_of_bounds
 from analytics.overview import summarise
-from analytics.slo import ALL
 from analytics.times import iso_utc
 from analytics.whatif.observe import pick_service
 
@@ -92,7 +91,7 @@ def period_numbers(basis: ChangeBasis, start_ms: int, end_ms: int) -> dict[str, 
     definition the pages use."""
 
     tl = basis.period(start_ms, end_ms)
-    s = summarise(tl.pool, tl.holdings, tl.services, basis.slo_for, basis.step_s)
+    s = summarise(tl.pool, tl.holdings, tl.services, basis.slos, basis.step_s)
     hours = s.steps * basis.step_s / 3600.0
     days = hours / 24.0
     req = _requests(tl.services, basis.step_s)
@@ -166,7 +165,7 @@ def compare_change(basis: ChangeBasis, at_ms: int, cfg: CompareConfig | None = N
     """
 
     cfg = (cfg or CompareConfig()).validate()
-    known = sorted(k for k in basis.slo_ms if k != ALL)
+    known = basis.timelines.service_names()
     if cfg.service is not None and cfg.service not in known:  # never 0 minutes of a service not there
         raise ConfigError(f"--service {cfg.service!r}: no such service in the store; its services: "
                           f"{', '.join(known) or 'none'}")
@@ -177,7 +176,7 @@ def compare_change(basis: ChangeBasis, at_ms: int, cfg: CompareConfig | None = N
     svc_frame = basis.period(b0, b1).services
     service = cfg.service
     if service is None and svc_frame.height:
-        service = pick_service(svc_frame, basis.slo_ms)
+        service = pick_service(svc_frame, basis.slos)
     for side in (before, after):
         side["violation_minutes"] = side["minutes_over_slo"].get(service, 0.0) if service else 0.0
     scale = after["days"] / before["days"] if before["days"] else 0.0
@@ -185,7 +184,7 @@ def compare_change(basis: ChangeBasis, at_ms: int, cfg: CompareConfig | None = N
             for k in sorted(set(before["minutes_over_slo"]) | set(after["minutes_over_slo"]))}
     ratio = after["requests_per_day"] / before["requests_per_day"] if before["requests_per_day"] else None
     out: dict[str, Any] = {
-        "at": iso_utc(at_ms), "at_ms": int(at_ms), "service": service, "slo_ms": basis.slo_for(service) if service else None,
+        "at": iso_utc(at_ms), "at_ms": int(at_ms), "service": service, "slo_ms": basis.slos.ms(service) if service else None,
         "before": before, "after": after, "minutes_gone": gone,
         "traffic": {"after_vs_before": ratio, "sentence": traffic_sentence(before, after)},
         "missing": dict(basis.missing),

@@ -12,7 +12,7 @@ from analytics.change.basis import change_basis
 from analytics.change.compare import compare_change
 from analytics.change.record import list_changes
 from analytics.document import Section
-from analytics.slo import DEFAULT_SLO_MS, SloTable
+from analytics.slo import SloTable
 
 if TYPE_CHECKING:
     from analytics.store import Store
@@ -105,7 +105,7 @@ def change_section(out: dict[str, Any]) -> Section:
     return Section("Before and after the change", finding(out), paragraphs=paragraphs, tables=tables)
 
 
-def review_change(store: "Store", *, step_s: int, slo_ms: dict[str, float], start_ms: int | None,
+def review_change(store: "Store", *, step_s: int, slos: SloTable, start_ms: int | None,
                   end_ms: int | None, wmap: "WorkloadMap | None" = None, events: Any = None) -> dict[str, Any] | None:
     """The compare of the latest change the store records inside the review's range (None: none
     recorded there), its periods the default week either side, cut at the data."""
@@ -114,9 +114,7 @@ def review_change(store: "Store", *, step_s: int, slo_ms: dict[str, float], star
               and (end_ms is None or c.at_ms < end_ms)]
     if not inside:
         return None
-    table = SloTable({k: (v, "review") for k, v in slo_ms.items() if k != "*"},
-                     float(slo_ms.get("*", DEFAULT_SLO_MS)), "review")
-    basis = change_basis(store, step_s=step_s, slos=table, wmap=wmap, with_events=events is None)
+    basis = change_basis(store, step_s=step_s, slos=slos, wmap=wmap, with_events=events is None)
     if events is not None:
         basis.events = events
     return compare_change(basis, inside[-1].at_ms, None, inside[-1])

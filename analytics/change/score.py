@@ -60,13 +60,13 @@ def calibrated(basis: "ChangeBasis", span: tuple[int, int], service: str
                ) -> tuple["Observation", "PoolScenario"]:
     """The period's observation and calibrated scenario, kept on the basis (a period asked for
     again is not calibrated again)."""
-    key = (span, service, basis.slo_for(service))
+    key = (span, service, basis.slos.ms(service))
     if key not in basis.calibrations:
 
         tl = basis.period(*span)
         obs = observe(tl.services, tl.pool, tl.holdings, service=service, step_s=basis.step_s,
-                      slo_for=basis.slo_ms)
-        scn, _ = scenario_from(obs, slo_ms=basis.slo_for(service), gpu_model=basis.gpu_model)
+                      slos=basis.slos)
+        scn, _ = scenario_from(obs, slo_ms=basis.slos.ms(service), gpu_model=basis.gpu_model)
         basis.calibrations[key] = (obs, scn)
     return basis.calibrations[key]
 

@@ -88,8 +88,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     wmap = load_map(config)
     with Store(args.db, read_only=True) as store:
         slos = resolve_slos(store, config=config)
-        analysis = analyse_store(store, EventsConfig(step_s=parse_step_s(args.step, "--step")), wmap, slos_ms=slos)
-        model = dashboard_model(store, wmap=wmap, slos_ms=dict(analysis.slos_ms))
+        analysis = analyse_store(store, EventsConfig(step_s=parse_step_s(args.step, "--step")), wmap, slos=slos)
+        model = dashboard_model(store, wmap=wmap, slos_ms=analysis.slos_ms)
     annotations = event_annotations(analysis, dashboard_uid=args.dashboard_uid)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ import polars as pl
 
 from analytics.errors import NotEnoughDataError
 from analytics.measures import gpu_hours, minutes_over_slo, over_slo
+from analytics.slo import SloTable
 from analytics.timeline import TimelineConfig, store_timelines
 from analytics.times import step_start_ms
 from analytics.whatif.fit import weighted_p99
@@ -161,5 +162,5 @@ def backtest(store: Any, scenario: PoolScenario, *, observed_policy: str = "shar
 
     tl = store_timelines(store, TimelineConfig(step_s=scenario.step_s, start_ms=start, end_ms=end), wmap)
     obs = observe(tl.services, tl.pool, tl.holdings, service=name, step_s=scenario.step_s,
-                  slo_for=scenario.service.slo_ms)
+                  slos=SloTable.every(scenario.service.slo_ms, "the scenario"))
     return backtest_from(obs, scenario, observed_policy=observed_policy)
