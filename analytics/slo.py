@@ -50,7 +50,7 @@ MAX_SLO_MS = float(IngestLimits.max_latency_s * 1000)
 
 def check_slo_ms(value: Any, where: str) -> float:
     """The one rule for a p99 SLO wherever it is given (``--slo-ms``, ``--slo``, ``[slo]``, the
-    sidebar, a link, :class:`analytics.events.EventsConfig`): a positive, finite number of
+    sidebar, a link, ``SloTable.from_ms``): a positive, finite number of
     milliseconds, at most :data:`MAX_SLO_MS`.
 
     Raises :class:`ConfigError` naming ``where`` (the flag, key or setting) and the rule.

@@ -21,6 +21,7 @@ from analytics.access import ACTION_WORDS, Identity, allows
 from analytics.change.basis import change_basis
 from analytics.change.candidates import propose_from
 from analytics.change.compare import CompareConfig, compare_change
+from analytics.change.comparison import ChangeComparison
 from analytics.change.record import PolicyChange, list_changes, parse_window
 from analytics.change.findings import finding, measure_rows, score_rows
 from analytics.errors import TidelensError
@@ -143,19 +144,19 @@ def change_section(v: Any, src: Any) -> None:
     except TidelensError as exc:
         st.warning(md(exc), icon=":material/warning:")
         return
-    missed = out.get("within") and not (out["within"]["prediction_violation_minutes"] and out["within"]["after_replay"])
+    missed = out.score is not None and out.score.missed
     (st.warning if missed else st.info)(md(finding(out)), icon=":material/compare_arrows:")
-    st.markdown("\n".join(f"- {md(s)}" for s in out["sentences"]))
+    st.markdown("\n".join(f"- {md(s)}" for s in out.sentences))
     if shift_h:
         st.caption(md(f"Periods either side of {iso_utc(at)}, {shift_h:+d} h from the recorded change."))
     show_table(pl.DataFrame(measure_rows(out), schema=["measure", "before", "after"], orient="row"),
                key="w_change_table")
-    if "predicted" in out:
+    if out.scored:
         show_table(pl.DataFrame(score_rows(out), schema=["the what-if, scored", "violation minutes", "batch GPU-hours"],
                                 orient="row"), key="w_change_score_table")
 
 
-def change_for_review(v: Any, src: Any) -> dict[str, Any] | None:
+def change_for_review(v: Any, src: Any) -> ChangeComparison | None:
     """The capacity review's before/after: the latest change recorded inside the view's range,
     compared and scored on the page's cached basis (None, without building it: no change
     recorded there)."""

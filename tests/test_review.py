@@ -98,7 +98,7 @@ def test_the_overview_download_is_the_cli_review(db, capsys) -> None:
     # the button sits on the Overview, its file made on the click (deferred)
     assert [b.proto.label for b in at.get("download_button")] == ["Capacity review (HTML)"]
     v, src = at.session_state["view"], at.session_state["view_source"]
-    page = review_for(v, src).numbers()
+    page = review_for(v, src).numbers().as_dict()
     cli = _cli_json(capsys, "review", "--db", str(db), "--json")
     for key in ("pool_gpus", "gpu_hours", "minutes_over_slo", "slo_ms", "events", "whatif", "missing"):
         assert page[key] == cli[key], key
@@ -203,7 +203,7 @@ def test_the_review_and_the_table_name_the_same_best_policy(db) -> None:
     summaries = {n: r.summary for n, r in review.results.items()}
     table = policy_table(review.results)
     marked = [row["policy"] for row in table.iter_rows(named=True) if "fewest" in row["best"]]
-    assert marked == [best_policy(summaries)] == [review.best_policy()]
+    assert marked == [best_policy(summaries)] == [review.best_policy]
     # whole minutes first, then the cheaper: a tenth of a minute is no lead over $400
     near = {"shared": replace(summaries["shared"], violation_minutes=10.4, cost_total=500.0),
             "partitioned": replace(summaries["shared"], violation_minutes=10.2, cost_total=900.0)}
@@ -245,12 +245,13 @@ def test_the_review_says_what_the_whatif_page_says(db, capsys) -> None:
 
     with Store(db, read_only=True) as st:
         review = review_store(st)
-    agreed = review.agreement()
+    agreed = review.agreement
     assert agreed is not None and agreed.events >= 1
     again = agreement(review.events, review.scenario, review.results)
     assert agreed.as_dict() == again.as_dict()
-    numbers = review.numbers()["whatif"]
-    assert numbers["agreement"]["sentence"] == agreed.sentence()
-    assert numbers["agreement"]["tail_batch_minutes"] > 0 and numbers["agreement"]["agrees"]
+    numbers = review.numbers().whatif
+    assert numbers is not None and numbers.agreement is not None
+    assert numbers.agreement.sentence() == agreed.sentence()
+    assert numbers.agreement.tail_batch_minutes > 0 and numbers.agreement.agrees
     text = review_html(review)
     assert agreed.sentence().split(";")[0] in text and "batch done (GPU-h)" in text
