@@ -28,8 +28,22 @@ from analytics.events import EventsConfig, analyse_store
 from analytics.events.evidence import holding_runs
 from analytics.rules import compile as rc
 from analytics.rules.alerts import (
-    ALERT_GROUP, BLOCKED, EPSILON_GPUS, OTHER_CLASSES, SURGE, WEEKDAY, WEEKEND, AlertsConfig, HourNorm, ServiceTarget,
-    alerts_yaml, annotation_parts, compile_alerts, humanize_timestamp, render)
+    ALERT_GROUP,
+    BLOCKED,
+    EPSILON_GPUS,
+    OTHER_CLASSES,
+    SURGE,
+    WEEKDAY,
+    WEEKEND,
+    AlertsConfig,
+    HourNorm,
+    ServiceTarget,
+    alerts_yaml,
+    annotation_parts,
+    compile_alerts,
+    humanize_timestamp,
+    render,
+)
 from analytics.rules.unittests import alert_tests
 from analytics.slo import resolve_slos
 from analytics.timeline import Timelines, store_timelines
@@ -365,7 +379,7 @@ def run_store(store: Any, wmap: WorkloadMap, cfg: rc.RulesConfig = rc.RulesConfi
     """The events of ``store`` (as ``tidelens events``), the alerts' inputs (as ``tidelens export
     alerts``) and what the rules fire on its timelines, scored against the events."""
     ecfg = EventsConfig()
-    analysis = analyse_store(store, ecfg, wmap, slos_ms=resolve_slos(store))
+    analysis = analyse_store(store, ecfg, wmap, slos=resolve_slos(store))
     got = alert_inputs(store, wmap, analysis)  # the CLI's own glue, as the export runs it
     timelines = store_timelines(store, ecfg.timeline_config(), wmap)
     acfg = AlertsConfig(step_s=ecfg.step_s, policy=got["policy"], material_share=ecfg.mixed_share,

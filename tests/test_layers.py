@@ -25,9 +25,14 @@ ROOT = Path(__file__).resolve().parent.parent
 LINT = Path(sys.executable).with_name("lint-imports")
 DOC = ROOT / "docs" / "architecture.md"
 OWN = ("analytics", "pages")
-# Imports of the project's own modules a function may make, each with its reason (none today:
-# a new one must say here why it cannot be at the top).
-LATE_IMPORTS: dict[str, str] = {}
+# Imports of the project's own modules a function may make, each with its reason (a new one
+# must say here why it cannot be at the top).
+LATE_IMPORTS: dict[str, str] = {
+    "analytics/sample/__init__.py:truth": "the simulator (numpy draws, scipy) loads on first use (PEP 562, "
+                                         "as the package's other names): the app's first run only names the sample's file",
+    "analytics/sample/__init__.py:ensure_default_store": "the same: the simulator loads only when the "
+                                                        "bundled sample is built, once",
+}
 # File names several modules of analytics/ may share (docs/architecture.md, "The layers").
 SHARED_NAMES = {"__init__.py", "__main__.py", "config.py"}
 NAMED_AFTER_A_FEATURE = ("analytics/sql/", "analytics/charts/", "analytics/sample/")
@@ -136,6 +141,7 @@ def test_the_projects_modules_are_imported_at_the_top(tmp_path: Path) -> None:
     late = late_imports(ROOT)
     assert {k: v for k, v in late.items() if k not in LATE_IMPORTS} == {}
     assert len(LATE_IMPORTS) < 40 and all(reason.strip() for reason in LATE_IMPORTS.values())
+    assert set(LATE_IMPORTS) <= set(late), "a listed late import is gone: take it off the list"
     # the scan finds one planted in a copy
     (tmp_path / "analytics").mkdir()
     (tmp_path / "pages").mkdir()

@@ -62,19 +62,18 @@ def run_analysis(args: argparse.Namespace) -> EventsAnalysis:
     """The events analysis the flags describe (shared by ``events`` and ``report``)."""
 
     config = config_path(args)
-    per_service = parse_service_slos(args.slo)
-    # With --slo, the table decides every service (--slo-ms its fallback); else --slo-ms as before.
+    per_service = parse_service_slos(args.slo)  # refused before the store is read
     cfg = EventsConfig(step_s=parse_step_s(args.step), start_ms=_ms(args.start, "--from"),
-                       end_ms=_ms(args.end, "--to"), slo_ms=None if per_service else args.slo_ms,
+                       end_ms=_ms(args.end, "--to"),
                        min_duration_min=args.min_duration_min, merge_gap_min=args.merge_gap_min)
     incidents = load_incidents(args.incidents) if args.incidents else None
     wmap = load_map(config)
     if args.db != ":memory:" and not Path(args.db).exists():
         raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
     with Store(args.db, read_only=args.db != ":memory:") as st:
-        slos = resolve_slos(st, config=config, every_ms=args.slo_ms if per_service else None,
-                            per_service=per_service, per_service_source="--slo")
-        return analyse_store(st, cfg, wmap, incidents, slos_ms=slos)
+        slos = resolve_slos(st, config=config, every_ms=args.slo_ms, per_service=per_service,
+                            per_service_source="--slo")
+        return analyse_store(st, cfg, wmap, incidents, slos=slos)
 
 
 def events_table(analysis: EventsAnalysis) -> pl.DataFrame:

@@ -8,8 +8,8 @@ with the store's norms, SLOs and autoscaler links, and a PrometheusRule manifest
 from __future__ import annotations
 
 import argparse
-import os
-from dataclasses import asdict
+import json
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +19,34 @@ import yaml
 from analytics.change.record import list_changes
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_config, add_db, add_json, config_path, print_json
+from analytics.config import GRAFANA_TOKEN_ENV, env_setting
 from analytics.errors import ConfigError
 from analytics.events import EventsAnalysis, EventsConfig, analyse_store
-from analytics.grafana import GRAFANA_CONFIG, check_uid, dashboard_model, event_annotations, post_annotations
+from analytics.grafana import (
+    GRAFANA_CONFIG,
+    check_uid,
+    dashboard_model,
+    event_annotations,
+    post_annotations,
+)
 from analytics.outbound import HttpConfig
 from analytics.rules import RulesConfig, compile_rules, map_digest, rules_yaml
 from analytics.rules.alerts import (
-    POLICY_ACTIONS, AlertsConfig, alerts_yaml, compile_alerts, hourly_norms, prometheus_rule, service_targets)
+    POLICY_ACTIONS,
+    AlertsConfig,
+    alerts_yaml,
+    compile_alerts,
+    hourly_norms,
+    prometheus_rule,
+    service_targets,
+)
 from analytics.rules.compile import backfill_drops_evaluations
-from analytics.secrets import secret_from_env, secret_from_file
+from analytics.secrets import check_secret, secret_from_file
 from analytics.slo import resolve_slos
 from analytics.store import Store
 from analytics.timeline import autoscaler_links, parse_step_s
 from analytics.timeline.service import service_series
 from analytics.workloads import WorkloadMap, classify, load_map
-
-TOKEN_ENV = "TIDELENS_GRAFANA_TOKEN"
 
 
 def _help(name: str) -> str:
@@ -57,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="rules: evaluation interval, dcgm-exporter's scrape interval, 1s to 1d (default 1m)")
     p.add_argument("--url", default=None, help="Grafana's base URL: post the annotations there")
     p.add_argument("--token-file", default=None, metavar="FILE",
-                   help=f"file holding a Grafana service-account token (else ${TOKEN_ENV})")
+                   help=f"file holding a Grafana service-account token (else ${GRAFANA_TOKEN_ENV})")
     p.add_argument("--dashboard-uid", default=None, metavar="UID",
                    help="attach the annotations to this dashboard (default: org-wide, by tag)")
     p.add_argument("--step", default="1m", help="timeline step of the events, and the alerts' (default 1m, as the app)")
@@ -91,8 +103,9 @@ def _grafana_token(args: argparse.Namespace) -> str:
         return ""
     if args.token_file:
         return secret_from_file(args.token_file, "Grafana token")
-    if os.environ.get(TOKEN_ENV):
-        return secret_from_env(TOKEN_ENV, "Grafana token")
+    token = env_setting(GRAFANA_TOKEN_ENV)
+    if token:
+        return check_secret(token, f"environment variable {GRAFANA_TOKEN_ENV} (the Grafana token)")
     return ""
 
 
@@ -102,19 +115,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.target == "alerts":
         return _export_alerts(args)
     token = _grafana_token(args)
-
-    import json
-    from dataclasses import replace
-
-
     if not Path(args.db).exists():
         raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
     config = config_path(args)
     wmap = load_map(config)
     with Store(args.db, read_only=True) as store:
         slos = resolve_slos(store, config=config)
-        analysis = analyse_store(store, EventsConfig(step_s=parse_step_s(args.step, "--step")), wmap, slos_ms=slos)
-        model = dashboard_model(store, wmap=wmap, slos_ms=dict(analysis.slos_ms))
+        analysis = analyse_store(store, EventsConfig(step_s=parse_step_s(args.step, "--step")), wmap, slos=slos)
+        model = dashboard_model(store, wmap=wmap, slos_ms=analysis.slos_ms)
     annotations = event_annotations(analysis, dashboard_uid=args.dashboard_uid)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -225,7 +233,7 @@ def _export_alerts(args: argparse.Namespace) -> int:
                           f"from one (build it with `tidelens ingest --db {args.db} FILES` or `tidelens pull`)")
     wmap = load_map(config)
     with Store(args.db, read_only=True) as store:
-        analysis = analyse_store(store, EventsConfig(step_s=step_s), wmap, slos_ms=resolve_slos(store, config=config))
+        analysis = analyse_store(store, EventsConfig(step_s=step_s), wmap, slos=resolve_slos(store, config=config))
         got = alert_inputs(store, wmap, analysis)
     acfg = AlertsConfig(step_s=step_s, app_url=args.app_url, policy=args.policy or got["policy"],
                         material_share=analysis.cfg.mixed_share, keep_firing_min=analysis.cfg.merge_gap_min)

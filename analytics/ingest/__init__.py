@@ -99,8 +99,7 @@ def _data_parse(name: str, fmt: str, data: bytes, store: Store) -> Callable[[Sin
     if fmt == "prom-json":
         return lambda sink: parse_prom_json(data, sink, name, default_metric=stem)
     if fmt == "influx-lp":
-
-        return lambda sink: parse_line_protocol(data, sink, name)
+        return lambda sink: parse_line_protocol(iter_bytes_chunks(data, name=name), sink, name)
     if fmt == "servegen-rate":
 
         return lambda sink: parse_servegen_chunk(data, sink, name)
@@ -193,6 +192,9 @@ def _ingest_file(store: Store, path: Path, at_ms: int | None,
         chunks = HashedChunks(path)
         parse = _exposition_parse(name, fmt, lambda: chunks, at_ms, mtime_ms, why)
         return store.load(name, fmt, chunks.hexdigest, parse)
+    if fmt == "influx-lp":  # streamed the same way: never held whole
+        lp_chunks = HashedChunks(path)
+        return store.load(name, fmt, lp_chunks.hexdigest, lambda sink: parse_line_protocol(lp_chunks, sink, name))
     data = read_path_lines(path) if fmt in LINE_FORMATS else read_path(path)
     fmt = refine_format(fmt, data, name)
     return store.load(name, fmt, content_hash(data), _data_parse(name, fmt, data, store))

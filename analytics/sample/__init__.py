@@ -23,12 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from analytics.sample.export import load_into
-from analytics.sample.export import truth as write_truth
 from analytics.sample.scenarios import SCENARIOS
-from analytics.sample.sim import simulate
 from analytics.sample.version import SAMPLE_VERSION, STORE_LAYOUT
-from analytics.store import Store
 
 __all__ = ["SCENARIOS", "FORMATS", "SAMPLE_VERSION", "SimResult", "simulate", "write_exports", "load_into",
            "truth", "truth_p99", "ensure_default_store", "DEFAULT_CACHE_DIR", "VARIANTS", "parse_variants"]
@@ -49,6 +45,7 @@ importlib.import_module("analytics.sample.truth")
 
 def truth(result: Any) -> dict[str, Any]:
     """What ``truth.json`` holds: :func:`analytics.sample.export.truth`."""
+    from analytics.sample.export import truth as write_truth  # the simulator loads on first use
 
     return write_truth(result)
 
@@ -73,7 +70,11 @@ def ensure_default_store(path: Path | None = None) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{int(time.time() * 1000)}.tmp")
-
+    # The simulator (numpy draws, scipy) loads only when the sample is built: the app's first
+    # run asks for the cached file's name, nothing more.
+    from analytics.sample.export import load_into
+    from analytics.sample.sim import simulate
+    from analytics.store import Store
 
     try:
         result = simulate("morning", days=21, gpus=64, seed=7)
