@@ -28,7 +28,7 @@ def db(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+def builds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple]:
     """Every timeline build the owner makes, with its range; the owner's cache starts empty."""
     made: list[tuple] = []
     real = owner.timelines
@@ -38,7 +38,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
         return real(store, cfg, wmap, **kw)
 
     monkeypatch.setattr(owner, "timelines", counted)
-    monkeypatch.setattr(owner, "_cache", type(owner._cache)())
+    monkeypatch.setenv("TIDELENS_CACHE_DIR", str(tmp_path))  # an empty result cache
     return made
 
 

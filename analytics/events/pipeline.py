@@ -44,15 +44,21 @@ def analyse_timelines(timelines: Timelines, cfg: EventsConfig, incidents: pl.Dat
                       slos: "SloTable | None" = None) -> EventsAnalysis:
     """:func:`analytics.events.analyse` on timelines already built (the app's shared ones, or
     :func:`analyse_store`'s), with the notes their facts add (:func:`facts_notes`): the one call
-    the Tail events page, the review and ``tidelens events`` make. The store is not read."""
+    the Tail events page, the review and ``tidelens events`` make. The store is not read; the
+    result is computed once per timelines and settings (:meth:`Timelines.remembered`) and shared,
+    never to be changed in place."""
 
-    result = analyse(timelines.services, timelines.pool, timelines.holdings, cfg=cfg,
-                     slos=slos, incidents=incidents)
-    facts = timelines.facts
-    if facts is not None:
-        result.notes.extend(facts_notes(facts, timelines.services, result.slos_ms))
-        result.map_digest = facts.map_digest  # which map classed the GPUs (the audit record's)
-    return result
+    def build() -> EventsAnalysis:
+        result = analyse(timelines.services, timelines.pool, timelines.holdings, cfg=cfg,
+                         slos=slos, incidents=incidents)
+        facts = timelines.facts
+        if facts is not None:
+            result.notes.extend(facts_notes(facts, timelines.services, result.slos_ms))
+            result.map_digest = facts.map_digest  # which map classed the GPUs (the audit record's)
+        return result
+
+    # Once per timelines and settings, whichever surface asks first (analytics.resultcache).
+    return timelines.remembered("events", (cfg, slos, incidents), build)
 
 
 def facts_notes(facts: "TimelineFacts", services: pl.DataFrame, slos_ms: "dict[str, float | None]") -> list[str]:

@@ -29,7 +29,7 @@ from analytics.whatif.fit import (
     ready_cap,
     replica_cap,
 )
-from analytics.whatif.observe import Observation, observe, observed_jobs
+from analytics.whatif.observe import Observation, observe, observed_jobs, pick_service
 from analytics.whatif.params import MAX_SLO_MS, BatchParams, PoolParams, PoolScenario, ServiceParams
 
 
@@ -244,11 +244,17 @@ def calibrate_timelines(tl: Timelines, *, service: str | None = None, step_s: in
                         observed_policy: str = "shared") -> Calibration:
     """:func:`calibrate_frames` on a timelines dict (``analytics.timeline.store_timelines``, the
     app's cache), the GPU model taken from its facts: what the What-if page, the review and
-    ``tidelens whatif`` call."""
+    ``tidelens whatif`` call. Computed once per timelines, service and SLO table
+    (:meth:`Timelines.remembered`); the result is shared, never to be changed in place."""
     facts = tl.facts
-    return calibrate_frames(tl.services, tl.pool, tl.holdings, service=service, step_s=step_s,
-                            slos=slos, observed_policy=observed_policy,
-                            gpu_model=gpu_model_from(facts.gpu_models) if facts is not None else None)
+    # Once per (store content, range, step, map, service, SLO table, code) for every surface:
+    # a pool's every service calibrated by the What-if is each read again by the CLI, and the
+    # default service is named first, so `tidelens whatif` and the review share its calibration.
+    name = service or pick_service(tl.services, slos)
+    return tl.remembered("calibration", (name, step_s, slos, observed_policy), lambda: calibrate_frames(
+        tl.services, tl.pool, tl.holdings, service=name, step_s=step_s, slos=slos,
+        observed_policy=observed_policy,
+        gpu_model=gpu_model_from(facts.gpu_models) if facts is not None else None))
 
 
 def calibrate(store: Any, *, pool: str | None = None, service: str | None = None,
