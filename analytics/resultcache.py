@@ -53,7 +53,7 @@ from analytics.errors import ConfigError
 CACHE_DIR_ENV = "TIDELENS_CACHE_DIR"
 CACHE_MB_ENV = "TIDELENS_CACHE_MB"
 DEFAULT_CACHE_MB = 2048
-MEMORY_ENTRIES = 24
+MEMORY_ENTRIES = 16
 SUFFIX = ".pkl"
 
 T = TypeVar("T")
@@ -166,26 +166,50 @@ def remembered(scope: Scope | None, kind: str, settings: Any, build: Callable[[]
     """
     if scope is None:
         return build()
-    key = f"{scope.store}-{scope.content}-{kind}-{digest(kind, settings, code_digest())}"
+    found = peek(scope, kind, settings)
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    _COUNTS[(kind, "miss")] += 1
+    value = build()
+    folder = cache_folder()
+    key = _key(scope, kind, settings)
+    if folder is not None:
+        _write(folder, scope, key, value)
+    _keep(folder, key, value)
+    return value
+
+
+def peek(scope: Scope | None, kind: str, settings: Any) -> Any:
+    """The result :func:`remembered` keeps for these arguments when it has one (counted as a hit),
+    else ``None`` (counted as nothing: the caller computes it through :func:`remembered`). A warm
+    command reads its answer without reading the inputs it was computed from."""
+    if scope is None:
+        return None
+    key = _key(scope, kind, settings)
     folder = cache_folder()
     with _LOCK:
         if (folder, key) in _MEMORY:
             _MEMORY.move_to_end((folder, key))
             _COUNTS[(kind, "memory")] += 1
-            return _MEMORY[(folder, key)]  # type: ignore[no-any-return]
+            return _MEMORY[(folder, key)]
     value = _read(folder, key) if folder is not None else None
     if value is not None:
         _COUNTS[(kind, "disk")] += 1
-    else:
-        _COUNTS[(kind, "miss")] += 1
-        value = build()
-        if folder is not None:
-            _write(folder, scope, key, value)
+        _keep(folder, key, value)
+    return value
+
+
+def _keep(folder: Path | None, key: str, value: Any) -> None:
     with _LOCK:
         _MEMORY[(folder, key)] = value
         while len(_MEMORY) > MEMORY_ENTRIES:
             _MEMORY.popitem(last=False)
-    return value
+
+
+def _key(scope: Scope, kind: str, settings: Any) -> str:
+    """A result's file name (without its suffix): the store's tags first, so a load can find and
+    remove that store's older results."""
+    return f"{scope.store}-{scope.content}-{kind}-{digest(kind, settings, code_digest())}"
 
 
 def counts() -> dict[str, dict[str, int]]:

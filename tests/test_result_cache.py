@@ -53,7 +53,8 @@ def test_a_warm_cli_command_computes_nothing(morning_db: Path, tmp_path: Path,
         rc.forget_in_memory()
         out = _run(argv)
         assert rc.misses() == 0, (argv, rc.counts())
-        assert rc.counts()["timelines"] == {"disk": 1}, argv
+        if argv[0] != "review":  # the answer is read without the timelines it was computed from
+            assert "timelines" not in rc.counts(), (argv, rc.counts())
         if "--json" in argv:
             assert out == first[" ".join(argv)]
 

@@ -15,6 +15,7 @@ from analytics.events.analysis import EventsAnalysis, analyse
 from analytics.events.buckets import slo_bucket_notes
 from analytics.events.config import EventsConfig
 from analytics.timeline import Timelines, store_timelines
+from analytics.timeline.cache import timelines_origin
 from analytics.timeline.provenance import latency_source_notes
 
 if TYPE_CHECKING:
@@ -37,6 +38,10 @@ def analyse_store(store: "Store", cfg: EventsConfig | None = None, wmap: "Worklo
         by the relative rule (``cfg.relative_k``).
     """
     cfg = cfg or EventsConfig()
+    origin = timelines_origin(store, cfg.timeline_config(), wmap)
+    found = origin.peek("events", (cfg, slos, incidents)) if origin is not None else None
+    if found is not None:  # computed before (analyse_timelines' key): the timelines are not read
+        return found  # type: ignore[no-any-return]
     return analyse_timelines(store_timelines(store, cfg.timeline_config(), wmap), cfg, incidents, slos=slos)
 
 

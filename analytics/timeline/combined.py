@@ -16,7 +16,7 @@ from typing import Any, Callable, TypeVar
 
 import polars as pl
 
-from analytics.resultcache import Scope, remembered
+from analytics.resultcache import Scope, peek, remembered
 from analytics.sql.requests import HAS_REQUESTS_TABLE
 from analytics.store import Store
 from analytics.timeline.config import TimelineConfig
@@ -40,6 +40,11 @@ class TimelinesOrigin:
     start_ms: int | None
     end_ms: int | None
     map_digest: str
+
+    def peek(self, kind: str, settings: Any) -> Any:
+        """What :meth:`Timelines.remembered` keeps for ``kind`` and ``settings`` of these timelines,
+        or ``None``: a warm command's answer without reading the timelines themselves."""
+        return peek(self.scope, kind, (self, settings))
 
 
 @dataclass(frozen=True)

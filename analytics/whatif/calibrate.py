@@ -19,7 +19,9 @@ import polars as pl
 from analytics.measures import gpus_per_replica, pool_size, warmup_steps
 from analytics.slo import SloTable
 from analytics.sql.whatif import GPU_MODELS
+from analytics.resultcache import remembered
 from analytics.timeline import TimelineConfig, Timelines, store_timelines
+from analytics.timeline.cache import timelines_origin
 from analytics.whatif.backtest import backtest_from
 from analytics.whatif.fit import (
     ServiceFit,
@@ -304,7 +306,17 @@ def calibrate_store(store: Any, *, service: str | None = None, start_ms: int | N
                     end_ms: int | None = None, step_s: int = 60,
                     slos: SloTable | None = None, wmap: Any = None,
                     observed_policy: str = "shared") -> Calibration:
-    """``calibrate`` and ``backtest`` in one pass over the timelines."""
-    tl = store_timelines(store, TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms), wmap)
+    """``calibrate`` and ``backtest`` in one pass over the timelines; a calibration computed
+    before (:func:`calibrate_timelines`' key) is read without reading the timelines."""
+    cfg = TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
+    origin = timelines_origin(store, cfg, wmap)
+    if origin is not None:
+        # The default service is named once per timelines and SLO table, a small result of its own.
+        name = service or remembered(origin.scope, "default-service", (origin, slos),
+                                     lambda: pick_service(store_timelines(store, cfg, wmap).services, slos))
+        found = origin.peek("calibration", (name, step_s, slos, observed_policy))
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+    tl = store_timelines(store, cfg, wmap)
     return calibrate_timelines(tl, service=service,
                                step_s=step_s, slos=slos, observed_policy=observed_policy)
