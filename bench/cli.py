@@ -41,13 +41,14 @@ ANALYSES = {
 PEAK_TARGET_MB = 600
 
 
-def _measured(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """Wall seconds, peak resident MiB and exit code of one whole process."""
+def _measured(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, float]:
+    """Wall seconds, peak resident MiB, exit code and CPU seconds of one whole process."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return time.perf_counter() - t, usage.ru_maxrss / 1024, proc.returncode
+    return (time.perf_counter() - t, usage.ru_maxrss / 1024, proc.returncode,
+            usage.ru_utime + usage.ru_stime)
 
 
 def analyses(db: str, repeat: int) -> bool:
@@ -57,23 +58,25 @@ def analyses(db: str, repeat: int) -> bool:
     ok = True
     print(f"\nanalysis commands on {db}, whole processes; load average before: "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"{'command':24s} {'cold s':>7s} {'target':>6s} {'cold MiB':>8s} {'warm s':>7s} {'target':>6s} "
-          f"{'warm MiB':>8s}  verdict")
+    print(f"{'command':24s} {'cold s':>7s} {'CPU s':>6s} {'target':>6s} {'cold MiB':>8s} {'warm s':>7s} "
+          f"{'CPU s':>6s} {'target':>6s} {'warm MiB':>8s}  verdict")
     with tempfile.TemporaryDirectory() as tmp:
         for name, (argv, warm_target, cold_target) in ANALYSES.items():
             argv = [a.format(tmp=tmp) for a in argv]
             cache = os.path.join(tmp, f"cache-{name.split()[0]}")
             env = {**os.environ, "TIDELENS_CACHE_DIR": cache}
             cmd = [py, "-m", "analytics", argv[0], "--db", db, *argv[1:]]
-            cold_s, cold_mb, rc = _measured(cmd, env)
+            cold_s, cold_mb, rc, cold_cpu = _measured(cmd, env)
             warm = [_measured(cmd, env) for _ in range(repeat)]
             warm_s = statistics.median(w[0] for w in warm)
+            warm_cpu = statistics.median(w[3] for w in warm)
             warm_mb = max(w[1] for w in warm)
             met = (warm_s <= warm_target and (cold_target is None or cold_s <= cold_target)
                    and max(cold_mb, warm_mb) <= PEAK_TARGET_MB)
             ok &= met
-            print(f"{name:24s} {cold_s:7.2f} {cold_target or '':>6} {cold_mb:8.0f} {warm_s:7.2f} "
-                  f"{warm_target:6.1f} {warm_mb:8.0f}  {'met' if met else 'MISSED'} (exit {rc})")
+            print(f"{name:24s} {cold_s:7.2f} {cold_cpu:6.2f} {cold_target or '':>6} {cold_mb:8.0f} "
+                  f"{warm_s:7.2f} {warm_cpu:6.2f} {warm_target:6.1f} {warm_mb:8.0f}  "
+                  f"{'met' if met else 'MISSED'} (exit {rc})")
     print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; peak memory target "
           f"{PEAK_TARGET_MB} MiB")
     return ok

@@ -46,6 +46,29 @@ def morning_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return morning_store(tmp_path_factory.mktemp("morning") / "morning.duckdb")
 
 
+@pytest.fixture(scope="session")
+def simulated_store(tmp_path_factory: pytest.TempPathFactory):
+    """``simulated_store(scenario, days=, gpus=, seed=)``: a store file of that simulation and its
+    truth (analytics.sample.truth), built once per worker per arguments for every module that asks
+    (the same run was simulated and loaded by several modules). Read only: a test that loads into
+    the store copies it first."""
+    from analytics.sample import load_into, simulate, truth
+
+    built: dict[tuple, tuple[Path, dict]] = {}
+
+    def build(scenario: str = "morning", **kw) -> tuple[Path, dict]:
+        key = (scenario, tuple(sorted(kw.items())))
+        if key not in built:
+            res = simulate(scenario, **kw)
+            path = tmp_path_factory.mktemp(f"sim-{scenario}") / f"{scenario}.duckdb"
+            with Store(path) as st:
+                load_into(st, res)
+            built[key] = (path, truth(res))
+        return built[key]
+
+    return build
+
+
 @pytest.fixture
 def store():
     st = Store(":memory:")

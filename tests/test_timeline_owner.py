@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from apptest_helpers import morning_store
-
 import analytics.timeline.cache as owner
 from analytics.events import EventsConfig
 from analytics.events.pipeline import analyse_store, analyse_timelines
@@ -23,8 +21,8 @@ pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory) -> Path:
-    return morning_store(tmp_path_factory.mktemp("owner") / "morning.duckdb")
+def db(morning_db: Path) -> Path:
+    return morning_db  # the session's one build of this store (tests/conftest.py), read only
 
 
 @pytest.fixture
