@@ -40,9 +40,10 @@ import stat
 import tempfile
 import threading
 from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -57,7 +58,7 @@ MEMORY_ENTRIES = 16
 SUFFIX = ".pkl"
 
 T = TypeVar("T")
-_MEMORY: "OrderedDict[tuple[str, str], Any]" = OrderedDict()
+_MEMORY: OrderedDict[tuple[Path | None, str], Any] = OrderedDict()
 _COUNTS: Counter[tuple[str, str]] = Counter()
 _LOCK = threading.Lock()
 

@@ -150,7 +150,7 @@ def test_the_folder_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("TIDELENS_CACHE_MB", "1")
     scope = rc.Scope("c" * 16, "d" * 16)
     for n in range(4):  # about 0.4 MiB each
-        assert rc.remembered(scope, "big", n, lambda: bytes(400_000) + bytes([n]))[-1] == n
+        assert rc.remembered(scope, "big", n, lambda n=n: bytes(400_000) + bytes([n]))[-1] == n
     files = list(tmp_path.glob("*.pkl"))
     assert 1 <= len(files) <= 2 and sum(f.stat().st_size for f in files) <= 1 << 20
     rc.forget_in_memory()

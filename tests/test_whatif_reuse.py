@@ -9,8 +9,7 @@ import dataclasses
 
 import pytest
 
-import analytics.whatif.reuse as reuse
-from analytics.whatif import POLICIES, PRESETS, compare
+from analytics.whatif import POLICIES, PRESETS, compare, reuse
 
 # A value each parameter of the table moves to.
 MOVED = {"polite_release_hour": 11.0, "tidal_start_hour": 20.0, "tidal_end_hour": 7.0,

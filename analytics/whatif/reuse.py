@@ -38,7 +38,7 @@ READ_ONLY_BY: dict[str, frozenset[str]] = {
 }
 KEPT = 64
 _DEFAULTS = PoolParams()
-_KEPT: "OrderedDict[tuple[str, str], PolicyResult]" = OrderedDict()
+_KEPT: OrderedDict[tuple[str, str], PolicyResult] = OrderedDict()
 _LOCK = threading.Lock()
 
 
