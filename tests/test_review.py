@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from apptest_helpers import isolated_cli, morning_store
+from apptest_helpers import isolated_cli
 from test_hostile_labels import FORMULA, SERVICE, TEAM, hostile_scrapes
 
 from analytics.cli import main
@@ -28,8 +28,8 @@ SECTIONS = ["The pool", "Rhythm and collision", "Tail events", "What-if (modelle
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory) -> Path:
-    return morning_store(tmp_path_factory.mktemp("review") / "morning.duckdb")
+def db(morning_db: Path) -> Path:
+    return morning_db  # the session's one build of this store (tests/conftest.py), read only
 
 
 @pytest.fixture(autouse=True)
