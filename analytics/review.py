@@ -4,7 +4,9 @@ Five sections, each with a one-sentence finding, its numbers and (where one help
 the pool (size, GPU-hours by class, minutes over the SLO), the rhythm and the collision of
 batch with the morning ramp, the tail events (causes, those a dashboard would misattribute),
 the what-if (the backtest first, then the policies side by side, modelled) and the chargeback
-bill (what each team would pay, by policy). Every number comes from the function the pages
+bill (what each team would pay, by policy); then, when there is one, before and after the latest
+change of policy; and last, the forecast of the collisions ahead of the range's end and the
+change tonight that avoids each (modelled). Every number comes from the function the pages
 use for it (:mod:`analytics.overview`, :mod:`analytics.events`, :mod:`analytics.rhythm`,
 :mod:`analytics.whatif`), so the report, the pages and ``tidelens review --json`` agree.
 
@@ -20,8 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from analytics.change.basis import kueue_signals
 from analytics.errors import TidelensError
 from analytics.document import Document, Section, render_html, write_document
+from analytics.forecast.answer import ForecastAnswer, forecast_timelines, latest_change
+from analytics.forecast.model import ForecastConfig
+from analytics.forecast.report import forecast_section
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -60,6 +66,7 @@ class Review:
     missing: dict[str, str] = field(default_factory=dict)  # part -> why it is not shown
     map_digest: str = ""  # the workload map it was computed with (analytics.workloads.map_digest)
     change: dict[str, Any] | None = None  # before/after the latest recorded change (analytics.change)
+    forecast: ForecastAnswer | None = None  # the collisions ahead of the range's end (analytics.forecast)
 
     def agreement(self) -> "Agreement | None":
         """Tail events' batch-contention minutes beside what partitioning removes, over the days
@@ -105,6 +112,11 @@ class Review:
                 out["whatif"]["agreement"] = agreed.as_dict()
         if self.change is not None:
             out["change"] = self.change
+        if self.forecast is not None:
+            fc = self.forecast.forecast
+            nxt = fc.next_day()
+            out["forecast"] = {"at": fc.as_json()["at"], "next_day": nxt.as_json() if nxt else None,
+                               "actions": [a.as_json() for a in fc.actions]}
         return out
 
 
@@ -131,7 +143,8 @@ def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: d
                  rhythm: Callable[[], "RhythmPageData"] | None = None,
                  calibration: Callable[[str], "Calibration"] | None = None,
                  map_digest: str = "",
-                 change: Callable[["EventsAnalysis | None"], dict[str, Any] | None] | None = None) -> Review:
+                 change: Callable[["EventsAnalysis | None"], dict[str, Any] | None] | None = None,
+                 forecast: Callable[[], ForecastAnswer] | None = None) -> Review:
     """The review of one range from its timelines and the analyses' calls.
 
     ``slo_ms``: each service's SLO (as the view or ``resolve_slos`` decides it). ``events``,
@@ -172,6 +185,8 @@ def build_review(timelines: dict[str, "pl.DataFrame"], *, step_s: int, slo_ms: d
                               "nothing to calibrate")
     if change is not None:  # before/after a recorded change, its events the review's own
         review.change = _attempt("before and after the change", missing, lambda: change(review.events))
+    if forecast is not None and services:
+        review.forecast = _attempt("forecast", missing, forecast)
     return review
 
 
@@ -205,7 +220,10 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
                                         start_ms=start_ms, end_ms=end_ms, wmap=wmap, timelines=tl),
         calibration=lambda name: calibrate_timelines(tl, service=name, step_s=step_s, slo_for=slo_ms),
         change=lambda evs: review_change(store, step_s=step_s, slo_ms=slo_ms, start_ms=start_ms,
-                                         end_ms=end_ms, wmap=wmap, events=evs))
+                                         end_ms=end_ms, wmap=wmap, events=evs),
+        forecast=lambda: forecast_timelines(tl, slo_ms | {"*": float(table.fallback_ms)},
+                                            cfg=ForecastConfig(step_s=step_s), kueue=kueue_signals(store),
+                                            change=latest_change(store, end_ms)))
 
 
 # -- sections -----------------------------------------------------------------------------------
@@ -221,8 +239,9 @@ def review_sections(r: Review) -> list[ReviewSection]:
     """The report's sections, in reading order."""
     from analytics.change.report import change_section
 
-    return [_pool_section(r), _rhythm_section(r), _events_section(r), _whatif_section(r),
-            _chargeback_section(r)] + ([change_section(r.change)] if r.change is not None else [])
+    return ([_pool_section(r), _rhythm_section(r), _events_section(r), _whatif_section(r),
+             _chargeback_section(r)] + ([change_section(r.change)] if r.change is not None else [])
+            + ([forecast_section(r.forecast, r.tz)] if r.forecast is not None else []))
 
 
 def _pool_section(r: Review) -> ReviewSection:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from analytics.store import Store
+from apptest_helpers import morning_store
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -40,3 +41,11 @@ def store():
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def morning_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three weekdays of the simulator's morning story on 64 GPUs (seed 7) in a store file, built
+    once per test process and only read: the store the cross-page and cross-command tests, the
+    review's, the timelines owner's, Grafana's and the forecast's share."""
+    return morning_store(tmp_path_factory.mktemp("morning") / "morning.duckdb")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from apptest_helpers import isolated_cli, morning_store
+from apptest_helpers import isolated_cli
 from test_hostile_labels import FORMULA, SERVICE, TEAM, hostile_scrapes
 
 from analytics.cli import main
@@ -27,8 +27,8 @@ SECTIONS = ["The pool", "Rhythm and collision", "Tail events", "What-if (modelle
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory) -> Path:
-    return morning_store(tmp_path_factory.mktemp("review") / "morning.duckdb")
+def db(morning_db: Path) -> Path:
+    return morning_db
 
 
 @pytest.fixture(autouse=True)

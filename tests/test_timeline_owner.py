@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from apptest_helpers import morning_store
 
 import analytics.timeline.cache as owner
 from analytics.events import EventsConfig
@@ -21,8 +20,8 @@ pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory) -> Path:
-    return morning_store(tmp_path_factory.mktemp("owner") / "morning.duckdb")
+def db(morning_db: Path) -> Path:
+    return morning_db
 
 
 @pytest.fixture

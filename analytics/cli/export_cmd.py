@@ -10,6 +10,9 @@ import os
 from pathlib import Path
 
 from analytics.cli.commands import command_help
+from analytics.forecast.answer import forecast_store
+from analytics.forecast.model import ForecastConfig
+from analytics.grafana import forecast_annotations
 from analytics.cli.common import add_config, add_db, add_json, config_path, print_json
 
 TOKEN_ENV = "TIDELENS_GRAFANA_TOKEN"
@@ -39,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dashboard-uid", default=None, metavar="UID",
                    help="attach the annotations to this dashboard (default: org-wide, by tag)")
     p.add_argument("--step", default="1m", help="timeline step of the events (default 1m, as the app)")
+    p.add_argument("--forecast", action="store_true",
+                   help="grafana: also the collision windows `tidelens forecast` expects after the store's end, "
+                        "as annotations in the future (tag tidelens-forecast; posted again, each is updated)")
     p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                    help=_help("timeout_s") + " (default 10)")
     p.add_argument("--retries", type=int, default=2, help=_help("retries") + " (default 2; never a POST "
@@ -90,6 +96,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         analysis = analyse_store(store, EventsConfig(step_s=parse_step_s(args.step)), wmap, slos_ms=slos)
         model = dashboard_model(store, wmap=wmap, slos_ms=dict(analysis.slos_ms))
     annotations = event_annotations(analysis, dashboard_uid=args.dashboard_uid)
+    if args.forecast:
+        with Store(args.db, read_only=True) as store:
+            ahead = forecast_store(store, cfg=ForecastConfig(step_s=parse_step_s(args.step)), slos=slos, wmap=wmap)
+        annotations += forecast_annotations(ahead.forecast, dashboard_uid=args.dashboard_uid)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "annotations.json").write_text(json.dumps(annotations, indent=2), encoding="utf-8")

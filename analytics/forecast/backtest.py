@@ -30,6 +30,7 @@ import polars as pl
 
 from analytics.change.record import PolicyChange
 from analytics.events.analysis import EventsAnalysis
+from analytics.events.config import EventsConfig
 from analytics.forecast.batch import PastRun, past_runs, quantile_levels
 from analytics.forecast.frames import DAY_MS, frames_of, span_ms
 from analytics.forecast.model import Forecast, ForecastConfig, forecast
@@ -43,7 +44,7 @@ EVENING_H = -6.0  # 18:00 the day before
 MORNING_H = 7.0
 MOMENTS = (("evening", EVENING_H), ("morning", MORNING_H))
 MIN_HISTORY_DAYS = 7.0
-BATCH_SHARE = 0.3  # the events' own threshold for a cause to count (a `mixed` event has both)
+BATCH_SHARE = EventsConfig.mixed_share  # the events' own threshold for a share to count (a `mixed` event has both)
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
@@ -159,7 +160,7 @@ def backtest(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, events: Even
     actual = past_runs(observe(f.services, f.pool, f.holdings, step_s=step_s)) if names else []
     days = [d for d in range(first_ms // DAY_MS, span[1] // DAY_MS + 1)
             if d * DAY_MS + EVENING_H * 3_600_000 - first_ms >= min_history_days * DAY_MS
-            and (d + 1) * DAY_MS <= span[1]]
+            and (d + 1) * DAY_MS <= span[1] + step_s * 1000]
     past: dict[str, dict[str, tuple[list[float], list[float], list[float]]]] = {m: {} for m, _ in MOMENTS}
     whole: dict[int, bool] = {}
     rows: list[DayRow] = []
@@ -192,6 +193,7 @@ def backtest(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, events: Even
                 "calibrated": cal.get("day") is not None,
                 "by_service": {s: {"expected": round(target.minutes_by_service.get(s, 0.0), 1), "observed": mins[s],
                                    "range": list(target.range_by_service.get(s) or ()) or None,
+                                   "raw": list(target.raw_by_service.get(s) or ()) or None,
                                    "calibrated": cal.get("service") is not None}
                                for s in mins if s in target.minutes_by_service}}
             _remember(past[name], "day", target.raw_range, total)

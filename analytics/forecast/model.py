@@ -19,12 +19,15 @@
    with a range (:mod:`analytics.forecast.ranges`).
 
 The service's calibration (the what-if's, :func:`analytics.whatif.calibrate.scenario_from`) is
-made on the last whole week before the moment (weeks counted from the store's first step), and
-kept in ``calibrations`` so that the moments of one week share it.
+made on the whole days before the moment (:func:`calibration_window`: refreshed at most once a day,
+and once a week when the store has a week), and kept, so that the moments that share it do not
+calibrate again.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -36,10 +39,10 @@ from analytics.errors import ConfigError, NotEnoughDataError
 from analytics.events.config import EventsConfig
 from analytics.events.detect import detect_runs
 from analytics.forecast.batch import LARGE_GPUS, LARGE_SHARE, BatchOutlook, RunAhead, batch_outlook, quantile_levels
-from analytics.forecast.frames import DAY_MS, frames_of, known_at, span_ms
+from analytics.forecast.frames import DAY_MS, Frames, frames_of, known_at, span_ms
 from analytics.forecast.outcomes import Outcome, day_outcomes
 from analytics.forecast.profile import profile_ahead, weekend
-from analytics.forecast.ranges import calibrated, raw_range
+from analytics.forecast.ranges import calibrate_range, raw_range
 from analytics.forecast.replay import HorizonReplays, held_mask, horizon_scenario, outcome_jobs
 from analytics.measures import over_slo
 from analytics.rhythm import norm_ahead
@@ -48,6 +51,7 @@ from analytics.whatif.calibrate import gpu_model_from, scenario_from
 from analytics.whatif.observe import Observation, observe
 from analytics.whatif.params import PoolScenario
 
+HALF_DAY_MS = DAY_MS // 2
 RAISED = 0.5  # the runs raise a step's chance of reading over the SLO by more than this: a collision step
 AFTER_RUN_H = 3.0  # a service is still recovering this long after a run let go (not background minutes)
 
@@ -61,7 +65,7 @@ class ForecastConfig:
     history_days: float = 28.0
     calibration_days: float = 7.0
     levels: int = 7
-    min_history_days: float = 3.0
+    min_history_days: float = 1.5
 
     def validate(self) -> "ForecastConfig":
         if not 1.0 <= self.horizon_h <= 7 * 24.0:
@@ -109,6 +113,7 @@ class DayForecast:
     outcomes: int
     raw_range: tuple[float, float] | None = None  # before the calibration: what the next one learns from
     raw_by_service: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    calibrated: bool = False  # the ranges are calibrated on the backtest's earlier days: 80% ranges
     # per outcome (weight, total minutes) and per service: what a later calibration re-reads
     draws: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -121,6 +126,7 @@ class DayForecast:
                 "collision_probability": round(self.collision_probability, 4),
                 "minutes_expected": round(self.minutes_expected, 1),
                 "minutes_range": list(self.minutes_range) if self.minutes_range else None,
+                "range_calibrated": self.calibrated,
                 "minutes_by_service": {k: round(v, 1) for k, v in self.minutes_by_service.items()},
                 "windows": [w.as_json() for w in self.windows], "outcomes": self.outcomes}
 
@@ -196,19 +202,32 @@ class Context:
 
 
 def calibration_window(first_ms: int, at_ms: int, days: float) -> tuple[int, int]:
-    """The whole week (``days``) before ``at_ms``, weeks counted from ``first_ms``; all the
-    store has up to ``at_ms`` while it has not a week.
+    """The steps the service's model is calibrated on for a forecast made at ``at_ms``: the whole
+    days before the last midnight at least 12 hours past (so a forecast at 18:00 and its 07:00
+    update share one), and once the store has ``days`` of them, the last whole week of weeks
+    counted from ``first_ms``. Less than a day: everything up to ``at_ms``.
 
-    >>> calibration_window(0, 10 * DAY_MS, 7)
-    (0, 604800000)
-    >>> calibration_window(0, 3 * DAY_MS, 7)
-    (0, 259200000)
+    >>> [tuple(x // DAY_MS for x in calibration_window(0, int(d * DAY_MS), 7)) for d in (1.75, 2.3, 6.75, 10.0)]
+    [(0, 1), (0, 1), (0, 6), (0, 7)]
     """
+    known = at_ms - HALF_DAY_MS - first_ms
     week = int(days * DAY_MS)
-    end = first_ms + ((at_ms - first_ms) // week) * week
-    if end - first_ms < week:
+    if known < DAY_MS:
         return first_ms, at_ms
+    if known < week:
+        return first_ms, first_ms + (known // DAY_MS) * DAY_MS
+    end = first_ms + (known // week) * week
     return end - week, end
+
+
+_CALIBRATIONS: "OrderedDict[tuple[Any, ...], PoolScenario]" = OrderedDict()
+_CAL_LOCK = threading.Lock()
+CALIBRATIONS_KEPT = 16
+
+
+def _fingerprint(f: Frames) -> tuple[Any, ...]:
+    """What identifies a window's frames (their rows' hashes summed): the same steps calibrate the same."""
+    return tuple((x.height, int(x.hash_rows().sum())) for x in (f.services, f.pool, f.holdings))
 
 
 def _slo(slo_ms: Mapping[str, float], service: str) -> float:
@@ -216,14 +235,25 @@ def _slo(slo_ms: Mapping[str, float], service: str) -> float:
 
 
 def calibrated_scenario(tl: Mapping[str, Any], service: str, window: tuple[int, int], step_s: int, slo_ms: float,
-                        calibrations: dict[tuple[Any, ...], PoolScenario] | None) -> PoolScenario:
-    """The what-if's calibration of ``service`` on ``window``, kept in ``calibrations``."""
-    key = (service, window, step_s, slo_ms)
+                        calibrations: dict[tuple[Any, ...], PoolScenario] | None = None) -> PoolScenario:
+    """The what-if's calibration of ``service`` on ``window`` (:func:`analytics.whatif.calibrate.scenario_from`),
+    kept in ``calibrations`` and in the process (the last :data:`CALIBRATIONS_KEPT`, by the window's
+    content): the CLI, the review and the page's forecast and backtest ask for the same ones."""
+    f = frames_of(known_at(tl, step_s, window[1], (window[1] - window[0]) / DAY_MS))
+    key = (service, window, step_s, slo_ms, _fingerprint(f))
     if calibrations is not None and key in calibrations:
         return calibrations[key]
-    f = frames_of(known_at(tl, step_s, window[1], (window[1] - window[0]) / DAY_MS))
-    obs = observe(f.services, f.pool, f.holdings, service=service, step_s=step_s)
-    scn, _ = scenario_from(obs, slo_ms=slo_ms, gpu_model=gpu_model_from(f.facts.gpu_models) if f.facts else None)
+    with _CAL_LOCK:
+        scn = _CALIBRATIONS.get(key)
+        if scn is not None:
+            _CALIBRATIONS.move_to_end(key)
+    if scn is None:
+        obs = observe(f.services, f.pool, f.holdings, service=service, step_s=step_s)
+        scn, _ = scenario_from(obs, slo_ms=slo_ms, gpu_model=gpu_model_from(f.facts.gpu_models) if f.facts else None)
+        with _CAL_LOCK:
+            _CALIBRATIONS[key] = scn
+            while len(_CALIBRATIONS) > CALIBRATIONS_KEPT:
+                _CALIBRATIONS.popitem(last=False)
     if calibrations is not None:
         calibrations[key] = scn
     return scn
@@ -415,7 +445,7 @@ def _day(ctx: Context, day: int, calibration: Any) -> DayForecast | None:
         bg = d["background"]
         by_service[s] = float((w * d["minutes"]).sum()) + (float(bg.mean()) if bg.size else 0.0)
         raw_by_service[s] = raw_range(d["minutes"], w, bg, step_min)
-        range_by_service[s] = calibrated(raw_by_service[s], step_min, calibration, "service")
+        range_by_service[s] = calibrate_range(raw_by_service[s], step_min, calibration, "service")
         p = float((w * d["hit"]).sum())
         if p <= 0:
             continue
@@ -434,8 +464,9 @@ def _day(ctx: Context, day: int, calibration: Any) -> DayForecast | None:
     expected = float(sum(by_service.values()))
     windows.sort(key=lambda x: (x.start_ms, x.service))
     return DayForecast(iso_utc(day * DAY_MS)[:10], lo_ms, hi_ms, 1.0 - p_none, expected,
-                       calibrated(total_raw, step_min, calibration, "day"), by_service, range_by_service, windows,
+                       calibrate_range(total_raw, step_min, calibration, "day"), by_service, range_by_service, windows,
                        sum(len(o) for o in pools.values()), total_raw, raw_by_service,
+                       calibration is not None and calibration.get("day") is not None,
                        draws={"minutes": total_m, "weights": total_w, "background": bg_days, "notes": notes,
                               "per_service": {s: (d["minutes"], d["weights"], d["background"])
                                               for s, d in per_service.items()}})

@@ -2,7 +2,7 @@
 
 A day's raw range is the 10th to 90th percentile of its outcomes' replayed minutes (each with its
 weight) plus a past day's minutes away from the runs (a surge, a fault: drawn from the past days
-of the same kind). :func:`calibrated` calibrates it with :class:`analytics.ranges.RangeCalibration`
+of the same kind). :func:`calibrate_range` calibrates it with :class:`analytics.ranges.RangeCalibration`
 when the backtest's earlier days give one (:class:`Calibrations`); the backtest scores it.
 """
 
@@ -64,7 +64,7 @@ class Calibrations:
         return out
 
 
-def calibrated(raw: tuple[float, float], step_min: float, calibration: Any, kind: str) -> tuple[float, float]:
+def calibrate_range(raw: tuple[float, float], step_min: float, calibration: Any, kind: str) -> tuple[float, float]:
     """A raw range (:func:`raw_range`) calibrated by ``calibration``'s ``kind`` when it has one."""
     lo, hi = raw
     c = calibration.get(kind) if calibration is not None else None
