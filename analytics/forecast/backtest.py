@@ -35,7 +35,7 @@ from analytics.forecast.batch import PastRun, past_runs, quantile_levels
 from analytics.forecast.frames import DAY_MS, frames_of, span_ms
 from analytics.forecast.model import Forecast, ForecastConfig, forecast
 from analytics.forecast.ranges import Calibrations
-from analytics.forecast.score import brier, coverage, errors, reliability
+from analytics.forecast.score import brier, errors, reliability
 from analytics.measures import minutes_over_slo
 from analytics.times import iso_utc
 from analytics.whatif.observe import observe
@@ -62,13 +62,16 @@ class DayRow:
         ev, mo = self.moments.get("evening", {}), self.moments.get("morning", {})
         return {"day": self.day, "weekday": self.weekday,
                 "collision_probability": ev.get("probability"), "collision_observed": ev.get("observed"),
-                "minutes_forecast": ev.get("minutes_expected"), "minutes_range": ev.get("minutes_range"),
-                "minutes_range_calibrated": ev.get("calibrated"), "minutes_observed": ev.get("minutes_observed"),
-                "baseline_weekday_rate": round(self.base_rate, 4),
+                **_moment_json(ev), "baseline_weekday_rate": round(self.base_rate, 4),
                 "baseline_last_week": self.last_week,
-                "update_0700": {k: mo.get(k) for k in ("probability", "observed", "minutes_expected",
-                                                        "minutes_range", "calibrated", "minutes_observed")}
-                | {"collision_probability": mo.get("probability"), "collision_observed": mo.get("observed")}}
+                "update_0700": {"collision_probability": mo.get("probability"), "collision_observed": mo.get("observed"),
+                                **_moment_json(mo)}}
+
+
+def _moment_json(m: dict[str, Any]) -> dict[str, Any]:
+    return {"minutes_forecast": m.get("minutes_expected"), "minutes_range": m.get("minutes_range"),
+            "minutes_range_calibrated": m.get("calibrated"), "minutes_raw_range": m.get("raw_range"),
+            "minutes_observed": m.get("minutes_observed"), "by_service": m.get("by_service")}
 
 
 @dataclass
@@ -166,7 +169,6 @@ def backtest(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, events: Even
     rows: list[DayRow] = []
     band = {m: [0, 0] for m, _ in MOMENTS}
     ends: dict[str, list[bool]] = {m: [] for m, _ in MOMENTS}
-    raw_cover: dict[str, list[bool]] = {m: [] for m, _ in MOMENTS}
     notes: list[str] = []
     for d in range(first_ms // DAY_MS, span[1] // DAY_MS + 1):
         whole[d] = any(d * DAY_MS <= t < (d + 1) * DAY_MS for t, _ in hit)
@@ -200,8 +202,6 @@ def backtest(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, events: Even
             for s in mins:
                 if s in target.raw_by_service:
                     _remember(past[name], "service", target.raw_by_service[s], mins[s])
-            if target.raw_range:
-                raw_cover[name].append(target.raw_range[0] <= total <= target.raw_range[1])
             a, b = _band_hits(fc, f.services, target.start_ms, target.end_ms)
             band[name][0] += a
             band[name][1] += b
@@ -211,7 +211,7 @@ def backtest(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, events: Even
         base = float(np.mean(same)) if same else (float(np.mean(earlier)) if earlier else 0.5)
         last = float(whole[day - 7]) if (day - 7) in whole and (day - 7) * DAY_MS > first_ms else None
         rows.append(DayRow(iso_utc(day * DAY_MS)[:10], WEEKDAYS[(day + 3) % 7], moments, base, last))
-    out = Backtest(rows, score_rows(rows, band, ends, raw_cover), notes)
+    out = Backtest(rows, score_rows(rows, band, ends), notes)
     if events is None:
         out.notes.append("no tail events: collisions observed are none (the events analysis did not run)")
     return out
@@ -227,8 +227,7 @@ def _remember(past: dict[str, tuple[list[float], list[float], list[float]]], kin
     y.append(observed)
 
 
-def score_rows(rows: list[DayRow], band: dict[str, list[int]], ends: dict[str, list[bool]],
-               raw_cover: dict[str, list[bool]]) -> dict[str, Any]:
+def score_rows(rows: list[DayRow], band: dict[str, list[int]], ends: dict[str, list[bool]]) -> dict[str, Any]:
     """The scores of a backtest's rows (see the module)."""
     out: dict[str, Any] = {"days": len(rows)}
     both = [r for r in rows if "evening" in r.moments]
@@ -249,22 +248,39 @@ def score_rows(rows: list[DayRow], band: dict[str, list[int]], ends: dict[str, l
         ms = [r.moments[name] for r in rows if name in r.moments]
         out["minutes"][name] = errors(np.array([m["minutes_expected"] for m in ms]),
                                       np.array([m["minutes_observed"] for m in ms]))
-        cal = [m for m in ms if m["calibrated"] and m["minutes_range"]]
-        svc = [v for m in ms for v in m["by_service"].values() if v["calibrated"] and v["range"]]
-        out["coverage"][name] = {
-            "day_minutes": _cov([m["minutes_range"] for m in cal], [m["minutes_observed"] for m in cal]),
-            "day_minutes_raw": _share(raw_cover[name]),
-            "service_minutes": _cov([v["range"] for v in svc], [v["observed"] for v in svc]),
+        out["coverage"][name] = range_coverage([{"minutes_raw_range": m["raw_range"],
+                                                  "minutes_observed": m["minutes_observed"],
+                                                  "by_service": m["by_service"]} for m in ms]) | {
             "traffic_band": {"share": band[name][0] / band[name][1] if band[name][1] else None, "n": band[name][1]},
             "run_end": _share(ends[name])}
     return out
 
 
-def _cov(ranges: list[list[float]], observed: list[float]) -> dict[str, Any]:
-    if not ranges:
-        return {"share": None, "n": 0}
-    r = np.asarray(ranges, float)
-    return {"share": coverage(r[:, 0], r[:, 1], np.asarray(observed, float)), "n": len(ranges)}
+def range_coverage(days: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The coverage of one moment's minutes ranges over consecutive days (``minutes_raw_range``,
+    ``minutes_observed``, ``by_service``: ``{service: {"raw", "observed"}}``), each day's range
+    calibrated on the days before it as the backtest calibrates it (:class:`Calibrations`); days
+    with too few before them are scored raw, apart (``day_minutes_raw``). The bench re-scores its
+    kept rows with it."""
+    past: dict[str, tuple[list[float], list[float], list[float]]] = {}
+    hits: dict[str, list[bool]] = {"day_minutes": [], "service_minutes": [], "day_minutes_raw": []}
+    for d in days:
+        cal = Calibrations.fit(past)
+        pairs = [("day", d.get("minutes_raw_range"), d.get("minutes_observed"))] + [
+            ("service", v.get("raw"), v.get("observed")) for v in (d.get("by_service") or {}).values()]
+        for kind, raw, y in pairs:
+            if not raw or y is None:
+                continue
+            c = cal.get(kind)
+            if c is not None:
+                lo, hi = c.apply(raw[0], raw[1])
+                hits["day_minutes" if kind == "day" else "service_minutes"].append(lo <= y <= hi)
+            elif kind == "day":
+                hits["day_minutes_raw"].append(raw[0] <= y <= raw[1])
+        for kind, raw, y in pairs:
+            if raw and y is not None:
+                _remember(past, kind, raw, y)
+    return {k: _share(v) for k, v in hits.items()}
 
 
 def _share(hits: list[bool]) -> dict[str, Any]:

@@ -7,14 +7,20 @@ outcomes' spread, and says so. Times are shown in the zone asked for.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
+from analytics.charts.forecast import forecast_figure
 from analytics.document import Section
 from analytics.forecast.answer import ForecastAnswer
 from analytics.forecast.backtest import Backtest
 from analytics.forecast.model import DayForecast, Forecast
 from analytics.forecast.score import COVERAGE_BAND
 from analytics.times import format_span, local_naive
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 
 def clock(ms: int, tz: str = "UTC") -> str:
@@ -168,4 +174,13 @@ def forecast_section(answer: ForecastAnswer, tz: str = "UTC") -> Section:
         tables.append((ACTION_HEADER, action_rows(fc)))
     if answer.backtest is not None:
         paragraphs.extend(score_sentences(answer.backtest))
-    return Section("Forecast (modelled)", finding, paragraphs=paragraphs, tables=tables)
+    return Section("Forecast (modelled)", finding, paragraphs=paragraphs, tables=tables,
+                   figure=horizon_figure(fc, tz), figure_name="forecast-horizon")
+
+
+def horizon_figure(fc: Forecast, tz: str = "UTC") -> "go.Figure":
+    """The horizon's figure (:func:`analytics.charts.forecast.forecast_figure`) for the forecast's first pool."""
+    cap = fc.capacity.filter(pl.col("pool") == fc.capacity["pool"][0])
+    windows = [{"service": w.service, "start_ms": w.start_ms, "end_ms": w.end_ms, "probability": w.probability}
+               for w in fc.windows()]
+    return forecast_figure(fc.traffic, cap, windows, tz=tz)
