@@ -20,6 +20,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from apptest_helpers import isolated_cli, metric
+from test_app_pages import build_store
 
 from analytics.cli import main
 from analytics.events import EventsConfig
@@ -185,6 +186,17 @@ def test_the_forecast_page_shows_tomorrow_and_the_change_tonight(morning_db: Pat
     assert metric(at, "Change tonight") == best.kind
     text = " ".join(m.value for m in at.markdown)
     assert "chance of a collision with batch" in text and "The smallest change tonight" in text
+
+
+def test_export_grafana_forecast_says_why_a_store_has_none(tmp_path: Path, capsys) -> None:
+    """``export grafana --forecast`` on an hour of data: the events and the dashboard are written, and
+    the report says why there is no forecast to annotate (it needs a day and a half)."""
+    db = build_store(tmp_path / "hour.duckdb")
+    assert main(["export", "grafana", "--db", str(db), "--out", str(tmp_path / "g"), "--forecast", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["forecast"].startswith("no forecast annotations: --at ") and "a forecast needs 1.5" in report["forecast"]
+    written = json.loads((tmp_path / "g" / "annotations.json").read_text())
+    assert not any("tidelens-forecast" in a["tags"] for a in written)
 
 
 # -- synthetic -------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from analytics.cli.commands import command_help
+from analytics.errors import TidelensError
 from analytics.forecast.answer import forecast_store
 from analytics.forecast.model import ForecastConfig
 from analytics.grafana import forecast_annotations
@@ -96,16 +97,22 @@ def cmd_export(args: argparse.Namespace) -> int:
         analysis = analyse_store(store, EventsConfig(step_s=parse_step_s(args.step)), wmap, slos_ms=slos)
         model = dashboard_model(store, wmap=wmap, slos_ms=dict(analysis.slos_ms))
     annotations = event_annotations(analysis, dashboard_uid=args.dashboard_uid)
+    no_forecast = None
     if args.forecast:
-        with Store(args.db, read_only=True) as store:
-            ahead = forecast_store(store, cfg=ForecastConfig(step_s=parse_step_s(args.step)), slos=slos, wmap=wmap)
-        annotations += forecast_annotations(ahead.forecast, dashboard_uid=args.dashboard_uid)
+        try:
+            with Store(args.db, read_only=True) as store:
+                ahead = forecast_store(store, cfg=ForecastConfig(step_s=parse_step_s(args.step)), slos=slos, wmap=wmap)
+            annotations += forecast_annotations(ahead.forecast, dashboard_uid=args.dashboard_uid)
+        except TidelensError as exc:  # the events and the dashboard stand without it
+            no_forecast = f"no forecast annotations: {exc}"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "annotations.json").write_text(json.dumps(annotations, indent=2), encoding="utf-8")
     (out / "dashboard.json").write_text(json.dumps(model, indent=2), encoding="utf-8")
     report: dict = {"annotations": len(annotations), "panels": len(model.get("panels", [])),
                     "files": [str(out / "annotations.json"), str(out / "dashboard.json")]}
+    if no_forecast:
+        report["forecast"] = no_forecast
     if args.url:
         config = replace(GRAFANA_CONFIG, timeout_s=args.timeout, retries=args.retries)
         report["posted"] = post_annotations(args.url, token, annotations, config=config)
@@ -114,6 +121,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         for f in report["files"]:
             print(f"wrote {f}")
+        if no_forecast:
+            print(no_forecast)
         for done in report.get("posted", []):
             print(f"{done['action']} annotation {done['id']} for event {done['event']}")
     return 0
