@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# serve.py prints the address to open, with the token that makes you the local operator (an
+# admin); Streamlit's own lines would print it without the token, which reads only.
 run: $(STAMP)
-	$(VENV)/bin/streamlit run serve.py --server.port $(PORT)
+	$(VENV)/bin/streamlit run serve.py --server.port $(PORT) --logger.hideWelcomeMessage true
 
 # loadscope: one module's tests (and its module-scoped fixtures, the heavy simulations) on one
 # worker; pytest 9.2 makes xdist's loadgroup ignore xdist_group marks (pytest-xdist#1386).

@@ -1,8 +1,19 @@
-"""The web server: Streamlit's ASGI app for ``app.py``, with an index page that lets a new tab
-start its work before the page has run.
+"""The web server: Streamlit's ASGI app for ``app.py``, with the local operator's link, and an
+index page that lets a new tab start its work before the page has run.
 
-``make run`` serves this (``streamlit run serve.py``). Two things a new tab on a page's own link
-(``/overview``, a shared link) otherwise waits for, measured by ``bench/app.py``:
+``make run`` serves this (``streamlit run serve.py``).
+
+- **The local operator's link.** Without ``[access]`` in ``tidelens.toml``, the admin is whoever
+  holds the secret this server prints as it starts (an address with ``?token=``, as Jupyter
+  prints its own), never whoever connects from 127.0.0.1: a proxy on the same machine makes
+  every visitor do that. That address is answered with a redirect to the same address without
+  the token (so no link the app makes, and no address bar, carries it) and a cookie, HttpOnly
+  and SameSite=Strict, that each tab's session then shows (:class:`OperatorLink`,
+  :class:`analytics.access.OperatorSecret`). ``TIDELENS_TOKEN`` sets the token instead of a
+  fresh one each start (read, then removed from the environment the app's subprocesses get).
+
+Two things a new tab on a page's own link (``/overview``, a shared link) otherwise waits for,
+measured by ``bench/app.py``:
 
 - **The server's address.** Streamlit's frontend takes a link's path for the server's, asks
   ``/overview/_stcore/health``, gets a 404, and asks the parent about 0.1 s later. The index
@@ -20,20 +31,28 @@ start its work before the page has run.
   page's elements on the websocket too). Connections are opened with ``TCP_NODELAY``, as asyncio
   does for the sockets it creates itself (``serve_tcp.without_nagle``).
 
-Nothing else changes: every other response passes through untouched, and ``streamlit run
-app.py`` serves the same app without these three.
+Nothing else changes: every other response passes through untouched. ``streamlit run app.py``
+serves the same app without these four: no token is printed, so nobody there is the local
+operator, and its Data page says to start it with ``make run``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, Awaitable, Callable
+from urllib.parse import quote, unquote_plus
 
 import streamlit as st
 from starlette.middleware import Middleware
+from streamlit import config as st_config
+from streamlit import net_util
+from streamlit.web.server import server_util
 
+from analytics.access import OPERATOR_COOKIE, TOKEN_ENV, OperatorSecret, start_operator_secret
+from analytics.errors import ConfigError
 from pages._nav import FIRST_RENDER_ELEMENTS, PAGES
 from serve_tcp import without_nagle
 
@@ -124,5 +143,81 @@ class FirstRenderIndex:
         await self.app(scope, receive, edit)
 
 
+class OperatorLink:
+    """ASGI middleware: a GET carrying ``token`` in its query is answered with a redirect to the
+    same address without it, and, when the token is ``secret``'s, the local operator's cookie;
+    every other request untouched."""
+
+    def __init__(self, app: ASGIApp, secret: OperatorSecret) -> None:
+        self.app = app
+        self.secret = secret
+
+    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
+                       send: Callable[[Message], Awaitable[None]]) -> None:
+        given, kept = _split_token(scope.get("query_string", b"")) if scope["type"] == "http" else ([], [])
+        if not given or scope["method"] not in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        # Relative, so that it lands under a proxy's prefix too; "./" so that no segment reads
+        # as a scheme.
+        raw_path = scope.get("raw_path") or quote(scope["path"]).encode()
+        location = b"./" + raw_path.split(b"?", 1)[0].rsplit(b"/", 1)[-1] + (b"?" + b"&".join(kept) if kept else b"")
+        headers = [(b"location", location), (b"content-length", b"0"), (b"cache-control", b"no-store"),
+                   (b"referrer-policy", b"no-referrer")]
+        if len(given) == 1 and self.secret.admits_token(given[0]):
+            headers.append((b"set-cookie", operator_cookie(self.secret, scope).encode()))
+        await send({"type": "http.response.start", "status": 303, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
+
+
+def _split_token(query: bytes) -> tuple[list[str], list[bytes]]:
+    """The ``token`` values of a raw query string, and its other parts as they came."""
+    given, kept = [], []
+    for part in query.split(b"&") if query else []:
+        key, _, value = part.partition(b"=")
+        if unquote_plus(key.decode("latin-1")) == "token":
+            given.append(unquote_plus(value.decode("latin-1")))
+        elif part:
+            kept.append(part)
+    return given, kept
+
+
+def operator_cookie(secret: OperatorSecret, scope: Scope) -> str:
+    """The ``Set-Cookie`` value that makes a browser the local operator of the server that
+    ``scope`` reached: named for its port, for the whole site, never readable by scripts nor
+    sent from another site's page, and for this browser session only."""
+    server = scope.get("server") or ()
+    name = f"{OPERATOR_COOKIE}_{server[1]}" if len(server) > 1 and server[1] else OPERATOR_COOKIE
+    secure = "; Secure" if scope.get("scheme") == "https" else ""
+    return f"{name}={secret.cookie_value}; Path=/; HttpOnly; SameSite=Strict{secure}"
+
+
+def operator_urls(secret: OperatorSecret) -> list[str]:
+    """The addresses to print: where Streamlit would say the app is, each with the token."""
+    if st_config.is_manually_set("browser.serverAddress"):
+        hosts = [st_config.get_option("browser.serverAddress")]
+    elif st_config.get_option("server.address") not in (None, "", "0.0.0.0", "::"):  # noqa: S104
+        hosts = [server_util.get_display_address(st_config.get_option("server.address"))]
+    else:
+        hosts = ["localhost", *([ip] if (ip := net_util.get_internal_ip()) else [])]
+    return [f"{server_util.get_url(h)}/?token={secret.token}" for h in hosts]
+
+
+def start_operator() -> OperatorSecret:
+    """This server's operator secret (``TIDELENS_TOKEN``, taken out of the environment, or a
+    fresh one), its addresses printed once, here, as the server starts."""
+    try:
+        secret = start_operator_secret(os.environ.pop(TOKEN_ENV, None) or None)
+    except ConfigError as exc:
+        raise SystemExit(f"tidelens: {exc}") from None
+    urls = operator_urls(secret)
+    print("\n  Tidelens: open " + "\n  or ".join(urls)
+          + "\n  Whoever opens this address is the local operator (an admin while tidelens.toml has no "
+          "[access]);\n  the address without the token is read-only (docs/deployment.md, \"Sign-in and roles\").\n",
+          flush=True)
+    return secret
+
+
 without_nagle()
-app = st.App(str(ROOT / "app.py"), middleware=[Middleware(FirstRenderIndex)])
+app = st.App(str(ROOT / "app.py"), middleware=[Middleware(OperatorLink, secret=start_operator()),
+                                               Middleware(FirstRenderIndex)])

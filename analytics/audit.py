@@ -23,12 +23,17 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import polars as pl
 
+from analytics.errors import bounded
 from analytics.sql import audit as q
+from analytics.times import iso_utc
 
 if TYPE_CHECKING:
     from analytics.access import Identity
     from analytics.store import Store
 
+# A store is a file anyone may have edited: a record whose sources column is not the JSON list
+# Tidelens writes is shown as unreadable (with this much of its text), never read as one.
+UNREADABLE_CHARS = 120
 AUDIT_COLUMNS = ("at", "who", "role", "action", "outcome", "what", "sources", "map_before", "map_after")
 
 
@@ -69,17 +74,46 @@ def audit_rows(store: "Store", limit: int = 1000) -> pl.DataFrame:
 
 
 def audit_dicts(store: "Store", limit: int = 1000) -> list[dict[str, Any]]:
-    """The record as JSON-ready dicts (``tidelens audit --json``): sources as a list, time as ISO."""
-    from analytics.times import iso_utc
-
+    """The record as JSON-ready dicts (``tidelens audit --json``): sources as a list, time as ISO;
+    a row whose sources are not readable has ``sources: []`` and ``unreadable`` saying so."""
     if not has_audit(store):
         return []
-    rows = store.query(q.AUDIT_LIST, {"limit": limit}).to_dicts()
+    frame = store.query(q.AUDIT_LIST, {"limit": limit}).with_columns(pl.col("at").dt.epoch("ms"))
+    rows = frame.to_dicts()  # epoch ms, not datetimes: any year the column holds prints
     for r in rows:
-        r["at"] = iso_utc(int(r["at"].timestamp() * 1000))
-        r["sources"] = orjson.loads(r["sources"])
+        r["at"] = iso_utc(int(r["at"]))
+        sources = read_sources(r["sources"])
+        if sources is None:
+            r["unreadable"] = _unreadable(r["sources"])
+        r["sources"] = sources or []
     return rows
 
 
+def read_sources(raw: str | None) -> list[dict[str, str]] | None:
+    """The sources column as the list of ``{name, hash, status}`` Tidelens writes, or ``None``
+    when it holds anything else (not JSON, another shape, other types).
+
+    >>> read_sources('[{"name": "a.prom", "hash": "ab", "status": "loaded"}]')[0]["name"], read_sources("{oops")
+    ('a.prom', None)
+    """
+    try:
+        value = orjson.loads(raw or "")
+    except orjson.JSONDecodeError:
+        return None
+    keys = ("name", "hash", "status")
+    if not isinstance(value, list) or not all(
+            isinstance(v, dict) and all(isinstance(v.get(k), str) for k in keys) for v in value):
+        return None
+    return [{k: v[k] for k in keys} for v in value]
+
+
+def _unreadable(raw: str | None) -> str:
+    return (f"sources unreadable (not the JSON list of name, hash and status Tidelens writes): "
+            f"{bounded(repr(raw), UNREADABLE_CHARS)}")
+
+
 def _sources_text(raw: str) -> str:
-    return ", ".join(f"{s['name']} ({s['status']}, {s['hash'][:12]})" for s in orjson.loads(raw))
+    sources = read_sources(raw)
+    if sources is None:
+        return _unreadable(raw)
+    return ", ".join(f"{s['name']} ({s['status']}, {s['hash'][:12]})" for s in sources)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+import re
 import shutil
 import threading
 import tomllib
@@ -39,6 +40,13 @@ CONFIG_NAME = "tidelens.toml"
 
 PREVIOUS_SUFFIX = ".prev"
 T = TypeVar("T")
+# Tables and arrays nested deeper than this are refused: a real tidelens.toml nests 3 levels, and
+# tomllib (and every reader after it: a deep copy, a walk) recurses once per level, so a file
+# nested 50,000 levels raised RecursionError on the page and a traceback in the CLI.
+MAX_DEPTH = 32
+# The largest tidelens.toml read: a 500-rule map is about 60 KB; tomllib took 3.4 s over one
+# 2 MB pattern before the map could refuse it.
+MAX_CONFIG_BYTES = 1 << 20
 
 _PARSED: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
 _LOCK = threading.Lock()
@@ -69,7 +77,8 @@ def find_config(explicit: str | Path | None = None) -> Path | None:
 def read_config(path: str | Path | None) -> dict[str, Any]:
     """The parsed file (``{}`` for ``None`` or a missing file), parsed once per version of it.
 
-    Raises :class:`ConfigError` naming the file for text that is not UTF-8 or not TOML.
+    Raises :class:`ConfigError` naming the file for text that is not UTF-8 or not TOML, a file
+    over :data:`MAX_CONFIG_BYTES`, or one nested too deep (:func:`parse_toml`).
     """
     if path is None:
         return {}
@@ -78,22 +87,86 @@ def read_config(path: str | Path | None) -> dict[str, Any]:
         st = p.stat()
     except OSError:
         return {}
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{p}: {st.st_size:,} bytes; a configuration is at most {MAX_CONFIG_BYTES:,} "
+                          "(a 500-rule map is about 60 KB): shorten its patterns or split its rules")
     sig = (st.st_mtime_ns, st.st_size, st.st_ino)
     with _LOCK:
         known = _PARSED.get(p)
     if known is not None and known[0] == sig:
         return copy.deepcopy(known[1])  # a caller's edit never reaches the next reader
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML: {exc}; fix the TOML syntax") from None
+        text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read the configuration ({exc.strerror})") from None
+    doc = parse_toml(text, str(p))
     with _LOCK:
         _PARSED[p] = (sig, doc)
     return copy.deepcopy(doc)
+
+
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    """``text`` parsed as TOML: the one parse of a Tidelens TOML file (``tidelens.toml``, a saved
+    what-if scenario).
+
+    Raises :class:`ConfigError` naming ``source`` for text that is not TOML, or that nests tables
+    and arrays more than :data:`MAX_DEPTH` levels deep (say so, never a ``RecursionError``).
+
+    >>> parse_toml("a = [[[1]]]", "x.toml")
+    {'a': [[[1]]]}
+    >>> parse_toml("a = " + "[" * 40 + "]" * 40, "x.toml")
+    Traceback (most recent call last):
+    ...
+    analytics.errors.ConfigError: x.toml: nested more than 32 levels deep (tables and arrays); a Tidelens configuration nests 3: flatten it
+    """
+    too_deep = ConfigError(f"{source}: nested more than {MAX_DEPTH} levels deep (tables and arrays); "
+                           "a Tidelens configuration nests 3: flatten it")
+    if _looks_too_deep(text):
+        raise too_deep
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}; fix the TOML syntax") from None
+    except RecursionError:  # what the scan below missed: deeper than the interpreter allows
+        raise too_deep from None
+    if _depth(doc) > MAX_DEPTH:
+        raise too_deep
+    return doc
+
+
+# TOML strings and comments, which may hold any bracket or dot (a scan of the text skips them).
+_STRINGS = re.compile(r'"""(?:[^"\\]++|\\.|"(?!""))*+"""|\'\'\'(?:[^\']++|\'(?!\'\'))*+\'\'\'|'
+                      r'"(?:[^"\\\n]++|\\.)*+"|\'[^\'\n]*+\'|#[^\n]*+', re.S)
+_KEYISH = re.compile(r"[A-Za-z0-9_.\s-]+")  # a run a dotted key lies in (floats are split by commas)
+
+
+def _looks_too_deep(text: str) -> bool:
+    """Whether the text, its strings and comments left out, opens more than :data:`MAX_DEPTH`
+    brackets at once or names a dotted key of more parts: refused before tomllib spends
+    seconds on it (a key of 50,000 dotted parts took it 64 s)."""
+    bare = _STRINGS.sub("s", text)
+    if any(m.group().count(".") >= MAX_DEPTH for m in _KEYISH.finditer(bare)):
+        return True
+    depth = 0
+    for m in re.finditer(r"[\[\]{}]", bare):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            return True
+    return False
+
+
+def _depth(doc: Any) -> int:
+    """How many tables and arrays deep ``doc`` nests (the top table is 1), walked without
+    recursion so that the check itself cannot exhaust the stack."""
+    deepest, todo = 0, [(doc, 1)]
+    while todo:
+        node, level = todo.pop()
+        deepest = max(deepest, level)
+        children = node.values() if isinstance(node, dict) else node
+        todo.extend((c, level + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
 
 
 def config_section(path: str | Path | None, name: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ sidebar tooltips and page widgets show that text, so they all read it here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import Field, fields
 from typing import Any
@@ -27,17 +28,22 @@ def field_help(cls: type, name: str) -> str:
 
 def out_of_bounds(obj: Any) -> Iterator[tuple[Field, Any]]:
     """The fields of the dataclass instance ``obj`` whose number lies outside the ``min``/``max``
-    its metadata gives (booleans and non-numbers are not bounded), with their values; each
-    caller says the error its own way (a flag, a scenario key, a transform).
+    its metadata gives, NaN and infinity included (booleans, non-numbers and ``None`` are not
+    bounded), with their values; each caller says the error its own way (a flag, a scenario
+    key, a transform).
 
     >>> from analytics.whatif.transforms import Transforms
     >>> [(f.name, v) for f, v in out_of_bounds(Transforms(traffic_growth=20.0))]
     [('traffic_growth', 20.0)]
+    >>> [f.name for f, v in out_of_bounds(Transforms(traffic_growth=float("nan")))]
+    ['traffic_growth']
     """
     for f in fields(obj):
         v = getattr(obj, f.name)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
         lo, hi = f.metadata.get("min"), f.metadata.get("max")
-        if (lo is not None and v < lo) or (hi is not None and v > hi):
+        if lo is None and hi is None:
+            continue
+        if not math.isfinite(v) or (lo is not None and v < lo) or (hi is not None and v > hi):
             yield f, v

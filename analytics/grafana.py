@@ -16,7 +16,10 @@
   ``tidelens-event:<id>`` tag, is updated, never duplicated), through the live pulls' own
   outbound helper (:mod:`analytics.outbound`): a deadline per attempt, redirects within Grafana's
   origin only, the token sent there only, never logged or stored, and redacted (in all its
-  encodings) from any message; an answer of the wrong shape is a message, not a traceback.
+  encodings) from any message; an answer of the wrong shape is a message, not a traceback. Grafana's
+  answer itself is never quoted: every request carries the token, and a server that echoes it can
+  encode it in more ways than any redactor knows (spaced out, split, in an encoding of its own), so a
+  message says the status, the size and the kind of the answer, never its text or its values.
 """
 
 from __future__ import annotations
@@ -213,26 +216,48 @@ def _call(http: Outbound, token: str, redactor: Redactor, method: str, path: str
                          body=None if body is None else json.dumps(body).encode(),
                          headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json",
                                   "Accept": "application/json"})
-    said = redactor.snippet(reply.content[:4096])
     if reply.status in (401, 403):
         raise http.fail(f"{http.base}: {what}: Grafana answered HTTP {reply.status} (not authorised): "
                         "check the token and that its service account may write annotations", redactor)
     if reply.status >= 300:
-        raise http.fail(f"{http.base}: {what}: Grafana answered HTTP {reply.status}: {said}", redactor)
+        raise http.fail(f"{http.base}: {what}: Grafana answered HTTP {reply.status} ({_described(reply.content)}; "
+                        f"{UNQUOTED}): Grafana's own log says why", redactor)
     if not reply.content.strip():
         return None
     try:
         return json.loads(reply.content)
     except (ValueError, RecursionError):
-        raise http.fail(f"{http.base}: {what}: HTTP {reply.status}, but not JSON ({said!r}): is --url "
-                        "Grafana's base URL?", redactor) from None
+        raise http.fail(f"{http.base}: {what}: HTTP {reply.status}, but not JSON ({_described(reply.content)}; "
+                        f"{UNQUOTED}): is --url Grafana's base URL?", redactor) from None
+
+
+# Why a message describes Grafana's answer instead of quoting it (see the module docstring).
+UNQUOTED = "not shown: an answer to a request carrying the token is never quoted"
+
+
+def _described(content: bytes) -> str:
+    """What an answer is, in words that hold none of its text: its size and kind.
+
+    >>> _described(b"<html><body>Welcome</body></html>"), _described(b'{"message": "x"}'), _described(b"")
+    ('an HTML page of 33 bytes', 'JSON of 16 bytes', 'an empty body')
+    """
+    head = content.lstrip()[:1]
+    if not head:
+        return "an empty body"
+    kind = "an HTML page" if head == b"<" else "JSON" if head in (b"{", b"[") else "text"
+    return f"{kind} of {len(content):,} bytes"
 
 
 def _annotation_id(http: Outbound, redactor: Redactor, value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_ID:
-        raise http.fail(f"{http.base}: {where} is {redactor.snippet(repr(value), 80)}, not an "
-                        "annotation id: is --url Grafana's base URL?", redactor)
+        what = ("a number out of range" if isinstance(value, (int, float)) and not isinstance(value, bool)
+                else "missing" if value is None else f"a JSON {_JSON_KINDS.get(type(value), 'value')}")
+        raise http.fail(f"{http.base}: {where} is {what} ({UNQUOTED}), not an annotation id: is --url "
+                        "Grafana's base URL?", redactor)
     return value
+
+
+_JSON_KINDS = {str: "string", bool: "boolean", list: "list", dict: "object"}
 
 
 def post_annotations(url: str, token: str, annotations: list[dict[str, Any]], *,

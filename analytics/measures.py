@@ -13,7 +13,11 @@ share are defined here once and every caller goes through these functions:
 - **batch GPU-hours held**: GPUs batch held at each step times the step length.
 - **pool size**: the most GPUs the pool had at any step of the range (:func:`pool_size`).
 - **warm-up** of a replica: the median lag from a scale-up the free GPUs could place at once
-  to the replicas being ready (:func:`warmup_steps`);
+  to the replicas being ready (:func:`warmup_steps`, desired to ready); where the data shows no
+  such scale-up, the mean time a replica holds its GPUs before it is ready (:func:`loading_steps`,
+  scheduled to ready, by Little's law);
+- **autoscaler reaction**: how many steps the autoscaler's desired replicas follow the traffic's
+  rises by (:func:`reaction_steps`);
 - **GPUs per replica**: the median of a service's held GPUs over its ready replicas
   (:func:`gpus_per_replica`);
 - **desired replicas where no autoscaler is linked**: inferred from traffic with the load per
@@ -171,14 +175,25 @@ def gpu_hours_expr(col: str, *, step_s: int) -> pl.Expr:
 
 def warmup_steps(desired: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray,
                  gpus_per_replica: float, max_steps: int = 120) -> int | None:
-    """Median steps from a scale-up the free GPUs could place at once to ready >= desired.
-
-    Only requests the pool could place when they were made count (the GPUs free the step
-    before the autoscaler asked): what they measure is warm-up alone. ``None`` when the data
-    shows no such scale-up.
+    """Median steps from a scale-up the free GPUs could place at once to ready >= desired
+    (:func:`warmup_lags`); ``None`` when the data shows no such scale-up.
 
     >>> warmup_steps(np.r_[1, 1, 3, 3, 3, 3], np.r_[1, 1, 1, 1, 3, 3], np.full(6, 4.0), 1.0)
     2
+    """
+    lags = warmup_lags(desired, ready, idle_gpus, gpus_per_replica, max_steps)
+    return int(np.median(lags)) if lags else None
+
+
+def warmup_lags(desired: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray,
+                gpus_per_replica: float, max_steps: int = 120) -> list[int]:
+    """Steps from each scale-up the free GPUs could place at once to ready >= desired.
+
+    Only requests the pool could place when they were made count (the GPUs free the step
+    before the autoscaler asked): what they measure is warm-up alone.
+
+    >>> warmup_lags(np.r_[1, 1, 3, 3, 5, 5, 5], np.r_[1, 1, 1, 1, 3, 3, 5], np.full(7, 4.0), 1.0)
+    [2, 2]
     """
     desired = np.nan_to_num(np.asarray(desired, float))
     ready = np.nan_to_num(np.asarray(ready, float))
@@ -192,7 +207,47 @@ def warmup_steps(desired: np.ndarray, ready: np.ndarray, idle_gpus: np.ndarray,
         hit = np.flatnonzero(ready[i:i + max_steps + 1] >= desired[i] - 1e-9)
         if hit.size and hit[0] > 0:
             lags.append(int(hit[0]))
-    return int(np.median(lags)) if lags else None
+    return lags
+
+
+def loading_steps(held_replicas: np.ndarray, ready: np.ndarray) -> tuple[float, int] | None:
+    """Mean steps a replica holds its GPUs before it is ready (scheduled to ready), and how many
+    replicas became ready: Little's law over the range, the replicas loading (holding GPUs, not
+    yet ready) summed over the steps, over the replicas that became ready (the rises of the
+    ready count). ``None`` when none became ready or none was seen loading.
+
+    A replica deleted while it loads counts as loading and never as ready, so this errs long.
+
+    >>> loading_steps(np.r_[2, 4, 4, 4, 4, 4], np.r_[2, 2, 2, 2, 4, 4])
+    (3.0, 2)
+    """
+    held = np.nan_to_num(np.asarray(held_replicas, float))
+    ready = np.nan_to_num(np.asarray(ready, float))
+    loading = np.clip(held - ready, 0.0, None)
+    became = float(np.clip(np.diff(ready), 0.0, None).sum())
+    if became < 1.0 or not loading.sum() > 0:
+        return None
+    return round(float(loading.sum()) / became, 3), int(round(became))
+
+
+def reaction_steps(rps: np.ndarray, desired: np.ndarray, max_steps: int = 10) -> int | None:
+    """Steps the autoscaler's desired replicas follow the traffic's rises by: the lag (0 to
+    ``max_steps``) of the largest cross-correlation (statsmodels' ``ccf``) between the desired
+    replicas' rises and the traffic's (positive first differences). ``None`` when either never
+    rose or none correlates positively.
+
+    >>> t = np.r_[np.full(10, 10.0), np.full(10, 30.0), np.full(10, 60.0)]
+    >>> reaction_steps(t, np.ceil(np.roll(t, 2) / 10))
+    2
+    """
+    up_t = np.clip(np.diff(np.nan_to_num(np.asarray(rps, float))), 0.0, None)
+    up_d = np.clip(np.diff(np.nan_to_num(np.asarray(desired, float))), 0.0, None)
+    if up_t.size < 3 or not up_d.any() or not up_t.any():
+        return None
+    from statsmodels.tsa.stattools import ccf  # heavy import, only here
+
+    c = ccf(up_d, up_t, adjusted=False, nlags=min(max_steps, up_t.size - 1) + 1)
+    return int(np.argmax(c)) if np.nanmax(c) > 0 else None
 
 
 def gpus_per_replica(own_gpus: np.ndarray, ready: np.ndarray) -> float | None:

@@ -6,8 +6,12 @@
 - :class:`Redactor` takes a set of secrets out of any text, in every form a server may echo
   them in: as given and line-stripped, base64 of any text holding them (so ``Bearer <token>``
   and ``user:<password>`` as a header carries them), hex, URL- or JSON-escaped, reversed, in any
-  case; :meth:`Redactor.snippet` is how a server's own text enters a message (one line, control
-  characters out, bounded, redacted).
+  case, in full-width or other compatibility characters, and each of those spaced out (its letters
+  and digits in order with anything but letters and digits between them: ``g l s a _ T o k``,
+  ``g.l.s.a``, one per line); :meth:`Redactor.snippet` is how a server's own text enters a message
+  (one line, control characters out, bounded, redacted). No redactor knows every encoding a
+  hostile server can invent: where a request carried a secret and the answer is not needed in a
+  message, the message describes the answer instead of quoting it (:mod:`analytics.grafana`).
 
 :mod:`analytics.outbound` (every request) and its callers, live pulls and Grafana, use these only.
 """
@@ -33,6 +37,11 @@ SNIPPET_CHARS = 300
 # A token file is a token, not a document: refuse anything bigger before reading it whole.
 MAX_SECRET_BYTES = 64 << 10
 REDACTED = "[redacted]"
+# A form spaced out is matched by its letters and digits alone, so it needs this many of them: a
+# shorter run would match across ordinary words ("a-b-c" in "a bad cat").
+MIN_SPACED_ALNUM = 8
+# What may stand between two characters of a spaced-out secret: anything but a letter or a digit.
+_GAP = "[^0-9a-z]*"
 # A terminal's escape sequences (colours, cursor moves, title changes), dropped whole.
 _ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
 
@@ -58,6 +67,11 @@ def _forms(secret: str) -> set[str]:
     return forms | {f[::-1] for f in forms}
 
 
+def _skeleton(form: str) -> str:
+    """The ASCII letters and digits of ``form``, in order: what survives its being spaced out."""
+    return "".join(c for c in form if c.isascii() and c.isalnum())
+
+
 class Redactor:
     """Replaces every secret in a text, in every form a server may echo it back, by ``[redacted]``.
 
@@ -78,9 +92,16 @@ class Redactor:
         ordered = sorted((f for f in forms if len(f) >= MIN_REDACTED_LEN), key=len, reverse=True)
         self.longest = len(ordered[0]) if ordered else 0
         self._pattern = re.compile("|".join(map(re.escape, ordered)), re.IGNORECASE) if ordered else None
+        skeletons = sorted({k for f in ordered if len(k := _skeleton(f)) >= MIN_SPACED_ALNUM}, key=len, reverse=True)
+        self._spaced = (re.compile("|".join(_GAP.join(map(re.escape, k)) for k in skeletons), re.IGNORECASE)
+                        if skeletons else None)
 
     def __call__(self, text: str) -> str:
-        return self._pattern.sub(REDACTED, text) if self._pattern else text
+        if self._pattern is None:
+            return text
+        # full-width and other compatibility characters read as the ASCII they stand for
+        text = self._pattern.sub(REDACTED, unicodedata.normalize("NFKC", text))
+        return self._spaced.sub(REDACTED, text) if self._spaced is not None else text
 
     def snippet(self, text: str | bytes, limit: int = SNIPPET_CHARS) -> str:
         """A server's text as a message may quote it: control characters out, secrets redacted,

@@ -1,6 +1,9 @@
 """What a parser writes one source into (:class:`Sink`), what a load reports (:class:`LoadResult`),
 and the checks every source passes on its way in: sample times inside the plausible window,
-a bounded number of services, series keyed once by metric and sorted labels, content hashed.
+a bounded number of services, series keyed once by metric and sorted labels, content hashed,
+and NaN or infinite values counted for the load's note (:meth:`Sink.note`), whichever door they
+came in by: a file, a mapped table, a live pull or the rules' recorded series. They are stored
+as given (Prometheus allows them, and a gauge's NaN is the exporter's), never silently.
 
 :class:`analytics.store.Store` owns the tables and the transaction; this module owns the
 staging a parser sees.
@@ -194,6 +197,8 @@ class Sink:
         self._pending: list[pl.DataFrame] = []  # samples, scanned in place by the merge
         self.requests: list[pl.DataFrame] = []  # a request log's rows (REQUEST_SCHEMA), merged after its source
         self.final_is_view = False  # set by the merge: how stage_final was made, hence how to drop it
+        self.nonfinite = 0  # NaN and infinite sample values staged, and where the first was
+        self.first_nonfinite: str | None = None
 
     def _count_series(self, n: int) -> None:
         self.series_seen += n
@@ -239,9 +244,25 @@ class Sink:
             (pl.int_range(0, n, dtype=pl.Int64) + self._seq).alias("seq"))
         self._seq += n
         self.samples_seen += n
+        self._count_nonfinite(stage_samples_in["value"], locate)
         if self.ordered:
             self._check_order(stage_samples_in)
         self._pending.append(stage_samples_in)
+
+    def _count_nonfinite(self, values: pl.Series, locate: Callable[[int], dict[str, Any]] | None) -> None:
+        odd = (values.is_nan() | values.is_infinite()).fill_null(False)
+        n = int(odd.sum())
+        if n and not self.nonfinite and locate is not None:
+            place = locate(int(odd.arg_true()[0]))
+            self.first_nonfinite = f"line {place['line']}" if "line" in place else place.get("where")
+        self.nonfinite += n
+
+    def note(self) -> str | None:
+        """What the load's note says of the staged values themselves (NaN and infinite ones), or None."""
+        if not self.nonfinite:
+            return None
+        at = f", first at {self.first_nonfinite}" if self.first_nonfinite else ""
+        return f"{self.nonfinite:,} NaN/Inf value(s) stored as the source gave them{at}"
 
     def add_requests(self, frame: pl.DataFrame, *,
                      locate: Callable[[int], dict[str, Any]] | None = None) -> None:

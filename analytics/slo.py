@@ -22,11 +22,13 @@ Light to import (no polars, no analysis): the app's view settings and the CLI's 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from analytics.errors import ConfigError
+from analytics.limits import IngestLimits
 
 if TYPE_CHECKING:
     from analytics.store import Store
@@ -34,6 +36,44 @@ if TYPE_CHECKING:
 # The fallback p99 SLO of a service nothing names (the app's "all services" default too).
 DEFAULT_SLO_MS = 100.0
 ALL = "*"
+# The largest SLO: a latency above a day is a wrong unit, the bound a request log's latency meets too.
+MAX_SLO_MS = float(IngestLimits.max_latency_s * 1000)
+
+
+def check_slo_ms(value: Any, where: str) -> float:
+    """The one rule for a p99 SLO wherever it is given (``--slo-ms``, ``--slo``, ``[slo]``, the
+    sidebar, a link, :class:`analytics.events.EventsConfig`): a positive, finite number of
+    milliseconds, at most :data:`MAX_SLO_MS`.
+
+    Raises :class:`ConfigError` naming ``where`` (the flag, key or setting) and the rule.
+
+    >>> check_slo_ms(250, "--slo-ms")
+    250.0
+    >>> check_slo_ms(float("nan"), "--slo-ms")
+    Traceback (most recent call last):
+    ...
+    analytics.errors.ConfigError: --slo-ms nan: an SLO is a positive, finite number of milliseconds, at most 86,400,000 (a day)
+    """
+    ok = (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+          and 0 < value <= MAX_SLO_MS)
+    if not ok:
+        shown = f"{value:g}" if isinstance(value, float) else repr(value)
+        raise ConfigError(f"{where} {shown}: an SLO is a positive, finite number of milliseconds, "
+                          f"at most {MAX_SLO_MS:,.0f} (a day)")
+    return float(value)
+
+
+def parse_slo_ms(text: str, where: str = "--slo-ms") -> float:
+    """An SLO typed as text (``250``, ``1e3``), checked by :func:`check_slo_ms`.
+
+    >>> parse_slo_ms("1e3")
+    1000.0
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"{where} {str(text)[:80]!r}: write a number of milliseconds, e.g. 250") from None
+    return check_slo_ms(value, where)
 
 
 def slos_from_config(path: str | Path | None) -> dict[str, float]:
@@ -53,14 +93,13 @@ def slos_from_config(path: str | Path | None) -> dict[str, float]:
         raise ConfigError(f"{path}: [slo] must be a table of service = milliseconds")
     out: dict[str, float] = {}
     for service, value in table.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ConfigError(f"{path}: [slo] {service} = {value!r}: write a positive number of milliseconds")
-        out[str(service)] = float(value)
+        out[str(service)] = check_slo_ms(value, f"{path}: [slo] {service} =")
     return out
 
 
 def parse_service_slos(items: Sequence[str] | None, flag: str = "--slo") -> dict[str, float]:
-    """``SERVICE=MS`` items as typed on the command line (repeatable), as a per-service table.
+    """``SERVICE=MS`` items as typed on the command line (repeatable), as a per-service table;
+    each SLO by :func:`check_slo_ms`, a service given twice refused (which one was meant?).
 
     >>> parse_service_slos(["chat-vllm=1000", "image-gen=70000"])
     {'chat-vllm': 1000.0, 'image-gen': 70000.0}
@@ -68,13 +107,13 @@ def parse_service_slos(items: Sequence[str] | None, flag: str = "--slo") -> dict
     out: dict[str, float] = {}
     for item in items or []:
         service, sep, value = str(item).rpartition("=")
-        try:
-            ms = float(value)
-        except ValueError:
-            ms = float("nan")
-        if not sep or not service.strip() or not (ms > 0 and ms != float("inf")):
+        if not sep or not service.strip():
             raise ConfigError(f"{flag} {item!r}: write SERVICE=MILLISECONDS, e.g. {flag} chat-vllm=1000")
-        out[service.strip()] = ms
+        name = service.strip()
+        if name in out:
+            raise ConfigError(f"{flag} {name}: given twice ({name}={out[name]:g} and {item!r}); give each "
+                              "service one SLO")
+        out[name] = parse_slo_ms(value, f"{flag} {name}=")
     return out
 
 

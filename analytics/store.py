@@ -111,7 +111,7 @@ class Store:
                 if self.has_source(hash_):
                     con.execute("ROLLBACK")
                     return _skipped(name, fmt)
-            result = self._merge(name, fmt, hash_, note, sink)
+            result = self._merge(name, fmt, hash_, "; ".join(n for n in (note, sink.note()) if n) or None, sink)
             con.execute(q.STAGE_FINAL_DROP_VIEW if sink.final_is_view else q.STAGE_FINAL_DROP_TABLE)
             con.execute(q.STAGE_DROP)
             con.execute("COMMIT")

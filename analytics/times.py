@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from analytics.errors import ConfigError
+
 
 def iso_utc(ts_ms: int) -> str:
     """Epoch milliseconds as ISO-8601 UTC: seconds, milliseconds only when there are some.
@@ -38,6 +40,19 @@ def iso_utc(ts_ms: int) -> str:
 _EPOCH_S_MAX = 1e11
 _OFFSET = re.compile(r"^\s*(?:now\s*)?([+-])\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+# The instants a typed time may name: the years a calendar (datetime, ISO-8601) holds, 1 to 9999.
+# Beyond them a time is a typo (now+9999999999999999999999d), and the store's 64-bit times refused it
+# with a DuckDB error.
+TIME_MIN_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z
+TIME_MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
+def _in_calendar(ms: float, what: str, text: str) -> int:
+    """``ms`` as an int when a calendar holds it; ConfigError naming ``what`` otherwise."""
+    if not (math.isfinite(ms) and TIME_MIN_MS <= ms <= TIME_MAX_MS):
+        raise ConfigError(f"{what} {text[:80]!r}: no time between the years 1 and 9999; write ISO-8601 "
+                          "(2026-01-05T09:30Z), epoch seconds, now, or now-2h")
+    return int(ms)
 
 
 def parse_time_ms(text: str, *, now_ms: int | None = None, what: str = "time") -> int:
@@ -56,6 +71,10 @@ def parse_time_ms(text: str, *, now_ms: int | None = None, what: str = "time") -
     (3600000, 5400000)
     >>> parse_time_ms("now+1d", now_ms=0)
     86400000
+    >>> parse_time_ms("now+9999999999999999999999d")
+    Traceback (most recent call last):
+    ...
+    analytics.errors.ConfigError: time 'now+9999999999999999999999d': no time between the years 1 and 9999; write ISO-8601 (2026-01-05T09:30Z), epoch seconds, now, or now-2h
     """
     from analytics.errors import ConfigError
 
@@ -67,8 +86,9 @@ def parse_time_ms(text: str, *, now_ms: int | None = None, what: str = "time") -
         m = _OFFSET.match(t)
         if m is None:
             return now
-        ms = round(float(m.group(2)) * _UNIT_MS[m.group(3)])
-        return now + ms if m.group(1) == "+" else now - ms
+        ms = float(m.group(2)) * _UNIT_MS[m.group(3)]
+        return _in_calendar(round(now + ms if m.group(1) == "+" else now - ms) if math.isfinite(ms) else ms,
+                            what, t)
     try:
         num = float(t)
     except ValueError:

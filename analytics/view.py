@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from analytics.errors import ConfigError
-from analytics.slo import ALL, DEFAULT_SLO_MS  # one fallback, shared with the CLI
+from analytics.slo import ALL, DEFAULT_SLO_MS, parse_slo_ms  # one fallback and one rule, shared with the CLI
 from analytics.times import format_span, iso_utc, parse_time_ms
 
 # Where "uploaded files" land when the user has not chosen a DuckDB file of their own.
@@ -74,7 +74,8 @@ def format_slo(slo_ms: Mapping[str, float]) -> str:
 
 
 def parse_slo(text: str) -> dict[str, float]:
-    """Inverse of :func:`format_slo`; raises ``ValueError`` naming the bad part.
+    """Inverse of :func:`format_slo`; raises ``ValueError`` naming the bad part (each SLO by
+    :func:`analytics.slo.check_slo_ms`, the CLI's rule; a service given twice refused).
 
     >>> parse_slo("250,chat-vllm:500")
     {'*': 250.0, 'chat-vllm': 500.0}
@@ -82,13 +83,13 @@ def parse_slo(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, _, value = part.rpartition(":")
+        key = name.strip() or ALL_SERVICES
+        if key in out:
+            raise ValueError(f"SLO {part!r}: {key} is given twice; give each service one SLO")
         try:
-            ms = float(value)
-        except ValueError:
-            raise ValueError(f"SLO {part!r} is not milliseconds (e.g. 250 or chat-vllm:500)") from None
-        if not ms > 0:
-            raise ValueError(f"SLO {part!r} must be a positive number of milliseconds")
-        out[name.strip() or ALL_SERVICES] = ms
+            out[key] = parse_slo_ms(value, "SLO" if key == ALL_SERVICES else f"SLO of {key}")
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
     if not out:
         raise ValueError("SLO is empty")
     return out

@@ -38,6 +38,7 @@ import polars as pl
 import tomli_w
 
 from analytics.errors import ConfigError
+from analytics.patterns import check_go_pattern, compile_pattern
 
 if TYPE_CHECKING:
     from analytics.store import Store
@@ -111,7 +112,14 @@ class Rule:
             raise ConfigError(f"rule {self.name!r}: class {self.cls!r} is not one of {', '.join(CLASSES)}")
         if self.latency_class is not None and self.latency_class not in LATENCY_CLASSES:
             raise ConfigError(f"rule {self.name!r}: latency_class {self.latency_class!r} is not one of A, B, C")
-        self._compiled = {k: user_regex(v, f"rule {self.name!r}: {k}") for k, v in self.match.items()}
+        # Python matches with RE2; the recording rules with Go's regexp: a pattern is taken only
+        # when both read it alike (analytics.patterns), refused here with the rule's name, so a
+        # map that loads or saves also exports.
+        self._compiled = {}
+        for key, pattern in self.match.items():
+            what = f"rule {self.name!r}: {key}"
+            self._compiled[key] = compile_pattern(pattern, what)
+            check_go_pattern(pattern, what)
 
     def matches(self, labels: Mapping[str, str | None]) -> bool:
         for key, rx in self._compiled.items():
@@ -160,35 +168,6 @@ def builtin_rules() -> list[Rule]:
 _LATENCY_BY_CLASS = {"inference": "A", "other": "B", "batch": "C"}
 
 
-def user_regex(pattern: str, what: str, *, ignore_case: bool = True) -> Any:
-    """A pattern from ``tidelens.toml``, compiled with RE2: matching takes linear time whatever
-    the pattern (``(a+)+$`` cannot freeze a server), which Python's ``re`` cannot promise.
-
-    Raises
-    ------
-    ConfigError
-        A pattern RE2 cannot compile (backreferences, lookarounds), with the reason.
-
-    >>> bool(user_regex("chat-.*", "x").fullmatch("CHAT-vllm"))
-    True
-    >>> user_regex("(?=a)b", "rule 'x': pod")
-    Traceback (most recent call last):
-    ...
-    analytics.errors.ConfigError: rule 'x': pod = '(?=a)b' is not a pattern Tidelens accepts (RE2 syntax: no backreferences or lookarounds): invalid perl operator: (?=
-    """
-    import re2
-
-    options = re2.Options()
-    options.log_errors = False
-    options.case_sensitive = not ignore_case
-    try:
-        return re2.compile(pattern, options)
-    except re2.error as exc:
-        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise ConfigError(f"{what} = {pattern!r} is not a pattern Tidelens accepts (RE2 syntax: no "
-                          f"backreferences or lookarounds): {reason}") from None
-
-
 @dataclass
 class AutoscalerRule:
     """The user's word on which service an HPA scales, where its name does not say.
@@ -208,8 +187,8 @@ class AutoscalerRule:
 
     def __post_init__(self) -> None:
         label = self.name or f"autoscaler {self.hpa!r}"
-        self._hpa = user_regex(self.hpa, f"[[autoscaler]] {label}: hpa", ignore_case=False)
-        self._ns = (user_regex(self.namespace, f"[[autoscaler]] {label}: namespace", ignore_case=False)
+        self._hpa = compile_pattern(self.hpa, f"[[autoscaler]] {label}: hpa", ignore_case=False)
+        self._ns = (compile_pattern(self.namespace, f"[[autoscaler]] {label}: namespace", ignore_case=False)
                     if self.namespace is not None else None)
         if not self.service:
             raise ConfigError(f"[[autoscaler]] {label}: say which service it scales (service = \"...\")")

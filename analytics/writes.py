@@ -1,11 +1,14 @@
 """Every change a visitor of the app can make, each checked and recorded here: loading a file,
-pulling from a server, sampling local GPUs, saving a column mapping, changing the workload map.
+pulling from a server, sampling local GPUs, saving a column mapping, recording a change of the
+pool's policy, changing the workload map.
 
 Each function first checks the visitor's role (:func:`analytics.access.require`, raising
 :class:`~analytics.errors.AccessDenied` before anything is opened, written or sent), then does
 the write, then adds a row to the store's audit record (:mod:`analytics.audit`) naming who, what
-and the sources or map digests it changed. The pages call these and nothing else to write: a
-widget a viewer does not see is a courtesy, this is the check.
+and the sources or map digests it changed. The pages call these and nothing else to write
+(``tests/test_access_writes.py`` walks every write widget as each role, and fails on a page that
+opens a store for writing any other way): a widget a viewer does not see is a courtesy, this is
+the check.
 
 Stores are opened through ``open_writer`` (a function returning a context manager of a writable
 :class:`~analytics.store.Store`): the app passes its own, which holds the process-wide store
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from analytics.access import Identity, allows, check_pull, require
 from analytics.audit import last_source_id, record, sources_since
+from analytics.change.record import PolicyChange, record_change
 
 if TYPE_CHECKING:
     from analytics.live.client import AuthConfig
@@ -112,6 +116,21 @@ def save_mapping(who: Identity, open_writer: OpenWriter, text: str, path: Path) 
         record(store, who, "mapping", "saved", path.name,
                sources=[{"name": path.name, "hash": hashlib.sha256(text.encode()).hexdigest(),
                          "status": "saved"}])
+
+
+def record_policy_change(who: Identity, open_writer: OpenWriter, change: PolicyChange) -> PolicyChange:
+    """Record ``change`` in the store's ``changes`` table (:func:`analytics.change.record.record_change`)
+    and in the audit record, in words (``tidelens change add`` and the What-if page).
+
+    Raises :class:`~analytics.errors.AccessDenied` for a visitor who may not (nothing is opened),
+    :class:`~analytics.errors.ConfigError` for a change that is not valid.
+    """
+    require(who, "record_change")
+    change.validate()
+    with open_writer() as store:
+        record_change(store, change)
+        record(store, who, "change", "recorded", change.describe()[:500])
+    return change
 
 
 def save_workload_map(who: Identity, open_writer: OpenWriter, wmap: "WorkloadMap",

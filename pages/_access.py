@@ -1,5 +1,7 @@
 """Who is at this browser tab, as :mod:`analytics.access` decides from what Streamlit knows:
-the connection's peer address, the request's headers, and Streamlit's OIDC sign-in (``st.user``).
+the connection's peer address, the request's headers and cookies (the local operator's among
+them, set by ``serve.py``), Streamlit's OIDC sign-in (``st.user``), and whether a web server
+runs at all (an AppTest run has none).
 
 Pages pass the :func:`identity` into :mod:`analytics.writes`, which checks the role; hiding a
 widget from a viewer here is a courtesy, not the check. :func:`gate` shows the sign-in to a
@@ -9,8 +11,9 @@ visitor with no role and stops the page.
 from __future__ import annotations
 
 import streamlit as st
+from streamlit import config as st_config
 
-from analytics.access import Identity, Request, access_settings, identify
+from analytics.access import Identity, Request, access_settings, identify, operator_secret
 from analytics.errors import ConfigError
 from analytics.text import md
 from pages._store import config_file
@@ -32,11 +35,19 @@ def identity() -> Identity:
         values = ctx.headers.get_all(name)
         if len(values) == 1 and isinstance(values[0], str):  # one given twice is believed for neither
             headers[name] = values[0]
+    cookies = {k: v for k, v in ctx.cookies.items() if isinstance(k, str) and isinstance(v, str)}
     peer = ctx.ip_address  # a string, or None for loopback and for a run without a browser
     user = st.user
-    email = user.get("email") if user.get("is_logged_in") is True else None
+    signed_in = user.get("is_logged_in") is True
+    email = user.get("email") if signed_in else None
+    # Streamlit names its server mode once a server starts in this process, whichever way it was
+    # started; with none (AppTest) no browser can be connected. Not the headers: a session whose
+    # tab just closed has none either. A Streamlit without the attribute counts as served.
+    served = getattr(st_config, "_server_mode", "unknown") is not None
     return identify(settings, Request(peer if isinstance(peer, str) else None, headers,
-                                      email if isinstance(email, str) else None))
+                                      email if isinstance(email, str) else None,
+                                      user.get("email_verified") if signed_in else None,
+                                      cookies, served), operator_secret())
 
 
 def gate() -> Identity:
@@ -55,15 +66,13 @@ def gate() -> Identity:
     elif who.how == "oidc" or _oidc():
         st.info("This Tidelens server is shared: sign in to read it.", icon=":material/lock:")
         if who.who != "anonymous":
-            st.warning(f"{md(who.who)} is signed in but on no list of this server's `[access]`: "
-                       "ask its operator to add you.", icon=":material/person_off:")
+            st.warning(f"{md(who.who)} {who.note}", icon=":material/person_off:")
         st.button("Sign in", key="access_sign_in", type="primary", on_click=st.login)
     else:
         st.info("This Tidelens server is shared: open it through its sign-in address (the "
                 "authenticating proxy) to read it.", icon=":material/lock:")
         if who.who != "anonymous":
-            st.warning(f"{md(who.who)} is signed in but on no list of this server's `[access]`: "
-                       "ask its operator to add you.", icon=":material/person_off:")
+            st.warning(f"{md(who.who)} {who.note}", icon=":material/person_off:")
     st.stop()
     raise AssertionError("unreachable")  # st.stop raises
 

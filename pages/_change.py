@@ -1,6 +1,9 @@
 """The What-if page's *Before and after a change*: record a change (or confirm one Tidelens
 proposes), then set the period before it against the period after, and score the what-if.
 
+Recording goes through :func:`analytics.writes.record_policy_change` (the visitor's role checked,
+the change in the audit record); a visitor who may not record sees why instead of the form.
+
 Widgets and cached calls only: the numbers are :func:`analytics.change.compare.compare_change`'s,
 the words :mod:`analytics.change.report`'s. The basis (the whole span's timelines, events and
 Kueue signals) is built once per store version; dragging the change or the periods cuts it.
@@ -14,12 +17,15 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
+from analytics.access import ACTION_WORDS, Identity, allows
 from analytics.change.compare import CompareConfig
 from analytics.change.record import PolicyChange
 from analytics.errors import TidelensError
 from analytics.fieldhelp import fields_help
 from analytics.text import md
-from pages._store import config_version, load_workload_map, open_store
+from analytics.writes import record_policy_change
+from pages._access import identity
+from pages._store import config_version, load_workload_map, open_store, writer
 from pages._show import choose, show_table
 
 HELP = fields_help(PolicyChange)
@@ -57,12 +63,9 @@ def changes_and_candidates(path: str, version: str, step_s: int, slo_items: tupl
         return recorded, propose_from(store, basis.timelines, step_s, recorded)
 
 
-def _record(path: str, change: PolicyChange) -> None:
-    from analytics.change.record import record_change
-
+def _record(who: Identity, path: str, change: PolicyChange) -> None:
     try:
-        with open_store(path, read_only=False) as store:
-            record_change(store, change)
+        record_policy_change(who, writer(path), change)
     except TidelensError as exc:
         st.error(md(exc), icon=":material/error:")
     else:
@@ -70,7 +73,7 @@ def _record(path: str, change: PolicyChange) -> None:
         st.rerun()
 
 
-def _record_form(path: str) -> None:
+def _record_form(who: Identity, path: str) -> None:
     from analytics.change.record import parse_window
     from analytics.times import parse_time_ms
     from analytics.whatif.policies import POLICIES
@@ -97,7 +100,7 @@ def _record_form(path: str) -> None:
             except TidelensError as exc:
                 st.error(md(exc), icon=":material/error:")
             else:
-                _record(path, change)
+                _record(who, path, change)
 
 
 def change_section(v: Any, src: Any) -> None:
@@ -107,6 +110,8 @@ def change_section(v: Any, src: Any) -> None:
     from analytics.times import iso_utc
 
     args = (src.path, src.version, v.step_s, v.slo_items(), config_version())
+    who = identity()
+    may_record = allows(who, "record_change")
     try:
         recorded, candidates = changes_and_candidates(*args)
     except TidelensError as exc:
@@ -117,10 +122,15 @@ def change_section(v: Any, src: Any) -> None:
         for i, cand in enumerate(candidates):
             row = st.columns([5, 1])
             row[0].markdown(md(f"{cand.change.describe()}: {cand.evidence}" + (" (recorded)" if cand.recorded else "")))
-            if not cand.recorded and row[1].button("Record", key=f"w_change_cand_{i}", icon=":material/check:"):
-                _record(src.path, replace(cand.change, source="a candidate the user confirmed"))
-    with st.popover("Record a change", icon=":material/add:"):
-        _record_form(src.path)
+            if (may_record and not cand.recorded
+                    and row[1].button("Record", key=f"w_change_cand_{i}", icon=":material/check:")):
+                _record(who, src.path, replace(cand.change, source="a candidate the user confirmed"))
+    if may_record:
+        with st.popover("Record a change", icon=":material/add:"):
+            _record_form(who, src.path)
+    else:
+        st.caption(f"{ACTION_WORDS['record_change'].capitalize()} needs the editor role"
+                   f"{f'; you have the {who.role} role' if who.role else ''}.")
     if not recorded:
         st.caption("No change recorded: record one (or confirm a candidate) to compare before with after.")
         return

@@ -17,9 +17,8 @@ import streamlit as st
 from analytics.access import Identity
 from analytics.errors import TidelensError
 from analytics.text import code, md
-from pages._data_upload import writer
 from pages._show import show_table
-from pages._store import load_upload, mapping_file
+from pages._store import load_upload, mapping_file, writer
 
 ss = st.session_state
 

@@ -25,9 +25,9 @@ from analytics.fieldhelp import field_help
 from analytics.text import code, md
 from analytics.times import iso_utc, parse_time_ms
 from analytics.view import STEP_CHOICES_S, ViewSettings, format_step
-from pages._data_upload import offer_switch, seeded, writer
+from pages._data_upload import offer_switch, seeded
 from pages._show import kpi_row, show_table
-from pages._store import config_file
+from pages._store import config_file, writer
 
 ss = st.session_state
 # An environment variable's name, as a shell accepts it: anything else is likely a pasted secret.

@@ -23,14 +23,9 @@ from analytics.text import code, md
 from analytics.times import parse_time_ms
 from analytics.view import ViewSettings
 from pages._show import show_table
-from pages._store import load_uploads, open_store
+from pages._store import load_uploads, writer
 
 ss = st.session_state
-
-
-def writer(target: Path) -> Callable[[], Any]:
-    """The store ``target`` opened for writing under the app's store lock, as analytics.writes takes it."""
-    return lambda: open_store(target, read_only=False)
 
 
 def offer_switch(v: ViewSettings) -> None:
@@ -143,11 +138,11 @@ class _OpenPerLoad:
     load only: a collection runs for minutes, and while the page's store is open for writing no
     other session of the app can read it (one process-wide lock, see ``pages/_store.py``)."""
 
-    def __init__(self, path: Any) -> None:
-        self.path = path
+    def __init__(self, open_writer: Callable[[], Any]) -> None:
+        self.open_writer = open_writer
 
     def load(self, *args: Any, **kwargs: Any) -> Any:
-        with open_store(self.path, read_only=False) as store:
+        with self.open_writer() as store:
             return store.load(*args, **kwargs)
 
 
@@ -162,7 +157,8 @@ def _run_collect(cfg: Any, collect: Callable[..., Any], v: ViewSettings, target:
     from analytics.writes import collect as guarded_collect
 
     try:
-        results = guarded_collect(who, writer(target), lambda: collect(_OpenPerLoad(target), cfg, progress=progress))
+        results = guarded_collect(who, writer(target),
+                                  lambda: collect(_OpenPerLoad(writer(target)), cfg, progress=progress))
     except TidelensError as exc:
         outcome = {"error": str(exc), "sources": []}
     except duckdb.Error as exc:

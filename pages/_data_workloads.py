@@ -17,9 +17,8 @@ from analytics.text import md, safe_table
 from analytics.view import apply_workload_edits
 from analytics.workloads import CLASSES, map_to_dict
 from pages._caches import cached_workloads
-from pages._data_upload import writer
 from pages._show import show_table
-from pages._store import config_file, config_version, load_workload_map
+from pages._store import config_file, config_version, load_workload_map, writer
 
 
 def workload_section(src: Any, target: Path, who: Identity) -> None:

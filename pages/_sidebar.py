@@ -21,6 +21,7 @@ import streamlit as st
 from analytics.errors import ConfigError, StoreBusyError, StoreFileError
 from analytics.text import code, md
 from analytics.times import from_local_naive, local_naive
+from analytics.slo import MAX_SLO_MS
 from analytics.view import (ALL_SERVICES, DEFAULT_SLO_MS, SOURCE_KINDS, STEP_CHOICES_S,
                             ViewSettings, format_slo, format_step, help_of, parse_query_params,
                             parse_slo)
@@ -310,7 +311,8 @@ def _settings_widgets() -> tuple[ViewSettings, DataSource]:
     draft = ViewSettings(source=source, db_path=(db or None) if source == "duckdb" else None)
     src = resolve_source(draft)
     start_ms, end_ms = _range_slider(src, tz, step_s)
-    slo_all = st.number_input("p99 SLO (ms), services without their own", min_value=0.1, step=10.0,
+    slo_all = st.number_input("p99 SLO (ms), services without their own", min_value=0.1, max_value=MAX_SLO_MS,
+                              step=10.0,
                               key="v_slo", help=help_of("slo_ms") + " A service's own SLO comes from the "
                               "per-service setting below, else tidelens.toml's [slo], else the store.")
     slo_text = st.text_input("Per-service SLOs (ms)", key="v_slo_per",

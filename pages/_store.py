@@ -10,10 +10,10 @@ Stores are opened read-only for reading and closed at once.
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from analytics.config import config_location
 from analytics.data_dir import data_dir
@@ -131,6 +131,13 @@ def open_store(path: str | Path, *, read_only: bool = True) -> Iterator[Store]:
             store.close()
 
 
+def writer(target: str | Path) -> Callable[[], AbstractContextManager[Store]]:
+    """The store ``target`` opened for writing under the app's store lock, as
+    :mod:`analytics.writes` takes it (``open_writer``): the only way a page opens a store to write,
+    and only to hand it to those checked writes (``tests/test_access_writes.py`` scans for others)."""
+    return lambda: open_store(target, read_only=False)
+
+
 def mapping_file(target: Path) -> Path:
     """Where the Data page keeps a store's column mapping: beside it, so a re-load reuses it."""
     return target.with_name(target.name + ".columns.toml")
@@ -196,8 +203,7 @@ def load_uploads(target: Path, name: str, data: bytes, at_ms: int | None, column
     if why is not None:
         return [UploadOutcome(name, "skipped", message=f"not a data file ({why})")]
     try:
-        results = checked_load(who, lambda: open_store(target, read_only=False), name, data,
-                               at_ms=at_ms, columns=columns)
+        results = checked_load(who, writer(target), name, data, at_ms=at_ms, columns=columns)
     except TidelensError as exc:
         return [UploadOutcome(name, "failed", message=str(exc))]
     except Exception as exc:  # noqa: BLE001 - a parser bug must not take the page down

@@ -12,7 +12,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from analytics.access import ENABLE_EDITING, allows
+from analytics.access import ENABLE_EDITING, NO_OPERATOR_LINK, allows
 from analytics.charts.data import coverage_figure, inventory_figure
 from analytics.errors import ConfigError
 from analytics.overview import label_inventory
@@ -46,7 +46,7 @@ except ConfigError as exc:  # a store path outside the data folder: say so, crea
 # Said above the tabs: the click that stopped a pull may have been on another tab.
 if not allows(who, "load"):
     # A viewer gets no upload, pull or collect form; the library refuses them anyway.
-    st.info(ENABLE_EDITING if who.note == ENABLE_EDITING else
+    st.info(who.note if who.note in (ENABLE_EDITING, NO_OPERATOR_LINK) else
             (f"You are signed in as {md(who.who)}" if who.how in ("oidc", "header") else "You are not signed in")
             + f" with the {who.role} role: you can read every page and "
             f"export, but loading data and pulls need the editor role (ask the operator: `[access] "

@@ -157,8 +157,11 @@ if evidence_tab.open:
             "free_gpus_when_asked", "asked_at", "desired_replicas_source", "desired_replicas_at_start",
             "ready_replicas_at_start",
             "desired_replicas_at_peak", "ready_replicas_at_peak", "replicas_without_batch_at_peak",
-            "warmup_min", "traffic_rps_at_peak", "traffic_norm_rps_at_peak", "traffic_above_band_share",
+            "warmup_min", "warmup_source", "autoscaler_reaction", "scale_up_min_without_batch",
+            "traffic_rps_at_peak", "traffic_norm_rps_at_peak", "traffic_above_band_share", "traffic_surge_min",
             "p99_observed_ms_at_peak", "p99_load_explained_ms_at_peak")}
+        if e.get("surge_check"):
+            facts["surge against the store's own surges without batch"] = e["surge_check"]["says"]
         facts.update({f"counterfactual: {k_}": v_
                       for k_, v_ in (e.get("counterfactual_p99_ms_at_peak") or {}).items()})
         st.markdown("**Evidence**")

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from analytics.access import (ENABLE_EDITING, LOCAL_OPERATOR, AccessSettings, Identity, Request,
-                              access_settings, check_pull, identify)
+from analytics.access import (ENABLE_EDITING, LOCAL_OPERATOR, NO_OPERATOR_LINK, NOT_AS_WRITTEN, UNVERIFIED,
+                              AccessSettings, Identity, OperatorSecret, Request, access_settings, check_pull,
+                              identify)
 from analytics.errors import AccessDenied, ConfigError
 from analytics.store import Store
 
@@ -27,13 +28,59 @@ EDITOR = Identity("ed", "editor", "header")
 ADMIN = Identity("root", "admin", "header")
 
 
-def test_without_access_only_a_local_browser_is_the_operator() -> None:
-    assert identify(None, Request(None)) == LOCAL_OPERATOR  # make run, opened on the machine
-    remote = identify(None, Request("192.0.2.7"))
-    assert remote.role == "viewer" and remote.note == ENABLE_EDITING
-    # A proxy on the same machine: loopback peer, but it forwarded the request.
-    assert identify(None, Request(None, {"X-Forwarded-For": "192.0.2.7"})).role == "viewer"
-    assert identify(None, Request(None, {"x-forwarded-email": "root"})).role == "viewer"
+def test_without_access_only_the_holder_of_the_secret_is_the_operator() -> None:
+    secret = OperatorSecret.new()
+    proof = {"tidelens_operator_8501": secret.cookie_value}
+    assert identify(None, Request("192.0.2.7", cookies=proof), secret) == LOCAL_OPERATOR  # from anywhere
+    # From the server's own machine, header or not (a plain proxy_pass adds none), without the
+    # cookie: a viewer, told how to enable editing.
+    for request in (Request(None), Request(None, {"X-Forwarded-For": "192.0.2.7"}), Request("192.0.2.7")):
+        who = identify(None, request, secret)
+        assert (who.role, who.note) == ("viewer", ENABLE_EDITING)
+    # Another server's cookie, a forged one, the token itself as the cookie: a viewer.
+    for cookies in ({"tidelens_operator_8501": OperatorSecret.new().cookie_value},
+                    {"tidelens_operator": secret.cookie_value[:-1] + ("1" if secret.cookie_value[-1] == "0" else "0")},
+                    {"tidelens_operator": secret.token},
+                    {"other": secret.cookie_value}):
+        assert identify(None, Request(None, cookies=cookies), secret).role == "viewer"
+    # A server that printed no token (streamlit run app.py): nobody is the operator, and it says why.
+    assert identify(None, Request(None, cookies=proof)).note == NO_OPERATOR_LINK
+    # A run no web server asked for (AppTest) is its runner's, as a command is.
+    assert identify(None, Request(None, served=False)) == LOCAL_OPERATOR
+    # With [access], roles come from the sign-in alone.
+    assert identify(HEADER, Request(None, cookies=proof, served=False), secret).role is None
+
+
+def test_the_operator_secret_is_never_shown_and_a_weak_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = OperatorSecret("t" * 32)
+    assert secret.admits_token("t" * 32) and not secret.admits_token("t" * 31) and not secret.admits_token("")
+    assert "t" * 32 not in repr(secret) and secret.token not in secret.cookie_value
+    for weak in ("short", "t" * 31 + "!", "t" * 32 + "\u212a"):
+        with pytest.raises(ConfigError, match="TIDELENS_TOKEN: the operator's token must be at least 32"):
+            OperatorSecret(weak)
+
+
+@pytest.mark.parametrize("name", ["\u212aate@example.com", "\u212aATE@EXAMPLE.COM", "\uff4bate@example.com",
+                                  "\ufb01@example.com"])
+def test_a_name_is_matched_as_the_provider_wrote_it(name: str) -> None:
+    """Kelvin sign, full-width k, a ligature: names that a Unicode fold turns into another person's."""
+    settings = AccessSettings(sign_in="header", trusted_proxies=("127.0.0.2",), admins=("kate@example.com", "fi@example.com"),
+                              editors=("*@example.com",))
+    who = identify(settings, Request("127.0.0.2", {"X-Forwarded-Email": name}))
+    assert (who.who, who.role, who.note) == (name, None, NOT_AS_WRITTEN)
+    # ASCII case is still folded: e-mail addresses are matched case-insensitively.
+    assert identify(settings, Request("127.0.0.2", {"X-Forwarded-Email": "KATE@Example.com"})).role == "admin"
+    # A Turkish dotted capital I is not an i.
+    assert identify(settings, Request("127.0.0.2", {"X-Forwarded-Email": "f\u0130@example.com"})).role == "editor"
+
+
+def test_an_unverified_oidc_email_gets_no_role() -> None:
+    oidc = AccessSettings(sign_in="oidc", admins=("ops@example.com",))
+    for claim in (False, "false", "False", 0, "no"):
+        who = identify(oidc, Request(None, {}, "ops@example.com", claim))
+        assert (who.who, who.role, who.note) == ("ops@example.com", None, UNVERIFIED), claim
+    for claim in (True, "true", None):  # None: the provider says nothing (Microsoft Entra)
+        assert identify(oidc, Request(None, {}, "ops@example.com", claim)).role == "admin", claim
 
 
 def test_a_user_header_counts_only_from_a_trusted_proxy() -> None:
@@ -192,10 +239,13 @@ def test_commands_record_their_loads_too(tmp_path: Path, capsys: pytest.CaptureF
     db = tmp_path / "s.duckdb"
     for _ in range(2):  # the second load changes nothing and records nothing
         assert main(["ingest", "--db", str(db), str(tmp_path / "a.prom")]) == 0
+    # A change of the pool's policy takes the app's one write path, and is in the record too.
+    assert main(["change", "add", "--db", str(db), "--at", "2025-11-28T09:00Z", "--policy", "tidal"]) == 0
     with Store(db, read_only=True) as st:
-        [row] = audit_dicts(st)
+        change, row = audit_dicts(st)
     assert row["who"].endswith("(command line)") and (row["action"], row["outcome"]) == ("load", "loaded")
     assert row["sources"][0]["name"].endswith("a.prom")
+    assert (change["who"], change["action"], change["what"]) == (row["who"], "change", "tidal from 2025-11-28T09:00:00Z")
 
 
 def test_a_store_with_a_foreign_audit_table_is_refused(tmp_path: Path) -> None:

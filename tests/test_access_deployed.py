@@ -46,7 +46,9 @@ editors = ["ed"]
 [live]
 servers = ["http://169.254.169.254", "http://prom.internal:9090"]
 """
-NGINX_CONF = """daemon off;
+# What every test's nginx runs with: as this user, no master process, its files in the test's
+# folder, Streamlit's websocket upgrade mapped; the server block is the test's.
+NGINX_HEAD = """daemon off;
 master_process off;
 pid {tmp}/nginx.pid;
 error_log {tmp}/nginx-error.log warn;
@@ -58,8 +60,9 @@ http {{
   fastcgi_temp_path {tmp}/nginx-fcgi;
   uwsgi_temp_path {tmp}/nginx-uwsgi;
   scgi_temp_path {tmp}/nginx-scgi;
-  client_max_body_size 64m;
   map $http_upgrade $connection_upgrade {{ default upgrade; '' close; }}
+"""
+NGINX_CONF = NGINX_HEAD + """  client_max_body_size 64m;
   server {{
     listen 127.0.0.1:{port};
     auth_basic "Tidelens";
@@ -89,6 +92,20 @@ def _need_tools() -> None:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message)
         pytest.skip(message)
+
+
+def start_nginx(tmp: Path) -> subprocess.Popen:
+    """nginx on ``tmp/nginx.conf``, its files in ``tmp``."""
+    return subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(tmp / "nginx.conf"), "-e", str(tmp / "nginx-error.log")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def stop_nginx(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def _wait_proxy(url: str, proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
@@ -126,19 +143,14 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     uploads = tmp / "uploads.duckdb"
     app = start_app({"TIDELENS_UPLOADS_DB": str(uploads), "TIDELENS_CONFIG": str(tmp / "tidelens.toml"),
                      "TIDELENS_DATA_DIR": str(tmp), "TIDELENS_PREFETCH": "0"}, app_port, log=tmp / "server.log")
-    proxy = subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(tmp / "nginx.conf"), "-e", str(tmp / "nginx-error.log")],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proxy = start_nginx(tmp)
     try:
         wait_healthy(f"http://127.0.0.1:{app_port}", app)
         _wait_proxy(f"http://127.0.0.1:{port}", proxy)
         yield {"proxy": f"http://127.0.0.1:{port}", "direct": f"http://127.0.0.1:{app_port}", "tmp": tmp,
                "uploads": uploads}
     finally:
-        proxy.terminate()
-        try:
-            proxy.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proxy.kill()
+        stop_nginx(proxy)
         stop_app(app)
 
 

@@ -25,6 +25,9 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SCREENSHOTS = ROOT / "tests" / "artifacts" / "screenshots"  # kept out of git; the README shows bench/app.py's shots of the sample
+# The token the test servers print (serve.py): a tab that opened it is the local operator, as the
+# person who ran ``make run`` is (tests/test_access_operator.py shows the rule).
+OPERATOR_TOKEN = "browser-tests-local-operator-token-0123456789"
 # Script state the frontend puts on the app root: "notRunning" once a run has finished.
 APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 # "Idle" alone is not "done": the root reads notRunning before the first run starts, and the
@@ -234,8 +237,15 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 60.0) -> N
     raise TimeoutError(f"streamlit did not answer at {url}: {last}")
 
 
+def as_operator(page, base: str) -> None:
+    """Make ``page``'s browser context the local operator of the server at ``base``: the address
+    with the token it printed, answered with a cookie (its health check's, the cheapest)."""
+    page.goto(f"{base}/_stcore/health?token={OPERATOR_TOKEN}")
+
+
 def start_app(env_extra: dict[str, str], port: int, log: Path | None = None) -> subprocess.Popen:
-    env = {**os.environ, "TIDELENS_PREFETCH": "1", **env_extra, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "TIDELENS_PREFETCH": "1", "TIDELENS_TOKEN": OPERATOR_TOKEN, **env_extra,
+           "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "serve.py"), "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true",
            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
@@ -302,6 +312,7 @@ def test_every_page_in_chromium(app_url: tuple[str, str, Path]) -> None:
             # Tall enough for a whole page: Streamlit scrolls inside the app, so full_page cannot.
             # A browser outside UTC (issue 17: times must not depend on the server's or browser's zone).
             page = browser.new_page(viewport={"width": 1600, "height": 1800}, timezone_id="America/New_York")
+            as_operator(page, base)
             # The server's first request is a deep link to a page other than the default: it
             # opens that page, with the link's settings, under the app's own navigation (not
             # Streamlit's listing of every file in pages/).
@@ -412,6 +423,7 @@ def test_a_story_of_days_fits_a_projector(app_url: tuple[str, str, Path], tmp_pa
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 720})
+            as_operator(page, base)
             for size in ((1280, 720), (1600, 1000)):
                 page.set_viewport_size({"width": size[0], "height": size[1]})
                 for path in ("events", "whatif", "chargeback"):

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from test_browser import (CHROMIUM, CHROMIUM_ARGS, _need_browser, free_port, open_page, registered_pages,
-                          start_app, stop_app, wait_healthy, wait_settled)
+from test_browser import (CHROMIUM, CHROMIUM_ARGS, _need_browser, as_operator, free_port, open_page,
+                          registered_pages, start_app, stop_app, wait_healthy, wait_settled)
 from analytics.text import visible
 from test_hostile_labels import FORMULA, RTL, SERVICE, TEAM, hostile_scrapes
 
@@ -59,6 +59,7 @@ def test_every_page_keeps_hostile_labels_as_text(hostile_app) -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 1800})
+            as_operator(page, base)
 
             def _note(request) -> None:
                 u = request.url

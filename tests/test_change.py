@@ -19,6 +19,7 @@ from analytics.change.compare import CompareConfig, compare_change
 from analytics.change.record import PolicyChange, list_changes, record_change
 from analytics.change.report import DAY_RANGE_LABEL
 from analytics.cli import main
+from analytics.errors import ConfigError
 from analytics.sample import load_into, simulate, truth
 from analytics.sample.cluster import PoolChange
 from analytics.slo import resolve_slos
@@ -301,3 +302,12 @@ def test_a_weekend_without_the_nightly_run_is_not_where_batch_stopped_overlappin
     assert "before the ramp on 4 of them" in c.evidence
     # batch that only stops running at night (a partitioned pool's quiet end of the run) is no tidal pool
     assert _ramp_stop(*_days_of_batch([overlapping] * 5 + [afternoon] * 4), step_s=60) is None
+
+
+def test_compare_refuses_a_service_the_store_does_not_have_naming_those_it_has(tidal):
+    """``--service`` naming no service of the store: refused with the services there (it compared
+    0 minutes against 0 before); ``tidelens change compare`` prints it (as JSON with ``--json``)."""
+    _path, tr, basis = tidal
+    with pytest.raises(ConfigError, match=r"^--service 'no-such-service': no such service in the store; "
+                                          r"its services: .*recommender"):
+        compare_change(basis, tr["change"]["at_ms"], CompareConfig(service="no-such-service"))

@@ -33,6 +33,9 @@ def test_relative_and_absolute_paths_inside_are_accepted(folder: Path) -> None:
     ("notes.txt", "does not end in .duckdb"),
     ("new/sub/x.duckdb", "does not exist"),
     ("a\x00.duckdb", "NUL byte"),
+    ("a" * 5000 + ".duckdb", "'… (5,007 characters) is longer than the file system takes"),  # issue 50, 7
+    ("/".join(["b" * 200] * 30) + ".duckdb", "is longer than the file system takes"),
+    ("c" * 236 + ".duckdb", "leaving room for the files kept beside a store"),  # its .columns.toml: 256 bytes
 ])
 def test_paths_outside_or_odd_are_refused_with_the_folder_named(folder: Path, raw: str,
                                                                 words: str) -> None:
@@ -91,6 +94,14 @@ def test_a_link_to_a_store_elsewhere_is_refused_and_creates_nothing(monkeypatch,
     assert not (tmp_path / "elsewhere").exists()
     # No upload widget is offered for a refused target.
     assert not at.get("file_uploader")
+
+
+def test_a_link_with_an_overlong_store_name_is_refused_in_words(monkeypatch, tmp_path) -> None:
+    """Issue 50, 7: a 5,000-character ``?db=`` was ``[Errno 36] File name too long`` as an exception."""
+    at = _page(monkeypatch, tmp_path, "pages/data.py", "x" * 5000 + ".duckdb")
+    errors = " ".join(shown(e.value) for e in at.error)
+    assert "is longer than the file system takes" in errors and "(5,007 characters)" in errors, errors
+    assert len(errors) < 1000 and not at.get("file_uploader")
 
 
 def test_overview_says_why_a_store_elsewhere_is_not_opened(monkeypatch, tmp_path) -> None:

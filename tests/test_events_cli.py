@@ -62,8 +62,8 @@ def test_events_slo_flag_and_incidents(sample_db, capsys, tmp_path):
     assert hit["misattributed"] is True
     assert hit["evidence"]["incident"]["recorded_cause"] == "user behaviour (noisy morning)"
     assert hit["evidence"]["incident"]["extra"] == {"ticket": "INC-42"}
-    # A huge SLO leaves nothing to find.
-    assert _events(capsys, "--db", str(db), "--config", str(cfg), "--slo-ms", "1e9") == []
+    # The largest SLO (a day) leaves nothing to find.
+    assert _events(capsys, "--db", str(db), "--config", str(cfg), "--slo-ms", "8.64e7") == []
 
 
 def test_one_services_slo_on_the_command_line(sample_db, capsys):
@@ -74,11 +74,11 @@ def test_one_services_slo_on_the_command_line(sample_db, capsys):
     services = sorted({e["service"] for e in evs})
     assert len(services) == 2
     quiet, other = services
-    only = _events(capsys, "--db", str(db), "--config", str(cfg), "--slo", f"{quiet}=1e9")
+    only = _events(capsys, "--db", str(db), "--config", str(cfg), "--slo", f"{quiet}=8.64e7")
     assert {e["service"] for e in only} == {other}
     assert [e["id"] for e in only] == [e["id"] for e in evs if e["service"] == other]
-    # over --slo-ms: every service at 1e9 but the one named
-    named = _events(capsys, "--db", str(db), "--config", str(cfg), "--slo-ms", "1e9", "--slo",
+    # over --slo-ms: every service at a day (the largest SLO) but the one named
+    named = _events(capsys, "--db", str(db), "--config", str(cfg), "--slo-ms", "8.64e7", "--slo",
                     f"{other}={next(e for e in evs if e['service'] == other)['evidence']['slo_ms']}")
     assert {e["service"] for e in named} == {other}
     assert main(["events", "--db", str(db), "--slo", "chat-vllm"]) == 2

@@ -27,14 +27,17 @@ pytestmark = pytest.mark.slow
 def cause_disagrees(ev, cfg: EventsConfig) -> str | None:
     """Why ``ev``'s cause contradicts its own shares (None when it does not).
 
-    A factor is material at ``cfg.mixed_share``: ``mixed`` needs both material; a single cause
-    needs its share the larger, the two explaining at least ``cfg.explained_share``, and the other
-    not material as well; ``unexplained`` needs the two below ``explained_share``; ``scaling_lag``
-    needs neither material and the replicas the autoscaler wanted to have been faster at the peak
-    than the ones it got. Only batch contention is ever misattributed.
+    A factor is material at ``cfg.mixed_share``, or at ``cfg.compound_share`` where traffic surged
+    (stayed above its band ``min_duration_min`` in a row): ``mixed`` needs both material; a single
+    cause needs its share the larger, the two explaining at least ``cfg.explained_share``, and the
+    other not material as well; ``unexplained`` needs the two below ``explained_share``;
+    ``scaling_lag`` needs neither material and the replicas the autoscaler wanted to have been
+    faster at the peak than the ones it got. Only batch contention is ever misattributed.
     """
     b, t = ev.shares["batch_contention"], ev.shares["traffic_surge"]
-    m, x = cfg.mixed_share, cfg.explained_share
+    x = cfg.explained_share
+    m = (cfg.compound_share if (ev.evidence["traffic_surge_min"] or 0) >= cfg.min_duration_min
+         else cfg.mixed_share)
     ok = {"mixed": b >= m and t >= m,
           "batch_contention": b >= t and b + t >= x and t < m,
           "traffic_surge": t > b and b + t >= x and b < m,

@@ -86,12 +86,17 @@ MAPPINGS: dict[str, tuple[str, str]] = {
     "values_integers.toml": ("[values] columns", "a string or a list of strings"),
     "requests_empty_service.toml": ("[requests] service_name", "is empty"),
 }
-SMALL_LIMITS = {"TIDELENS_MAX_LINE_BYTES": str(1 << 20), "TIDELENS_MAX_SERIES_PER_SOURCE": "5000"}
+SMALL_LIMITS = {"TIDELENS_MAX_LINE_BYTES": str(1 << 20), "TIDELENS_MAX_SERIES_PER_SOURCE": "5000",
+                "TIDELENS_MAX_ARCHIVE_MEMBERS": "1000"}
 # the built cases (make_doors.big_cases at scale 0) -> place, words
 BIG = {"one_huge_line.lp": (2, "a line longer than 1,048,576 bytes"),
        "three_million_columns.csv": (1, "a header of 20,000 columns, more than 10,000"),
        "many_series.json": ("series", "10,000 series"),
-       "request_log_long_line.csv": (3, "a line longer than 1,048,576 bytes")}
+       "request_log_long_line.csv": (3, "a line longer than 1,048,576 bytes"),
+       "one_line_many_fields.lp": (1, "20,000 fields in one line, more than 10,000"),
+       "sparse_1GiB.tar.gz": ("!zeros.prom", "counted in the bytes they unpack to"),
+       "many_members.zip": (None, "more than 1,000 entries (files, folders and links) in one archive: refused "
+                                  "before any member is read")}
 
 
 @pytest.fixture(autouse=True)
@@ -115,6 +120,8 @@ def _state(store: Store) -> tuple:
 def _placed(message: str, name: str, place: int | str | None) -> bool:
     if isinstance(place, int):
         return re.search(rf"{re.escape(name)}:{place}(:| at )", message) is not None
+    if isinstance(place, str) and place.startswith("!"):  # an archive's member
+        return f"{name}{place}:" in message
     if isinstance(place, str):
         return f"{name} at {place}:" in message
     return name in message
@@ -254,11 +261,14 @@ def test_the_big_cases_are_refused_at_their_limit(tmp_path, monkeypatch) -> None
     for k, v in SMALL_LIMITS.items():
         monkeypatch.setenv(k, v)
     db = tmp_path / "b.duckdb"
+    proc = _cli(db, *map(str, built.values()), env=SMALL_LIMITS)  # one process: each case its own line
+    assert proc.returncode == 1, proc.stderr
+    said = {p: [ln for ln in proc.stderr.splitlines() if ln.startswith(f"tidelens: {p}")] for p in built.values()}
     for path in built.values():
         place, words = BIG[path.name]
-        proc = _cli(db, str(path), env=SMALL_LIMITS)
-        _clean(proc.stderr)
-        assert proc.returncode == 1 and words in proc.stderr and _placed(proc.stderr, str(path), place), proc.stderr
+        [line] = said[path]
+        _clean(line)
+        assert words in line and _placed(line, str(path), place), line
         out = load_upload(tmp_path / "up.duckdb", path.name, path.read_bytes(), None)
         _clean(out.message)
         assert out.status == "failed" and words in out.message and _placed(out.message, path.name, place), out

@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from analytics.ingest import ingest_path
+from analytics.ingest.archives import zip_entries
 from analytics.store import TIME_WINDOW_ENV, Store
+from pages._store import load_uploads
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -173,3 +176,84 @@ def test_a_plain_gzip_csv_is_still_one_source(tmp_path):
 
     [out] = load_uploads(tmp_path / "u.duckdb", "a.prom.gz", gzip.compress(_prom("a")), None)
     assert out.file == "a.prom.gz" and out.status == "loaded"
+
+
+# -- issue 50, deliverable 6: entries counted, names in any bytes (the 1 GiB sparse member: the big
+# cases of tests/test_hostile_doors.py) --
+
+def test_a_zip_past_the_entry_limit_is_refused_on_its_directory_before_any_member(tmp_path, monkeypatch):
+    monkeypatch.setenv("TIDELENS_MAX_ARCHIVE_MEMBERS", "3")
+    db = tmp_path / "u.duckdb"
+    outs = load_uploads(db, "three.zip", _zip({f"m{i}.prom": _prom(f"m{i}") for i in range(3)}), None)
+    assert [o.status for o in outs] == ["loaded"] * 3, outs
+    before = _state(db)
+    [out] = load_uploads(db, "many.zip", _zip({f"n{i}.prom": _prom(f"n{i}") for i in range(4)}), None)
+    assert out.status == "failed" and out.file == "many.zip", out
+    assert "more than 3 entries" in out.message and "TIDELENS_MAX_ARCHIVE_MEMBERS" in out.message, out
+    assert "before any member is read" in out.message
+    assert _state(db) == before  # no member loaded, not even the first
+
+
+def test_a_tar_past_the_entry_limit_stops_at_the_entry_past_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("TIDELENS_MAX_ARCHIVE_MEMBERS", "3")
+    outs = load_uploads(tmp_path / "u.duckdb", "many.tar",
+                        _tar({f"m{i}.prom": _prom(f"m{i}") for i in range(5)}, gz=False), None)
+    assert [o.status for o in outs] == ["loaded"] * 3 + ["failed"], outs
+    assert "more than 3 entries" in outs[-1].message and "the members before it stay loaded" in outs[-1].message
+
+
+def _zip64_lying_and_prefixed(monkeypatch) -> dict[str, bytes]:
+    """Zips whose directory a naive reader would miscount: a comment after the end record, bytes
+    before the archive (a self-extractor), a zip64 end record, an end record claiming 1 entry."""
+    members = {f"d/m{i}.prom": _prom(f"m{i}") for i in range(9)}
+    plain = _zip(members)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.comment = b"a comment after the end record"
+        for k, v in members.items():
+            zf.writestr(k, v)
+    commented = buf.getvalue()
+    with monkeypatch.context() as m:
+        m.setattr(zipfile, "ZIP_FILECOUNT_LIMIT", 4)  # past it, zipfile writes the zip64 end records
+        zip64 = _zip(members)
+    assert b"PK\x06\x06" in zip64 and b"PK\x06\x06" not in plain
+    at = plain.rfind(b"PK\x05\x06")
+    lying = plain[:at + 8] + (1).to_bytes(2, "little") * 2 + plain[at + 12:]  # entries: 1 (this disk, total)
+    return {"plain": plain, "commented": commented, "zip64": zip64, "prefixed": b"#!/bin/sh\nexit 0\n" + plain,
+            "lying": lying, "empty": _zip({})}
+
+
+def test_the_zip_entry_count_walks_the_directory_as_zipfile_does(monkeypatch):
+    for kind, data in _zip64_lying_and_prefixed(monkeypatch).items():
+        raw = io.BytesIO(data)
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            expected = len(zf.infolist())
+        assert zip_entries(raw, 10**6) == expected, kind
+        assert raw.tell() == 0
+        assert zip_entries(raw, 3) == min(expected, 4), kind  # stops one past the most asked for
+
+
+def test_member_and_file_names_in_any_bytes_load_or_are_refused_in_words(tmp_path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT, encoding="latin-1") as tf:
+        info = tarfile.TarInfo("caf\xe9.prom")  # written as the byte 0xe9: not UTF-8
+        info.size = len(_prom("tar"))
+        tf.addfile(info, io.BytesIO(_prom("tar")))
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "latin.tar").write_bytes(buf.getvalue())
+    with open(os.path.join(os.fsencode(folder), b"na\xefve.prom"), "wb") as fh:  # a file name not UTF-8
+        fh.write(_prom("file"))
+    with Store(tmp_path / "t.duckdb") as st:
+        by = {r.name: r for r in ingest_path(st, folder)}
+        assert by[f"{folder}/latin.tar!caf\\xe9.prom"].status == "loaded", by
+        assert by[f"{folder}/na\\xefve.prom"].status == "loaded", by
+        names = set(st.sources()["name"])
+    assert {f"{folder}/latin.tar!caf\\xe9.prom", f"{folder}/na\\xefve.prom"} <= names
+    # a zip that flags a name as UTF-8 when it is not: zipfile cannot read its directory
+    data = bytearray(_zip({"cafX.prom": _prom("zip")}).replace(b"cafX", b"caf\xe9"))
+    for sig, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        i = data.find(sig) + flags_at
+        data[i:i + 2] = (int.from_bytes(data[i:i + 2], "little") | 0x800).to_bytes(2, "little")
+    [out] = load_uploads(tmp_path / "u.duckdb", "names.zip", bytes(data), None)
+    assert out.status == "failed" and "a member's name is flagged UTF-8 but is not" in out.message, out

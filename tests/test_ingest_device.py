@@ -122,3 +122,21 @@ def test_the_data_page_form_offers_one_gpu_per_pod(tmp_path, monkeypatch) -> Non
     assert load_mapping(db.with_name("mine.duckdb.columns.toml")).device_per == "pod"
     with Store(db, read_only=True) as st:
         assert st.query("SELECT count(DISTINCT uuid) AS n FROM series")["n"][0] == len(PODS)
+
+
+def test_device_columns_never_collapse_two_gpus_into_one_key(store, tmp_path) -> None:
+    """Issue 50, 7: node ``a/b`` GPU ``c`` and node ``a`` GPU ``b/c`` were one GPU ``a/b/c``. Each value
+    is percent-encoded before the join; urllib's unquote reads every part back."""
+    from urllib.parse import unquote
+
+    nodes_gpus = [("a/b", "c"), ("a", "b/c"), ("a%2Fb", "c"), ("a", "%"), ("a", "%25"), ("", "x"), ("x", "")]
+    rows = [f"{T0 + 60 * m},10.1.0.{i},{10 + i},{node},{gpu}" for m in range(3)
+            for i, (node, gpu) in enumerate(nodes_gpus)]
+    table = ("timestamp_anon,container_ip,duty_cycle,node,gpu_index\n" + "\n".join(rows) + "\n").encode()
+    m = _mapping(tmp_path, MAPPING + '[device]\ncolumns = ["node", "gpu_index"]\n')
+    assert ingest_bytes(store, "duty.csv", table, columns=m).status == "loaded"
+    keys = store.query("SELECT DISTINCT uuid FROM series")["uuid"].to_list()
+    assert len(keys) == len(nodes_gpus), keys
+    assert sorted(tuple(unquote(p) for p in k.split("/")) for k in keys) == sorted(nodes_gpus)
+    assert _gpus(store) == len(nodes_gpus)
+    assert "a/b/c" not in keys

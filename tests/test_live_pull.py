@@ -231,3 +231,18 @@ def test_recent_steps_are_fetched_again_until_settled(prometheus, store):
     after = store.totals()
     assert (after["series"], after["samples"]) == (before["series"], before["samples"])
     assert sum(r.duplicates for r in again.results) == 0
+
+
+def test_nan_and_inf_from_the_server_are_noted(prometheus, store):
+    """Issue 50, 7: NaN/Inf a server answers (a recording rule's 0/0, a recorded series) were stored
+    without a note; the rules' recorded series land through this same pull."""
+    url, _ = prometheus
+    odd = PullQuery("odd", "tidelens:odd", f"sum({s.DCGM_GPU_UTIL}) / 0 - sum({s.DCGM_GPU_UTIL}) / 0",
+                    "gpu_holders")  # Inf - Inf: NaN at every step
+    with _client(url) as client:
+        report = pull(store, client, d.T0_MS, d.T0_MS + 10 * d.STEP_MS, step_ms=d.STEP_MS, queries=[odd])
+    [res] = report.results
+    assert res.samples == 11 and "11 NaN/Inf value(s) stored as the source gave them, first at " \
+                                  "data.result[0].values[0]" in res.note, res
+    [note] = store.sources()["note"].to_list()
+    assert "NaN/Inf" in note

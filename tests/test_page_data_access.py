@@ -1,5 +1,7 @@
 """The Data page by role, in AppTest: Streamlit's OIDC sign-in (``st.user``, seeded as AppTest
-allows) decides what a visitor is shown; the library's checks behind it are tests/test_access.py."""
+allows) decides what a visitor is shown, and a visitor with no role is told why (a name a Unicode
+fold would change, an e-mail the provider did not verify); the library's checks behind it are
+tests/test_access.py."""
 
 from __future__ import annotations
 
@@ -74,3 +76,16 @@ def test_an_unreadable_access_section_lets_nobody_in(tmp_path: Path) -> None:
     at = _data_page(tmp_path, {"is_logged_in": True, "email": "root@example.com"})
     assert [t.value for t in at.title] == ["Sign in"]
     assert any("admins" in e.value and "must be a list" in e.value for e in at.error)
+
+
+@pytest.mark.parametrize("user, said", [
+    ({"is_logged_in": True, "email": "\u212aate@example.com"}, "Unicode NFKC normalisation changes"),  # Kelvin sign
+    ({"is_logged_in": True, "email": "root@example.com", "email_verified": False}, "is not verified"),
+])
+def test_a_name_a_fold_would_change_or_an_unverified_email_is_told_why_it_has_no_role(
+        tmp_path: Path, user: dict, said: str) -> None:
+    (tmp_path / "tidelens.toml").write_text(ACCESS.replace("admins = [", 'admins = ["kate@example.com", '))
+    at = _data_page(tmp_path, user)
+    assert [t.value for t in at.title] == ["Sign in"] and not at.tabs
+    [warning] = [w.value for w in at.warning]
+    assert said in warning and user["email"] in warning

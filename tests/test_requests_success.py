@@ -9,6 +9,7 @@ import pytest
 from analytics.errors import ConfigError
 from analytics.ingest import ingest_bytes
 from analytics.ingest.mapping import load_mapping, mapping_toml
+from analytics.store import Store
 
 T = 1_767_571_200_000
 MAPPING = """
@@ -83,3 +84,16 @@ def test_a_status_column_in_words_counts_failed_requests(store) -> None:
             f"{T + 3000},40,500\n").encode()
     assert ingest_bytes(store, "gw.csv", data).status == "loaded"
     assert _errors(store) == [False, True, False, True]
+
+
+def test_an_empty_success_cell_counts_failed_and_is_named(store, tmp_path) -> None:
+    """Issue 50, 7: an empty cell read as a success (the docs: failed, and named in the note)."""
+    r = ingest_bytes(store, "pred.csv", _log(["SUCCEED", "", "FAILED", ""]), columns=_mapping(tmp_path))
+    assert _errors(store) == [False, True, True, True]
+    assert "2 request(s) whose 'predict_status' reads neither as success nor as failure (an empty cell)" in r.note
+    again = ingest_bytes(store, "copy.csv", _log(["SUCCEED", "", "FAILED", "", "OK"]), columns=_mapping(tmp_path))
+    assert "4 row(s) already in the store" in again.note and "neither" not in again.note, again.note  # (said "0")
+    # with the success values named, an empty cell is no success either
+    with Store(":memory:") as named:
+        r = ingest_bytes(named, "pred.csv", _log(["GOOD", ""]), columns=_mapping(tmp_path, 'success_values = ["GOOD"]\n'))
+        assert _errors(named) == [False, True] and "(an empty cell)" in r.note, r.note

@@ -21,6 +21,7 @@ import yaml
 
 import live_data as d
 import prom_server
+from plugins.prometheus import promtool  # noqa: F401 (a fixture)
 from analytics.cli import main
 from analytics.ingest import ingest_bytes
 from analytics.rules import DIGEST_LABEL, RulesConfig, map_digest, rules_yaml
@@ -49,14 +50,6 @@ HOSTILE = [
     Holder("recsys", "recommender-7d9c8b6f5-x2k4q", serves=True, service="recommender"),
     Holder("inference-prod", "x"), Holder("y", "sandbox", hostname="GPU-NODE-00"),
 ]
-
-
-@pytest.fixture(scope="module")
-def promtool() -> str:
-    bins = prom_server.require_binaries()
-    if bins is None:
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return bins[1]
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +93,8 @@ def test_export_rules_writes_a_rules_file_promtool_accepts(promtool, tmp_path, c
     for r in rules:  # level:metric:operations, every series stamped with the map's digest
         assert re.fullmatch(r"[a-z_]+:[A-Za-z0-9_]+:[a-z0-9_]+", r["record"]), r["record"]
         assert r["labels"][DIGEST_LABEL] == report["map_digest"]
-    # one class rule per rule of the map that sets a class, in the map's order
-    classed = [r["labels"]["tidelens_rule"] for r in rules if r["record"] == "namespace_pod:tidelens_class:info"]
+    # one class match per rule of the map that sets a class, in the map's order (its rank)
+    classed = [r["labels"]["tidelens_rule"] for r in rules if r["record"] == "namespace_pod:tidelens_class_match:rank"]
     assert classed == [r.name for r in wmap.all_rules() if r.cls]
     check = subprocess.run([promtool, "check", "rules", str(out)], capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr

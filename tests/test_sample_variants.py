@@ -115,7 +115,8 @@ def test_parse_variants_orders_validates_and_refuses_contradictions() -> None:
     assert parse_variants(("tp2", "keda")) == parse_variants(("keda", "tp2")) == ("keda", "tp2")
     assert parse_variants("tp2") == ("tp2",) and parse_variants(()) == ()
     assert list(VARIANTS) == ["hpa-prefix", "hpa-info", "keda", "no-autoscaler", "no-ksm-pods", "exported-labels",
-                              "e2e-only", "tp2", "scrape-15s", "scrape-30s", "utc8"]
+                              "e2e-only", "tp2", "scrape-15s", "scrape-30s", "utc8", "warmup-5-8", "surge-on-ramp",
+                              "hold-outlasts-surge"]
     assert all(v.help.endswith(".") and v.changes for v in VARIANTS.values())
     with pytest.raises(ConfigError) as e:
         parse_variants(("tp2", "hpa-suffix"))
@@ -328,6 +329,22 @@ def test_tp2_replicas_hold_two_gpus_of_one_node(runs) -> None:
     assert len(_weekday_morning_contention(t, "chat-vllm")) >= 2
     surges = [e for e in t["events"] if e["cause"] == "traffic_surge"]
     assert surges and all(12 <= int(e["start"][11:13]) < 20 for e in surges)
+
+
+def test_compound_story_variants_warm_up_land_and_hold_as_told() -> None:
+    # issue 55: the compound story as an independent simulator told it
+    r = simulate("compound", days=4, gpus=48, seed=1, variants=("warmup-5-8", "surge-on-ramp", "hold-outlasts-surge"))
+    chat = r.scenario.services[0]
+    assert (chat.warmup_min, chat.warmup_max_min) == (5, 8)
+    warm = [p.ready_min - p.scheduled_min for p in r.full.pool.pods if p.service == "chat-vllm" and p.scheduled_min > 0]
+    assert set(warm) == {5, 6, 7, 8}
+    ramp = int(r.scenario.ramp_hour_utc * 60)
+    assert r.surges and all(15 <= s.start_min % 1440 - ramp <= 20 and 25 <= s.end_min - s.start_min <= 40
+                            and 1.8 <= s.factor <= 2.5 for s in r.surges)
+    finetunes = [j for j in r.full.pool.jobs if j["workload"] == "nightly-finetune"]
+    assert finetunes and all(j["end_min"] - j["start_min"] >= 8.5 * 60 for j in finetunes)
+    held = [j for j in finetunes if any(j["start_min"] < s.start_min < j["end_min"] for s in r.surges)]
+    assert held and all(j["end_min"] > s.end_min for j in held for s in r.surges if j["start_min"] < s.start_min)
 
 
 def test_utc8_is_the_same_story_eight_hours_earlier(runs) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import os
+import unicodedata
 import select
 import socket
 import subprocess
@@ -54,7 +55,22 @@ def leaks(text: str, secret: str = TOKEN) -> list[str]:
              "b64 basic": _b64(f"{USER}:{secret}")[16:-4], "b64 reversed": _b64(secret)[:-4][::-1]}
     found = [k for k, f in forms.items() if f in text]
     found += [f"{k} (any case)" for k, f in forms.items() if not k.startswith("b64") and f.lower() in low]
+    # spaced out: the letters and digits of a form, in order, whatever stands between them
+    bare = _bare(text)
+    found += [f"{k} (spaced out)" for k in ("raw", "reversed", "hex") if _bare(forms[k]) in bare]
     return found
+
+
+def _bare(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKC", text).lower() if c.isascii() and c.isalnum())
+
+
+def _spaced(tok: str) -> str:
+    """The token spaced out as a server may echo it: spaces, dots, one character a line, full-width
+    letters, reversed with dashes, its hex with spaces (issue 50, 7)."""
+    wide = "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in tok)
+    return (f"sp={' '.join(tok)} dots={'.'.join(tok)} lines={chr(10).join(tok)} wide={wide} "
+            f"rev={'-'.join(tok[::-1])} hexsp={' '.join(tok.encode().hex())}")
 
 
 class Hostile:
@@ -111,7 +127,7 @@ class Hostile:
                 outer.seen.append((self.command, self.path, dict(self.headers)))
                 auth = self.headers.get("Authorization", "")
                 tok = auth.split(" ", 1)[-1]
-                echo = (f"\x1b[31mdenied\x1b[0m auth={auth} b64={_b64(auth)} b64tok={_b64(tok)} "
+                echo = (f"\x1b[31mdenied\x1b[0m {_spaced(tok)} auth={auth} b64={_b64(auth)} b64tok={_b64(tok)} "
                         f"rev={auth[::-1]} up={auth.upper()} low={auth.lower()} url={quote(auth, safe='')} "
                         f"hex={auth.encode().hex()} spaced={tok[:5]}\x00{tok[5:]} " + "A" * 5000)
                 mode = outer.mode
@@ -209,12 +225,15 @@ def assert_clean(out: str, code: int) -> None:
     assert len(out) < MAX_MESSAGE, len(out)
 
 
+# Grafana's answers are described, never quoted (issue 50, 7: one echoing the token spaced out showed it)
 GRAFANA_CASES = {
-    "echo": "Grafana answered HTTP 400: denied auth=Bearer [redacted]",
-    "not_json": "but not JSON ('<html><body>Welcome to nginx!",
+    "echo": "Grafana answered HTTP 400 (text of ",
+    "not_json": "but not JSON (an HTML page of 43 bytes; not shown: an answer to a request carrying the token "
+                "is never quoted): is --url Grafana's base URL?",
     "object_for_list": "answered an object where a list of annotations was expected",
     "list_for_object": "POST /api/annotations answered list where an object was expected",
-    "bad_id": "GET /api/annotations: [0].id is '1; DROP', not an annotation id",
+    "bad_id": "GET /api/annotations: [0].id is a JSON string (not shown: an answer to a request carrying the "
+              "token is never quoted), not an annotation id",
     "redirect": "HTTP 302 redirects to http://127.0.0.1:",
     "drip_head": "timed out after 1 s (1 attempt(s))",
 }
@@ -260,9 +279,9 @@ def test_a_dripping_server_is_cut_off_at_the_deadline(tmp_path: Path) -> None:
         assert len(srv.seen) == attempts and srv.cut_off
 
 
-LIVE_CASES = {  # (an answer that is not JSON: "echo")
-    "echo": "HTTP 400, not a Prometheus API answer ('denied auth=",
-    "echo_json": "range query failed: bad [redacted]: denied auth=",
+LIVE_CASES = {  # (an answer that is not JSON: "echo"); each spaced-out form redacted
+    "echo": "HTTP 400, not a Prometheus API answer ('denied sp=[redacted]",
+    "echo_json": "range query failed: bad [redacted]: denied sp=[redacted]",
     "data_is_list": "the answer at data.result is not a query result",
     "bad_id": "the series count came back as data.result[0].value = [1, '1; DROP'], not a number",
     "redirect": "another server; not followed",
@@ -338,6 +357,11 @@ def test_the_redactor_finds_every_encoding() -> None:
                          auth.encode().hex(), auth.encode().hex().upper(), _b64(TOKEN)[::-1],
                          base64.urlsafe_b64encode(auth.encode()).decode()])
         assert not leaks(r(text)), r(text)
+    # spaced out (issue 50, 7): letters and digits in order, anything else between; ordinary text
+    # stays, and a secret too short to be told from words is matched only as written
+    assert not leaks(r(_spaced(TOKEN) + " " + _spaced(f"Bearer {TOKEN}"))), r(_spaced(TOKEN))
+    words = "a bad cat, Value 42 and a glsa Tok"
+    assert r(words) == words and Redactor(["abc"])("a bad cat") == "a bad cat"
     # a server's text: control characters out (a secret split by one is found again), bounded,
     # and a secret cut by the window it is read from does not show in part
     said = r.snippet("\x1b[2J" + TOKEN[:4] + "\x00" + TOKEN[4:] + "B" * 10_000 + TOKEN)

@@ -1,4 +1,5 @@
-"""serve.py: the index page a link answers starts a new tab's work sooner, and nothing else changes.
+"""serve.py: the address it prints makes the local operator, and the index page a link answers
+starts a new tab's work sooner; nothing else changes.
 
 The browser side (no 404 on a page's own path, no element module loaded late) is asserted in
 tests/test_browser.py, on the real server.
@@ -12,8 +13,9 @@ import re
 
 import pytest
 
+from analytics.access import OperatorSecret
 from pages._nav import FIRST_RENDER_ELEMENTS, PAGES
-from serve import STREAMLIT_JS, FirstRenderIndex, element_modules, index_script
+from serve import STREAMLIT_JS, FirstRenderIndex, OperatorLink, _split_token, element_modules, index_script
 
 INDEX = b"<!DOCTYPE html><html><head><title>Streamlit</title></head><body></body></html>"
 
@@ -127,3 +129,58 @@ def test_connections_open_without_nagle() -> None:
     finally:
         for s in (conn, client, listener):
             s.close()
+
+
+def _through_operator_link(secret: OperatorSecret, method: str, path: str, query: bytes,
+                           scheme: str = "http", kind: str = "http") -> tuple[dict | None, bool]:
+    """One request through :class:`serve.OperatorLink`: its answer's start (None when it passed
+    the request on) and whether the app behind it was asked."""
+    asked, sent = [], []
+
+    async def app(scope, receive, send):
+        asked.append(scope)
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": kind, "method": method, "path": path, "raw_path": path.encode(), "query_string": query,
+             "headers": [(b"host", b"x")], "server": ("127.0.0.1", 8501), "scheme": scheme}
+    asyncio.run(OperatorLink(app, secret)(scope, None, send))
+    return (sent[0] if sent else None), bool(asked)
+
+
+def test_the_printed_address_sets_the_operators_cookie_and_drops_the_token() -> None:
+    secret = OperatorSecret.new()
+    token = secret.token.encode()
+    start, asked = _through_operator_link(secret, "GET", "/data", b"source=uploads&token=" + token + b"&w=%C3%A9+1")
+    headers = dict(start["headers"])
+    assert start["status"] == 303 and not asked
+    assert headers[b"location"] == b"./data?source=uploads&w=%C3%A9+1"  # the rest as it came, relative
+    assert headers[b"set-cookie"].decode() == (f"tidelens_operator_8501={secret.cookie_value}; Path=/; HttpOnly; "
+                                               "SameSite=Strict")
+    assert headers[b"cache-control"] == b"no-store" and headers[b"referrer-policy"] == b"no-referrer"
+    start, _ = _through_operator_link(secret, "GET", "/", b"token=" + token, scheme="https")
+    assert dict(start["headers"])[b"location"] == b"./" and b"; Secure" in dict(start["headers"])[b"set-cookie"]
+    # A wrong token, or the token twice: the address is cleaned, no cookie.
+    for query in (b"token=" + token[:-1] + b"A", b"token=" + token + b"&token=" + token, b"token="):
+        start, asked = _through_operator_link(secret, "GET", "/_stcore/health", query)
+        assert (start["status"], asked) == (303, False) and b"set-cookie" not in dict(start["headers"])
+        assert dict(start["headers"])[b"location"] == b"./health"
+    # Anything else passes on untouched: no token, another method, a websocket.
+    for method, query in (("GET", b"source=uploads&tokens=1"), ("POST", b"token=" + token)):
+        assert _through_operator_link(secret, method, "/data", query) == (None, True)
+    assert _through_operator_link(secret, "GET", "/_stcore/stream", b"token=" + token, kind="websocket") == (None, True)
+
+
+@pytest.mark.parametrize("query", [b"", b"token", b"token=a+b%2Bc&x=1", b"a=1&&b=2&%74oken=t", b"w=%C3%A9&token=&token=z",
+                                   b"tokens=1&token%3D=2", b"db=data%2Fmine.duckdb&source=duckdb"])
+def test_the_token_is_read_from_a_query_as_the_standard_library_reads_it(query: bytes) -> None:
+    """serve.py splits the query itself (the other parts go back byte for byte); what it finds is
+    what urllib.parse.parse_qsl finds."""
+    from urllib.parse import parse_qsl
+
+    given, kept = _split_token(query)
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    assert given == [v for k, v in pairs if k == "token"]
+    assert parse_qsl(b"&".join(kept).decode("latin-1"), keep_blank_values=True) == [(k, v) for k, v in pairs
+                                                                                    if k != "token"]

@@ -22,6 +22,7 @@ import polars as pl
 
 from analytics.change.basis import ChangeBasis
 from analytics.errors import ConfigError, NotEnoughDataError
+from analytics.slo import ALL
 
 if TYPE_CHECKING:
     from analytics.change.record import PolicyChange
@@ -165,6 +166,10 @@ def compare_change(basis: ChangeBasis, at_ms: int, cfg: CompareConfig | None = N
     from analytics.whatif.observe import pick_service
 
     cfg = (cfg or CompareConfig()).validate()
+    known = sorted(k for k in basis.slo_ms if k != ALL)
+    if cfg.service is not None and cfg.service not in known:  # never 0 minutes of a service not there
+        raise ConfigError(f"--service {cfg.service!r}: no such service in the store; its services: "
+                          f"{', '.join(known) or 'none'}")
     (b0, b1), (a0, a1) = periods(basis, at_ms, cfg)
     before, after = period_numbers(basis, b0, b1), period_numbers(basis, a0, a1)
     if not before["steps"] or not after["steps"]:

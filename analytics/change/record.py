@@ -15,13 +15,14 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from analytics.errors import ConfigError
+from analytics.fieldhelp import out_of_bounds
 
 if TYPE_CHECKING:
     from analytics.store import Store
     from analytics.whatif.params import PoolScenario
 
 _MIG = re.compile(r"^\d+g\.\d+gb$")
-_HOUR = r"(\d{1,2})(?::(\d{2}))?"
+_HOUR = r"(\d{1,2})(?::([0-5]\d))?"  # minutes 00-59: 21:75 is no time (it read as 22:15)
 _WINDOW = re.compile(rf"^\s*{_HOUR}\s*-\s*{_HOUR}\s*$")
 
 
@@ -36,7 +37,8 @@ class PolicyChange:
     at_ms: int = _f(0, "when the policy took effect (UTC epoch ms; typed as ISO-8601, epoch seconds or now-7d)")
     policy: str = _f("partitioned", "the policy it enacted (shared, polite, preemption, tidal, partitioned, mig, timeslice)")
     reservation_gpus: int | None = _f(None, "GPUs reserved for inference that batch never touches "
-                                            "(partitioned, MIG: the class A reservation)", min=0, unit="GPUs")
+                                            "(partitioned, MIG: the class A reservation)", min=0, max=100_000,
+                                      unit="GPUs")
     release_hour: float | None = _f(None, "polite: the hour (UTC) batch releases its GPUs", min=0.0, max=23.99, unit="h")
     tidal_window: tuple[float, float] | None = _f(None, "tidal / MIG: the hours (UTC) batch is admitted in, "
                                                         "START-END (22-8 crosses midnight); drained at END")
@@ -52,16 +54,14 @@ class PolicyChange:
 
         if self.policy not in POLICIES:
             raise ConfigError(f"change policy {self.policy!r}: choose one of {', '.join(POLICIES)}")
-        if self.reservation_gpus is not None and self.reservation_gpus < 0:
-            raise ConfigError(f"change --reservation-gpus {self.reservation_gpus}: give 0 or more GPUs")
-        for name, h in (("--release-hour", self.release_hour),
-                        *((("--tidal-window", x) for x in self.tidal_window or ()))):
-            if h is not None and not 0.0 <= h < 24.0:
-                raise ConfigError(f"change {name} {h:g}: give an hour from 0 to 23.99")
+        for f, v in out_of_bounds(self):  # the fields' own min and max (NaN and infinity outside them)
+            raise ConfigError(f"change --{f.name.replace('_', '-')} {v:g}: give {f.metadata['min']:g} to "
+                              f"{f.metadata['max']:g} {f.metadata['unit']}")
+        for h in self.tidal_window or ():
+            if not 0.0 <= h < 24.0:
+                raise ConfigError(f"change --tidal-window {h:g}: give an hour from 0 to 23.99")
         if self.mig_profile is not None and not _MIG.match(self.mig_profile):
             raise ConfigError(f"change --mig-profile {self.mig_profile!r}: write a MIG profile such as 3g.40gb")
-        if self.replicas_per_gpu is not None and not 2 <= self.replicas_per_gpu <= 16:
-            raise ConfigError(f"change --replicas-per-gpu {self.replicas_per_gpu}: give 2 to 16 pods")
         return self
 
     def parameters(self) -> dict[str, Any]:
@@ -96,7 +96,8 @@ def parse_window(text: str) -> tuple[float, float]:
     """
     m = _WINDOW.match(str(text))
     if m is None:
-        raise ConfigError(f"--tidal-window {text!r}: write START-END hours (UTC), e.g. 22-8 or 21:30-07:00")
+        raise ConfigError(f"--tidal-window {str(text)[:80]!r}: write START-END hours (UTC), e.g. 22-8 or "
+                          "21:30-07:00 (minutes 00 to 59)")
     a = int(m.group(1)) + int(m.group(2) or 0) / 60.0
     b = int(m.group(3)) + int(m.group(4) or 0) / 60.0
     if not (0 <= a < 24 and 0 <= b < 24) or a == b:

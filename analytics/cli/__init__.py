@@ -1,7 +1,10 @@
 """The ``tidelens`` command line: one sub-module per command group, each with ``register()``.
 
 Every command takes ``--db PATH`` (default ``data/tidelens.duckdb``), prints a readable table
-by default and JSON with ``--json``, and exits non-zero on bad input with one line per problem.
+by default and JSON with ``--json``, and exits non-zero on bad input with one line per problem
+on standard error; with ``--json`` the refusal is also ``{"error": "..."}`` on standard output
+(the flags argparse refuses, exit 2, and Tidelens's own refusals, exit 2), so a script reading
+the JSON always reads JSON.
 """
 
 from __future__ import annotations
@@ -10,10 +13,13 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Sequence, TextIO
+from typing import NoReturn, Sequence, TextIO
+
+import orjson
 
 from analytics.cli.commands import COMMANDS
 from analytics.errors import TidelensError
+from analytics.text import json_visible, visible
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
@@ -24,10 +30,35 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def write_json(obj: object) -> None:
+    """``obj`` as indented JSON on standard output; control characters in its strings as JSON
+    escapes (the same data). Every command's ``--json`` output and its refusals."""
+    sys.stdout.write(json_visible(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+                                               default=str).decode()) + "\n")
+
+
+def _json_error(message: str) -> None:
+    """A refusal as the JSON object a ``--json`` caller reads on standard output."""
+    write_json({"error": message})
+
+
+def _parser_class(json_errors: bool) -> type[argparse.ArgumentParser]:
+    """argparse's parser (its subcommands' too), whose refusal of a flag is also a JSON error
+    object on standard output when the command line asked for ``--json``."""
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            if json_errors:
+                _json_error(f"{self.prog}: {message}")
+            super().error(message)
+
+    return Parser
+
+
+def build_parser(command: str | None = None, *, json_errors: bool = False) -> argparse.ArgumentParser:
     """The parser; with ``command``, only that command's module is imported and its arguments
     defined (the others are named with their help, for ``--help`` and errors)."""
-    parser = argparse.ArgumentParser(
+    parser = _parser_class(json_errors)(
         prog="tidelens",
         description="Was it the users, or a batch job holding the GPUs? "
                     "Load GPU telemetry, find tail events, model shared vs partitioned pools.")
@@ -54,8 +85,6 @@ class _Shown:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        from analytics.text import visible
-
         self._stream.write(visible(text))
         return len(text)
 
@@ -68,12 +97,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Shown(out), _Shown(err)  # type: ignore[assignment]
     try:
-        parser = build_parser(_command_of(argv))
+        json_errors = "--json" in argv[:argv.index("--")] if "--" in argv else "--json" in argv
+        parser = build_parser(_command_of(argv), json_errors=json_errors)
         args = parser.parse_args(argv)
         try:
             return int(args.func(args) or 0)
         except TidelensError as exc:
             print(f"tidelens: {exc}", file=sys.stderr)
+            if getattr(args, "json", False):
+                _json_error(str(exc))
             return 2
         except BrokenPipeError:
             # `tidelens classify | head`: the reader has gone, which is no error of ours. Python's

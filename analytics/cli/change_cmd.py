@@ -9,12 +9,15 @@ from pathlib import Path
 
 import polars as pl
 
+from analytics.access import command_line_identity
 from analytics.change.compare import CompareConfig
 from analytics.change.record import PolicyChange
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_config, add_db, add_json, add_slos, config_path, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.fieldhelp import fields_help
+from analytics.timeline.config import parse_step_s
+from analytics.writes import record_policy_change
 
 _CHANGE_FLAGS = ("reservation_gpus", "release_hour", "tidal_window", "mig_profile", "replicas_per_gpu", "note")
 
@@ -54,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cand = verbs.add_parser("candidates", help="changes Tidelens sees in the data, with their evidence "
                                                "(none is recorded until you run the command it prints)")
     add_db(cand)
-    cand.add_argument("--step", type=int, default=60, metavar="SECONDS", help="timeline step (default 60)")
+    cand.add_argument("--step", default="60", metavar="STEP", help="timeline step, 1s to 1d: 60, 1m, 5m (default 60 s)")
     add_config(cand, "the workload map")
     add_json(cand)
     cand.set_defaults(func=cmd_candidates)
@@ -67,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         cmp_.add_argument(flag, type=float if f.name.endswith("days") else str, default=f.default,
                           help=_help(CompareConfig, f.name) + (f" (default {f.default:g})" if f.default else ""))
     add_slos(cmp_, "one p99 SLO (ms) for every service")
-    cmp_.add_argument("--step", type=int, default=60, metavar="SECONDS", help="timeline step (default 60)")
+    cmp_.add_argument("--step", default="60", metavar="STEP", help="timeline step, 1s to 1d: 60, 1m, 5m (default 60 s)")
     cmp_.add_argument("--no-score", action="store_true", help="only the before/after numbers (no calibration)")
     add_config(cmp_, "[slo] and the workload map")
     add_json(cmp_)
@@ -93,12 +96,11 @@ def _store(path: str, *, write: bool = False):
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from analytics.change.record import record_change
     from analytics.times import parse_time_ms
 
     change = _change_from(args, parse_time_ms(args.at, what="--at"), args.policy, "tidelens change add")
-    with _store(args.db, write=True) as store:
-        record_change(store, change)
+    # Through the one write path the app takes: the change is in the audit record too.
+    record_policy_change(command_line_identity(), lambda: _store(args.db, write=True), change)
     if args.json:
         print_json(change.as_dict())
     else:
@@ -126,7 +128,7 @@ def cmd_candidates(args: argparse.Namespace) -> int:
     from analytics.workloads import load_map
 
     with _store(args.db) as store:
-        found = propose(store, step_s=args.step, wmap=load_map(config_path(args)), recorded=list_changes(store))
+        found = propose(store, step_s=parse_step_s(args.step, "--step"), wmap=load_map(config_path(args)), recorded=list_changes(store))
     if args.json:
         print_json([c.as_dict() for c in found])
         return 0
@@ -152,7 +154,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         change = change_at(store, at) if args.policy is None else _change_from(args, at, args.policy, "--policy")
         slos = resolve_slos(store, config=config_path(args), every_ms=args.slo_ms,
                             per_service=parse_service_slos(args.slo), per_service_source="--slo")
-        basis = change_basis(store, step_s=args.step, slos=slos, wmap=load_map(config_path(args)))
+        basis = change_basis(store, step_s=parse_step_s(args.step, "--step"), slos=slos, wmap=load_map(config_path(args)))
     out = compare_change(basis, at, cfg, change, score=not args.no_score)
     if change is None:
         out["missing"]["score"] = ("no change recorded at this time: record it with `tidelens change add` "

@@ -7,10 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
 import polars as pl
 
+from analytics.cli import write_json
 from analytics.config import CONFIG_ENV, CONFIG_NAME, find_config
+from analytics.errors import ConfigError
+from analytics.slo import parse_slo_ms
 from analytics.store import DEFAULT_DB
 
 
@@ -23,10 +25,18 @@ def add_db(parser: argparse.ArgumentParser) -> None:
 def add_slos(parser: argparse.ArgumentParser, every: str) -> None:
     """``--slo-ms`` (one SLO for every service) and ``--slo SERVICE=MS`` (repeatable, over it):
     the same two flags on every command that judges p99 against an SLO."""
-    parser.add_argument("--slo-ms", type=float, default=None, help=every)
+    parser.add_argument("--slo-ms", type=_slo_ms_flag, default=None, metavar="MS", help=every)
     parser.add_argument("--slo", action="append", default=None, metavar="SERVICE=MS",
                         help="one service's p99 SLO in ms, over --slo-ms and tidelens.toml's [slo] "
                              "(repeatable: --slo chat-vllm=1000 --slo image-gen=70000)")
+
+
+def _slo_ms_flag(text: str) -> float:
+    """``--slo-ms`` by the one SLO rule (:func:`analytics.slo.check_slo_ms`), refused by argparse."""
+    try:
+        return parse_slo_ms(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_config(parser: argparse.ArgumentParser, what: str) -> None:
@@ -51,10 +61,7 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 def print_json(obj: Any) -> None:
     """``obj`` as indented JSON; control characters in its strings as JSON escapes (the same data)."""
-    from analytics.text import json_visible
-
-    sys.stdout.write(json_visible(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
-                                               default=str).decode()) + "\n")
+    write_json(obj)
 
 
 def print_table(frame: pl.DataFrame, *, max_rows: int = 200) -> None:

@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="grafana: folder for annotations.json and dashboard.json; rules: the rules file "
                         "(YAML; - for standard output)")
     p.add_argument("--interval", default="1m",
-                   help="rules: evaluation interval, dcgm-exporter's scrape interval (default 1m)")
+                   help="rules: evaluation interval, dcgm-exporter's scrape interval, 1s to 1d (default 1m)")
     p.add_argument("--url", default=None, help="Grafana's base URL: post the annotations there")
     p.add_argument("--token-file", default=None, metavar="FILE",
                    help=f"file holding a Grafana service-account token (else ${TOKEN_ENV})")
@@ -94,7 +94,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     wmap = load_map(config)
     with Store(args.db, read_only=True) as store:
         slos = resolve_slos(store, config=config)
-        analysis = analyse_store(store, EventsConfig(step_s=parse_step_s(args.step)), wmap, slos_ms=slos)
+        analysis = analyse_store(store, EventsConfig(step_s=parse_step_s(args.step, "--step")), wmap, slos_ms=slos)
         model = dashboard_model(store, wmap=wmap, slos_ms=dict(analysis.slos_ms))
     annotations = event_annotations(analysis, dashboard_uid=args.dashboard_uid)
     no_forecast = None
@@ -136,16 +136,19 @@ def _export_rules(args: argparse.Namespace) -> int:
     from analytics.workloads import load_map
 
     wmap = load_map(config_path(args))
-    cfg = RulesConfig(interval_s=parse_step_s(args.interval))
-    text = rules_yaml(wmap, cfg)
+    cfg = RulesConfig(interval_s=parse_step_s(args.interval, "--interval"))
+    doc = compile_rules(wmap, cfg)
+    groups = [g["name"] for g in doc["groups"]]
     if args.out == "-":
-        sys.stdout.write(text)
+        if args.json:  # JSON is YAML: the rules themselves, as a rules file Prometheus reads
+            print_json({"file": "-", "map_digest": map_digest(wmap, cfg), "groups": groups, "rules": doc})
+        else:
+            sys.stdout.write(rules_yaml(wmap, cfg, doc))
         return 0
     out = Path(args.out)
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(rules_yaml(wmap, cfg, doc), encoding="utf-8")
     tmp.replace(out)
-    groups = [g["name"] for g in compile_rules(wmap, cfg)["groups"]]
     report = {"file": str(out), "map_digest": map_digest(wmap, cfg), "groups": groups,
               "backfill_name": _backfill_name(out, groups, cfg.interval_s)}
     if args.json:

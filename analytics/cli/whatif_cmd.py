@@ -89,8 +89,6 @@ def load_scenario(args: argparse.Namespace) -> PoolScenario:
     if args.slo and (args.preset or args.scenario):
         raise ConfigError("--slo SERVICE=MS names a service of a store (--db); a preset or scenario "
                           "file models one service: use --slo-ms")
-    if args.slo_ms is not None and args.slo_ms <= 0:
-        raise ConfigError(f"--slo-ms {args.slo_ms:g}: give a positive number of ms")
     if args.slo_ms is not None and not args.slo:  # with --slo, the calibration's table decided
         scn = dataclasses.replace(scn, service=dataclasses.replace(scn.service,
                                                                    slo_ms=args.slo_ms))

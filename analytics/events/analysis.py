@@ -23,7 +23,9 @@ from analytics.events.evidence import holders_at, holding_runs, latency_regressi
 from analytics.events.incidents import match_incident
 from analytics.events.latency_model import LatencyModel, fit_latency_model
 from analytics.events.norm import traffic_norm
-from analytics.measures import InferredDemand, gpus_per_replica, infer_desired, over_slo, warmup_steps
+from analytics.events.surges import check_surge, surge_runs
+from analytics.measures import (InferredDemand, gpus_per_replica, infer_desired, loading_steps, over_slo,
+                                reaction_steps, warmup_lags)
 from analytics.times import step_start_ms
 
 
@@ -34,6 +36,21 @@ def with_ts_ms(frame: pl.DataFrame) -> pl.DataFrame:
     dt = frame.schema["ts"]
     expr = pl.col("ts").dt.epoch("ms") if isinstance(dt, pl.Datetime) else pl.col("ts").cast(pl.Int64)
     return frame.with_columns(expr.alias("ts_ms"))
+
+
+@dataclass(frozen=True)
+class ScaleUp:
+    """How long the pool's own scale-up takes for one service: what capacity without batch (C0)
+    waits for, and where each part came from (the evidence cites both)."""
+
+    warmup_steps: int
+    warmup_source: str
+    reaction_steps: int  # added to the warm-up: only where the desired replicas carry no reaction
+    reaction: str
+
+    @property
+    def steps(self) -> int:
+        return self.warmup_steps + self.reaction_steps
 
 
 @dataclass
@@ -86,14 +103,61 @@ def _service_steps(services: pl.DataFrame, pools: pl.DataFrame) -> pl.DataFrame:
         pl.col("gpus_batch", "gpus_idle").fill_null(0.0)).sort("service", "ts_ms")
 
 
-def _gpus_per_replica(holdings: pl.DataFrame, steps: pl.DataFrame) -> dict[str, float]:
-    """Each service's GPUs per replica (:func:`analytics.measures.gpus_per_replica`), 1 where unknown."""
-    out: dict[str, float] = {}
+def _held_gpus(holdings: pl.DataFrame, steps: pl.DataFrame) -> dict[str, np.ndarray]:
+    """Each service's inference GPUs per step, on its steps (sorted by time): its replicas'
+    GPUs, loading ones included."""
+    out: dict[str, np.ndarray] = {}
     inf = holdings.filter(pl.col("cls") == "inference").group_by("ts_ms", "workload").agg(pl.col("gpus").sum())
     for (service,), g in steps.group_by(["service"]):
-        j = g.select("ts_ms", "ready").join(inf.filter(pl.col("workload") == service), on="ts_ms", how="left")
-        out[service] = gpus_per_replica(j["gpus"].fill_null(0.0).to_numpy(), j["ready"].to_numpy()) or 1.0
+        j = g.select("ts_ms").join(inf.filter(pl.col("workload") == service), on="ts_ms", how="left")
+        out[service] = j["gpus"].fill_null(0.0).to_numpy()
     return out
+
+
+def _gpus_per_replica(held: dict[str, np.ndarray], steps: pl.DataFrame) -> dict[str, float]:
+    """Each service's GPUs per replica (:func:`analytics.measures.gpus_per_replica`), 1 where unknown."""
+    return {service: gpus_per_replica(held[service], g["ready"].to_numpy()) or 1.0
+            for (service,), g in steps.group_by(["service"])}
+
+
+def _scale_up(g: pl.DataFrame, held_gpus: np.ndarray, gpr: float, cfg: EventsConfig,
+              inferred: InferredDemand | None, linked: bool) -> ScaleUp:
+    """The pool's own scale-up for one service (its steps ``g``, sorted by time): the warm-up the
+    store shows (desired to ready where free GPUs placed a scale-up at once, else scheduled to
+    ready from the GPUs its loading replicas held), and the autoscaler's reaction where the
+    desired replicas do not carry it."""
+    per_min = 60 / cfg.step_s
+    step_min = cfg.step_s / 60
+    if cfg.warmup_min is not None:
+        w, src = int(round(cfg.warmup_min * per_min)), f"set to {cfg.warmup_min:g} min (warmup_min)"
+    else:
+        lags = warmup_lags(g["desired"].to_numpy(), g["ready"].to_numpy(), g["gpus_idle"].to_numpy(), gpr)
+        loading = loading_steps(held_gpus / gpr, g["ready"].to_numpy())
+        if lags:
+            w = int(np.median(lags))
+            src = (f"desired to ready: the median of {len(lags)} scale-up(s) the free GPUs could place at once, "
+                   f"measured in the store")
+        elif loading is not None:
+            w = max(1, int(round(loading[0])))
+            src = (f"scheduled to ready: replicas held their GPUs {loading[0] * step_min:.1f} min on average before "
+                   f"they were ready ({loading[1]} became ready), measured in the store (no scale-up with free GPUs "
+                   f"to time from the autoscaler's request)")
+        else:
+            w = int(round(cfg.default_warmup_min * per_min))
+            src = (f"default {cfg.default_warmup_min:g} min (default_warmup_min): the store shows no scale-up with "
+                   f"free GPUs and no replica loading on its GPUs")
+    if inferred is not None:
+        r = int(round(cfg.reaction_min * per_min))
+        reaction = (f"{cfg.reaction_min:g} min added (reaction_min): the desired replicas are inferred from traffic, "
+                    f"which an autoscaler follows only after its own reaction")
+    elif linked:
+        r = 0
+        lag = reaction_steps(g["rps"].fill_null(0.0).to_numpy(), g["desired"].to_numpy())
+        reaction = ("in the autoscaler's own desired replicas" +
+                    (f" (they follow the traffic's rises by ~{lag * step_min:g} min)" if lag is not None else ""))
+    else:
+        r, reaction = 0, "none: the ready replicas stand in for the desired ones"
+    return ScaleUp(warmup_steps=w, warmup_source=src, reaction_steps=r, reaction=reaction)
 
 
 def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame, *,
@@ -154,20 +218,15 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         # Inside the band the traffic is normal by definition; only what lies outside is abnormal.
         steps = steps.with_columns(pl.col("rps").clip(pl.col("lower"), pl.col("upper")).alias("t0"))
 
-    gpr = _gpus_per_replica(hold, steps)
+    held = _held_gpus(hold, steps)
+    gpr = _gpus_per_replica(held, steps)
     with_hpa_names = set(map(str, with_hpa))
     steps, inferred = _infer_missing_desired(steps, with_hpa_names, gpr,
                                              int(round(cfg.default_warmup_min * 60 / cfg.step_s)), notes)
-    warm_steps: dict[str, int] = {}
-    for (service,), g in steps.group_by(["service"], maintain_order=True):
-        if cfg.warmup_min is not None:
-            warm_steps[service] = int(round(cfg.warmup_min * 60 / cfg.step_s))
-        else:
-            measured = warmup_steps(g["desired"].to_numpy(), g["ready"].to_numpy(), g["gpus_idle"].to_numpy(),
-                                    gpr[service])
-            warm_steps[service] = (measured if measured is not None
-                                   else int(round(cfg.default_warmup_min * 60 / cfg.step_s)))
-    steps = capacity_without_batch(steps, warm_steps, gpr)
+    scale_up = {service: _scale_up(g, held[service], gpr[service], cfg, inferred.get(service),
+                                   service in with_hpa_names)
+                for (service,), g in steps.group_by(["service"], maintain_order=True)}
+    steps = capacity_without_batch(steps, {k: v.steps for k, v in scale_up.items()}, gpr)
 
     models: dict[str, LatencyModel] = {}
     for (service,), g in steps.group_by(["service"], maintain_order=True):
@@ -196,10 +255,12 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         p99 = g["p99_ms"].fill_null(0.0).to_numpy()
         if slo is not None:
             above = over_slo(p99, slo)
+            limit = np.full(g.height, float(slo))
         elif service in models:
             # Relative rule: against latency at the capacity the autoscaler WANTED (never the one it got).
             wanted = models[service].ms(g["rps"].fill_null(0.0).to_numpy(), g["desired"].to_numpy())
-            above = p99 > cfg.relative_k * wanted
+            limit = cfg.relative_k * wanted
+            above = p99 > limit
         else:
             notes.append(f"{service}: no SLO and no latency model: no events judged (set one with --slo-ms "
                          f"or [slo] in tidelens.toml)")
@@ -207,13 +268,19 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         runs = detect_runs(g["ts_ms"].to_numpy(), above, step_ms=step_ms,
                            min_duration_ms=int(cfg.min_duration_min * 60_000),
                            merge_gap_ms=int(cfg.merge_gap_min * 60_000))
+        surges = surge_runs(g, above, cfg, scale_up[service].steps)
+        g = g.with_columns(pl.Series("limit_ms", limit))
         for start_ms, end_ms in runs:
             events.append(_build_event(g, hold, hold_runs, service, start_ms, end_ms, slo, cfg, models.get(service),
-                                       regressions[service], warm_steps[service], incidents, inferred.get(service),
-                                       linked=service in with_hpa_names))
+                                       regressions[service], scale_up[service], incidents, inferred.get(service),
+                                       linked=service in with_hpa_names, surges=surges))
     events.sort(key=lambda e: (e.start_ms, e.service))
+    for ev in events:
+        check = ev.evidence.get("surge_check")
+        if check and check["agrees"] is False:
+            notes.append(f"{ev.service} {iso_utc(ev.start_ms)}: {check['says']}")
     return EventsAnalysis(events=events, steps=steps, holdings=hold, models=models, regressions=regressions,
-                          warmup_min={k: v * cfg.step_s / 60 for k, v in warm_steps.items()},
+                          warmup_min={k: v.warmup_steps * cfg.step_s / 60 for k, v in scale_up.items()},
                           slos_ms={s: (cfg.slo_ms if cfg.slo_ms is not None else slos_ms.get(s))
                                    for s in steps["service"].unique().to_list()},
                           cfg=cfg, notes=notes)
@@ -272,8 +339,8 @@ def _infer_missing_desired(steps: pl.DataFrame, with_hpa: set[str], gpr: dict[st
 
 def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, service: str, start_ms: int, end_ms: int,
                  slo: float | None, cfg: EventsConfig, model: LatencyModel | None, regression: dict[str, Any],
-                 warm_steps: int, incidents: pl.DataFrame | None, inferred: InferredDemand | None = None,
-                 linked: bool = True) -> Event:
+                 scale_up: ScaleUp, incidents: pl.DataFrame | None, inferred: InferredDemand | None = None,
+                 linked: bool = True, surges: list[dict[str, Any]] | None = None) -> Event:
     step_ms = cfg.step_s * 1000
     look = int(cfg.asked_lookback_min * 60_000)
     window = g.filter((pl.col("ts_ms") > start_ms - look) & (pl.col("ts_ms") <= end_ms))
@@ -290,6 +357,12 @@ def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, servic
     else:
         att, shares, cause = None, {"batch_contention": 0.0, "traffic_surge": 0.0, "unexplained": 1.0}, "unexplained"
     naive = naive_reading(naive_window, start_ms, cfg)
+    check = None
+    if model is not None and surges:
+        tail_ms = scale_up.steps * step_ms
+        after = g.filter((pl.col("ts_ms") > start_ms) & (pl.col("ts_ms") <= end_ms + tail_ms))
+        check = check_surge(after, after["limit_ms"].to_numpy(), surges, start_ms, end_ms,
+                            shares.get("traffic_surge", 0.0), cfg, scale_up.steps)
     incident = match_incident(incidents, service, start_ms, end_ms)
     recorded = None
     if incident is not None:
@@ -319,11 +392,17 @@ def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, servic
         "desired_replicas_at_peak": _r(peak["desired"]), "ready_replicas_at_peak": _r(peak["ready"]),
         "replicas_without_batch_at_peak": _r(peak["c0"]),
         "shortfall_replicas_max": _r(att.shortfall_replicas_max) if att else None,
-        "warmup_min": _r(warm_steps * cfg.step_s / 60, 2),
+        "warmup_min": _r(scale_up.warmup_steps * cfg.step_s / 60, 2),
+        # Capacity without batch waits for the pool's own scale-up: which warm-up, from where.
+        "warmup_source": scale_up.warmup_source,
+        "autoscaler_reaction": scale_up.reaction,
+        "scale_up_min_without_batch": _r(scale_up.steps * cfg.step_s / 60, 2),
         "traffic_rps_at_peak": _r(peak["rps"]), "traffic_norm_rps_at_peak": _r(peak["expected"]),
         "traffic_norm_upper_rps_at_peak": _r(peak["upper"]),
         "traffic_vs_norm_at_peak": _r(peak["rps"] / peak["expected"]) if peak["expected"] else None,
         "traffic_above_band_share": _r(att.traffic_above_band_share) if att else None,
+        # the longest run above the band: a surge (not noise) from min_duration_min on
+        "traffic_surge_min": _r(att.surge_min, 2) if att else None,
         "p99_observed_ms_at_peak": _r(peak["p99_ms"]),
         "p99_load_explained_ms_at_peak": _r(np.exp(peak["l_tc"])) if model else None,
         "counterfactual_p99_ms_at_peak": ({
@@ -334,6 +413,8 @@ def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, servic
         "latency_model": model.describe() if model else None,
         "regression": regression,
         "naive_reading": naive,
+        # A surge inside batch contention, against the store's own surges of its size without batch.
+        "surge_check": check,
         "incident": recorded,
     }
     settings = {**cfg.settings_key(), "slo_ms": slo, "relative": slo is None}

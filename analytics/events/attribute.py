@@ -30,7 +30,12 @@ Cause, in this order (:func:`cause_of`):
    cannot explain (``observed - L(T, C)`` elsewhere). A replica that answers slowly while the
    autoscaler happens to add one is not a lag: the model at the desired capacity is no faster,
    and the tail stays unexplained.
-2. ``mixed``: batch and traffic shares both at least ``mixed_share`` (0.3).
+2. ``mixed``: batch and traffic shares both at least ``mixed_share`` (0.3); or, where traffic surged
+   (above its norm band for at least ``min_duration_min`` in a row: a surge, not noise), both at
+   least ``compound_share`` (0.15). A surge inside batch contention that outlasts it is a smaller
+   part of the event's minutes than of its cause: the contention alone would have made a tail,
+   and so would the surge (as the store's own surges without batch show), and a postmortem that
+   reads "batch 85%" must still say the users added load.
 3. ``unexplained``: batch + traffic shares below ``explained_share`` (0.5).
 4. ``batch_contention`` or ``traffic_surge``: whichever share is larger.
 """
@@ -43,6 +48,7 @@ import numpy as np
 import polars as pl
 
 from analytics.events.config import EventsConfig
+from analytics.events.detect import detect_runs
 from analytics.events.latency_model import LatencyModel
 
 
@@ -152,19 +158,28 @@ class Attribution:
     asked_at_ms: int | None
     lag_explained_log: float = 0.0
     model_error_log: float = 0.0
+    surge_min: float = 0.0  # the longest run of the event's steps above the norm band, minutes
 
 
-def cause_of(shares: dict[str, float], cfg: EventsConfig, *, lag: bool) -> str:
-    """The cause an event's shares give (module docstring), ``lag`` being rule 1's facts.
+def cause_of(shares: dict[str, float], cfg: EventsConfig, *, lag: bool, surged: bool = False) -> str:
+    """The cause an event's shares give (module docstring), ``lag`` being rule 1's facts and
+    ``surged`` whether traffic stayed above its norm band for ``min_duration_min`` in a row.
 
     ``lag`` (traffic within its norm, replicas short with free GPUs when asked, and the shortfall
     explaining the tail) only counts while neither factor is material: a cause never names what
     its own shares deny.
+
+    >>> cfg = EventsConfig()
+    >>> share = {"batch_contention": 0.78, "traffic_surge": 0.2, "unexplained": 0.02}
+    >>> cause_of(share, cfg, lag=False), cause_of(share, cfg, lag=False, surged=True)
+    ('batch_contention', 'mixed')
     """
     b, t = shares.get("batch_contention", 0.0), shares.get("traffic_surge", 0.0)
     if lag and b < cfg.mixed_share and t < cfg.mixed_share:
         return "scaling_lag"
     if b >= cfg.mixed_share and t >= cfg.mixed_share:
+        return "mixed"
+    if surged and b >= cfg.compound_share and t >= cfg.compound_share:
         return "mixed"
     if b + t < cfg.explained_share:
         return "unexplained"
@@ -187,6 +202,10 @@ def attribute_event(window: pl.DataFrame, start_ms: int, cfg: EventsConfig,
     rps = ev_steps["rps"].fill_null(0.0).to_numpy().astype(float)
     upper = ev_steps["upper"].fill_null(np.inf).to_numpy().astype(float)
     above_share = float((rps > upper).mean()) if rps.size else 0.0
+    step_ms = cfg.step_s * 1000
+    surges = detect_runs(ev_steps["ts_ms"].to_numpy(), rps > upper, step_ms=step_ms,
+                         min_duration_ms=int(cfg.min_duration_min * 60_000), merge_gap_ms=0)
+    surge_min = max((e - s for s, e in surges), default=0) / 60_000
     short = (ev_steps["desired"] - ev_steps["ready"]).fill_null(0.0).to_numpy()
     short_max = float(short.max()) if short.size else 0.0
     # When the autoscaler asked: the first step of the window where desired exceeded ready.
@@ -208,7 +227,7 @@ def attribute_event(window: pl.DataFrame, start_ms: int, cfg: EventsConfig,
     lag = (above_share < cfg.surge_steps_share and short_max >= 1.0 - 1e-9 and free_when is not None
            and free_when >= asked_gpus - 1e-9 and lag_log > 0 and lag_log >= err_log)
     shares = {k: round(v, 4) for k, v in shares.items()}
-    return Attribution(shares=shares, cause=cause_of(shares, cfg, lag=lag),
+    return Attribution(shares=shares, cause=cause_of(shares, cfg, lag=lag, surged=bool(surges)),
                        traffic_above_band_share=above_share, shortfall_replicas_max=short_max,
                        free_gpus_when_asked=free_when, asked_at_ms=asked_at,
-                       lag_explained_log=lag_log, model_error_log=err_log)
+                       lag_explained_log=lag_log, model_error_log=err_log, surge_min=surge_min)

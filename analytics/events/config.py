@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from analytics.errors import ConfigError
+from analytics.slo import check_slo_ms
 
 CAUSES: tuple[str, ...] = ("batch_contention", "traffic_surge", "scaling_lag", "mixed", "unexplained")
 SHARE_KEYS: tuple[str, ...] = ("batch_contention", "traffic_surge", "unexplained")
@@ -33,12 +34,19 @@ class EventsConfig:
     mixed_share: float = field(default=0.3, metadata={
         "help": "a share is material at this or above: cause is 'mixed' when both batch and traffic shares are "
                 "(a surge during contention), and 'scaling_lag' only when neither is"})
+    compound_share: float = field(default=0.15, metadata={
+        "help": "with a surge in the event (traffic above its norm band for at least min_duration_min in a row), "
+                "a share is material at this or above: cause is 'mixed' when both batch and traffic shares are "
+                "(a surge inside batch contention, whose contention outlasts it)"})
     explained_share: float = field(default=0.5, metadata={
         "help": "cause is 'unexplained' when batch + traffic shares are below this"})
     warmup_min: float | None = field(default=None, metadata={
         "help": "minutes a new replica needs before it serves; None = measured from the data"})
     default_warmup_min: float = field(default=5.0, metadata={
         "help": "warm-up used when the data shows no scale-up to measure it on"})
+    reaction_min: float = field(default=1.0, metadata={
+        "help": "minutes an autoscaler takes to react to traffic, added to the warm-up where the desired replicas "
+                "are inferred from traffic (a linked autoscaler's desired replicas carry its own reaction)"})
     surge_steps_share: float = field(default=0.25, metadata={
         "help": "traffic left its norm when at least this share of the event's steps are above the norm band"})
     ramp_ratio: float = field(default=1.3, metadata={
@@ -58,13 +66,13 @@ class EventsConfig:
     def __post_init__(self) -> None:
         if self.normal_traffic not in ("band_edge", "expected"):
             raise ConfigError(f"normal_traffic={self.normal_traffic!r}: choose 'band_edge' or 'expected'")
-        for name in ("min_duration_min", "merge_gap_min"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}={getattr(self, name)}: minutes cannot be negative")
+        for name in ("min_duration_min", "merge_gap_min", "reaction_min"):
+            if not 0 <= getattr(self, name) < float("inf"):  # NaN and infinity too
+                raise ConfigError(f"{name}={getattr(self, name)}: give a finite number of minutes, 0 or more")
         if self.step_s < 1:
             raise ConfigError(f"step_s={self.step_s}: the step is at least 1 second")
-        if self.slo_ms is not None and not self.slo_ms > 0:
-            raise ConfigError(f"slo_ms={self.slo_ms}: the SLO is a positive number of milliseconds")
+        if self.slo_ms is not None:
+            check_slo_ms(self.slo_ms, "slo_ms")
 
     def settings_key(self) -> dict[str, Any]:
         """The settings that change which events are found (part of each event id)."""

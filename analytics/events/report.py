@@ -92,9 +92,13 @@ def method_text(cfg: EventsConfig, analysis: EventsAnalysis | None = None) -> li
         "(log-log), and model shortfall at such loads is given to the factors that created the overload.",
         "Normal traffic T0: the expected value of the traffic's norm band (daily and weekly rhythm, MSTL): a ramp "
         "that happens every day is normal; a surge is traffic above the band.",
-        "Capacity without batch C0: the replicas the autoscaler wanted a warm-up earlier, bounded by ready replicas "
-        "plus the GPUs batch held in the pool during that warm-up (idle GPUs cover the shortfall first; the rest is "
-        "shared between services in proportion to their shortfall)." + warm,
+        "Capacity without batch C0: the replicas the autoscaler wanted a scale-up earlier, bounded by ready replicas "
+        "plus the GPUs batch held in the pool during that scale-up (idle GPUs cover the shortfall first; the rest is "
+        "shared between services in proportion to their shortfall). The scale-up is the pool's own: the warm-up the "
+        "store shows (desired to ready where free GPUs placed a scale-up at once, else scheduled to ready from the "
+        "GPUs loading replicas held), plus the autoscaler's reaction where the desired replicas are inferred from "
+        f"traffic ({cfg.reaction_min:g} min): freeing batch's GPUs does not make a new replica serve sooner, so a "
+        "fast surge still queues while replicas load." + warm,
         "Shares: the excess log-latency L(T, C) - L(T0, C0) split by Shapley over traffic and batch "
         "(four evaluations of L), plus the model error (observed - L(T, C)) as 'unexplained'; each summed over "
         "the event, negative sums clipped to zero, normalised to add to 1.",
@@ -103,8 +107,11 @@ def method_text(cfg: EventsConfig, analysis: EventsAnalysis | None = None) -> li
         f"short of what the autoscaler wanted, enough GPUs were free when it asked, and the missing replicas explain "
         f"the tail (the latency they add by the model, L(T, C) against L at the desired replicas, is at least what "
         f"the model cannot explain); else 'mixed' when batch and traffic shares are both material (at least "
-        f"{cfg.mixed_share:g}); else 'unexplained' when they add to less than {cfg.explained_share:g}; else the "
-        f"larger of the two.",
+        f"{cfg.mixed_share:g}, or {cfg.compound_share:g} where traffic stayed above its band {cfg.min_duration_min:g} "
+        f"minutes in a row: a surge inside contention that outlasts it); else 'unexplained' when they add to less "
+        f"than {cfg.explained_share:g}; else the larger of the two. A surge inside contention is checked against the "
+        f"store's own surges of its size at its load without batch: whether they made a tail, and whether the "
+        f"counterfactual without batch does (a note when they disagree).",
         f"Misattribution: a 'batch_contention' event that a dashboard would blame on users (traffic at the peak at "
         f"least {cfg.ramp_ratio:g}x its level in the {cfg.ramp_lookback_min:g} minutes before) or that an incident "
         f"record gave another cause. A 'mixed' event is not misattributed (users did add load); its story says the "
@@ -163,10 +170,15 @@ def report_sections(analysis: EventsAnalysis, ev: Event) -> list[Section]:
         ["free GPUs when it asked", _num(e.get("free_gpus_when_asked"), 1)],
         ["batch GPUs at start", _num(e.get("batch_gpus_at_start"), 1)],
         ["batch holding since", str(e.get("batch_held_since") or "n/a")],
-        ["warm-up used", f"{_num(e.get('warmup_min'), 0)} min"],
+        ["warm-up used", f"{_num(e.get('warmup_min'), 0)} min: {e.get('warmup_source') or 'n/a'}"],
+        ["autoscaler reaction", str(e.get("autoscaler_reaction") or "n/a")],
+        ["scale-up capacity without batch waits for", f"{_num(e.get('scale_up_min_without_batch'), 0)} min"],
         ["observed / load-explained p99 at the peak", f"{_ms(e.get('p99_observed_ms_at_peak'))} / "
                                                        f"{_ms(e.get('p99_load_explained_ms_at_peak'))}"],
     ]
+    check = e.get("surge_check")
+    if check:
+        facts.append(["its surge against the store's own surges without batch", check["says"]])
     holders = [[h["workload"], h["team"], h["cls"], f"{h['gpus']:g}", h["held_since"], f"{h['hours_held']:.2f}"]
                for h in e.get("holders_at_start", [])]
     secs.append(Section("Evidence", paragraphs=["Who held the pool's GPUs at the event's start, and since when:"],

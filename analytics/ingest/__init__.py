@@ -34,7 +34,7 @@ from analytics.ingest.detect import (EXPOSITION_FORMATS, FORMATS, REQUEST_FORMAT
 from analytics.ingest.exposition import parse_exposition
 from analytics.ingest.promjson import parse_prom_json
 from analytics.ingest.sources import (PEEK_BYTES, HashedChunks, check_line_lengths, gunzip, iter_bytes_chunks,
-                                      list_files, peek_path, read_path, read_path_lines, tail_path)
+                                      list_files, peek_path, read_path, read_path_lines, source_name, tail_path)
 from analytics.ingest.tabular import parse_csv_grafana, parse_csv_long, parse_nvidia_smi, parse_parquet_long
 from analytics.store import LoadResult, Sink, Store, content_hash
 
@@ -160,7 +160,7 @@ def ingest_bytes(store: Store, name: str, data: bytes, *, at_ms: int | None = No
 
 def _ingest_file(store: Store, path: Path, at_ms: int | None,
                  columns: "ColumnMapping | None" = None) -> LoadResult:
-    name = str(path)
+    name = source_name(str(path))
     if columns is not None:
         parquet = peek_path(path, 4) == b"PAR1"
         return _mapped(store, name, read_path(path) if parquet else read_path_lines(path), columns)
@@ -251,9 +251,10 @@ def ingest_path(store: Store, path: str | Path, *, at_ms: int | None = None,
                            error=bounded(f"{path}: no such file or folder"))]
     results = []
     for file in list_files(path):
+        name = source_name(str(file))  # the path opens the file; the name is what the store and messages hold
         why = not_data_reason(file)
         if why is not None:
-            results.append(LoadResult(name=str(file), format="none", status="skipped",
+            results.append(LoadResult(name=name, format="none", status="skipped",
                                       note=f"not a data file ({why})"))
             continue
         try:
@@ -262,9 +263,9 @@ def ingest_path(store: Store, path: str | Path, *, at_ms: int | None = None,
             kind = None  # unreadable: the ordinary load says why
         if kind is not None:
             with open(file, "rb") as raw:
-                results.extend(_ingest_archive(store, str(file), raw, file.stat().st_size, kind, at_ms, columns))
+                results.extend(_ingest_archive(store, name, raw, file.stat().st_size, kind, at_ms, columns))
             continue
-        results.append(_guarded(str(file), lambda: _ingest_file(store, file, at_ms, columns),
+        results.append(_guarded(name, lambda: _ingest_file(store, file, at_ms, columns),
                                 lambda: peek_path(file)))
     return results
 

@@ -9,7 +9,10 @@ one GPU. The mapping says what identifies a GPU instead::
     # or
     columns = ["node", "gpu_index"]   # the column(s) that together identify one GPU
 
-and the load writes that identity as each row's ``UUID`` label. A load of device signals without
+and the load writes that identity as each row's ``UUID`` label: ``pod/<pod>``, or the columns'
+values joined with ``/``, each value's ``%`` and ``/`` written ``%25`` and ``%2F`` first (percent-encoding,
+which :func:`urllib.parse.unquote` reads back), so that node ``a/b`` GPU ``c`` and node ``a`` GPU
+``b/c`` stay two GPUs (both were ``a/b/c``). A load of device signals without
 it, where more than :data:`FEW_PODS` pods share one GPU key at the same time, says so in its note
 (:func:`shared_note`); ``tidelens signals`` says the same of the store
 (:func:`analytics.timeline.signals.shared_gpu_keys`).
@@ -75,8 +78,15 @@ def device_label(columns: tuple[str, ...], per: str | None, labels: dict[str, st
         col = next(c for c, label in labels.items() if label == "pod")
         return pl.concat_str(pl.lit("pod/"), pl.col(col)).alias(UUID_LABEL)
     if columns:
-        return pl.concat_str([pl.col(c).fill_null("") for c in columns], separator="/").alias(UUID_LABEL)
+        return pl.concat_str([_key_part(c) for c in columns], separator="/").alias(UUID_LABEL)
     return None
+
+
+def _key_part(column: str) -> pl.Expr:
+    """One column's value as a part of a GPU key: ``%`` then ``/`` percent-encoded, so the joined
+    key splits back into the values it was made of (the one encoding, not only the separator)."""
+    text = pl.col(column).cast(pl.Utf8).fill_null("")
+    return text.str.replace_all("%", "%25", literal=True).str.replace_all("/", "%2F", literal=True)
 
 
 def shared_note(long: pl.DataFrame, label_names: list[str]) -> str | None:

@@ -49,6 +49,10 @@ class _Bad(ValueError):
     pass
 
 
+class _TooWide(ValueError):
+    """A line with more fields than a table may have columns: a limit, not a syntax error."""
+
+
 def _unescape(text: str) -> str:
     out, i = [], 0
     while i < len(text):
@@ -63,6 +67,8 @@ def _unescape(text: str) -> str:
 
 def _split(text: str, sep: str) -> list[str]:
     """Split on ``sep`` outside backslash escapes and double-quoted strings."""
+    if "\\" not in text and '"' not in text:  # nothing escaped or quoted: the same cut, in C
+        return text.split(sep)
     parts, cur, i, quoted = [], [], 0, False
     while i < len(text):
         c = text[i]
@@ -126,8 +132,10 @@ def _field_value(raw: str) -> float | None:
         raise _Bad(f"field value {raw!r} is not a number, a string or a boolean") from None
 
 
-def split_line(line: str) -> tuple[str, dict[str, str], dict[str, float | None], int | None]:
-    """``(measurement, tags, fields, timestamp_ns or None)`` of one line."""
+def split_line(line: str, max_fields: int | None = None
+               ) -> tuple[str, dict[str, str], dict[str, float | None], int | None]:
+    """``(measurement, tags, fields, timestamp_ns or None)`` of one line; a line of more than
+    ``max_fields`` fields is refused (:class:`_TooWide`) before any of them is read."""
     sections = [s for s in _split(line.strip(), " ") if s != ""]
     if len(sections) not in (2, 3):
         raise _Bad("expected 'measurement[,tags] fields [timestamp]'")
@@ -145,7 +153,12 @@ def split_line(line: str) -> tuple[str, dict[str, str], dict[str, float | None],
             raise _Bad(f"tag {key!r} given twice (InfluxDB would keep one silently): write each tag once")
         tags[key] = _unescape(v)
     fields: dict[str, float | None] = {}
-    for kv in _split(sections[1], ","):
+    parts = _split(sections[1], ",")
+    if max_fields is not None and len(parts) > max_fields:
+        raise _TooWide(f"{len(parts):,} fields in one line, more than {max_fields:,} (a line is a row of a "
+                       "table, each field a column and a series of its own): refused; split the line, or "
+                       "raise TIDELENS_MAX_COLUMNS")
+    for kv in parts:
         k, v, eq = _key_value(kv)
         if not eq or not k or not v:
             raise _Bad(f"field {kv!r} is not key=value")
@@ -215,7 +228,8 @@ def parse_line_protocol(data: bytes, sink: Sink, source: str, *, default_ts_ms: 
     """
     from analytics.limits import IngestLimits
 
-    max_series = IngestLimits.from_env().max_series
+    limits = IngestLimits.from_env()
+    max_series = limits.max_series
     text = _decode(data, source)
     series: dict[tuple[str, str], int] = {}
     rows: list[tuple[int, int, float]] = []
@@ -226,9 +240,11 @@ def parse_line_protocol(data: bytes, sink: Sink, source: str, *, default_ts_ms: 
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            measurement, tags, fields, ts = split_line(line)
+            measurement, tags, fields, ts = split_line(line, limits.max_columns)
         except _Bad as exc:
             raise IngestError(source, f"not InfluxDB line protocol: {exc}", line=n) from None
+        except _TooWide as exc:
+            raise IngestError(source, str(exc), line=n) from None
         if ts is None:
             if default_ts_ms is None:
                 raise IngestError(source, "a line without a timestamp: write Telegraf's output with timestamps (precision ns)", line=n)

@@ -9,8 +9,9 @@ field); a bare ``latency`` is refused rather than guessed.
 
 A request is an error when its HTTP status is 5xx or 429, or when the log's own ``error``,
 ``status`` or ``success`` column says so in words or codes (:mod:`analytics.ingest.request_status`;
-a mapping's ``success_values`` names the success values itself). A success value read as neither
-counts as failed and is said in the note, as is a log whose every request reads as failed.
+a mapping's ``success_values`` names the success values itself). A success value read as neither,
+an empty cell included, counts as failed and is said in the note, as is a log whose every request
+reads as failed.
 
 A request is counted once: rows the store already holds (the same log under another name, two
 exports that overlap) are skipped and counted in the note, matched on every column (the store
@@ -349,12 +350,13 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
     if rc.error:
         error = error | by_value(frame[rc.error], error_flag)
     if rc.success:
-        # 1 failed, 0 succeeded, null: neither (a flag's null would read as "no error")
+        # 1 failed, 0 succeeded, null: neither (a flag's null would read as "no error"); an empty
+        # cell says neither too: a success column that does not say success is no success
         read = by_value(frame[rc.success], lambda v: None if (f := success_failed(v, rc.success_values)) is None
                          else int(f), pl.Int8)
-        raw_success = frame[rc.success].cast(pl.Utf8)
-        neither = read.is_null() & raw_success.is_not_null()
-        unread = raw_success.zip_with(neither, pl.repeat(None, frame.height, dtype=pl.Utf8, eager=True))
+        neither = read.is_null()
+        unread = frame[rc.success].cast(pl.Utf8).fill_null("").zip_with(
+            neither, pl.repeat(None, frame.height, dtype=pl.Utf8, eager=True))
         error = error | (read == 1).fill_null(False) | neither
     name = rc.service_name or Path(source).name.split(".")[0] or "requests"
     if rc.service:
@@ -472,9 +474,9 @@ def parse_requests(data: bytes, sink: Sink, source: str, rc: RequestColumns | No
     if con is not None:
         skip(_known_rows(frame, con), "row(s) already in the store (the same time, service, latency, status, "
                                       "pod: from a log loaded before) skipped")
-    if "__unread" in frame.columns:
+    if "__unread" in frame.columns and frame["__unread"].null_count() < frame.height:  # (skipped rows gone)
         hits = frame["__unread"].drop_nulls()
-        shown = ", ".join(repr(v) for v in hits.unique(maintain_order=True).head(3).to_list())
+        shown = ", ".join(repr(v) if v else "an empty cell" for v in hits.unique(maintain_order=True).head(3).to_list())
         dropped.append(f"{hits.len():,} request(s) whose {rc.success!r} reads neither as success nor as failure "
                        f"({shown}) counted as failed: name the success values with [requests] success_values")
     rows = frame["__row"]

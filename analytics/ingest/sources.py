@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -33,6 +34,25 @@ def _read_error(source: str | Path, exc: BaseException) -> IngestError:
         return IngestError(source, f"corrupt or truncated gzip data ({exc}); re-export or "
                            "re-compress the file")
     return IngestError(source, f"cannot read: {exc}")
+
+# A name decoded with Python's "surrogateescape" (file names, tar members) holds each byte that
+# was not UTF-8 as a lone surrogate, which no UTF-8 text (DuckDB, a terminal, JSON) can carry.
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def source_name(name: str) -> str:
+    r"""``name`` (a file's or an archive member's) with each byte that was not UTF-8 written ``\xNN``.
+
+    A name in any bytes then loads, and reads the same in the store, a message and a terminal.
+
+    >>> source_name("caf\udce9.prom"), source_name("ok.prom")
+    ('caf\\xe9.prom', 'ok.prom')
+    """
+    if not _SURROGATES.search(name):
+        return name
+    return _SURROGATES.sub(lambda m: "".join(f"\\x{b:02x}" for b in m.group().encode(
+        "utf-8", "surrogateescape" if "\udc80" <= m.group() <= "\udcff" else "surrogatepass")), name)
+
 
 def is_gzip(head: bytes) -> bool:
     """True when ``head`` starts with the gzip magic number."""

@@ -162,6 +162,7 @@ def _matrix_to_sink(sink: Sink, name: str, result: list[dict[str, Any]], metric:
     s_skey: list[int] = []
     s_ts: list[int] = []
     s_val: list[float] = []
+    starts: list[int] = []  # each series' first sample's index: a sample's place in the answer
     gc_was = gc.isenabled()
     gc.disable()  # millions of small lists: the collector would triple the parse time
     try:
@@ -173,6 +174,7 @@ def _matrix_to_sink(sink: Sink, name: str, result: list[dict[str, Any]], metric:
                 raise IngestError(name, "a series without a metric name in a raw pull",
                                   where=f"data.result[{i}].metric")
             skeys.append(i)
+            starts.append(len(s_skey))
             metrics.append(m)
             labels.append(orjson.dumps(lab, option=orjson.OPT_SORT_KEYS).decode())
             for j, pair in enumerate(item.get("values") or ()):
@@ -189,7 +191,8 @@ def _matrix_to_sink(sink: Sink, name: str, result: list[dict[str, Any]], metric:
     sink.add_series(pl.DataFrame({"skey": skeys, "metric": metrics, "labels": labels},
                                  schema={"skey": pl.Int64, "metric": pl.Utf8, "labels": pl.Utf8}))
     sink.add_samples(pl.DataFrame({"skey": s_skey, "ts_ms": s_ts, "value": s_val},
-                                  schema={"skey": pl.Int64, "ts_ms": pl.Int64, "value": pl.Float64}))
+                                  schema={"skey": pl.Int64, "ts_ms": pl.Int64, "value": pl.Float64}),
+                     locate=lambda k: {"where": f"data.result[{s_skey[k]}].values[{k - starts[s_skey[k]]}]"})
 
 
 def _land(store: Store, name: str, fmt: str, promql: str, metric: str | None, resp: Response) -> LoadResult:

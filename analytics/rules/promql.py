@@ -5,7 +5,7 @@ module makes them agree:
 
 - both are RE2, anchored at both ends (Python ``fullmatch``; Prometheus wraps a matcher as
   ``^(?:...)$``);
-- a rule's pattern is case-insensitive in Python (``user_regex``): the matcher says ``(?i)``;
+- a rule's pattern is case-insensitive in Python (:func:`analytics.patterns.compile_pattern`): the matcher says ``(?i)``;
 - ``.`` does not match a newline in Python's RE2; Prometheus 3 compiles matchers with ``(?s)``,
   so the matcher clears it (``(?-s)``), and 2.x agrees either way;
 - a label Python sees as absent (``None`` or empty) never matches there, even ``.*``; in
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from analytics.errors import ConfigError
+from analytics.patterns import rule_regex
 
 
 def quote(value: str) -> str:
@@ -28,34 +28,6 @@ def quote(value: str) -> str:
     """
     out = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
     return f'"{out}"'
-
-
-def rule_regex(pattern: str) -> str:
-    """A workload-map pattern as Prometheus must read it to match what Python's RE2 matches.
-
-    >>> rule_regex("chat-.*")
-    '(?i-s:chat-.*)'
-    """
-    return f"(?i-s:{pattern})"
-
-
-def check_go_regex(pattern: str, what: str) -> None:
-    """Refuse the few RE2 constructs Go's regexp (Prometheus) rejects but C++ RE2 (Python) accepts.
-
-    Raises
-    ------
-    ConfigError
-        ``\\C`` (any byte): Go has no single-byte match, so the two engines cannot agree.
-    """
-    i = 0
-    while i < len(pattern):
-        if pattern[i] == "\\" and i + 1 < len(pattern):
-            if pattern[i + 1] == "C":
-                raise ConfigError(f"{what} = {pattern!r}: \\C (any byte) has no PromQL equivalent; "
-                                  "use . (any character) instead")
-            i += 2
-            continue
-        i += 1
 
 
 def matchers(match: dict[str, str], label_of: dict[str, str]) -> list[str]:

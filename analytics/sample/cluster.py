@@ -43,6 +43,7 @@ class ServiceConfig:
     min_replicas: int = field(default=2, metadata=_help("HPA minimum replicas"))
     max_replicas: int = field(default=16, metadata=_help("HPA maximum replicas"))
     warmup_min: int = field(default=6, metadata=_help("minutes from a GPU being bound to the replica serving (weights, KV cache, kernels)"))
+    warmup_max_min: int = field(default=0, metadata=_help("above warmup_min: each replica's warm-up is drawn from warmup_min to this many minutes (a model loading at the speed of the node's disk and network)"))
     cooldown_min: int = field(default=10, metadata=_help("HPA scale-down stabilisation window, minutes"))
     patience_s: float = field(default=30.0, metadata=_help("clients abandon after waiting this long; caps the carried backlog"))
     slo_p99_ms: float = field(default=1500.0, metadata=_help("p99 latency objective, milliseconds (TTFT for LLMs)"))
@@ -88,6 +89,7 @@ class SurgeConfig:
     minutes: tuple[int, int] = field(default=(30, 90), metadata=_help("range of surge durations, minutes"))
     hours_utc: tuple[float, float] = field(default=(12.0, 19.0), metadata=_help("range of surge start hours, UTC"))
     morning_days: int = field(default=0, metadata=_help("of those days, how many put the surge on the morning ramp (09:00-10:30)"))
+    ramp_offset_min: tuple[float, float] = field(default=(0.0, 60.0), metadata=_help("range of minutes after the ramp starts that a morning surge starts"))
     rise_min: int = field(default=3, metadata=_help("minutes a surge takes to reach its full factor"))
     weekly: bool = field(default=False, metadata=_help(
         "the first week's surges recur every week, the same weekday, hour, size and length (a weekly campaign)"))

@@ -72,8 +72,16 @@ def _suffix(rng: np.random.Generator) -> str:
 
 
 def run_pool(scenario: ScenarioConfig, topo: Topology, n_min: int, arrivals: dict[str, np.ndarray],
-             jobs: list[BatchJob], rng: np.random.Generator) -> PoolRun:
-    """Simulate autoscaling and batch admission over ``n_min`` minutes."""
+             jobs: list[BatchJob], rng: np.random.Generator,
+             warmup_draws: dict[str, np.ndarray] | None = None) -> PoolRun:
+    """Simulate autoscaling and batch admission over ``n_min`` minutes.
+
+    ``warmup_draws``: per service whose warm-up varies (``ServiceConfig.warmup_max_min``), the
+    warm-up minutes of the ``j``-th replica bound in minute ``t`` at ``[t, j]`` (drawn up front, so
+    a counterfactual run binding at the same minute draws the same); the others warm up
+    ``warmup_min``.
+    """
+    warmup_draws = warmup_draws or {}
     general = list(topo.general)
     reserved = set(general[: scenario.inference_reserved_gpus])
     free_res = sorted(g for g in general if g in reserved)
@@ -220,13 +228,16 @@ def run_pool(scenario: ScenarioConfig, topo: Topology, n_min: int, arrivals: dic
         # 3. bind pending replicas (inference-high is scheduled before batch is admitted)
         if pending_inf:
             still_p = []
+            bound: dict[str, int] = {}
             for i in pending_inf:
                 p = pods[i]
                 svc = svc_by[p.service]
                 gs = grab(svc.gpus_per_replica)  # a multi-GPU replica binds all at once, or waits
                 if gs is not None:
                     bind(p, gs, t)
-                    p.ready_min = t + svc.warmup_min
+                    draws = warmup_draws.get(svc.name)
+                    j = bound[svc.name] = bound.get(svc.name, -1) + 1
+                    p.ready_min = t + (int(draws[t, j % draws.shape[1]]) if draws is not None else svc.warmup_min)
                 else:
                     still_p.append(i)
             pending_inf = still_p

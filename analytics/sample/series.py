@@ -244,7 +244,7 @@ def _iter_raw(res, minutes: slice | None, gpu_filter: set[int] | None, *,
                 warm = t < p.ready_min
                 util_srv = np.clip(12.0 + 80.0 * np.minimum(rho[p.service][t], 1.1) + 4.0 * z, 0, 100)
                 util = np.where(warm, np.clip(8.0 + 3.0 * z, 0, 100), util_srv)
-                frac = np.clip((t - p.scheduled_min + 1) / max(svc.warmup_min, 1), 0.0, 1.0)
+                frac = np.clip((t - p.scheduled_min + 1) / max(p.ready_min - p.scheduled_min, 1), 0.0, 1.0)
                 fb = np.where(warm, svc.fb_used_mib * frac, svc.fb_used_mib + np.round(80 * z))
             _dcgm(b, lab, t, util, fb)
 

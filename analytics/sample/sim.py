@@ -27,7 +27,7 @@ from analytics.sample.traffic import (MIN_PER_DAY, Surge, ar1_noise, arrivals, p
 
 # Random stream ids: one stream per purpose, so a counterfactual changes nothing else.
 _STREAM = {"traffic": 1, "arrivals": 2, "surges": 3, "batch": 4, "names": 5, "dev": 6,
-           "split": 7, "faults": 8, "latency": 10}
+           "split": 7, "faults": 8, "latency": 10, "warmup": 11}
 
 
 
@@ -89,7 +89,10 @@ def _run_variant(sc: ScenarioConfig, topo: Topology, days: int, seed: int, *, ba
         rate[svc.name] = r
         req[svc.name] = arrivals(r, _rng(seed, "arrivals", i).standard_normal(n_min))
     jobs = plan_jobs(sc.batch, days, start_ord, _rng(seed, "batch")) if batch else []
-    pool = run_pool(sc, topo, n_min, req, jobs, _rng(seed, "names"))
+    warm = {svc.name: _rng(seed, "warmup", i).integers(svc.warmup_min, svc.warmup_max_min + 1,
+                                                        size=(n_min, svc.max_replicas))
+            for i, svc in enumerate(sc.services) if svc.warmup_max_min > svc.warmup_min}
+    pool = run_pool(sc, topo, n_min, req, jobs, _rng(seed, "names"), warm)
     lat = {}
     for i, svc in enumerate(sc.services):
         u = uniforms[svc.name]

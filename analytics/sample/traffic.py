@@ -113,7 +113,7 @@ def plan_surges(scenario: ScenarioConfig, days: int, rng: np.random.Generator) -
     out = []
     for d in chosen:
         if d in morning:
-            hour = scenario.ramp_hour_utc + rng.uniform(0.0, 1.0)
+            hour = scenario.ramp_hour_utc + rng.uniform(cfg.ramp_offset_min[0] / 60.0, cfg.ramp_offset_min[1] / 60.0)
             service = names[0]
         else:
             hour = rng.uniform(*cfg.hours_utc)

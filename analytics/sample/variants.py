@@ -309,6 +309,21 @@ def _utc8(sc: ScenarioConfig) -> ScenarioConfig:
     return replace(sc, start_iso=local.isoformat())
 
 
+def _warmup_5_8(sc: ScenarioConfig) -> ScenarioConfig:
+    # a larger model, loaded at the speed of each node's disk and network: 5 to 8 minutes a replica
+    return _llm(sc, lambda s: replace(s, warmup_min=5, warmup_max_min=8))
+
+
+def _surge_on_ramp(sc: ScenarioConfig) -> ScenarioConfig:
+    return replace(sc, surges=replace(sc.surges, ramp_offset_min=(15.0, 20.0)))
+
+
+def _hold_outlasts_surge(sc: ScenarioConfig) -> ScenarioConfig:
+    # the fine-tune runs to 10:30-11:15; the surges are 1.8-2.5x for 25-40 minutes
+    return replace(sc, batch=replace(sc.batch, finetune_hours=(8.5, 9.25)),
+                   surges=replace(sc.surges, factor=(1.8, 2.5), minutes=(25, 40)))
+
+
 # --- the catalogue -----------------------------------------------------------------------------------------
 
 _HPA_SERIES = "kube_horizontalpodautoscaler_* (label horizontalpodautoscaler)"
@@ -349,6 +364,16 @@ VARIANTS: dict[str, ExportVariant] = {v.name: v for v in (
                   group="scrape interval", scrape_s=30),
     ExportVariant("utc8", "The cluster's day runs in UTC+8: ramp, fine-tune, weekdays and surges happen in "
                   "local time, 8 hours earlier in UTC.", "every timestamp (8 h earlier)", configure=_utc8),
+    ExportVariant("warmup-5-8", "A new chat-vllm replica takes 5 to 8 minutes from its GPU being bound to serving "
+                  "(a larger model loaded at each node's speed), drawn per replica.",
+                  "chat pods' warm-up (dcgm memory rising, readiness later) varies", configure=_warmup_5_8),
+    ExportVariant("surge-on-ramp", "Morning surges start 15 to 20 minutes after the ramp does, while the "
+                  "autoscaler is still scaling for the ramp.", "when morning surges start (cluster shape)",
+                  configure=_surge_on_ramp),
+    ExportVariant("hold-outlasts-surge", "The nightly fine-tune runs until 10:30-11:15 and surges are 1.8-2.5x "
+                  "for 25-40 minutes: batch contention lasts longer than a surge inside it.",
+                  "the fine-tune's run time and the surges' size and length (cluster shape)",
+                  configure=_hold_outlasts_surge),
 )}
 
 # Pairs that contradict each other beyond one group: renaming an HPA that is not exported.

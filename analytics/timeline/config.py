@@ -25,18 +25,24 @@ class TimelineConfig:
 CLASS_COLUMNS = ("inference", "batch", "other", "unmanaged", "unknown", "idle")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+# The longest step (a timeline's, a rhythm's resolution, the rules' evaluation interval): a day. A
+# longer one is a typo, and `--interval 99999999999999d` hung the rules' export in a loop over it.
+STEP_MAX_S = 86_400
 
 
-def parse_step_s(text: str) -> int:
+def parse_step_s(text: str, what: str = "step") -> int:
     """A step like ``30s``, ``1m``, ``5m``, ``1h`` (bare numbers are seconds) in whole seconds.
 
     >>> parse_step_s("1m"), parse_step_s("90"), parse_step_s("1h")
     (60, 90, 3600)
+
+    Raises :class:`ConfigError` naming ``what`` (the flag) for text that is not a duration, or
+    not whole seconds from 1s to a day (:data:`STEP_MAX_S`).
     """
-    m = _DURATION.match(text)
+    m = _DURATION.match(str(text))
     if not m:
-        raise ConfigError(f"step {text!r} is not a duration: write e.g. 30s, 1m, 5m or 1h")
+        raise ConfigError(f"{what} {str(text)[:80]!r} is not a duration: write e.g. 30s, 1m, 5m or 1h")
     seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
-    if seconds < 1 or seconds != int(seconds):
-        raise ConfigError(f"step {text!r} must be a whole number of seconds, at least 1s")
+    if not 1 <= seconds <= STEP_MAX_S or seconds != int(seconds):
+        raise ConfigError(f"{what} {str(text)[:80]!r} must be a whole number of seconds from 1s to 1d")
     return int(seconds)

@@ -13,9 +13,14 @@ else its pod's workload. HPA and Deployment series are linked to the service the
 
 Traffic (``rps``) is the service's request-rate gauge where it has one (``request_rate``, a QPS
 gauge loaded through a mapping: the names :data:`analytics.sql.rhythm.RATE_METRICS` reads; its
-pods' last values summed per step), else its request log's rows per second, else its histogram's
-count. A rate gauge without a ``service`` label belongs to the service whose request log names its
-pod. :func:`traffic_source_notes` says which services' traffic came from a gauge.
+pods' last values summed per step), else its request log's rows per second, else the requests
+that arrived: the more of its histogram's count and its finished requests (vLLM's
+``request_success_total`` over every ``finished_reason``). A request its client gave up on before
+its first token is in the second (``finished_reason="abort"``) and never in a TTFT histogram, so
+while replicas are overloaded the histogram counts what was served (capped by capacity) and the
+finished requests what was asked: a surge into a starved pool is seen whole, not flattened at the
+replicas' capacity. A rate gauge without a ``service`` label belongs to the service whose request
+log names its pod. :func:`traffic_source_notes` says which services' traffic came from a gauge.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ QUANTILES: dict[str, float] = {"p50_ms": 0.50, "p95_ms": 0.95, "p99_ms": 0.99}
 GAUGES: dict[str, str] = {sg.VLLM_RUNNING: "running", sg.VLLM_WAITING: "waiting",
                           sg.KSM_HPA_DESIRED: "desired_replicas", sg.KSM_DEPLOY_READY: "ready_replicas"}
 RATE = "rate"  # the role of a request-rate gauge: requests per second already, summed over pods
+FINISHED = "finished"  # the role of a counter of finished requests (every finished_reason, aborts too)
 ROLES: list[str] = [*GAUGES.values(), RATE, "replicas", *(f"summary_{c}" for c in QUANTILES)]
 
 SERVICE_SCHEMA = {"ts": pl.Datetime("ms", "UTC"), "service": pl.Utf8, "pool": pl.Utf8, "rps": pl.Float64,
@@ -104,7 +110,7 @@ def _resolve(store: Store, wmap: WorkloadMap,
     from analytics.sql import rhythm as rhq
 
     rates = store.query(rhq.RATE_METRICS)["metric"].to_list()
-    metrics = [*_histogram_metrics(), *GAUGES, sg.KSM_HPA_INFO, sg.KSM_DEPLOY_AVAILABLE, *rates]
+    metrics = [*_histogram_metrics(), *GAUGES, sg.KSM_HPA_INFO, sg.KSM_DEPLOY_AVAILABLE, sg.VLLM_SUCCESS, *rates]
     s = store.query(q.SERVICE_SERIES, {"metrics": metrics})
     if s.height == 0:
         return None
@@ -117,6 +123,7 @@ def _resolve(store: Store, wmap: WorkloadMap,
         pl.concat_str(pl.col("namespace").fill_null(""), pl.lit("/"), pl.col("pod").fill_null("")).alias("pod_key"),
         pl.col("le").cast(pl.Float64, strict=False),
         pl.when(pl.col("metric").is_in(rates)).then(pl.lit(RATE))
+        .when(pl.col("metric") == sg.VLLM_SUCCESS).then(pl.lit(FINISHED))
         .when(pl.col("metric").str.ends_with("_bucket")).then(pl.lit("bucket"))
         .when(pl.col("quantile").is_not_null() & pl.col("metric").is_in(SUMMARY_METRICS)).then(pl.lit("summary"))
         .when(pl.col("metric").str.ends_with("_count")).then(pl.lit("count"))
@@ -300,17 +307,23 @@ def service_frame(store: Store, rng: tuple[int, int, int],
     bucket_groups = (buckets.select("service_id", "le").unique().sort("service_id", "le")
                      .with_row_index("group_id").with_columns(pl.col("group_id").cast(pl.Int64)))
     n_b = bucket_groups.height
+    n_f = n_b + services.height  # finished-request counters: one group per service after the counts
     counts = slo.filter(pl.col("role") == "count").with_columns((pl.col("service_id") + n_b).alias("group_id"))
+    finished = (series.filter(pl.col("role") == FINISHED).join(services.select("service", "service_id"), on="service")
+                .with_columns((pl.col("service_id") + n_f).alias("group_id")))
     groups = pl.concat([buckets.join(bucket_groups, on=["service_id", "le"]).select("series_id", "group_id"),
-                        counts.select("series_id", pl.col("group_id").cast(pl.Int64))])
+                        counts.select("series_id", pl.col("group_id").cast(pl.Int64)),
+                        finished.select("series_id", pl.col("group_id").cast(pl.Int64))])
     inc = increase_by_group(store, groups, step_ms, lo_ms, hi_ms)
     b_inc = inc.filter(pl.col("group_id") < n_b).join(bucket_groups, on="group_id").select(
         "service_id", "ts_end_ms", "le", pl.col("increase").alias("value"))
     quant = histogram_quantiles(QUANTILES, b_inc)
     total_from_inf = b_inc.filter(pl.col("le") == math.inf).select(
         "service_id", "ts_end_ms", pl.col("value").alias("_inf_total"))
-    c_inc = inc.filter(pl.col("group_id") >= n_b).select(
+    c_inc = inc.filter((pl.col("group_id") >= n_b) & (pl.col("group_id") < n_f)).select(
         (pl.col("group_id") - n_b).alias("service_id"), "ts_end_ms", pl.col("increase").alias("_count_total"))
+    f_inc = inc.filter(pl.col("group_id") >= n_f).select(
+        (pl.col("group_id") - n_f).alias("service_id"), "ts_end_ms", pl.col("increase").alias("_finished_total"))
 
     # gauges: per service and role; replicas = pods reporting the SLO histogram's +Inf bucket
     gauge_series = series.filter(pl.col("role").is_in([*GAUGES.values(), RATE])).join(
@@ -338,6 +351,7 @@ def service_frame(store: Store, rng: tuple[int, int, int],
     keys = ["service_id", "ts_end_ms"]
     out = (quant.join(total_from_inf, on=keys, how="full", coalesce=True)
            .join(c_inc, on=keys, how="full", coalesce=True)
+           .join(f_inc, on=keys, how="full", coalesce=True)
            .join(gauges, on=keys, how="full", coalesce=True))
     for col in ROLES:
         if col not in out.columns:
@@ -346,7 +360,8 @@ def service_frame(store: Store, rng: tuple[int, int, int],
     unit_ms = {m: ms_per_unit(m) for m in services["slo_metric"].drop_nulls().unique().to_list()}
     out = out.join(services, on="service_id", how="left").with_columns(
         pl.col("ts_end_ms").cast(pl.Datetime("ms")).dt.replace_time_zone("UTC").alias("ts"),
-        pl.coalesce("rate", pl.coalesce("_count_total", "_inf_total") / step_s).alias("rps"),
+        pl.coalesce("rate", pl.max_horizontal(pl.coalesce("_count_total", "_inf_total"), "_finished_total")
+                    / step_s).alias("rps"),
         *(((pl.col(c).fill_nan(None).fill_null(pl.col(f"summary_{c}"))
             * pl.col("slo_metric").replace_strict(unit_ms, default=None, return_dtype=pl.Float64))).alias(c)
           for c in QUANTILES),

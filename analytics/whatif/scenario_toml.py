@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import fields
 from typing import Any
 
 import numpy as np
 import tomli_w
 
+from analytics.config import parse_toml
 from analytics.errors import ConfigError
 from analytics.whatif.params import BatchJob, BatchParams, PoolParams, PoolScenario, ServiceParams
 
@@ -62,10 +62,7 @@ def _build(cls: type, table: Any, where: str) -> Any:
 
 def scenario_from_toml(text: str) -> PoolScenario:
     """Parse TOML from ``scenario_to_toml`` (or by hand); ``ConfigError`` on bad input."""
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"scenario TOML: {exc}; fix the syntax at that line") from None
+    doc = parse_toml(text, "scenario TOML")
     top = {"name", "description", "start_ts_ms", "step_s", "traffic_rps", "others_gpus", "service",
            "pool", "batch", "provenance"}
     unknown = sorted(set(doc) - top)

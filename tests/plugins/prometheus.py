@@ -1,4 +1,5 @@
-"""pytest plugin: the session-scoped ``prometheus`` fixture (a real, backfilled server).
+"""pytest plugin: the session-scoped ``prometheus`` fixture (a real, backfilled server), and
+``promtool`` (its path, for the tests that check rules with the real engine).
 
 Register it with ``pytest_plugins = ["plugins.prometheus"]`` in ``tests/conftest.py``, or import
 the fixture into a test module (``from plugins.prometheus import prometheus``). Either way one
@@ -19,6 +20,15 @@ import live_data  # noqa: E402
 import prom_server  # noqa: E402
 
 _shared: dict[str, object] = {"server": None, "samples": None, "users": 0}
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    """The path of ``promtool`` (the test skips outside CI where it is not installed)."""
+    bins = prom_server.require_binaries()
+    if bins is None:
+        pytest.skip("promtool not installed (apt-get install prometheus)")
+    return bins[1]
 
 
 @pytest.fixture(scope="session")
