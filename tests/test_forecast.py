@@ -160,6 +160,18 @@ def test_cli_forecast_refuses_a_moment_outside_the_store(morning_db: Path, capsy
     assert "--at 2027-01-01T00:00:00Z" in err and "store's span" in err
 
 
+@pytest.mark.parametrize(("flags", "words"), [
+    (["--horizon", "nan"], "--horizon 'nan': write hours"), (["--horizon", "400h"], "forecast 1 to 168 hours"),
+    (["--history-days", "nan"], "--history-days nan: give 1 to 90 days"), (["--step", "7s"], "divide an hour"),
+    (["--tz", "Mars/Olympus"], "--tz 'Mars/Olympus' is not an IANA time zone"),
+    (["--at", "now+9999999999999999999999d"], "no time between the years 1 and 9999")])
+def test_cli_forecast_refuses_what_no_forecast_has(tmp_path: Path, capsys, flags: list[str], words: str) -> None:
+    """Every flag bounded before the store is read, the refusal one JSON object with ``--json``."""
+    assert main(["forecast", "--db", str(tmp_path / "none.duckdb"), *flags, "--json"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc) == ["error"] and words in doc["error"], doc
+
+
 def test_grafana_annotations_lie_ahead_and_are_updated_not_duplicated(evening) -> None:
     notes = forecast_annotations(evening)
     assert len(notes) == len(evening.windows()) > 0

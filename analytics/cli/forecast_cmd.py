@@ -10,7 +10,8 @@ from pathlib import Path
 import polars as pl
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_config, add_db, add_json, add_slos, config_path, print_json, print_table
+from analytics.cli.common import (add_config, add_db, add_json, add_slos, check_zone, config_path, print_json,
+                                  print_table)
 from analytics.errors import ConfigError
 from analytics.forecast.answer import forecast_store
 from analytics.forecast.backtest import MIN_HISTORY_DAYS
@@ -63,7 +64,10 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     config = config_path(args)
     per_service = parse_service_slos(args.slo)
     at_ms = None if args.at is None else parse_time_ms(args.at, what="--at")
-    cfg = ForecastConfig(horizon_h=parse_horizon_h(args.horizon), step_s=parse_step_s(args.step)).validate()
+    cfg = ForecastConfig(horizon_h=parse_horizon_h(args.horizon), step_s=parse_step_s(args.step, "--step")).validate()
+    check_zone(args.tz)
+    if not 1.0 <= args.history_days <= 90.0:  # NaN fails both
+        raise ConfigError(f"--history-days {args.history_days:g}: give 1 to 90 days")
     if args.db != ":memory:" and not Path(args.db).exists():
         raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
     wmap = load_map(config)

@@ -68,8 +68,11 @@ class ForecastConfig:
     min_history_days: float = 1.5
 
     def validate(self) -> "ForecastConfig":
+        """The config itself; ``ConfigError`` naming the flag otherwise."""
         if not 1.0 <= self.horizon_h <= 7 * 24.0:
             raise ConfigError(f"--horizon {self.horizon_h:g} h: forecast 1 to 168 hours ahead")
+        if self.step_s <= 0 or 3600 % self.step_s:
+            raise ConfigError(f"--step {self.step_s} s: the what-if replays steps that divide an hour (e.g. 1m, 5m)")
         if self.levels < 1:
             raise ConfigError(f"levels={self.levels}: at least one quantile of a run's length")
         return self
