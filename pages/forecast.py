@@ -8,10 +8,9 @@ import streamlit as st
 
 from analytics.errors import TidelensError
 from analytics.forecast.report import (ACTION_HEADER, BACKTEST_HEADER, RUN_HEADER, WINDOW_HEADER, action_rows,
-                                       action_sentence, backtest_rows, day_sentence, horizon_figure, range_text,
+                                       backtest_rows, forecast_markdown, horizon_figure, moment, range_text,
                                        run_rows, score_sentences, window_rows)
 from analytics.text import escape_figure, md
-from analytics.times import format_span
 from analytics.view import format_step
 from pages._queries import ForecastQuery, in_background, rerun_when_done
 from pages._show import kpi_row, show_chart, show_table
@@ -49,13 +48,9 @@ k[2].metric("Services colliding", str(len(day.windows)), border=True,
             help=", ".join(md(w.service) for w in day.windows) or "none")
 k[3].metric("Change tonight", best.kind if best else "none", border=True,
             help=md(best.text) if best else "No collision to avoid, or no change tried avoids it")
-st.markdown(md(f"Made at {format_span(fc.at_ms, fc.at_ms, v.tz)}, {fc.horizon_h:g} h ahead, under the "
-               f"{fc.policy} policy."))
-for d in fc.days:
-    st.markdown("- " + md(day_sentence(d, v.tz)))
-    act = action_sentence(fc, d, v.tz)
-    if act:
-        st.markdown("  " + md(act))
+st.markdown(md(f"Made at {moment(fc.at_ms, v.tz)}, {fc.horizon_h:g} h ahead, under the {fc.policy} policy."))
+st.markdown("\n".join(("  - " if line.startswith("  - ") else "- ") + md(line.lstrip(" -"))
+                       for line in forecast_markdown(fc, v.tz).splitlines()))
 show_chart(lambda: escape_figure(horizon_figure(fc, v.tz)), lambda: fc.traffic.join(fc.capacity, on="ts_ms", how="left"),
            "forecast-horizon", memo_key=(query, job.done(), v.tz))
 if fc.windows():

@@ -13,9 +13,10 @@ WINDOW_COLOR = "rgba(213, 94, 0, 0.16)"  # vermillion, the batch class's colour,
 
 def forecast_figure(traffic: pl.DataFrame, capacity: pl.DataFrame, windows: list[dict], *, tz: str = "UTC",
                     title: str = "The horizon ahead") -> go.Figure:
-    """Two panels on the horizon: each service's traffic ahead with its band (top), and the pool's GPUs:
-    held by others, held by batch on the most likely night, wanted by the services (bottom); each
-    collision window shaded, with its service and chance.
+    """Two panels on the horizon: each service's traffic ahead with its 80% band, as a share of the
+    band's top (top), and the pool's GPUs: held by others, held by batch on the most likely night (each
+    run present when more likely than not, at its median end), and what the services need (bottom);
+    each collision window shaded, with its service and chance.
 
     ``traffic``: ``ts_ms, service, expected, lower, upper``; ``capacity``: ``ts_ms, pool_gpus,
     others_gpus, batch_gpus, wanted_gpus`` (one pool); ``windows``: ``service, start_ms, end_ms,
@@ -26,27 +27,27 @@ def forecast_figure(traffic: pl.DataFrame, capacity: pl.DataFrame, windows: list
         part = traffic.filter(pl.col("service") == name).sort("ts_ms")
         x = display_ts(part["ts_ms"], tz)
         color = SERVICE_COLORS[i % len(SERVICE_COLORS)]
+        # each service as a share of its band's top: services of 50 and 1,500 req/s on one axis
         peak = float(part["upper"].max() or 1.0) or 1.0
         fig.add_trace(go.Scatter(x=x, y=part["upper"] / peak, mode="lines", line=dict(width=0), showlegend=False,
                                  hoverinfo="skip", legendgroup=name), row=1, col=1)
         fig.add_trace(go.Scatter(x=x, y=part["lower"] / peak, mode="lines", line=dict(width=0), fill="tonexty",
-                                 fillcolor=_alpha(color, 0.2), name=f"{name}: 80% band", legendgroup=name,
+                                 fillcolor=_alpha(color, 0.2), showlegend=False, legendgroup=name,
                                  hoverinfo="skip"), row=1, col=1)
         fig.add_trace(go.Scatter(x=x, y=part["expected"] / peak, mode="lines", line=dict(color=color, width=2),
-                                 name=f"{name} (share of its band's top, {peak:,.3g} req/s)", legendgroup=name,
-                                 customdata=part["expected"], hovertemplate="%{customdata:,.3g} req/s"),
-                      row=1, col=1)
+                                 name=name, legendgroup=name, customdata=part["expected"],
+                                 hovertemplate="%{customdata:,.3g} req/s (80% band shaded)"), row=1, col=1)
     cap = capacity.sort("ts_ms")
     x = display_ts(cap["ts_ms"], tz)
     fig.add_trace(go.Scatter(x=x, y=cap["others_gpus"], mode="lines", stackgroup="held", name="held by others",
                              line=dict(color=CLASS_COLORS["other"], width=0.5)), row=2, col=1)
     fig.add_trace(go.Scatter(x=x, y=cap["batch_gpus"], mode="lines", stackgroup="held",
-                             name="held by batch (most likely night)",
+                             name="held by batch",
                              line=dict(color=CLASS_COLORS["batch"], width=0.5)), row=2, col=1)
     fig.add_trace(go.Scatter(x=x, y=cap["others_gpus"] + cap["wanted_gpus"], mode="lines",
-                             name="others + what the services want", line=dict(color=CLASS_COLORS["inference"], width=2)),
+                             name="others + services' need", line=dict(color=CLASS_COLORS["inference"], width=2)),
                   row=2, col=1)
-    fig.add_trace(go.Scatter(x=x, y=cap["pool_gpus"], mode="lines", name="GPUs in the pool",
+    fig.add_trace(go.Scatter(x=x, y=cap["pool_gpus"], mode="lines", name="pool",
                              line=dict(color=OKABE_ITO["black"], dash="dash")), row=2, col=1)
     for w in windows:
         a, b = display_ts(pl.Series([w["start_ms"], w["end_ms"]]), tz).to_list()

@@ -136,9 +136,10 @@ def run_probability(started_days: set[int], usual_ms: int, first_ms: int, last_m
     p_kind = (k_kind + 0.5) / (len(same_kind) + 1.0)
     k_dow = sum(d in started_days for d in same_dow)
     p = (k_dow + SHRINK_DAYS * p_kind) / (len(same_dow) + SHRINK_DAYS)
-    what = "weekend" if kind else "weekday"
-    return float(p), (f"ran on {k_dow} of {len(same_dow)} past days of the same day of the week and "
-                      f"{k_kind} of {len(same_kind)} {what}s")
+    what = "weekend day" if kind else "weekday"
+    dow = (f"ran on {k_dow} of {len(same_dow)} past days of the same day of the week and " if same_dow
+           else "this day of the week not seen yet; ran on ")
+    return float(p), f"{dow}{k_kind} of {len(same_kind)} {what}s"
 
 
 def _quantiles(x: np.ndarray, levels: np.ndarray) -> np.ndarray:

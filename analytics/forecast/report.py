@@ -17,7 +17,7 @@ from analytics.forecast.answer import ForecastAnswer
 from analytics.forecast.backtest import Backtest
 from analytics.forecast.model import DayForecast, Forecast
 from analytics.forecast.score import COVERAGE_BAND
-from analytics.times import format_span, local_naive
+from analytics.times import local_naive
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -26,6 +26,22 @@ if TYPE_CHECKING:
 def clock(ms: int, tz: str = "UTC") -> str:
     """``HH:MM`` of an epoch-ms time in ``tz``."""
     return local_naive(int(ms), tz).strftime("%H:%M")
+
+
+def moment(ms: int, tz: str = "UTC") -> str:
+    """A moment as a reader says it: ``Tue 2026-10-06 18:00 UTC``."""
+    return local_naive(int(ms), tz).strftime("%a %Y-%m-%d %H:%M") + f" {tz}"
+
+
+def hours_moved(h: float) -> str:
+    """How far a run's end moves, in words (no leading sign: a table cell never starts with one).
+
+    >>> hours_moved(-1.0), hours_moved(2.25), hours_moved(0.0)
+    ('1.0 h earlier', '2.2 h later', 'not at all')
+    """
+    if abs(h) < 0.05:
+        return "not at all"
+    return f"{abs(h):.1f} h {'earlier' if h < 0 else 'later'}"
 
 
 def range_text(rng: tuple[float, float] | list[float] | None, calibrated: bool) -> str:
@@ -66,7 +82,7 @@ def action_sentence(fc: Forecast, day: DayForecast, tz: str = "UTC") -> str | No
             f"{best.gpu_hours_delayed:,.0f} GPU-hours of batch work done later"
             + (f", {best.gpu_hours_lost:,.0f} lost" if best.gpu_hours_lost >= 0.5 else ""))
     return (f"The smallest change tonight that avoids it: {best.text} (chance left {best.probability_after:.0%}; "
-            f"{cost}; the run ends {abs(best.end_moves_h):.1f} h {'later' if best.end_moves_h >= 0 else 'earlier'}).")
+            f"{cost}; the run ends {hours_moved(best.end_moves_h)}).")
 
 
 def window_rows(fc: Forecast, tz: str = "UTC") -> list[list[Any]]:
@@ -97,11 +113,22 @@ def action_rows(fc: Forecast) -> list[list[Any]]:
     """One row per action tried: day, change, chance before and left, GPU-hours delayed and lost."""
     return [[a.day, a.text + (" (recommended)" if a.recommended else ""), f"{a.probability_before:.0%}",
              f"{a.probability_after:.0%}", f"{a.gpu_hours_delayed:,.0f}", f"{a.gpu_hours_lost:,.0f}",
-             f"{a.end_moves_h:+.1f}"] for a in fc.actions]
+             hours_moved(a.end_moves_h)] for a in fc.actions]
 
 
 ACTION_HEADER = ["day", "change tonight", "chance before", "chance left", "batch GPU-h done later", "GPU-h lost",
-                 "run's end moves (h)"]
+                 "the run ends"]
+
+
+def forecast_markdown(fc: Forecast, tz: str = "UTC") -> str:
+    """Each day of the horizon as a list item, the change tonight that avoids its collision under it."""
+    lines = []
+    for day in fc.days:
+        lines.append(f"- {day_sentence(day, tz)}")
+        act = action_sentence(fc, day, tz)
+        if act:
+            lines.append(f"  - {act}")
+    return "\n".join(lines)
 
 
 def backtest_rows(bt: Backtest) -> list[list[Any]]:
@@ -162,7 +189,7 @@ def forecast_section(answer: ForecastAnswer, tz: str = "UTC") -> Section:
     if nxt is None:
         return Section("Forecast (modelled)", "No forecast: the horizon holds no day.")
     finding = day_sentence(nxt, tz, "Tomorrow" if nxt.start_ms - fc.at_ms >= 0 else "Today")
-    paragraphs = [f"Made at the store's end ({format_span(fc.at_ms, fc.at_ms, tz)}), {fc.horizon_h:g} hours ahead, "
+    paragraphs = [f"Made at the range's end ({moment(fc.at_ms, tz)}), {fc.horizon_h:g} hours ahead, "
                   f"under the {fc.policy} policy; each day's outcomes replayed by the what-if. Ranges: {fc.range_basis}."]
     act = action_sentence(fc, nxt, tz)
     if act:
