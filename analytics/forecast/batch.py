@@ -31,7 +31,7 @@ from analytics.times import iso_utc
 from analytics.whatif.observe import Observation
 
 MIN_DAYS = 2  # runs on this many days make a workload recurring
-SHRINK_DAYS = 4.0  # a day of the week's own share outweighs its kind's after this many weeks
+SHRINK_DAYS = 7.0  # a day of the week's own share outweighs its kind's after this many weeks of it
 LARGE_SHARE = 0.1  # a run this share of the pool (or 8 GPUs) is forecast as itself, not in the mean
 LARGE_GPUS = 8
 LEAST_PROBABILITY = 0.01
@@ -121,9 +121,9 @@ def run_probability(started_days: set[int], usual_ms: int, first_ms: int, last_m
 
     >>> weekdays = {0, 1, 4, 5, 6, 7, 8, 11, 12, 13}  # two weeks from Thursday 1970-01-01
     >>> round(run_probability(weekdays, 7_200_000, 0, 14 * DAY_MS, 14)[0], 3)  # a Thursday
-    0.97
+    0.965
     >>> round(run_probability(weekdays, 7_200_000, 0, 14 * DAY_MS, 16)[0], 3)  # a Saturday
-    0.067
+    0.078
     """
     seen = [d for d in range(first_ms // DAY_MS - 1, last_ms // DAY_MS + 1)
             if first_ms <= d * DAY_MS + usual_ms <= last_ms]
