@@ -93,6 +93,7 @@ def forecast_timelines(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, at
     fc = forecast(tl, slo_ms, at_ms=at_ms, cfg=cfg, kueue=kueue, change=change, calibrations=calibrations,
                   calibrate_ranges=cal)
     actions_for(fc)
+    fc.context = None  # the replays behind it: not kept (the page's cache would store every outcome's)
     return ForecastAnswer(fc, bt)
 
 
