@@ -27,7 +27,7 @@ FIRST_RENDER_ELEMENTS: dict[str, tuple[str, ...]] = {
     "events": ("PlotlyChart", "Metric", "Html", "Slider", "Radio", "DownloadButton"),
     "whatif": ("PlotlyChart", "Metric", "Html", "Radio", "NumberInput", "ButtonGroup", "Slider",
                "Checkbox"),
-    "forecast": ("PlotlyChart", "Metric", "Html"),
+    "forecast": ("PlotlyChart", "Metric", "Html", "Button"),
     "chargeback": ("PlotlyChart", "Metric", "Html", "Radio", "NumberInput"),
     "data": ("PlotlyChart", "Html", "TextInput", "FileUploader", "Radio"),
 }

@@ -12,6 +12,7 @@ from analytics.forecast.report import (ACTION_HEADER, BACKTEST_HEADER, RUN_HEADE
                                        run_rows, score_sentences, window_rows)
 from analytics.text import escape_figure, md
 from analytics.view import format_step
+from pages._prefetch import background_allowed
 from pages._queries import ForecastQuery, in_background, rerun_when_done
 from pages._show import kpi_row, show_chart, show_table
 from pages._sidebar import page_setup, require_source
@@ -26,9 +27,12 @@ st.caption(f"{md(src.label)} · step {format_step(v.step_s)} · times in {v.tz} 
 
 query = ForecastQuery.from_view(v, src)
 scored = ForecastQuery.from_view(v, src, backtest=True)
-job = in_background("forecast-backtest", scored, scored.run)
+# the backtest beside the forecast: in the background, or on a click where the server computes
+# nothing ahead of one (TIDELENS_PREFETCH=0)
+job = in_background("forecast-backtest", scored, scored.run) if (
+    background_allowed() or st.session_state.get("fc_score")) else None
 try:
-    answer = job.result() if job.done() and job.exception() is None else query.run()
+    answer = job.result() if job is not None and job.done() and job.exception() is None else query.run()
 except TidelensError as exc:
     st.warning(md(exc), icon=":material/warning:")
     st.stop()
@@ -52,7 +56,7 @@ st.markdown(md(f"Made at {moment(fc.at_ms, v.tz)}, {fc.horizon_h:g} h ahead, und
 st.markdown("\n".join(("  - " if line.startswith("  - ") else "- ") + md(line.lstrip(" -"))
                        for line in forecast_markdown(fc, v.tz).splitlines()))
 show_chart(lambda: escape_figure(horizon_figure(fc, v.tz)), lambda: fc.traffic.join(fc.capacity, on="ts_ms", how="left"),
-           "forecast-horizon", memo_key=(query, job.done(), v.tz))
+           "forecast-horizon", memo_key=(query, job is not None and job.done(), v.tz))
 if fc.windows():
     show_table(pl.DataFrame(window_rows(fc, v.tz), schema=WINDOW_HEADER, orient="row"), key="fc_windows")
 if fc.actions:
@@ -64,7 +68,11 @@ st.caption(md(f"Ranges: {fc.range_basis}. " + " ".join(fc.notes)))
 
 st.subheader("Scored on its own past")
 if answer.backtest is None:
-    if job.done() and job.exception() is not None:
+    if job is None:
+        st.button("Score it on this store's days", key="fc_score", icon=":material/fact_check:",
+                  help="Forecast each day of the store as it would have been (18:00 the day before and 07:00) "
+                       "and score it against what happened; the ranges are then calibrated 80% ranges")
+    elif job.done() and job.exception() is not None:
         st.warning(md(f"The backtest could not run: {job.exception()}"), icon=":material/warning:")
     else:
         rerun_when_done(job, "Forecasting each day of the store as it would have been, and scoring it...")

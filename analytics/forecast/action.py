@@ -165,8 +165,13 @@ def _day_actions(ctx: Context, pool: str, day: DayForecast) -> list[Action]:
 
     def finish(kind: str, text: str, amount: float, change: Change,
                replays: dict[str, HorizonReplays] | None = None, **extra: Any) -> None:
-        p_after = sum(o.weight for o in outcomes if check(change if any(k == i for k, _ in o.ends) else _same,
-                                                           o, replays))
+        # the nights with the run, longest first: once one clears, the shorter ones do too
+        p_after = 0.0
+        for o in sorted(present, key=lambda o: -dict(o.ends)[i]):
+            if not check(change, o, replays):
+                break
+            p_after += o.weight
+        p_after += sum(o.weight for o in outcomes if o not in present and check(_same, o, replays))
         made.append(Action(kind, day.day, run.workload, text, amount, p_after <= LEFT_AT_MOST,
                            day.collision_probability, float(p_after),
                            *_cost(ctx, pool, runs, middle, name, change, replays), **extra))
@@ -175,14 +180,14 @@ def _day_actions(ctx: Context, pool: str, day: DayForecast) -> list[Action]:
     mine = next(j for j in job if j.name == name)
     start_ms = mine.arrival_ms - ctx.step_s * 1000
     if not run.running:
-        # earlier: the least number of half hours that clears the longest night
+        # earlier: the fewest half hours that clear the longest night (doubling, then halving back: an
+        # earlier start clears more of the morning, until it meets the evening before)
         most = int((start_ms - ctx.at_ms) / 3_600_000 / EARLIER_STEP_H)
-        for k in range(1, most + 1):
-            ch = _move(name, -k * EARLIER_STEP_H)
-            if not check(ch, worst):
-                finish("earlier", f"start {run.workload} {k * EARLIER_STEP_H:g} h earlier, at "
-                       f"{iso_utc(start_ms - int(k * EARLIER_STEP_H * 3_600_000))[11:16]} UTC", k * EARLIER_STEP_H, ch)
-                break
+        k = _least(lambda k: not check(_move(name, -k * EARLIER_STEP_H), worst), most)
+        if k is not None:
+            finish("earlier", f"start {run.workload} {k * EARLIER_STEP_H:g} h earlier, at "
+                   f"{iso_utc(start_ms - int(k * EARLIER_STEP_H * 3_600_000))[11:16]} UTC", k * EARLIER_STEP_H,
+                   _move(name, -k * EARLIER_STEP_H))
     # hold: until the latest end of the day's windows, then half hours more while it still collides
     latest = max(w.latest_ms for w in day.windows)
     for k in range(int(HOLD_MAX_H / HOLD_STEP_H) + 1):
@@ -192,12 +197,11 @@ def _day_actions(ctx: Context, pool: str, day: DayForecast) -> list[Action]:
             what = "pause" if run.running else "hold"
             finish("hold", f"{what} {run.workload} until {iso_utc(resume)[11:16]} UTC, after the ramp", resume, ch)
             break
-    # cap: the most GPUs it may keep
-    for keep in range(run.gpus - 1, 0, -1):
-        ch = _cap(name, keep, run.gpus)
-        if not check(ch, worst):
-            finish("cap", f"cap {run.workload} at {keep} GPUs (of {run.gpus})", keep, ch)
-            break
+    # cap: the most GPUs it may keep (fewer GPUs hold less of the morning)
+    cut = _least(lambda c: not check(_cap(name, run.gpus - c, run.gpus), worst), run.gpus - 1)
+    if cut is not None:
+        keep = run.gpus - cut
+        finish("cap", f"cap {run.workload} at {keep} GPUs (of {run.gpus})", keep, _cap(name, keep, run.gpus))
     # reserve: the fewest GPUs each colliding service needs kept from batch
     by_service = {}
     for s in sorted({w.service for w in day.windows if ctx.services[w.service].pool == pool}):
@@ -229,6 +233,22 @@ def _day_actions(ctx: Context, pool: str, day: DayForecast) -> list[Action]:
         best = min(ok, key=lambda a: (a.gpu_hours_delayed + a.gpu_hours_lost, KINDS.index(a.kind)))
         best.recommended = True
     return sorted(made, key=lambda a: KINDS.index(a.kind))
+
+
+def _least(ok: Callable[[int], bool], most: int, stride: int = 2) -> int | None:
+    """The least ``k`` in 1..``most`` with ``ok(k)``: every ``stride``-th until one is, then the ones
+    skipped before it (a stretch where ``ok`` holds narrower than ``stride`` can be missed).
+
+    >>> _least(lambda k: k >= 5, 40), _least(lambda k: k >= 5, 3), _least(lambda k: 5 <= k <= 6, 40)
+    (5, None, 5)
+    """
+    k = next((k for k in range(stride, most + 1, stride) if ok(k)), None)
+    if k is None:
+        return most if most % stride and ok(most) else None
+    for j in range(k - stride + 1, k):
+        if j >= 1 and ok(j):
+            return j
+    return k
 
 
 def _same(jobs: tuple[BatchJob, ...]) -> tuple[BatchJob, ...]:
