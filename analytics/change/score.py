@@ -335,12 +335,12 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
                     f"{predicted['violation_minutes']:,.0f} minutes over the SLO for {service}; "
                     f"{observed_v:,.0f} were observed.")
         if rng_:
-            said.append(f"The before-period's own days make such an after-period {rng_[0]:,.0f} to {rng_[1]:,.0f} "
-                        f"minutes ({RANGE_QUANTILES[0]:.0%} to {RANGE_QUANTILES[1]:.0%} of those drawn from them): "
-                        + (f"{observed_v:,.0f} is inside it, a period those days could make."
+            said.append(f"Its 80% range, the before-period's days drawn into after-periods and calibrated on the "
+                        f"project's own changes, is {rng_[0]:,.0f} to {rng_[1]:,.0f} minutes: "
+                        + (f"{observed_v:,.0f} is inside it."
                            if within["prediction_range_violation_minutes"] else
-                           f"{observed_v:,.0f} is {'above' if observed_v > rng_[1] else 'below'} it, a period "
-                           "unlike the before-period's days."))
+                           f"{observed_v:,.0f} is {'above' if observed_v > rng_[1] else 'below'} it, one of the "
+                           "one in five after-periods an 80% range leaves out."))
         said.append(f"Given the traffic and batch runs that came, the same model says "
                     f"{given_inputs['violation_minutes']:,.0f} minutes: "
                     + ("the miss is the inputs', not the model's." if within[
@@ -350,7 +350,7 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
         said.append(f"The what-if, from the before-period alone, predicted {predicted['violation_minutes']:,.0f} "
                     f"minutes over the SLO for {service} under {change.policy}; {observed_v:,.0f} were observed "
                     f"(within {PREDICTION_TOLERANCE:.0%} or {PREDICTION_FLOOR_MIN:g} minutes"
-                    + (f"; its days make {rng_[0]:,.0f} to {rng_[1]:,.0f}" if rng_ else "") + ").")
+                    + (f"; its 80% range {rng_[0]:,.0f} to {rng_[1]:,.0f}" if rng_ else "") + ").")
     if not within["after_replay"]:
         said.append("The after-period replayed under the enacted policy misses what happened: "
                     + ("; ".join(diff) if diff else "no single part stands out") + " ("
