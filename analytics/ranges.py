@@ -2,15 +2,18 @@
 
 A model's spread (the outcomes it can think of) is narrower than what happens: it does not know
 the surge it cannot see, nor its own error. :class:`RangeCalibration` widens (or narrows) a raw
-range by the past: split conformal prediction on scaled scores (conformalized quantile
-regression, Romano, Patterson and Candes 2019): for each past range ``[lo, hi]`` and what
-happened ``y``, the score ``max(lo - y, y - hi) / width``; the calibrated range of a new raw
-range is ``[lo - q width, hi + q width]`` with ``q`` the ``ceil((n + 1) coverage)``-th smallest
-of the ``n`` past scores, which covers at least ``coverage`` of exchangeable outcomes. ``width``
-is the raw range's, at least ``floor`` (a range of one value still has a scale).
+range by the past: split conformal prediction on scaled scores, each tail apart (conformalized
+quantile regression, Romano, Patterson and Candes 2019, its asymmetric form): for each past range
+``[lo, hi]`` and what happened ``y``, how far below it ``(lo - y) / width`` and how far above it
+``(y - hi) / width``; a new raw range becomes ``[lo - q_lo width, hi + q_hi width]``, each ``q``
+the ``ceil((n + 1) (1 + coverage) / 2)``-th smallest of the ``n`` past scores of its tail, so that
+at most half of the misses are allowed on each side and at least ``coverage`` of exchangeable
+outcomes fall inside. ``width`` is the raw range's, at least ``floor`` (a range of one value still
+has a scale). The tails are apart because they differ: a forecast's minutes over the SLO have a
+mass at zero below (the night the run does not start) and a long tail above (a surge).
 
 The forecast calibrates its minutes on its own backtest's earlier days; ``tidelens change
-compare`` calibrates its range on the before-period's own days (each judged against the others).
+compare`` calibrates its range on the project's own changes (a store has none to calibrate on).
 """
 
 from __future__ import annotations
@@ -21,24 +24,34 @@ from dataclasses import dataclass
 import numpy as np
 
 COVERAGE = 0.8
-MIN_PAST = 4  # fewer past ranges cannot place the 80% quantile of their scores
+MIN_PAST = 4  # fewer past ranges cannot place the quantiles of their scores
 
 
-def conformal_scores(lo: np.ndarray, hi: np.ndarray, y: np.ndarray, floor: float) -> np.ndarray:
-    """Each past range's score: how far outside it the outcome fell, in widths (negative: inside).
+def tail_scores(lo: np.ndarray, hi: np.ndarray, y: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each past range's scores: how far below it and how far above it the outcome fell, in widths
+    (negative: inside, on that side).
 
-    >>> conformal_scores(np.array([0.0, 10.0]), np.array([10.0, 20.0]), np.array([15.0, 15.0]), 1.0).tolist()
-    [0.5, -0.5]
+    >>> [s.tolist() for s in tail_scores(np.array([0.0, 10.0]), np.array([10.0, 20.0]), np.array([15.0, 15.0]), 1.0)]
+    [[-1.5, -0.5], [0.5, -0.5]]
     """
     lo, hi, y = (np.asarray(a, float) for a in (lo, hi, y))
-    return np.maximum(lo - y, y - hi) / np.maximum(hi - lo, floor)
+    w = np.maximum(hi - lo, floor)
+    return (lo - y) / w, (y - hi) / w
+
+
+def conformal_quantile(scores: np.ndarray, level: float) -> float:
+    """The ``ceil((n + 1) level)``-th smallest score (the largest when that rank passes ``n``)."""
+    s = np.sort(np.asarray(scores, float))
+    return float(s[min(math.ceil((s.size + 1) * level), s.size) - 1])
 
 
 @dataclass(frozen=True)
 class RangeCalibration:
-    """How much to widen a raw range (``q`` widths each side), learned from ``n`` past ranges."""
+    """How much to widen a raw range below and above (``q_lo``, ``q_hi`` widths), learned from ``n``
+    past ranges."""
 
-    q: float
+    q_lo: float
+    q_hi: float
     n: int
     floor: float
     coverage: float = COVERAGE
@@ -51,25 +64,26 @@ class RangeCalibration:
         :data:`MIN_PAST` of them.
 
         >>> c = RangeCalibration.fit(np.zeros(9), np.ones(9), np.arange(9.0), floor=1.0)
-        >>> c.q, c.apply(0.0, 1.0)
-        (6.0, (0.0, 7.0))
+        >>> c.q_lo, c.q_hi, c.apply(0.0, 1.0)
+        (0.0, 7.0, (0.0, 8.0))
         """
-        s = conformal_scores(lo, hi, y, floor)
-        s = np.sort(s[np.isfinite(s)])
-        if s.size < MIN_PAST:
+        below, above = tail_scores(lo, hi, y, floor)
+        keep = np.isfinite(below) & np.isfinite(above)
+        if int(keep.sum()) < MIN_PAST:
             return None
-        rank = math.ceil((s.size + 1) * coverage)
-        q = float(s[min(rank, s.size) - 1]) if rank <= s.size else float(s[-1])
-        return cls(q, int(s.size), float(floor), coverage, what)
+        level = (1.0 + coverage) / 2.0
+        return cls(conformal_quantile(below[keep], level), conformal_quantile(above[keep], level), int(keep.sum()),
+                   float(floor), coverage, what)
 
     def apply(self, lo: float, hi: float, *, lower_bound: float = 0.0) -> tuple[float, float]:
         """The calibrated range of a raw ``[lo, hi]`` (never below ``lower_bound``)."""
         w = max(hi - lo, self.floor)
-        a, b = lo - self.q * w, hi + self.q * w
-        if a > b:  # narrowed past its middle: the middle
-            a = b = (lo + hi) / 2.0
+        a, b = lo - self.q_lo * w, hi + self.q_hi * w
+        if a > b:  # narrowed past itself: where the two edges crossed
+            a = b = (a + b) / 2.0
         return max(lower_bound, a), max(lower_bound, b)
 
     def describe(self) -> str:
-        return (f"calibrated on {self.n} {self.what}: widened by {self.q:+.2f} of its width each side so that "
-                f"{self.coverage:.0%} of them would have been inside (split conformal)")
+        return (f"calibrated on {self.n} {self.what}: its lower edge moved by {-self.q_lo:+.2f} of its width and "
+                f"its upper by {self.q_hi:+.2f}, so that {self.coverage:.0%} of them would have been inside, at most "
+                f"half of the rest on either side (split conformal)")

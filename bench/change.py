@@ -69,7 +69,7 @@ def calibrate(paths: list[str]) -> None:
     def covered(cal: RangeCalibration | None, part: list[dict]) -> int:
         return sum((cal.apply(*r["raw"]) if cal else r["raw"])[0] <= r["observed"] <= (cal.apply(*r["raw"]) if cal
                                                                                        else r["raw"])[1] for r in part)
-    print("| fitted on seeds | q (widths each side) | scored on seeds | rows | inside, raw | inside, calibrated |")
+    print("| fitted on seeds | widths moved below / above | scored on seeds | rows | inside, raw | inside, calibrated |")
     print("|---|---|---|---|---|---|")
     for a, b in (halves, halves[::-1]):
         train = [r for r in rows if r["seed"] in a]
@@ -77,10 +77,11 @@ def calibrate(paths: list[str]) -> None:
         cal = fit(train)
         for weekly in (False, True):
             t = [r for r in test if r["weekly"] == weekly]
-            print(f"| {','.join(map(str, a))} | {cal.q:.3f} | {','.join(map(str, b))} "
+            print(f"| {','.join(map(str, a))} | {-cal.q_lo:+.3f} / {cal.q_hi:+.3f} | {','.join(map(str, b))} "
                   f"({'weekly' if weekly else 'random'} surges) | {len(t)} | {covered(None, t)} | {covered(cal, t)} |")
     cal = fit(rows)
-    print(f"\nall {len(rows)} rows: q = {cal.q:.4f} (n {cal.n}); inside, raw {covered(None, rows)}, calibrated "
+    print(f"\nall {len(rows)} rows: q_lo = {cal.q_lo:.4f}, q_hi = {cal.q_hi:.4f} (n {cal.n}); inside, raw "
+          f"{covered(None, rows)}, calibrated "
           f"{covered(cal, rows)} (in-sample)")
 
 

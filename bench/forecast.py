@@ -165,9 +165,9 @@ def summarise(label: str, results: list[dict]) -> dict:
         for what in ("day_minutes", "service_minutes", "traffic_band", "run_end", "day_minutes_raw"):
             out[f"coverage_{moment}_{what}"] = _pooled_coverage(results, moment, what)
         errs = [abs(d["minutes_forecast"] - d["minutes_observed"]) if moment == "evening" else
-                abs(d["update_0700"]["minutes_expected"] - d["update_0700"]["minutes_observed"])
+                abs(d["update_0700"]["minutes_forecast"] - d["update_0700"]["minutes_observed"])
                 for r in results for d in r["days"]
-                if (d.get("minutes_forecast") if moment == "evening" else d["update_0700"].get("minutes_expected")) is not None]
+                if (d.get("minutes_forecast") if moment == "evening" else d["update_0700"].get("minutes_forecast")) is not None]
         out[f"minutes_mae_{moment}"] = float(np.mean(errs)) if errs else None
     return out
 

@@ -269,16 +269,20 @@ def test_the_rhythm_carried_ahead_keeps_weekends_apart() -> None:
 
 
 def test_the_conformal_widening_covers_eighty_percent_and_is_numpys_quantile() -> None:
-    """Split conformal on scaled scores: its rank is numpy's inverted-CDF quantile at ceil((n+1)0.8)/n,
-    and ranges far too narrow for their outcomes come out covering about 80% of new ones."""
+    """Split conformal on scaled scores, each tail apart: each tail's rank is numpy's inverted-CDF
+    quantile at ceil((n+1)0.9)/n, and ranges far too narrow (and off-centre) for their outcomes come
+    out covering about 80% of new ones, about half of the misses on each side."""
     rng = np.random.default_rng(3)
     y_past, y_new = rng.normal(50, 20, 200), rng.normal(50, 20, 4000)
-    lo, hi = np.full(200, 45.0), np.full(200, 55.0)
+    lo, hi = np.full(200, 55.0), np.full(200, 65.0)
     cal = RangeCalibration.fit(lo, hi, y_past, floor=1.0)
-    scores = np.maximum(lo - y_past, y_past - hi) / 10.0
-    assert cal.q == pytest.approx(np.quantile(scores, math.ceil(201 * 0.8) / 200, method="inverted_cdf"))
-    a, b = cal.apply(45.0, 55.0, lower_bound=-math.inf)
-    assert 0.75 <= float(np.mean((y_new >= a) & (y_new <= b))) <= 0.86
+    level = math.ceil(201 * 0.9) / 200
+    assert cal.q_lo == pytest.approx(np.quantile((lo - y_past) / 10.0, level, method="inverted_cdf"))
+    assert cal.q_hi == pytest.approx(np.quantile((y_past - hi) / 10.0, level, method="inverted_cdf"))
+    a, b = cal.apply(55.0, 65.0, lower_bound=-math.inf)
+    inside = (y_new >= a) & (y_new <= b)
+    assert 0.75 <= float(np.mean(inside)) <= 0.86
+    assert abs(float(np.mean(y_new < a)) - float(np.mean(y_new > b))) < 0.04
 
 
 def test_brier_is_murphys_decomposition() -> None:

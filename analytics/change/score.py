@@ -47,7 +47,7 @@ DAY_MS = 86_400_000
 # after-periods inside it (`bench/change.py --calibrate`: 8 seeds x 2 policies x 2 services, surges
 # on random weekdays and weekly alike; cross-fitted coverage in docs/verdicts.md). A store has no
 # past changes of its own to calibrate on.
-RANGE_CALIBRATION = RangeCalibration(q=0.0, n=0, floor=PREDICTION_FLOOR_MIN,
+RANGE_CALIBRATION = RangeCalibration(q_lo=0.0, q_hi=0.0, n=0, floor=PREDICTION_FLOOR_MIN,
                                      what="after-periods of the project's change bench (bench/change.py)")
 
 
