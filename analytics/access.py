@@ -59,7 +59,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from analytics.config import TOKEN_ENV, typed_section
+from analytics.destinations import safe_url
 from analytics.errors import AccessDenied, ConfigError
+from analytics.live.client import check_allowed
 
 ROLES = ("viewer", "editor", "admin")
 SIGN_IN = ("oidc", "header")
@@ -97,7 +100,6 @@ NOT_AS_WRITTEN = ("is signed in under a name that Unicode NFKC normalisation cha
 # The cookie that carries the operator's proof, one per port (two servers on one machine share
 # its cookies: cookies do not tell ports apart).
 OPERATOR_COOKIE = "tidelens_operator"
-TOKEN_ENV = "TIDELENS_TOKEN"
 MIN_TOKEN_CHARS = 32
 _TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
@@ -151,7 +153,6 @@ def access_settings(config_path: str | Path | None) -> AccessSettings | None:
 
     Raises :class:`~analytics.errors.ConfigError` naming the file and key for an unknown key or a wrong value.
     """
-    from analytics.config import typed_section
 
     return typed_section(config_path, "access", AccessSettings)
 
@@ -388,8 +389,6 @@ def check_pull(identity: Identity, url: str, secrets: list[str], allowed: list[s
     metadata addresses are refused for everyone, listed or not
     (:func:`analytics.outbound.check_destination`, when the client is made).
     """
-    from analytics.live.client import check_allowed
-    from analytics.outbound import safe_url
 
     require(identity, "pull")
     server = safe_url(url)

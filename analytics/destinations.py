@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from analytics.errors import ConfigError
 
@@ -20,6 +20,24 @@ BLOCKED_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
     "169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32"))
 BLOCKED_NAMES = frozenset({"metadata", "metadata.google.internal", "metadata.goog",
                            "metadata.azure.com", "instance-data", "instance-data.ec2.internal"})
+
+
+def safe_url(url: str) -> str:
+    """The server's URL without credentials, query or fragment: what may be shown or stored.
+
+    >>> safe_url("https://user@prom.example:9090/prometheus/?x=1")
+    'https://prom.example:9090/prometheus'
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal keeps its brackets, or the URL would read as host:port
+        host = f"[{host}]"
+    try:
+        if parts.port:
+            host += f":{parts.port}"
+    except ValueError:
+        pass
+    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
 
 
 def blocked_address(address: str) -> bool:
@@ -47,7 +65,6 @@ def check_destination(url: str, *, resolve: bool = True) -> None:
     ...
     analytics.errors.ConfigError: server 'http://metadata.google.internal/x': metadata.google.internal is a link-local ...
     """
-    from analytics.outbound import safe_url
 
     host = (urlsplit(url).hostname or "").rstrip(".").lower()
 

@@ -1,6 +1,6 @@
 """The one report renderer: a document of sections written as self-contained HTML or as Markdown.
 
-The capacity review (:mod:`analytics.review`) and the postmortem (:mod:`analytics.events.report`)
+The capacity review (:mod:`analytics.review`) and the postmortem (:mod:`analytics.postmortem`)
 say different things in the same form: a heading, a lead, sections each with an optional
 one-sentence finding, paragraphs, tables and a figure, then small print. What each says is theirs;
 how it is written, escaped and saved is here, once. Every text is plain (escaped here: a pod named
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analytics.charts.theme import figure_image
 from analytics.errors import ConfigError
 from analytics.text import REPORT_CSS, html_table, html_text, md, md_table
 
@@ -157,7 +158,6 @@ def write_document(doc: Document, path: str | Path, what: str = "report") -> lis
     if output_format(p, what) == "html":
         p.write_text(render_html(doc), encoding="utf-8")
         return [p]
-    from analytics.charts.theme import figure_image
 
     text, images = render_markdown(doc, image_prefix=p.stem)
     written = [p]

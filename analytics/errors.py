@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from analytics.text import visible
+
 # An error message is read by a person in a terminal or a page: a reader that echoed every column
 # of a 3-million-column header wrote 8.9 MB into one. Longer messages keep their start and say how
 # much was cut.
@@ -21,7 +23,6 @@ def bounded(text: str, limit: int = MESSAGE_MAX_CHARS) -> str:
     >>> bounded("a\x1b[31mb\nc"), bounded("x" * 40, 30)
     ('a\\u001b[31mb\\nc', 'xxxxxx… (+34 chars)')
     """
-    from analytics.text import visible
 
     s = visible(text).replace("\n", "\\n")
     if len(s) <= limit:

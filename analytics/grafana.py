@@ -28,11 +28,15 @@ import json
 import re
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
+from analytics import signals as sg
 from analytics.errors import ConfigError, TidelensError
+from analytics.events.wording import dashboard_vs_found
 from analytics.outbound import Hints, HttpConfig, Outbound, check_url
+from analytics.promql import Scope, fleet_queries, step_increase, with_workload
 from analytics.secrets import Redactor, check_secret, printable
+from analytics.workloads import classify_workloads
 
 if TYPE_CHECKING:
     from analytics.events import EventsAnalysis
@@ -57,7 +61,6 @@ def event_annotations(analysis: "EventsAnalysis", *, dashboard_uid: str | None =
 
     Times are the event's own (UTC epoch ms), the same as ``tidelens events --json``.
     """
-    from analytics.events.report import dashboard_vs_found
 
     out = []
     for ev in analysis.events:
@@ -105,11 +108,9 @@ def _regex(values: Iterable[str]) -> str:
 
 
 def pool_story_queries(store: "Store", wmap: Any = None,
-                       slos_ms: dict[str, float] | None = None) -> list[tuple[str, str, list[tuple[str, str]]]]:
-    """``(panel title, unit, [(PromQL, legend)])`` for each panel the store's signals support."""
-    from analytics import signals as sg
-    from analytics.live.queries import Scope, fleet_queries, step_increase, with_workload
-    from analytics.workloads import classify_workloads
+                       slos_ms: Mapping[str, float | None] | None = None) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """``(panel title, unit, [(PromQL, legend)])`` for each panel the store's signals support;
+    ``slos_ms`` the SLO each service's events were judged by (``EventsAnalysis.slos_ms``), a line each."""
 
     metrics = set(store.metrics()["metric"].to_list())
     panels: list[tuple[str, str, list[tuple[str, str]]]] = []
@@ -142,7 +143,7 @@ def pool_story_queries(store: "Store", wmap: Any = None,
         inc = with_workload(step_increase(f"{hist}_bucket", STEP_MS))
         targets = [(f"histogram_quantile(0.99, sum by (workload, le) ({inc}))", "{{workload}} p99")]
         for svc, slo in sorted((slos_ms or {}).items()):
-            if svc != "*":
+            if slo is not None:  # a service judged by the relative rule has no SLO line
                 targets.append((f"vector({slo / 1000.0:g})", f"SLO {svc}"))
         panels.append((f"p99 against the SLO ({hist})", "s", targets))
     replicas = []
@@ -158,7 +159,7 @@ def pool_story_queries(store: "Store", wmap: Any = None,
     return panels
 
 
-def dashboard_model(store: "Store", *, wmap: Any = None, slos_ms: dict[str, float] | None = None,
+def dashboard_model(store: "Store", *, wmap: Any = None, slos_ms: Mapping[str, float | None] | None = None,
                     title: str = "Tidelens: the pool story", uid: str = "tidelens-pool-story") -> dict[str, Any]:
     """The dashboard's JSON model (Grafana's ``dashboard`` object), built with the SDK's types."""
     from grafana_foundation_sdk.builders import common as cb

@@ -10,6 +10,11 @@ bounded amount of work and memory, with the file named, instead of filling the m
   headers claim (a 10 KB tar holding a 1 GiB sparse member took 24 s and 2.2 GB before this);
 - a line at most ``max_line_bytes`` long (a file with no newline is one line);
 - at most ``max_series`` distinct series per source, and ``max_services`` services per request log;
+  counted while a source streams, before its new series are kept. A million by default: a load of
+  that many new series peaks at 924-980 MiB (exposition, line protocol, CSV), 2 million at
+  1.4-1.5 GiB, of which the store's series table and its key index take about 0.35 GiB a million
+  (DuckDB, in the load's transaction); a file of 2.1 million series is refused at 446-818 MiB
+  (3.6 GB, 1.8 GB and 1.4 GB before: ``bench/hostile.py --only series``);
 - at most ``max_columns`` columns in a table (CSV, Parquet), counted on the header before any row
   is parsed (a one-row CSV of 3 million columns took 22.9 s and 3.4 GB before this), and as many
   fields in one line of line protocol (a row of a wide table: one 10 MB line of 950,000 fields
@@ -23,14 +28,15 @@ Every format meets the same bounds: the line length for every line-based text (e
 line protocol, request logs; JSON documents are often one line and are bounded by the series
 count instead, counted on the raw bytes before parsing).
 
-Each is set by an environment variable (the field's ``env``), for servers that load more.
+Each is set by an environment variable (the field's ``env``, one of
+:data:`analytics.config.LIMIT_ENVS`), for servers that load more.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, fields
 
+from analytics.config import env_setting
 from analytics.errors import ConfigError
 
 
@@ -48,8 +54,9 @@ class IngestLimits:
                                      "decompressed bytes of any source at most this many (default 8 GiB)")
     max_line_bytes: int = _f(16 << 20, "TIDELENS_MAX_LINE_BYTES",
                              "a line of a text source at most this many bytes (default 16 MiB)")
-    max_series: int = _f(2_000_000, "TIDELENS_MAX_SERIES_PER_SOURCE",
-                         "distinct series in one source at most this many")
+    max_series: int = _f(1_000_000, "TIDELENS_MAX_SERIES_PER_SOURCE",
+                         "distinct series in one source at most this many (a load of a million new series "
+                         "peaks near 1 GiB)")
     max_services: int = _f(10_000, "TIDELENS_MAX_SERVICES_PER_SOURCE",
                            "distinct services in one request log at most this many")
     max_columns: int = _f(10_000, "TIDELENS_MAX_COLUMNS",
@@ -68,7 +75,7 @@ class IngestLimits:
         """
         values = {}
         for f in fields(cls):
-            text = os.environ.get(f.metadata["env"])
+            text = env_setting(f.metadata["env"])
             if text is None:
                 continue
             try:

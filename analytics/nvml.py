@@ -31,6 +31,7 @@ import polars as pl
 from analytics import signals as s
 from analytics.errors import TidelensError
 from analytics.store import LoadResult, Sink, Store
+from analytics.times import iso_utc
 
 DCGM_FB_FREE = s.DCGM_FB_FREE
 DCGM_FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"  # MiB the driver reserves (NVML v2; not in FB_USED)
@@ -401,8 +402,6 @@ def _land(store: Store, host: str, rows: list[tuple[str, dict[str, str], int, fl
 
 
 def _iso(ms: int) -> str:
-    from analytics.times import iso_utc
-
     return iso_utc(ms // 1000 * 1000)  # a source name: whole seconds
 
 

@@ -31,7 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit
 
 import requests
 import urllib3
@@ -39,7 +39,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util.retry import Retry
 
-from analytics.destinations import blocked_address, check_destination  # noqa: F401 - outbound's rule
+from analytics.destinations import blocked_address, check_destination, safe_url  # noqa: F401 - outbound's rule
 from analytics.errors import ConfigError, TidelensError
 from analytics.secrets import Redactor, printable
 
@@ -68,24 +68,6 @@ class HttpConfig:
 
 
 # -- URLs ---------------------------------------------------------------------------------------
-def safe_url(url: str) -> str:
-    """The server's URL without credentials, query or fragment: what may be shown or stored.
-
-    >>> safe_url("https://user@prom.example:9090/prometheus/?x=1")
-    'https://prom.example:9090/prometheus'
-    """
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:  # an IPv6 literal keeps its brackets, or the URL would read as host:port
-        host = f"[{host}]"
-    try:
-        if parts.port:
-            host += f":{parts.port}"
-    except ValueError:
-        pass
-    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
-
-
 def check_url(url: str) -> str:
     """Validate a server URL and return its safe form; passwords in URLs are refused."""
     parts = urlsplit(url)

@@ -67,7 +67,7 @@ _GO_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 def rule_regex(pattern: str) -> str:
     """A workload-map pattern as Prometheus must read it to match what Python's RE2 matches
-    (case-insensitive, ``.`` not matching a newline: :mod:`analytics.rules.promql`).
+    (case-insensitive, ``.`` not matching a newline: :mod:`analytics.rules.quoting`).
 
     >>> rule_regex("chat-.*")
     '(?i-s:chat-.*)'

@@ -29,6 +29,7 @@ from typing import Iterable
 from urllib.parse import quote, quote_plus
 
 from analytics.errors import ConfigError
+from analytics.text import visible
 
 # Shorter secrets would blank out ordinary words in a message; a secret that short is not one.
 MIN_REDACTED_LEN = 3
@@ -151,7 +152,6 @@ def secret_from_file(path: str | Path, what: str) -> str:
     """The secret in file ``path``, read as one line: surrounding whitespace stripped, a second
     line, an empty file or more than 64 KiB refused with a message naming the file, never its
     content."""
-    from analytics.text import visible
 
     shown = visible(str(path))
     try:

@@ -27,17 +27,34 @@ import polars as pl
 from analytics.errors import IngestError
 from analytics.labels import NORMALISED_COLUMNS, normalise_labels
 from analytics.signals import canonical_metric
+
+# The staging a parser writes into lives in analytics.sink; its names stay importable from here.
+from analytics.sink import (  # noqa: F401
+    PLAUSIBLE_FROM_MS,
+    REQUEST_SCHEMA,
+    STAGE_SCHEMA,
+    TIME_WINDOW_ENV,
+    ContentHasher,
+    LoadResult,
+    Sink,
+    _skipped,
+    check_plausible_times,
+    check_service_count,
+    content_hash,
+    implausible_time_message,
+    plausible_window_ms,
+    scanned_once,
+    series_key,
+)
 from analytics.sql import requests as rq
 from analytics.sql import store as q
-# The staging a parser writes into lives in analytics.sink; its names stay importable from here.
-from analytics.sink import (PLAUSIBLE_FROM_MS, REQUEST_SCHEMA, STAGE_SCHEMA, TIME_WINDOW_ENV,  # noqa: F401
-                            ContentHasher, LoadResult, Sink, _skipped, check_plausible_times,
-                            check_service_count, content_hash, implausible_time_message,
-                            plausible_window_ms, series_key)
+from analytics.sql import timeline as tq
 from analytics.store_file import DEFAULT_LOCK_WAIT_S, LOCK_WAIT_ENV, connect_store, lock_wait_s  # noqa: F401
 
-
 DEFAULT_DB = Path(__file__).resolve().parent.parent / "data" / "tidelens.duckdb"
+# Series keyed per pass of a merge: bounds the Python objects one pass holds (~40 MB; 100,000 a
+# pass held 200 MB more at 2 million series).
+SERIES_BATCH = 25_000
 class Store:
     """A Tidelens store on one DuckDB file (or ``":memory:"``).
 
@@ -103,7 +120,6 @@ class Store:
         con.execute("BEGIN TRANSACTION")
         sink = Sink(con, name)
         try:
-            con.execute(q.STAGE_CREATE)
             note = parse(sink)
             sink.finish()
             if not isinstance(hash_, str):
@@ -140,15 +156,8 @@ class Store:
 
     def _merge(self, name: str, fmt: str, hash_: str, note: str | None, sink: Sink) -> LoadResult:
         con = self.con
-        staged = con.sql(q.STAGE_SERIES_DISTINCT).pl()
         old_max_id = self._row(q.SERIES_MAX_ID)[0]
-        map_rows = self._assign_series_ids(staged, old_max_id, name)
-        stage_map_in = map_rows
-        con.register("stage_map_in", stage_map_in)
-        try:
-            con.execute(q.STAGE_MAP_CREATE)
-        finally:
-            con.unregister("stage_map_in")
+        self._map_series(sink.staged_series(), old_max_id, name)
         injective = self._row(q.STAGE_MAP_INJECTIVE)[0]
         fast = bool(injective and sink.ordered)
         con.execute(q.STAGE_FINAL_FAST if fast else q.STAGE_FINAL_DEDUP)
@@ -184,8 +193,24 @@ class Store:
                           duplicates=duplicates, blanks=int(blanks), note=note,
                           extra={"requests": int(n_requests)} if sink.requests else {})
 
-    def _assign_series_ids(self, staged: pl.DataFrame, old_max_id: int, name: str) -> pl.DataFrame:
-        """Key each staged series, reuse ids of known series, and insert the new ones."""
+    def _map_series(self, staged: pl.DataFrame, old_max_id: int, name: str) -> None:
+        """``stage_map`` (``skey -> series_id``) of every staged series: a known series keeps its id,
+        a new one is inserted after ``old_max_id``. :data:`SERIES_BATCH` series at a time, so that a
+        source of 2 million series never holds them all as Python objects (2.2 GB before)."""
+        con = self.con
+        con.execute(q.STAGE_MAP_CREATE)
+        if staged["skey"].is_duplicated().any():  # announced twice (in chunks): the first wins
+            staged = staged.unique("skey", keep="first", maintain_order=True)
+        max_id = old_max_id
+        for lo in range(0, staged.height, SERIES_BATCH):
+            map_rows = self._assign_series_ids(staged.slice(lo, SERIES_BATCH), max_id, name)
+            max_id += int(map_rows["new"].sum())
+            with scanned_once(con, "stage_map_in", map_rows.select("skey", "series_id")):
+                con.execute(q.STAGE_MAP_INSERT)
+
+    def _assign_series_ids(self, staged: pl.DataFrame, max_id: int, name: str) -> pl.DataFrame:
+        """Key each staged series, reuse ids of known series (those of earlier batches too), insert
+        the new ones after ``max_id``; ``(skey, series_id, new)`` of each, ``new`` once per inserted id."""
         rows = []
         for skey, metric, labels_json in staged.iter_rows():
             try:
@@ -200,26 +225,20 @@ class Store:
         schema = {"skey": pl.Int64, "key": pl.Utf8, "metric": pl.Utf8,
                   **{c: pl.Utf8 for c in NORMALISED_COLUMNS}, "labels": pl.Utf8}
         frame = pl.DataFrame(rows, schema=schema)
-        stage_map_in = frame.select("key").unique()
-        self.con.register("stage_map_in", stage_map_in)
-        try:
+        with scanned_once(self.con, "stage_map_in", frame.select("key").unique()):
             known = self.con.sql(q.SERIES_IDS_BY_KEY).pl()
-        finally:
-            self.con.unregister("stage_map_in")
         known = known.rename({"id": "series_id"}) if known.height else pl.DataFrame(
             schema={"key": pl.Utf8, "series_id": pl.Int64})
         new = frame.unique("key", keep="first", maintain_order=True).join(known, on="key", how="anti")
-        new = new.with_columns((pl.int_range(0, new.height, dtype=pl.Int64) + old_max_id + 1).alias("id"))
+        new = new.with_columns((pl.int_range(0, new.height, dtype=pl.Int64) + max_id + 1).alias("id"))
         if new.height:
-            series_new_in = new.drop("skey")
-            self.con.register("series_new_in", series_new_in)
-            try:
+            with scanned_once(self.con, "series_new_in", new.drop("skey")):
                 self.con.execute(q.SERIES_INSERT)
-            finally:
-                self.con.unregister("series_new_in")
-        ids = pl.concat([known.select("key", pl.col("series_id").cast(pl.Int64)),
-                         new.select("key", pl.col("id").alias("series_id"))])
-        return frame.select("skey", "key").join(ids, on="key").select("skey", "series_id")
+        ids = pl.concat([known.select("key", pl.col("series_id").cast(pl.Int64), new=pl.lit(False)),
+                         new.select("key", pl.col("id").alias("series_id"), new=pl.lit(True))])
+        mapped = frame.select("skey", "key").join(ids, on="key", maintain_order="left")
+        # an id counts as new on its first skey only (two skeys may name one new series)
+        return mapped.select("skey", "series_id", new=pl.col("new") & pl.col("series_id").is_first_distinct())
 
     # -- reading --------------------------------------------------------------------------
     def sources(self) -> pl.DataFrame:
@@ -245,7 +264,6 @@ class Store:
 
     def data_range_ms(self, window: tuple[int, int]) -> tuple[int | None, int | None]:
         """First and last time of any sample or request inside ``window`` (``lo_ms, hi_ms``)."""
-        from analytics.sql import timeline as tq
 
         params = {"lo_ms": window[0], "hi_ms": window[1]}
         spans = [self._row(tq.DATA_RANGE, params)]

@@ -36,16 +36,18 @@ import threading
 import time
 from collections import OrderedDict
 from functools import lru_cache
-from pathlib import Path
+from pathlib import Path  # noqa: F401 - the doctests' paths
 from typing import Any
 
 import duckdb
 
+from analytics.config import LOCK_WAIT_ENV, env_setting
 from analytics.errors import StoreBusyError, StoreFileError
 from analytics.sql import audit as audit_q
 from analytics.sql import changes as changes_q
 from analytics.sql import live as live_q
 from analytics.sql import store as q
+from analytics.text import visible
 
 # What Tidelens writes into a store: the catalog a store may hold (a subset of it).
 STORE_DDL = (q.SCHEMA, live_q.LIVE_STATE_CREATE, audit_q.AUDIT_CREATE, changes_q.CHANGES_CREATE)
@@ -74,7 +76,6 @@ MAGIC_OFFSET = 8  # DuckDB's main header: an 8-byte checksum, then the magic byt
 # A store's file lock is held by one writer (or by readers) at a time, across processes. Opening
 # waits this long for it, polling, then says who holds it; a load that takes minutes is reported,
 # not waited out.
-LOCK_WAIT_ENV = "TIDELENS_LOCK_WAIT_S"
 DEFAULT_LOCK_WAIT_S = 10.0
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in .*\(PID (\d+)\)")
 
@@ -88,7 +89,7 @@ _CHECKED_LOCK = threading.Lock()
 
 def lock_wait_s() -> float:
     """Seconds to wait for another program's lock on a store: ``$TIDELENS_LOCK_WAIT_S`` or 10."""
-    raw = os.environ.get(LOCK_WAIT_ENV)
+    raw = env_setting(LOCK_WAIT_ENV)
     try:
         return max(0.0, float(raw)) if raw else DEFAULT_LOCK_WAIT_S
     except ValueError:
@@ -97,7 +98,6 @@ def lock_wait_s() -> float:
 
 def _shown(name: object, limit: int = 80) -> str:
     """A catalog name for a message: controls escaped, bounded, quoted."""
-    from analytics.text import visible
 
     text = visible(name, keep="")
     return "'" + (text if len(text) <= limit else text[:limit] + "...") + "'"
@@ -178,8 +178,6 @@ def _connect(path: str, read_only: bool, config: dict[str, Any]) -> duckdb.DuckD
 
 
 def _unopenable(path: str, exc: Exception) -> StoreFileError:
-    from analytics.text import visible
-
     first = visible(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, keep="")
     return StoreFileError(path, f"DuckDB cannot open it ({first[:300]}); {_WROTE}")
 

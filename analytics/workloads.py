@@ -37,8 +37,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 import polars as pl
 import tomli_w
 
+from analytics.config import keep_previous, read_config
 from analytics.errors import ConfigError
 from analytics.patterns import check_go_pattern, compile_pattern
+from analytics.sql import workloads as qw
 
 if TYPE_CHECKING:
     from analytics.store import Store
@@ -313,7 +315,6 @@ def load_map(path: str | Path | None) -> WorkloadMap:
     """
     if path is None or not Path(path).exists():
         return WorkloadMap()
-    from analytics.config import read_config
 
     p = Path(path)
     doc = read_config(p)
@@ -396,7 +397,6 @@ def save_map(wmap: WorkloadMap, path: str | Path) -> None:
     """Write a map to ``tidelens.toml`` (atomically: a temp file renamed over the old one),
     keeping the file's other sections (``[access]``, ``[live]``, ``[slo]``, ``[app]``) and its
     previous version beside it (:func:`analytics.config.keep_previous`)."""
-    from analytics.config import keep_previous, read_config
 
     p = Path(path)
     doc = {k: v for k, v in read_config(p).items() if k not in ("map", "rule", "autoscaler")}
@@ -410,7 +410,6 @@ def save_map(wmap: WorkloadMap, path: str | Path) -> None:
 # -- the store's workloads ---------------------------------------------------------------------
 def pod_labels(store: "Store") -> pl.DataFrame:
     """Distinct pods in the store with the labels rules match on (no per-sample work)."""
-    from analytics.sql import workloads as qw
     return store.query(qw.POD_LABELS)
 
 

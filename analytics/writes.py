@@ -25,6 +25,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from analytics.access import Identity, allows, check_pull, require
 from analytics.audit import last_source_id, record, sources_since
 from analytics.change.record import PolicyChange, record_change
+from analytics.destinations import safe_url
+from analytics.errors import TidelensError
+from analytics.ingest import ingest_upload
+from analytics.workloads import load_map, map_digest, save_map
 
 if TYPE_CHECKING:
     from analytics.live.client import AuthConfig
@@ -60,7 +64,6 @@ def load_upload(who: Identity, open_writer: OpenWriter, name: str, data: bytes, 
     Raises :class:`~analytics.errors.AccessDenied` for a visitor who may not load (nothing is
     opened), and what :func:`analytics.ingest.ingest_upload` raises (the failure recorded too).
     """
-    from analytics.ingest import ingest_upload
 
     require(who, "load")
     digest = hashlib.sha256(data).hexdigest()
@@ -79,8 +82,6 @@ def pull(who: Identity, url: str, auth: "AuthConfig", *, allowed: list[str] | No
     a server the operator did not list, a secret not listed for that server; and, by the client,
     link-local and metadata addresses (:func:`analytics.outbound.check_destination`).
     """
-    from analytics.errors import TidelensError
-    from analytics.outbound import safe_url
 
     try:
         check_pull(who, url, auth.secret_names(), allowed, listed)
@@ -137,7 +138,6 @@ def save_workload_map(who: Identity, open_writer: OpenWriter, wmap: "WorkloadMap
                       config_path: str | Path) -> tuple[str, str]:
     """Save ``wmap`` into ``tidelens.toml`` (its previous version kept as ``tidelens.toml.prev``)
     and record the map's digest before and after; ``(before, after)``. Admins only."""
-    from analytics.workloads import load_map, map_digest, save_map
 
     require(who, "change_map")
     before = map_digest(load_map(config_path))

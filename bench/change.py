@@ -39,6 +39,8 @@ from analytics.change.basis import change_basis  # noqa: E402
 from analytics.change.candidates import propose_from  # noqa: E402
 from analytics.change.compare import CompareConfig, compare_change  # noqa: E402
 from analytics.change.record import PolicyChange  # noqa: E402
+from analytics.change.score import PREDICTION_FLOOR_MIN  # noqa: E402
+from analytics.ranges import RangeCalibration  # noqa: E402
 from analytics.slo import resolve_slos  # noqa: E402
 from analytics.store import Store  # noqa: E402
 
@@ -55,9 +57,6 @@ def calibrate(paths: list[str]) -> None:
     """The range's calibration from kept rows (``--json``): split conformal on each half of the
     seeds, scored on the other half (cross-fitted coverage), and on all of them (the constant
     ``analytics.change.score.RANGE_CALIBRATION`` carries)."""
-    from analytics.change.score import PREDICTION_FLOOR_MIN
-    from analytics.ranges import RangeCalibration
-
     rows = [r for p in paths for r in json.loads(Path(p).read_text()) if r["raw"]]
     seeds = sorted({r["seed"] for r in rows})
     halves = (seeds[: len(seeds) // 2], seeds[len(seeds) // 2:])
@@ -86,7 +85,7 @@ def calibrate(paths: list[str]) -> None:
 
 
 def story(seeds: list[int], days: int, day: int, weekly: bool = False, keep: str | None = None) -> None:
-    from analytics.change.report import change_section
+    from analytics.change.findings import change_section
     from analytics.sample import load_into, simulate, truth
     from analytics.sample.cluster import PoolChange
 

@@ -12,6 +12,11 @@ Datadog response of 2.1 million series, a request log with a 17 MiB line), those
 members) and a 1.5 GB valid archive that must still load. Targets: each refusal < 10 s at < 1 GB
 peak; the valid archive loads. Figures, not a timed test.
 
+``--only series`` runs issue 50's series cases instead, per format (exposition, line protocol,
+CSV; ``make_doors.series_cases``; ``--only "series csv"`` one of them): a file of 2.1 million series (a label that changes on every
+line), refused at the series limit; beside it the floor, a valid file of the same size (the same
+lines over 64 GPUs); and a load of as many series as the limit allows. Target: each under 1 GiB.
+
 Usage::
 
     .venv/bin/python bench/hostile.py [--scale 1.0] [--skip-archive] [--skip-bombs] [--only WORDS]
@@ -114,6 +119,46 @@ def run_case(path: Path | list[str], db: Path) -> tuple[float, float, int, str]:
     return secs, usage.ru_maxrss / 1024, proc.returncode, last
 
 
+def _built(function: str, folder: Path, *args: object) -> object:
+    """``make_doors.<function>(folder, *args)``, run in a process of its own (a child's peak RSS
+    starts at this process's size when it forks), its paths as JSON."""
+    code = ("import importlib.util, json, sys; from pathlib import Path; "
+            "s = importlib.util.spec_from_file_location('d', sys.argv[1]); m = importlib.util.module_from_spec(s); "
+            "s.loader.exec_module(m); "
+            f"print(json.dumps(m.{function}(Path(sys.argv[2]), *json.loads(sys.argv[3])), default=str))")
+    out = subprocess.run([sys.executable, "-c", code, str(HOSTILE / "make_doors.py"), str(folder), json.dumps(args)],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def series_table(folder: Path, scale: float, formats: list[str]) -> None:
+    """Issue 50's series cases, per format (``formats``, else all): refused past the limit, beside
+    the floor of the same size and a load at the limit (peak RSS of each ``tidelens ingest`` process)."""
+    sys.path.insert(0, str(ROOT))
+    from analytics.limits import IngestLimits
+
+    limit = IngestLimits.from_env().max_series
+    t = time.perf_counter()
+    built = _built("series_cases", folder, limit, scale, formats)
+    print(f"built the series cases in {time.perf_counter() - t:.0f} s (limit {limit:,} series)\n")
+    print(f"| format | file | past the limit: time s, peak MiB | floor, same size, 64 series: time s, peak MiB "
+          f"| {limit:,} series loaded: time s, peak MiB | under {TARGET_MIB:.0f} MiB |")
+    print("|---|---|---|---|---|---|")
+    for fmt, paths in built.items():  # type: ignore[union-attr]
+        if formats and fmt not in formats:
+            continue
+        got = {}
+        for kind in ("past", "floor", "at"):
+            secs, mib, rc, last = run_case(Path(paths[kind]), folder / f"{fmt}-{kind}.duckdb")
+            got[kind] = (secs, mib, rc, last)
+        size = Path(paths["past"]).stat().st_size / 1e6
+        ok = all(v[1] < TARGET_MIB for v in got.values())
+        cells = [f"{got[k][0]:.1f} s, {got[k][1]:.0f} MiB (exit {got[k][2]})" for k in ("past", "floor", "at")]
+        print(f"| {fmt} | {size:.0f} MB | {' | '.join(cells)} | {'yes' if ok else 'NO'} |", flush=True)
+        said = got["past"][3].replace(f"{folder}/", "")[:100].replace("|", "/")
+        print(f"|  | refusal: {said} |  |  |  |  |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scale", type=float, default=1.0, help="size of the built bombs and archive (1 = issue 16's)")
@@ -121,6 +166,10 @@ def main() -> None:
     ap.add_argument("--skip-bombs", action="store_true", help="do not build the gzip bombs of issue 16")
     ap.add_argument("--only", default="", help="run only the cases whose label holds these words (e.g. 'archive:')")
     args = ap.parse_args()
+    if args.only.split()[:1] == ["series"]:  # "series", or "series csv" for one format
+        with tempfile.TemporaryDirectory() as tmp:
+            series_table(Path(tmp), args.scale, args.only.split()[1:])
+        return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         floor_file = folder / "floor.prom"
@@ -137,14 +186,8 @@ def main() -> None:
                   f"({', '.join(f'{p.stat().st_size / 1e6:.0f} MB' for p in bombs.values())} compressed)")
             cases += list(bombs.items())
         t = time.perf_counter()
-        # Built in a process of its own: a child's peak RSS starts at this process's size when it forks.
-        code = ("import importlib.util, json, sys; from pathlib import Path; "
-                "s = importlib.util.spec_from_file_location('d', sys.argv[1]); m = importlib.util.module_from_spec(s); "
-                "s.loader.exec_module(m); "
-                "print(json.dumps({k: str(v) for k, v in m.big_cases(Path(sys.argv[2]), 1.0).items()}))")
-        built = subprocess.run([sys.executable, "-c", code, str(HOSTILE / "make_doors.py"), str(folder)],
-                               check=True, capture_output=True, text=True).stdout
-        big = {k: Path(v) for k, v in json.loads(built).items()}  # full size always: it crosses each limit
+        built = _built("big_cases", folder, 1.0)
+        big = {k: Path(v) for k, v in built.items()}  # type: ignore[union-attr]  # full size always: it crosses each limit
         print(f"built the big cases in {time.perf_counter() - t:.0f} s "
               f"({', '.join(f'{p.stat().st_size / 1e6:.0f} MB' for p in big.values())})")
         cases += list(big.items())

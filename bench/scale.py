@@ -23,7 +23,7 @@ one file per 2-hour window (one promtool pass and one block each), backfills the
 - with ``--rules`` (the default), side by side in the same run: compiles the workload map to
   recording rules (``tidelens export rules``), backfills them over the fleet with ``promtool tsdb
   create-blocks-from rules`` in passes against the same Prometheus, pulls through them
-  (``analytics.live.recorded``), and compares that pull with the file load: time, bytes, and
+  (``analytics.live.route``), and compares that pull with the file load: time, bytes, and
   the verdicts (Overview KPIs, Tail events with their causes, the What-if backtest), which
   must be identical.
 """
@@ -50,15 +50,16 @@ sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("POLARS_MAX_THREADS", "2")  # before polars loads: the machine is shared
 
 import numpy as np  # noqa: E402
-
 import prom_server  # noqa: E402
+
 from analytics import signals as s  # noqa: E402
 from analytics.ingest import ingest_path  # noqa: E402
 from analytics.live.client import ClientConfig, PromClient  # noqa: E402
 from analytics.live.pull import pull  # noqa: E402
-from analytics.live.queries import fleet_queries  # noqa: E402
-from analytics.store import Store  # noqa: E402
 from analytics.overview import summarise  # noqa: E402
+from analytics.promql import fleet_queries  # noqa: E402
+from analytics.slo import SloTable  # noqa: E402
+from analytics.store import Store  # noqa: E402
 from analytics.timeline import TimelineConfig, timelines  # noqa: E402
 from analytics.workloads import WorkloadMap  # noqa: E402
 
@@ -230,7 +231,7 @@ def overview_s(store: Store) -> float:
     t0 = time.perf_counter()
     cfg = TimelineConfig(step_s=60)
     tl = timelines(store, cfg)
-    summarise(tl.pool, tl.holdings, tl.services, lambda _service: 500.0, cfg.step_s)
+    summarise(tl.pool, tl.holdings, tl.services, SloTable.every(500.0, "the bench"), cfg.step_s)
     return time.perf_counter() - t0
 
 
@@ -248,10 +249,11 @@ def verdicts(store: Store, slo_ms: float | None = None) -> dict:
     tl = timelines(store, cfg, WorkloadMap())
     if slo_ms is None:  # twice the median step p99: the episodes' tails cross it, the norm's noise not
         slo_ms = 2 * float(tl.services["p99_ms"].median() or 250.0)
-    kpis = asdict(summarise(tl.pool, tl.holdings, tl.services, lambda _service: slo_ms, cfg.step_s))
-    ev = analyse_timelines(tl.as_dict(), EventsConfig(step_s=60, slo_ms=slo_ms))
+    slos = SloTable.every(slo_ms, "the bench")
+    kpis = asdict(summarise(tl.pool, tl.holdings, tl.services, slos, cfg.step_s))
+    ev = analyse_timelines(tl, EventsConfig(step_s=60), slos=slos)
     events = [(e.id, e.service, e.start_ms, e.end_ms, e.cause, round(e.peak_p99_ms, 6)) for e in ev.events]
-    bt = calibrate_frames(tl.services, tl.pool, tl.holdings, step_s=60, slo_for=slo_ms).backtest
+    bt = calibrate_frames(tl.services, tl.pool, tl.holdings, step_s=60, slos=slos).backtest
     backtest = {k: (round(v, 9) if isinstance(v, float) else v) for k, v in bt.items()
                 if k in ("observed_violation_minutes", "model_violation_minutes", "observed_batch_gpu_hours",
                          "model_batch_gpu_hours", "within", "observed_p99_ms", "model_p99_ms")}
@@ -319,7 +321,7 @@ def _through_rules(prom: str, tool: str, server: prom_server.PromServer, work: P
     ``jobs`` promtool processes on whole-block slices of the range), then pull through them.
     Returns the server now running and what was measured. With ``reuse``, rules an earlier run
     backfilled for the same map are kept."""
-    from analytics.live.recorded import rules_plan
+    from analytics.live.route import rules_plan
     from analytics.rules import compile_rules
 
     with PromClient(server.url, config=client_cfg) as c:

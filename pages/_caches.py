@@ -19,6 +19,18 @@ import polars as pl
 import streamlit as st
 
 from analytics.codeversion import code_digest
+from analytics.slo import SloTable, resolve_slos
+from analytics.timeline import (
+    TimelineConfig,
+    Timelines,
+    autoscaler_links,
+    class_rules,
+    signal_report,
+    slice_timelines,
+    timelines,
+)
+from analytics.timeline.provenance import request_log_summary
+from analytics.workloads import classify_workloads
 from pages._store import config_file, load_workload_map, open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -69,7 +81,6 @@ def cached_series(path: str, version: str, metric: str) -> pl.DataFrame:
 @st.cache_data(show_spinner=False, max_entries=16)
 def cached_workloads(path: str, version: str, map_version: str) -> pl.DataFrame:
     """Each workload in the store with its class, team and the rule that decided it."""
-    from analytics.workloads import classify_workloads
 
     wmap = load_workload_map()
     with open_store(path) as store:
@@ -80,7 +91,6 @@ def cached_workloads(path: str, version: str, map_version: str) -> pl.DataFrame:
 def cached_links(path: str, version: str, map_version: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Each autoscaler's link to its service and the rule that made it; how each exporter's
     GPUs without a pod label are classed."""
-    from analytics.timeline import autoscaler_links, class_rules
 
     wmap = load_workload_map()
     with open_store(path) as store:
@@ -90,7 +100,6 @@ def cached_links(path: str, version: str, map_version: str) -> tuple[pl.DataFram
 @st.cache_data(show_spinner=False, max_entries=16)
 def cached_request_logs(path: str, version: str, map_version: str) -> pl.DataFrame:
     """Each service of the store's request logs, and whether its log or its histogram gives its numbers."""
-    from analytics.timeline.sources import request_log_summary
 
     wmap = load_workload_map()
     with open_store(path) as store:
@@ -100,20 +109,17 @@ def cached_request_logs(path: str, version: str, map_version: str) -> pl.DataFra
 @st.cache_data(show_spinner=False, max_entries=16)
 def cached_signal_report(path: str, version: str) -> pl.DataFrame:
     """Which signals the store has, and what each missing one costs (the timeline's report)."""
-    from analytics.timeline import signal_report
 
     with open_store(path) as store:
         return signal_report(store)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def cached_known_slos(path: str, version: str, map_version: str) -> tuple[tuple[str, float], ...]:
+def cached_known_slos(path: str, version: str, map_version: str) -> SloTable:
     """The SLOs tidelens.toml and the store declare per service (what the CLI reads too)."""
-    from analytics.slo import resolve_slos
 
     with open_store(path) as store:
-        table = resolve_slos(store, config=config_file())
-    return tuple(sorted((k, v[0]) for k, v in table.per_service.items()))
+        return resolve_slos(store, config=config_file())
 
 
 def library_version() -> str:
@@ -184,7 +190,7 @@ def _prune_disk_cache(cached: Any, keep: int) -> None:
 
 
 def cached_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
-                     step_s: int, map_version: str) -> dict[str, pl.DataFrame]:
+                     step_s: int, map_version: str) -> Timelines:
     """Pool timeline, holdings and service timeline for one (source, range, step, map).
 
     Built once per (source, range, step, map) and kept like every heavy result
@@ -201,8 +207,7 @@ def cached_timelines(path: str, version: str, start_ms: int | None, end_ms: int 
             _WHOLE_SPANS.move_to_end(whole_key)
             while len(_WHOLE_SPANS) > 1 and (
                     len(_WHOLE_SPANS) > WHOLE_SPANS_KEPT
-                    or sum(f.estimated_size() for tl in _WHOLE_SPANS.values()
-                           for f in tl.values() if isinstance(f, pl.DataFrame)) > WHOLE_SPANS_MAX_BYTES):
+                    or sum(tl.estimated_bytes() for tl in _WHOLE_SPANS.values()) > WHOLE_SPANS_MAX_BYTES):
                 _WHOLE_SPANS.popitem(last=False)
         return found
     with _WHOLE_LOCK:
@@ -217,19 +222,17 @@ def cached_timelines(path: str, version: str, start_ms: int | None, end_ms: int 
 # the steps a view offers, within a memory budget (the newest is always kept).
 WHOLE_SPANS_KEPT = 8
 WHOLE_SPANS_MAX_BYTES = 1 << 30
-_WHOLE_SPANS: OrderedDict[tuple[Any, ...], dict[str, pl.DataFrame]] = OrderedDict()
+_WHOLE_SPANS: OrderedDict[tuple[Any, ...], Timelines] = OrderedDict()
 _WHOLE_LOCK = threading.Lock()
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _cut_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
-                   step_s: int, map_version: str, code_version: str) -> dict[str, pl.DataFrame]:
+                   step_s: int, map_version: str, code_version: str) -> Timelines:
     with _WHOLE_LOCK:
         whole = _WHOLE_SPANS.get((path, version, step_s, map_version, code_version))
     if whole is None:  # dropped meanwhile: build the zoom itself
         return _built_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    from analytics.timeline import slice_timelines
-
     return slice_timelines(whole, step_s, start_ms, end_ms)
 
 
@@ -238,12 +241,10 @@ def _cut_timelines(path: str, version: str, start_ms: int | None, end_ms: int | 
 @persisted("Building timelines (first time for this source, range and step)...",
            max_entries=8, disk_entries=16)
 def _built_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
-                     step_s: int, map_version: str) -> dict[str, pl.DataFrame]:
-    from analytics.timeline import TimelineConfig, timelines
-
+                     step_s: int, map_version: str) -> Timelines:
     cfg = TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
     with open_store(path) as store:
-        return timelines(store, cfg, load_workload_map()).as_dict()  # one device pass for all three
+        return timelines(store, cfg, load_workload_map())  # one device pass for all three
 
 
 # -- what a page draws from a cached result ---------------------------------------------------

@@ -16,7 +16,17 @@ import streamlit as st
 
 from analytics.access import Identity
 from analytics.errors import TidelensError
+from analytics.ingest.mapping import (
+    STANDARD_SIGNALS,
+    ColumnMapping,
+    guess_mapping,
+    load_mapping,
+    mapping_toml,
+    read_table,
+)
+from analytics.ingest.requests import RequestColumns
 from analytics.text import code, md
+from analytics.writes import save_mapping
 from pages._show import show_table
 from pages._store import load_upload, mapping_file, writer
 
@@ -25,7 +35,6 @@ ss = st.session_state
 
 def mapping_panel(target: Path, who: Identity) -> None:
     """A CSV or Parquet in no known layout: preview it, say what its columns mean, load it."""
-    from analytics.ingest.mapping import STANDARD_SIGNALS, ColumnMapping, guess_mapping, load_mapping, read_table
 
     st.caption("A table Tidelens has no layout for (a warehouse export, a per-container CSV): say which "
                "column is time, which are values and labels, and which standard signal a value stands "
@@ -114,8 +123,6 @@ def _request_mapping_form(up: Any, cols: list[str], time_col: str, unit: str, zo
                           saved_at: Path, target: Path, who: Identity) -> None:
     """The mapping form for a per-request log: which column is the latency (and its unit), the
     service, the status or the success column (and the words that mean success), and the pod."""
-    from analytics.ingest.mapping import ColumnMapping
-    from analytics.ingest.requests import RequestColumns
 
     guess = start.requests or RequestColumns(time=time_col)
     rest = [x for x in cols if x != time_col]
@@ -157,8 +164,6 @@ def _request_mapping_form(up: Any, cols: list[str], time_col: str, unit: str, zo
 
 def _load_mapped(up: Any, mapping: Any, saved_at: Path, what: str, target: Path, who: Identity) -> None:
     """Load the uploaded table through ``mapping``; on success save the mapping beside the store."""
-    from analytics.ingest.mapping import mapping_toml
-    from analytics.writes import save_mapping
 
     try:
         mapping.check("the mapping")

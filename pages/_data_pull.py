@@ -22,9 +22,24 @@ import streamlit as st
 from analytics.access import Identity
 from analytics.errors import ConfigError, TidelensError
 from analytics.fieldhelp import field_help
+from analytics.live import (
+    AuthConfig,
+    ClientConfig,
+    PromClient,
+    PullError,
+    Scope,
+    SeriesGuardError,
+    describe,
+    fleet_queries,
+    pull,
+    timeline_queries,
+)
+from analytics.live.client import allowed_servers, listed_secrets, safe_url
+from analytics.live.pull import DEFAULT_MAX_SERIES
 from analytics.text import code, md
 from analytics.times import iso_utc, parse_time_ms
 from analytics.view import STEP_CHOICES_S, ViewSettings, format_step
+from analytics.writes import pull as checked_pull
 from pages._data_upload import offer_switch, seeded
 from pages._show import kpi_row, show_table
 from pages._store import config_file, writer
@@ -66,7 +81,6 @@ def _secret_source(prefix: str, what: str, reveal: Callable[[str], bool]) -> tup
 
 def _auth_form(reveal: Callable[[str], bool]) -> tuple[Any, str | None]:
     """The pull's :class:`AuthConfig` from the form, or why it cannot be built."""
-    from analytics.live import AuthConfig
 
     mode = st.radio("Authentication", ["none", "bearer", "basic"], key="pull_auth", horizontal=True,
                     format_func={"none": "none", "bearer": "bearer token",
@@ -152,7 +166,6 @@ def _run_pull(what: str, v: ViewSettings, target: Path,
     Every failure becomes a message: the library's (server down, query error with the server's
     words, series guard, allowlist), a store another program holds, or an unexpected bug.
     """
-    from analytics.live import PullError, SeriesGuardError
 
     bar = st.progress(0.0, text=f"Pulling from {what}...")
 
@@ -192,11 +205,6 @@ def _run_pull(what: str, v: ViewSettings, target: Path,
 
 
 def pull_panel(v: ViewSettings, target: Path, who: Identity) -> None:
-    from analytics.live import ClientConfig, PromClient, Scope, describe, fleet_queries, pull, timeline_queries
-    from analytics.live.client import allowed_servers, listed_secrets, safe_url
-    from analytics.live.pull import DEFAULT_MAX_SERIES
-    from analytics.writes import pull as checked_pull
-
     st.caption(f"Pull what the timelines need, aggregated by the server, into {code(target)}. "
                "Pulling the same range again fetches only what is new.")
     try:

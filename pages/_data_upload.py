@@ -19,9 +19,12 @@ from analytics.access import Identity
 from analytics.errors import ConfigError, TidelensError
 from analytics.fieldhelp import field_help
 from analytics.ingest import group_messages
+from analytics.live.timespec import parse_duration_ms
+from analytics.nvml import CollectConfig, available, collect
 from analytics.text import code, md
 from analytics.times import parse_time_ms
 from analytics.view import ViewSettings
+from analytics.writes import collect as guarded_collect
 from pages._show import show_table
 from pages._store import load_uploads, writer
 
@@ -87,9 +90,6 @@ def files_panel(v: ViewSettings, target: Path, who: Identity) -> None:
 
 
 def collect_panel(v: ViewSettings, target: Path, who: Identity) -> None:
-    from analytics.nvml import CollectConfig, available, collect
-    from analytics.live.timespec import parse_duration_ms
-
     ok, message = available()
     if not ok:
         st.info(f"Local GPUs cannot be sampled: {message}.", icon=":material/memory:")
@@ -154,7 +154,6 @@ def _run_collect(cfg: Any, collect: Callable[..., Any], v: ViewSettings, target:
     def progress(done: int, total: int, msg: str) -> None:
         bar.progress(done / max(total, 1), text=f"[{done}/{total}] {msg}")
 
-    from analytics.writes import collect as guarded_collect
 
     try:
         results = guarded_collect(who, writer(target),

@@ -16,6 +16,7 @@ from analytics.errors import ConfigError, TidelensError
 from analytics.text import md, safe_table
 from analytics.view import apply_workload_edits
 from analytics.workloads import CLASSES, map_to_dict
+from analytics.writes import save_workload_map
 from pages._caches import cached_workloads
 from pages._show import show_table
 from pages._store import config_file, config_version, load_workload_map, writer
@@ -67,7 +68,6 @@ def workload_section(src: Any, target: Path, who: Identity) -> None:
         old = load_workload_map()
         wmap = apply_workload_edits(old, changes)
         if map_to_dict(wmap) != map_to_dict(old):  # an edit already saved must not rerun forever
-            from analytics.writes import save_workload_map
 
             try:
                 save_workload_map(who, writer(target), wmap, config_file())

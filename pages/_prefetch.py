@@ -20,6 +20,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from analytics.config import PREFETCH_ENV, env_setting
 from analytics.view import STEP_CHOICES_S, ViewSettings
 from pages._caches import cached_timelines, cached_totals, outside_a_run
 from pages._queries import CalibrationQuery, EventsQuery, RhythmQuery
@@ -30,12 +31,11 @@ _LOG = logging.getLogger(__name__)
 # What the analysis pages import beyond the Overview's (statsmodels and scipy behind the
 # rhythm: about a second on this machine). Imported in the prefetch, not in the first run's
 # script, whose end the browser waits for.
-PAGE_MODULES = ("analytics.rhythm", "analytics.rhythm.report", "analytics.events",
-                "analytics.events.report", "analytics.whatif", "analytics.charts.rhythm",
+PAGE_MODULES = ("analytics.rhythm", "analytics.rhythm.digest", "analytics.events",
+                "analytics.postmortem", "analytics.whatif", "analytics.charts.rhythm",
                 "analytics.charts.events", "analytics.charts.whatif")
 
 PREFETCH_MAX_SAMPLES = 60_000_000
-PREFETCH_ENV = "TIDELENS_PREFETCH"  # "0" turns the prefetch off (the AppTests do)
 THREAD_NAME = "tidelens-prefetch"
 # Linux nice of the prefetch thread (and the DuckDB workers it starts): about a third of a
 # core's share against a page's run. Not lower: a click that asks for the value the prefetch
@@ -97,7 +97,7 @@ def prefetch_jobs(v: ViewSettings, src: DataSource, state: Any, page: str = "") 
         Job(("rhythm", rhythm), rhythm.run),
         Job(("events", events), events.run),
         *coarser,
-        Job(("calibration", path, version, v.start_ms, v.end_ms, v.step_s, mv, svc, v.slo_items()),
+        Job(("calibration", path, version, v.start_ms, v.end_ms, v.step_s, mv, svc, v.slos.items()),
             calibrate),
         *rest,
     ]
@@ -201,7 +201,7 @@ PREFETCH = Prefetcher()
 def background_allowed() -> bool:
     """Whether the server computes ahead of a click (``TIDELENS_PREFETCH=0``: only on a click, as the
     AppTests and a busy shared server want it)."""
-    return os.environ.get(PREFETCH_ENV, "1") != "0"
+    return env_setting(PREFETCH_ENV) != "0"
 
 
 def prefetch_after_run(page: str = "") -> None:

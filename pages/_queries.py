@@ -20,19 +20,28 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Mapping
 import streamlit as st
 
 from analytics.change.basis import kueue_signals
+from analytics.errors import TidelensError
+from analytics.events import load_incidents
 from analytics.events.config import EventsConfig
+from analytics.events.pipeline import analyse_timelines
 from analytics.forecast.answer import ForecastAnswer, forecast_timelines, latest_change
 from analytics.forecast.model import ForecastConfig
+from analytics.review import build_review, review_html
 from analytics.rhythm.config import RhythmConfig
+from analytics.rhythm.digest import rhythm_page_data
+from analytics.slo import SloTable
 from analytics.text import md
+from analytics.times import format_span
 from analytics.view import ViewSettings
+from analytics.whatif.calibrate import calibrate_timelines
 from pages._caches import cached_timelines, cached_totals, outside_a_run, persisted
+from pages._change import change_for_review
 from pages._show import choose
 from pages._store import DataSource, config_version, load_workload_map, open_store
 
 if TYPE_CHECKING:
     from analytics.events import EventsAnalysis
-    from analytics.rhythm.report import RhythmPageData
+    from analytics.rhythm.digest import RhythmPageData
 
 # The decomposition steps the Rhythm page offers (each divides a day).
 RHYTHM_RESOLUTIONS_S = (300, 600, 900, 1800, 3600)
@@ -89,7 +98,7 @@ class EventsQuery(ViewQuery):
     """The Tail events page's question: every tail event of a view, with the page's detection
     rule and (optionally) an uploaded incident record."""
 
-    slo_items: tuple[tuple[str, float], ...]
+    slos: SloTable
     min_duration_min: float = EventsConfig.min_duration_min
     merge_gap_min: float = EventsConfig.merge_gap_min
     incidents_name: str | None = None
@@ -100,7 +109,7 @@ class EventsQuery(ViewQuery):
                   incidents: tuple[str, bytes] | None = None) -> "EventsQuery":
         """``state`` holds the page's widget values (``ev_*``); ``incidents`` an uploaded file's
         name and bytes."""
-        return cls(**cls.on_view(v, src), slo_items=v.slo_items(),
+        return cls(**cls.on_view(v, src), slos=v.slos,
                    min_duration_min=float(state.get("ev_min_dur", cls.min_duration_min)),
                    merge_gap_min=float(state.get("ev_gap", cls.merge_gap_min)),
                    incidents_name=incidents[0] if incidents is not None else None,
@@ -108,7 +117,7 @@ class EventsQuery(ViewQuery):
 
     def run(self) -> "EventsAnalysis":
         return cached_events(self.path, self.version, self.start_ms, self.end_ms, self.step_s,
-                             self.map_version, self.slo_items, self.min_duration_min,
+                             self.map_version, self.slos, self.min_duration_min,
                              self.merge_gap_min, self.incidents_name, self.incidents_csv)
 
 
@@ -117,11 +126,11 @@ class CalibrationQuery(ViewQuery):
     """What-if and Chargeback's question: the model calibrated on one service of a view."""
 
     service: str
-    slo_ms: float
+    slos: SloTable
 
     @classmethod
     def from_view(cls, v: ViewSettings, src: DataSource, service: str) -> "CalibrationQuery":
-        return cls(**cls.on_view(v, src), service=service, slo_ms=v.slo_for(service))
+        return cls(**cls.on_view(v, src), service=service, slos=v.slos)
 
     @staticmethod
     def services(v: ViewSettings, src: DataSource) -> list[str]:
@@ -132,7 +141,7 @@ class CalibrationQuery(ViewQuery):
 
     def run(self) -> Any:  # analytics.whatif.calibrate.Calibration
         return cached_calibration(self.path, self.version, self.start_ms, self.end_ms,
-                                  self.step_s, self.map_version, self.service, self.slo_ms)
+                                  self.step_s, self.map_version, self.service, self.slos)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,17 +149,17 @@ class ForecastQuery(ViewQuery):
     """The Forecast page's question: the collisions ahead of the view's end, and (``backtest``)
     the forecast scored on the view's days, its ranges calibrated on them."""
 
-    slo_items: tuple[tuple[str, float], ...]
+    slos: SloTable
     horizon_h: float = ForecastConfig.horizon_h
     backtest: bool = False
 
     @classmethod
     def from_view(cls, v: ViewSettings, src: DataSource, *, backtest: bool = False) -> "ForecastQuery":
-        return cls(**cls.on_view(v, src), slo_items=v.slo_items(), backtest=backtest)
+        return cls(**cls.on_view(v, src), slos=v.slos, backtest=backtest)
 
     def run(self) -> ForecastAnswer:
         return cached_forecast(self.path, self.version, self.start_ms, self.end_ms, self.step_s,
-                               self.map_version, self.slo_items, self.horizon_h, self.backtest)
+                               self.map_version, self.slos, self.horizon_h, self.backtest)
 
 
 # -- the heavy calls ------------------------------------------------------------------------
@@ -158,7 +167,6 @@ class ForecastQuery(ViewQuery):
 def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, start_ms: int | None,
                   end_ms: int | None, map_version: str, resolution_s: int, tidal_share: float,
                   band_high_q: float, tz: str) -> "RhythmPageData":
-    from analytics.rhythm.report import rhythm_page_data
 
     cfg = RhythmConfig(resolution_s=resolution_s, tidal_share=tidal_share,
                        band_low_q=round(1 - band_high_q, 4), band_high_q=band_high_q, timezone=tz)
@@ -172,59 +180,49 @@ def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, star
 
 @persisted("Finding and attributing tail events...")
 def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | None, step_s: int,
-                  map_version: str, slo_items: tuple[tuple[str, float], ...], min_duration_min: float,
+                  map_version: str, slos: SloTable, min_duration_min: float,
                   merge_gap_min: float, incidents_name: str | None,
                   incidents_csv: bytes | None) -> "EventsAnalysis":
-    from analytics.events import load_incidents
-    from analytics.events.pipeline import analyse_timelines
 
     timelines = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    slo = dict(slo_items)
-    services = timelines["services"]["service"].unique().to_list()
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms,
                        min_duration_min=min_duration_min, merge_gap_min=merge_gap_min)
     incidents = load_incidents(incidents_name or "upload.csv", incidents_csv) if incidents_csv else None
     # The same call as the CLI's analyse_store; the notes come from the timelines' facts.
-    return analyse_timelines(timelines, cfg, incidents, slos_ms={s: slo.get(s, slo.get("*")) for s in services})
+    return analyse_timelines(timelines, cfg, incidents, slos=slos)
 
 
 @persisted("Forecasting the collisions ahead...", max_entries=8)
 def cached_forecast(path: str, version: str, start_ms: int | None, end_ms: int | None, step_s: int,
-                    map_version: str, slo_items: tuple[tuple[str, float], ...], horizon_h: float,
-                    backtest: bool) -> ForecastAnswer:
+                    map_version: str, slos: SloTable, horizon_h: float, backtest: bool) -> ForecastAnswer:
     tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    slo = dict(slo_items)
-    services = tl["services"]["service"].drop_nulls().unique().to_list()
     with open_store(path) as store:
         kueue, change = kueue_signals(store), latest_change(store, end_ms)
-    return forecast_timelines(tl, {s: slo.get(s, slo.get("*")) for s in services} | {"*": slo.get("*")},
-                              cfg=ForecastConfig(horizon_h=horizon_h, step_s=step_s), kueue=kueue, change=change,
-                              with_backtest=backtest)
+    return forecast_timelines(tl, slos=slos, cfg=ForecastConfig(horizon_h=horizon_h, step_s=step_s), kueue=kueue,
+                              change=change, with_backtest=backtest)
 
 
 # What-if and Chargeback share one calibration per (source, range, step, service, SLO).
 @persisted("Calibrating the model on the store (first time for this range)...")
 def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
                        step_s: int, map_version: str, service: str | None,
-                       slo_ms: float) -> Any:  # analytics.whatif.calibrate.Calibration
-    from analytics.whatif.calibrate import calibrate_timelines
+                       slos: SloTable) -> Any:  # analytics.whatif.calibrate.Calibration
 
     tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    return calibrate_timelines(tl, service=service, step_s=step_s, slo_for=slo_ms)
+    return calibrate_timelines(tl, service=service, step_s=step_s, slos=slos)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
 def cached_services(path: str, version: str, start_ms: int | None, end_ms: int | None,
                     step_s: int, map_version: str) -> list[str]:
     tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    return sorted(tl["services"]["service"].drop_nulls().unique().to_list()) if tl else []
+    return tl.service_names()
 
 
 def store_calibration_or_stop(src: DataSource, v: ViewSettings, column: Any, key: str) -> Any:
     """The store's calibration for the service chosen in ``column`` (a radio under ``key``);
     with no service to calibrate, or a calibration that fails, an error saying which signal is
     missing and ``st.stop()``: a page never shows a preset's numbers under the store's name."""
-    from analytics.errors import TidelensError
 
     ss = st.session_state
     services = CalibrationQuery.services(v, src)
@@ -251,21 +249,17 @@ def store_calibration_or_stop(src: DataSource, v: ViewSettings, column: Any, key
 def review_for(v: ViewSettings, src: DataSource) -> Any:  # analytics.review.Review
     """The capacity review of a view, from the same cached calls the pages make (the Rhythm,
     Tail events and What-if pages with their defaults), so the report repeats their numbers."""
-    from analytics.review import build_review
-    from analytics.times import format_span
-    from pages._change import change_for_review
 
     assert src.path is not None
     tl = cached_timelines(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version())
-    names = sorted(tl["services"]["service"].drop_nulls().unique().to_list())
     totals = cached_totals(src.path, src.version)
     first, last = totals.get("first_ts_ms"), totals.get("last_ts_ms")
     span = "" if first is None or last is None else format_span(*v.clamp_range(first, last), v.tz)
     return build_review(
-        tl, step_s=v.step_s, slo_ms={n: v.slo_for(n) for n in names}, tz=v.tz, label=src.label, span=span,
+        tl, step_s=v.step_s, slos=v.slos, tz=v.tz, label=src.label, span=span,
         events=EventsQuery.from_view(v, src, {}).run, rhythm=RhythmQuery.from_view(v, src, {}).run,
         calibration=lambda name: CalibrationQuery.from_view(v, src, name).run(),
-        map_digest=tl["facts"].map_digest,  # the map the timelines were classed with
+        map_digest=tl.facts.map_digest,  # the map the timelines were classed with
         change=lambda _events: change_for_review(v, src),
         forecast=ForecastQuery.from_view(v, src).run)  # the Forecast page's, without its backtest
 
@@ -273,7 +267,6 @@ def review_for(v: ViewSettings, src: DataSource) -> Any:  # analytics.review.Rev
 def review_html_for(v: ViewSettings, src: DataSource) -> str:
     """:func:`review_for` as the self-contained HTML file (a download button's deferred data:
     Streamlit calls it on the click, outside the script run)."""
-    from analytics.review import review_html
 
     with outside_a_run():
         return review_html(review_for(v, src))

@@ -19,12 +19,23 @@ import duckdb
 import streamlit as st
 
 from analytics.errors import ConfigError, StoreBusyError, StoreFileError
+from analytics.sample import ensure_default_store
+from analytics.slo import MAX_SLO_MS, SloTable
 from analytics.text import code, md
 from analytics.times import from_local_naive, local_naive
-from analytics.slo import MAX_SLO_MS
-from analytics.view import (ALL_SERVICES, DEFAULT_SLO_MS, SOURCE_KINDS, STEP_CHOICES_S,
-                            ViewSettings, format_slo, format_step, help_of, parse_query_params,
-                            parse_slo)
+from analytics.view import (
+    ALL_SERVICES,
+    DEFAULT_SLO_MS,
+    SOURCE_KINDS,
+    STEP_CHOICES_S,
+    ViewSettings,
+    format_slo,
+    format_step,
+    help_of,
+    parse_query_params,
+    parse_slo,
+)
+from pages._access import gate
 from pages._caches import cached_known_slos, cached_totals
 from pages._store import ROOT, DataSource, config_version, file_version, store_folder
 
@@ -33,8 +44,6 @@ URL_KEYS = ("source", "db", "start", "end", "step", "slo", "tz")
 
 @st.cache_resource(show_spinner="Building the bundled sample (first run only)...")
 def _sample_path() -> str:
-    from analytics.sample import ensure_default_store
-
     return str(ensure_default_store())
 
 
@@ -86,9 +95,9 @@ def _seed_from_url() -> None:
     ss["v_range_ms"] = (seed.start_ms, seed.end_ms)
 
 
-def _known_slos(src: DataSource) -> tuple[tuple[str, float], ...]:
+def _known_slos(src: DataSource) -> SloTable:
     if src.problem or not src.path:
-        return ()
+        return SloTable()
     return cached_known_slos(src.path, src.version, config_version())
 
 
@@ -159,7 +168,6 @@ WIDGET_KEYS = ("v_source", "v_db", "v_step", "v_tz", "v_range", "v_slo", "v_slo_
 def page_setup() -> ViewSettings:
     """What a page calls first: page config and the sidebar; returns this run's settings."""
     st.set_page_config(page_title="Tidelens", page_icon=str(ROOT / "static" / "favicon.png"), layout="wide")
-    from pages._access import gate
 
     gate()  # a visitor with no role (a shared server's, not signed in) sees the sign-in only
     return view()

@@ -15,10 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from analytics.access import Identity
 from analytics.config import config_location
 from analytics.data_dir import data_dir
+from analytics.errors import TidelensError
+from analytics.ingest import not_data_reason
 from analytics.store import Store
 from analytics.view import ViewSettings, uploads_db_path
+from analytics.workloads import load_map
+from analytics.writes import load_upload as checked_load
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -153,8 +158,6 @@ def config_version() -> str:
 
 
 def load_workload_map() -> Any:
-    from analytics.workloads import load_map
-
     return load_map(config_file())
 
 
@@ -169,13 +172,13 @@ class UploadOutcome:
     message: str = ""
 
 
-def load_upload(target: Path, name: str, data: bytes, at_ms: int | None, columns: Any = None,
-                who: Any = None) -> UploadOutcome:
+def load_upload(target: Path, name: str, data: bytes, at_ms: int | None, columns: Any = None, *,
+                who: Identity) -> UploadOutcome:
     """Load one uploaded file into ``target`` through a short-lived read-write connection
     (through a column mapping, :mod:`analytics.ingest.mapping`, when ``columns`` is one); an
     archive's members are summed into one outcome (:func:`load_uploads` lists them). ``who``
-    (the session's visitor when None, ``pages/_access.identity``) must be allowed to load."""
-    outs = load_uploads(target, name, data, at_ms, columns, who)
+    (the session's visitor, ``pages/_access.identity``) must be allowed to load."""
+    outs = load_uploads(target, name, data, at_ms, columns, who=who)
     if len(outs) == 1 and outs[0].file == name:
         return outs[0]
     failed = [o for o in outs if o.status == "failed"]
@@ -188,17 +191,11 @@ def load_upload(target: Path, name: str, data: bytes, at_ms: int | None, columns
     return UploadOutcome(name, status, sum(o.series for o in outs), sum(o.samples for o in outs), message)
 
 
-def load_uploads(target: Path, name: str, data: bytes, at_ms: int | None, columns: Any = None,
-                 who: Any = None) -> list[UploadOutcome]:
+def load_uploads(target: Path, name: str, data: bytes, at_ms: int | None, columns: Any = None, *,
+                 who: Identity) -> list[UploadOutcome]:
     """Like :func:`load_upload`, one outcome per source: an archive's members each their own
     (``archive!member``), any other file one. Loaded by :func:`analytics.writes.load_upload`,
     which checks ``who``'s role first and records the load."""
-    from analytics.errors import TidelensError
-    from analytics.ingest import not_data_reason
-    from analytics.writes import load_upload as checked_load
-    from pages._access import identity
-
-    who = identity() if who is None else who
     why = not_data_reason(Path(name))
     if why is not None:
         return [UploadOutcome(name, "skipped", message=f"not a data file ({why})")]

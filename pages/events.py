@@ -5,13 +5,14 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from analytics.text import md, visible
 from analytics.charts.events import attribution_data, attribution_figure, event_figure, event_figure_data
 from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.evidence import regression_rows
-from analytics.events.report import dashboard_vs_found, method_text, report_html
+from analytics.events.wording import dashboard_vs_found, method_text
 from analytics.fieldhelp import fields_help
+from analytics.postmortem import report_html
+from analytics.text import md, visible
 from analytics.times import local_naive
 from analytics.view import format_step
 from pages._queries import EventsQuery

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analytics.text import escape_figure, md
 from analytics.charts.overview import pool_story_figure, share_figure
 from analytics.errors import TidelensError
-from analytics.overview import (class_long, describe_class_rules, describe_signals, no_steps_message,
-                                pool_story_data, slo_violations, summarise, thin_for_display)
+from analytics.overview import (
+    describe_class_rules,
+    describe_signals,
+    no_steps_message,
+    pool_story_data,
+    summarise,
+    thin_for_display,
+)
+from analytics.text import escape_figure, md
+from analytics.timeline import Timelines
 from analytics.view import format_step
+from pages._caches import cached_inventory, cached_signal_report, cached_timelines, cached_totals, memo
 from pages._queries import review_html_for
-from pages._caches import (memo, cached_inventory, cached_signal_report, cached_timelines,
-                           cached_totals)
 from pages._show import kpi_row, show_chart, show_table
 from pages._sidebar import page_setup, require_source
 from pages._store import config_version
@@ -39,13 +45,12 @@ except TidelensError as exc:
     timelines = None
 
 
-def _story(tl: dict) -> tuple:
+def _story(tl: Timelines) -> tuple:
     """The KPIs' summary and the two charts, with their data (built once per view: pages._caches.memo)."""
-    s = summarise(tl["pool"], tl["holdings"], tl["services"], v.slo_for, v.step_s)
+    s = summarise(tl.pool, tl.holdings, tl.services, v.slos, v.step_s)
     if s.steps == 0:
         return s, None
-    classes = class_long(tl["pool"])
-    violations = slo_violations(tl["services"], v.slo_for, v.step_s)
+    classes, violations = s.classes, s.violations
     drawn_classes, drawn_violations, k = thin_for_display(classes, violations, step_s=v.step_s)
     return s, (escape_figure(pool_story_figure(drawn_classes, drawn_violations, tz=v.tz)),
                pool_story_data(classes, violations), k,
@@ -54,7 +59,7 @@ def _story(tl: dict) -> tuple:
 
 if timelines is not None:
     s, charts = memo(("overview", src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version(),
-                      v.slo_items(), v.tz), lambda: _story(timelines))
+                      v.slos.items(), v.tz), lambda: _story(timelines))
     k = kpi_row(5)
     k[0].metric("Pool size", f"{s.pool_gpus_max:,.0f} GPUs", border=True,
                 help="Most GPUs in the pool(s) at any step of the range")
@@ -84,7 +89,7 @@ if timelines is not None:
         if k > 1:
             st.caption(f"Drawn in {format_step(k * v.step_s)} buckets (GPUs averaged, p99 at its "
                        f"maximum); the KPIs and the CSV use every {format_step(v.step_s)} step.")
-        st.caption(md(describe_class_rules(timelines["facts"].class_rules)))  # read in the timeline pass
+        st.caption(md(describe_class_rules(timelines.facts.class_rules)))  # read in the timeline pass
         show_chart(share_fig, share_data, "gpu-hour-shares")
 
 report = cached_signal_report(src.path, src.version)

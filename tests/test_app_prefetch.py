@@ -10,8 +10,8 @@ import threading
 from pathlib import Path
 
 import pytest
-
 import streamlit as st  # noqa: E402
+from apptest_helpers import open_settings  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import analytics.timeline as timeline_mod  # noqa: E402
@@ -22,7 +22,6 @@ from analytics.sample.export import load_into  # noqa: E402
 from analytics.sample.sim import simulate  # noqa: E402
 from analytics.store import Store  # noqa: E402
 from analytics.view import STEP_CHOICES_S  # noqa: E402
-from apptest_helpers import open_settings  # noqa: E402
 
 # The package exports a function named like this module: reach the module itself.
 calibrate_mod = importlib.import_module("analytics.whatif.calibrate")
@@ -59,10 +58,10 @@ def heavy_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
         monkeypatch.setattr(module, name, wrapper)
 
-    counted(timeline_mod, "timelines", lambda a, k: a[1].step_s)
-    counted(importlib.import_module("analytics.rhythm.report"), "rhythm_page_data",
-            lambda a, k: k["step_s"])
-    counted(importlib.import_module("analytics.events.pipeline"), "analyse_timelines",
+    # Counted where the pages call them (a page's module holds the name it imported).
+    counted(importlib.import_module("pages._caches"), "timelines", lambda a, k: a[1].step_s)
+    counted(importlib.import_module("pages._queries"), "rhythm_page_data", lambda a, k: k["step_s"])
+    counted(importlib.import_module("pages._queries"), "analyse_timelines",
             lambda a, k: a[1].step_s)  # the Tail events page's one call
     counted(calibrate_mod, "calibrate_frames", lambda a, k: k["step_s"])
     st.cache_data.clear()

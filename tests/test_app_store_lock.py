@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import pages._store as store_mod  # noqa: E402
+from analytics.access import LOCAL_OPERATOR  # noqa: E402
 from pages._store import StoreLock, open_store  # noqa: E402
 from test_app_pages import build_store  # noqa: E402
 
@@ -128,7 +129,8 @@ def test_two_sessions_read_one_file_at_once_then_an_upload_writes(tmp_path: Path
     assert [who for who, _ in counts] == ["B", "A"]
     before = counts[0][1]
     assert before > 0 and counts[1][1] == before
-    outcome = store_mod.load_upload(db, "malformed.prom", b'DCGM_FI_DEV_GPU_UTIL{gpu="0" 1\n', None)
+    outcome = store_mod.load_upload(db, "malformed.prom", b'DCGM_FI_DEV_GPU_UTIL{gpu="0" 1\n', None,
+                                    who=LOCAL_OPERATOR)
     assert outcome.status == "failed" and "malformed.prom" in outcome.message
     with open_store(db) as store:
         assert store.totals()["series"] == before

@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analytics.counters import increase, rate
 from analytics.timeline import TimelineConfig
+from analytics.timeline.counters import increase, rate
 
 
 def _load(store, series, samples, name="c"):
@@ -110,9 +110,9 @@ def _random_counters(store, rng, n_series=12, minutes=90, scrape_order=True):
 def test_increase_by_group_in_numpy_equals_the_sql_definition(store, monkeypatch, scrape_order, step_s, chunked):
     import numpy as np
 
-    import analytics.counters as counters
-    from analytics.counters import LOOKBACK_MS, NEW_SERIES_AFTER_MS, increase_by_group, register_temp
+    import analytics.timeline.counters as counters
     from analytics.sql import timeline as q
+    from analytics.timeline.counters import LOOKBACK_MS, NEW_SERIES_AFTER_MS, increase_by_group, register_temp
 
     if chunked:  # several chunks of series, and the sparse sums
         monkeypatch.setattr(counters, "CHUNK_SAMPLES", 150)
@@ -142,7 +142,7 @@ def test_histogram_quantiles_fast_path_equals_general_path(monkeypatch, case):
     import numpy as np
     from polars.testing import assert_frame_equal
 
-    import analytics.counters as counters
+    import analytics.timeline.counters as counters
 
     rng = np.random.default_rng(3)
     les = [0.0, 0.05, 0.1, 0.5, 1.0, math.inf]

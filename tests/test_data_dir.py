@@ -119,6 +119,7 @@ def test_a_hostile_link_setting_is_shown_as_text(monkeypatch, tmp_path) -> None:
 
 
 def test_a_new_store_in_the_data_folder_takes_an_upload(monkeypatch, tmp_path, fixtures) -> None:
+    from analytics.access import LOCAL_OPERATOR
     from pages._store import load_upload, upload_target
     from analytics.view import ViewSettings
 
@@ -128,6 +129,6 @@ def test_a_new_store_in_the_data_folder_takes_an_upload(monkeypatch, tmp_path, f
     target = upload_target(ViewSettings(source="duckdb", db_path="team.duckdb"))
     assert target == (tmp_path / "stores" / "team.duckdb").resolve()
     sample = fixtures / "prom_query_range_up_201907281200.json"
-    result = load_upload(target, sample.name, sample.read_bytes(), None)
+    result = load_upload(target, sample.name, sample.read_bytes(), None, who=LOCAL_OPERATOR)
     assert result.status == "loaded", result
     assert target.exists()

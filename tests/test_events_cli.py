@@ -118,18 +118,18 @@ def test_timelines_cached_per_store_file_until_a_new_load(sample_db, tmp_path):
     import shutil
 
     from analytics.events import EventsConfig
-    from analytics.events.pipeline import timelines_for
+    from analytics.timeline import store_timelines
 
     db = tmp_path / "copy.duckdb"
     shutil.copy(sample_db[0], db)
     cfg = EventsConfig()
     with Store(db) as st:
-        first = timelines_for(st, cfg)
-        assert timelines_for(st, cfg)["services"] is first["services"]  # second ask: no rebuild
-        assert timelines_for(st, EventsConfig(step_s=120))["services"] is not first["services"]
+        first = store_timelines(st, cfg.timeline_config())
+        assert store_timelines(st, cfg.timeline_config()).services is first.services  # second ask: no rebuild
+        assert store_timelines(st, EventsConfig(step_s=120).timeline_config()).services is not first.services
         st.load("empty.prom", "prom-text", "sha256:empty-test-source", lambda sink: None)
-        again = timelines_for(st, cfg)
-    assert again["services"] is not first["services"]  # a new source invalidates the cache
-    assert again["services"].equals(first["services"])  # (it added nothing, so the same frames)
+        again = store_timelines(st, cfg.timeline_config())
+    assert again.services is not first.services  # a new source invalidates the cache
+    assert again.services.equals(first.services)  # (it added nothing, so the same frames)
     with Store(":memory:") as mem:
-        assert timelines_for(mem, cfg)["services"] is not timelines_for(mem, cfg)["services"]
+        assert store_timelines(mem, cfg.timeline_config()).services is not store_timelines(mem, cfg.timeline_config()).services

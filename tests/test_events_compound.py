@@ -22,15 +22,16 @@ from dataclasses import replace
 import polars as pl
 import pytest
 from compound_export import write_story
+from truth_scoring import score
+from variant_matrix import TARGETS, mixed_share_errors
 
 from analytics.events import EventsConfig, analyse
-from analytics.events.pipeline import timelines_for
-from analytics.events.report import dashboard_vs_found
+from analytics.timeline import store_timelines
+from analytics.events.wording import dashboard_vs_found
 from analytics.ingest import ingest_path
 from analytics.store import Store
 from analytics.times import parse_iso
-from truth_scoring import score
-from variant_matrix import TARGETS, mixed_share_errors
+from analytics.slo import SloTable
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compound")]
 
@@ -42,10 +43,10 @@ def story(tmp_path_factory):
     with Store(d / "store.duckdb") as st:
         for f in tr["files"]:
             assert all(r.status == "loaded" for r in ingest_path(st, d / "export" / f)), f
-        tl = timelines_for(st, EventsConfig())
+        tl = store_timelines(st, EventsConfig().timeline_config())
     slos = {k: v["p99_ms"] for k, v in tr["slos"].items()}
     return {"truth": tr, "tl": tl, "slos": slos,
-            "analysis": analyse(tl["services"], tl["pool"], tl["holdings"], cfg=EventsConfig(), slos_ms=slos)}
+            "analysis": analyse(tl.services, tl.pool, tl.holdings, cfg=EventsConfig(), slos=SloTable.from_ms(slos))}
 
 
 def _compound(story) -> list:
@@ -71,7 +72,7 @@ def test_compound_mornings_are_mixed_with_the_truths_shares(story):
 
 
 def test_traffic_is_what_the_users_sent_not_what_the_starved_replicas_served(story):
-    svc = story["tl"]["services"].with_columns(pl.col("ts").dt.epoch("ms").alias("ts_ms"))
+    svc = story["tl"].services.with_columns(pl.col("ts").dt.epoch("ms").alias("ts_ms"))
     for s in (s for s in story["truth"]["surges"] if s["role"] == "compound"):
         a, b = parse_iso(s["start"]).timestamp() * 1000, parse_iso(s["end"]).timestamp() * 1000
         during = svc.filter((pl.col("ts_ms") > a + 300_000) & (pl.col("ts_ms") <= b))["rps"].median()
@@ -89,8 +90,8 @@ def test_the_evidence_says_which_scale_up_capacity_without_batch_waited_for(stor
         assert ev["scale_up_min_without_batch"] == ev["warmup_min"]
     # desired replicas inferred from traffic react at once: the autoscaler's reaction is added
     tl = story["tl"]
-    inferred = analyse(tl["services"].with_columns(pl.lit(None, dtype=pl.Float64).alias("desired_replicas")),
-                       tl["pool"], tl["holdings"], cfg=EventsConfig(), slos_ms=story["slos"])
+    inferred = analyse(tl.services.with_columns(pl.lit(None, dtype=pl.Float64).alias("desired_replicas")),
+                       tl.pool, tl.holdings, cfg=EventsConfig(), slos=SloTable.from_ms(story["slos"]))
     ev = inferred.events[0].evidence
     assert ev["autoscaler_reaction"].startswith("1 min added (reaction_min)")
     assert ev["scale_up_min_without_batch"] == ev["warmup_min"] + 1
@@ -108,7 +109,7 @@ def test_a_compound_surge_is_checked_against_the_stores_own_surges(story):
     # capacity without batch ready at once (no warm-up): the surge alone would make no tail, which
     # the store's own surges deny, and the notes say so
     tl = story["tl"]
-    instant = analyse(tl["services"], tl["pool"], tl["holdings"], cfg=replace(EventsConfig(), warmup_min=0.0),
-                      slos_ms=story["slos"])
+    instant = analyse(tl.services, tl.pool, tl.holdings, cfg=replace(EventsConfig(), warmup_min=0.0),
+                      slos=SloTable.from_ms(story["slos"]))
     flagged = [n for n in instant.notes if "likely too low" in n]
     assert len(flagged) == 2 and all("without batch would make 0" in n for n in flagged), instant.notes

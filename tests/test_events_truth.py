@@ -38,11 +38,12 @@ import pytest
 from analytics import signals as sg
 from analytics.events import EventsConfig, analyse
 from analytics.events.detect import detect_runs
-from analytics.events.pipeline import timelines_for
+from analytics.timeline import store_timelines
 from truth_scoring import Score, match, pooled, score, score_banded
 from analytics.sample.export import load_into, truth, truth_p99
 from analytics.sample.sim import simulate
 from analytics.store import Store
+from analytics.slo import SloTable
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("events_truth")]
 
@@ -68,10 +69,10 @@ def _run(scenario: str, seed: int) -> dict:
     cfg = EventsConfig()
     with Store(":memory:") as st:
         load_into(st, res)
-        tl = timelines_for(st, cfg)
-    ours = analyse(tl["services"], tl["pool"], tl["holdings"], cfg=cfg, slos_ms=slos)
-    own = analyse(_with_truth_p99(tl["services"], tp), tl["pool"], tl["holdings"], cfg=cfg, slos_ms=slos)
-    return {"truth": tr, "truth_p99": tp, "services": tl["services"], "analysis": ours, "slos": slos,
+        tl = store_timelines(st, cfg.timeline_config())
+    ours = analyse(tl.services, tl.pool, tl.holdings, cfg=cfg, slos=SloTable.from_ms(slos))
+    own = analyse(_with_truth_p99(tl.services, tp), tl.pool, tl.holdings, cfg=cfg, slos=SloTable.from_ms(slos))
+    return {"truth": tr, "truth_p99": tp, "services": tl.services, "analysis": ours, "slos": slos,
             "score": score(tr, ours.events, truth_p99=tp, bucket_bounds_ms=BOUNDS_MS),
             "score_own": score(tr, own.events),
             "banded": score_banded(tr, ours.events, truth_p99=tp, bucket_bounds_ms=BOUNDS_MS),

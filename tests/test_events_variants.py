@@ -15,11 +15,12 @@ misattribution F1 0.00.
 from __future__ import annotations
 
 import pytest
-
-from analytics.events import EventsConfig
-from analytics.document import render_markdown
-from analytics.events.report import dashboard_vs_found, report_document
 from variant_matrix import MATRIX, TARGETS, Case, run_case
+
+from analytics.document import render_markdown
+from analytics.events import EventsConfig
+from analytics.events.wording import dashboard_vs_found
+from analytics.postmortem import report_document
 
 pytestmark = pytest.mark.slow
 

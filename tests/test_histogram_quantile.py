@@ -7,7 +7,7 @@ import math
 import polars as pl
 import pytest
 
-from analytics.counters import histogram_quantile
+from analytics.timeline.counters import histogram_quantile
 
 INF = math.inf
 
@@ -58,8 +58,8 @@ def test_vectorised_over_groups_and_duplicate_bounds_are_summed():
 
 def test_counter_resets_and_pods_joining_mid_step_through_the_store(store):
     """Bucket increases per step summed over pods, then the quantile: one pod resets, one joins."""
-    from analytics.counters import increase
     from analytics.timeline import TimelineConfig
+    from analytics.timeline.counters import increase
 
     def parse(sink):
         series, samples = [], []

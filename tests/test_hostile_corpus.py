@@ -148,14 +148,15 @@ def test_the_cli_over_the_whole_corpus_gives_messages_and_a_usable_store(tmp_pat
 @pytest.mark.parametrize("name", sorted(EXPECT))
 def test_each_case_through_the_app_upload_gives_the_same_verdict(tmp_path, name) -> None:
     """The Data page's upload (bytes, not a path) reaches the same verdict and message."""
+    from analytics.access import LOCAL_OPERATOR
     from pages._store import load_upload
 
     kind, place, words = EXPECT[name]
     target = tmp_path / "up.duckdb"
-    load_upload(target, "good.prom", GOOD, None)
+    load_upload(target, "good.prom", GOOD, None, who=LOCAL_OPERATOR)
     with Store(target, read_only=True) as store:
         before = _state(store)
-    out = load_upload(target, name, (HOSTILE / name).read_bytes(), None)
+    out = load_upload(target, name, (HOSTILE / name).read_bytes(), None, who=LOCAL_OPERATOR)
     if kind == "refused":
         assert out.status == "failed" and words in out.message, out
         assert "internal error" not in out.message

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from analytics.access import LOCAL_OPERATOR
 from analytics.errors import MESSAGE_MAX_CHARS, ConfigError
 from analytics.ingest import ingest_path
 from analytics.store import TIME_WINDOW_ENV, Store
@@ -147,13 +148,13 @@ def test_each_case_through_the_upload_is_refused_with_its_place_or_noted(tmp_pat
 
     kind, place, words = EXPECT[case]
     target = tmp_path / "up.duckdb"
-    load_upload(target, "good.prom", GOOD, None)
+    load_upload(target, "good.prom", GOOD, None, who=LOCAL_OPERATOR)
     if case in BEFORE:
-        load_upload(target, Path(BEFORE[case]).name, (HOSTILE / BEFORE[case]).read_bytes(), None)
+        load_upload(target, Path(BEFORE[case]).name, (HOSTILE / BEFORE[case]).read_bytes(), None, who=LOCAL_OPERATOR)
     with Store(target, read_only=True) as store:
         before = _state(store)
     name = Path(case).name
-    out = load_upload(target, name, (HOSTILE / case).read_bytes(), None)
+    out = load_upload(target, name, (HOSTILE / case).read_bytes(), None, who=LOCAL_OPERATOR)
     _clean(out.message)
     with Store(target, read_only=True) as store:
         after = _state(store)
@@ -163,7 +164,7 @@ def test_each_case_through_the_upload_is_refused_with_its_place_or_noted(tmp_pat
         assert after == before  # nothing of it was kept
     else:
         assert out.status == "loaded" and words in out.message, out
-        again = load_upload(target, name, (HOSTILE / case).read_bytes(), None)
+        again = load_upload(target, name, (HOSTILE / case).read_bytes(), None, who=LOCAL_OPERATOR)
         with Store(target, read_only=True) as store:
             assert again.status == "skipped" and _state(store) == after  # reloading changes nothing
 
@@ -269,7 +270,7 @@ def test_the_big_cases_are_refused_at_their_limit(tmp_path, monkeypatch) -> None
         [line] = said[path]
         _clean(line)
         assert words in line and _placed(line, str(path), place), line
-        out = load_upload(tmp_path / "up.duckdb", path.name, path.read_bytes(), None)
+        out = load_upload(tmp_path / "up.duckdb", path.name, path.read_bytes(), None, who=LOCAL_OPERATOR)
         _clean(out.message)
         assert out.status == "failed" and words in out.message and _placed(out.message, path.name, place), out
     with Store(db, read_only=True) as store:

@@ -23,7 +23,7 @@ from analytics.cli import main
 from analytics.config import read_config
 from analytics.errors import ConfigError
 from analytics.events import EventsConfig
-from analytics.slo import slos_from_config
+from analytics.slo import SloTable, slos_from_config
 from analytics.store import Store
 from analytics.view import parse_query_params, parse_slo
 from apptest_helpers import isolate, open_store_page
@@ -73,6 +73,25 @@ def test_a_tidelens_toml_nested_too_deep_is_refused_naming_the_file(tmp_path, ca
     assert rc == 2 and _error(out).startswith(f"{cfg}: nested more than 32 levels deep"), err
     cfg.write_text("a = " + "[" * 31 + "]" * 31, encoding="utf-8")  # as deep as allowed: read
     assert "a" in read_config(cfg)
+
+
+def test_a_column_mapping_is_read_by_the_one_toml_rule(tmp_path, capsys) -> None:
+    """``--columns``' mapping (and the Data page's saved one, the same ``load_mapping``) is bounded
+    as ``tidelens.toml`` is: over 1 MiB refused before it is read, nested too deep refused, each
+    naming the file; the store is never opened."""
+    table = tmp_path / "table.csv"
+    table.write_text("timestamp,duty\n1780000000,45\n", encoding="utf-8")
+    good = '[time]\ncolumn = "timestamp"\nunit = "s"\n[metric]\nname = "duty"\n[values]\ncolumns = ["duty"]\n'
+    cases = {"big.columns.toml": (good + "# " + "x" * (1 << 20) + "\n", "bytes; a column mapping is at most 1,048,576"),
+             "deep.columns.toml": (good + DEEP["arrays"].replace("a = ", "[labels]\nx = ", 1),
+                                   "nested more than 32 levels deep")}
+    db = tmp_path / "never.duckdb"
+    for name, (text, words) in cases.items():
+        mapping = tmp_path / name
+        mapping.write_text(text, encoding="utf-8")
+        rc, out, err = _run(capsys, "ingest", "--db", str(db), "--columns", str(mapping), str(table), "--json")
+        assert rc == 2 and _error(out).startswith(f"{mapping}: ") and words in _error(out), (out, err)
+    assert not db.exists()
 
 
 def test_the_page_says_a_too_deep_tidelens_toml_by_name(tmp_path, monkeypatch) -> None:
@@ -131,7 +150,7 @@ def test_every_slo_flag_is_refused_by_the_one_rule(capsys, tmp_path, value) -> N
             parse_slo(f"chat:{value}")  # the sidebar's per-service field and a link's ?slo=
         assert "slo" not in parse_query_params({"slo": value})[0].to_query_params()
         with pytest.raises(ConfigError, match=re.escape(SLO_RULE)):
-            EventsConfig(slo_ms=float(value))
+            SloTable.from_ms({"*": float(value)})
 
 
 def test_slo_in_tidelens_toml_meets_the_same_rule(tmp_path) -> None:

@@ -21,6 +21,7 @@ import pytest
 from analytics.ingest import ingest_path
 from analytics.ingest.archives import zip_entries
 from analytics.store import TIME_WINDOW_ENV, Store
+from analytics.access import LOCAL_OPERATOR
 from pages._store import load_uploads
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +106,7 @@ def test_zip_through_the_upload_names_each_member_and_writes_nothing_to_disk(tmp
     work.mkdir()
     data = _zip({"m/a.prom": _prom("a"), "../../escape.prom": _prom("b"), "._a.prom": b"mac"},
                 links={"m/passwd.prom": "/etc/passwd"})
-    outs = load_uploads(work / "u.duckdb", "export.zip", data, None)
+    outs = load_uploads(work / "u.duckdb", "export.zip", data, None, who=LOCAL_OPERATOR)
     by = {o.file: o for o in outs}
     assert by["export.zip!m/a.prom"].status == "loaded" and by["export.zip!../../escape.prom"].status == "loaded"
     assert "1 macOS metadata member(s)" in by["export.zip"].message
@@ -113,7 +114,7 @@ def test_zip_through_the_upload_names_each_member_and_writes_nothing_to_disk(tmp
     assert link.status == "skipped" and "a symbolic link" in link.message
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file() and "duckdb" not in p.name) == []
     # the one-outcome form (the mapping form's) sums the members; a re-load is all skipped
-    again = load_upload(work / "u.duckdb", "export.zip", data, None)
+    again = load_upload(work / "u.duckdb", "export.zip", data, None, who=LOCAL_OPERATOR)
     assert again.status == "skipped" and again.samples == 0, again
 
 
@@ -122,7 +123,7 @@ def test_a_member_that_fails_is_named_archive_bang_member_with_its_line_and_the_
 
     bad = b'# TYPE up gauge\nup{job="x" 1 1780000000000\n'
     outs = load_uploads(tmp_path / "u.duckdb", "x.tar", _tar({"ok.prom": _prom("a"), "bad.prom": bad}, gz=False),
-                        None)
+                        None, who=LOCAL_OPERATOR)
     by = {o.file: o for o in outs}
     assert by["x.tar!ok.prom"].status == "loaded"
     assert by["x.tar!bad.prom"].status == "failed" and by["x.tar!bad.prom"].message.startswith("x.tar!bad.prom:2")
@@ -132,10 +133,10 @@ def test_zip_bomb_is_refused_naming_the_member_and_the_store_is_unchanged(tmp_pa
     from pages._store import load_uploads
 
     db = tmp_path / "u.duckdb"
-    load_uploads(db, "good.prom", _prom("good"), None)
+    load_uploads(db, "good.prom", _prom("good"), None, who=LOCAL_OPERATOR)
     before = _state(db)
     bomb = _zip({"zeros.prom": b"0" * (8 << 20)})  # ~8 KB of deflate for 8 MiB: ~1000x, over 200x
-    [out] = load_uploads(db, "bomb.zip", bomb, None)
+    [out] = load_uploads(db, "bomb.zip", bomb, None, who=LOCAL_OPERATOR)
     assert out.status == "failed" and out.file == "bomb.zip!zeros.prom", out
     assert "decompression bomb" in out.message and out.message.startswith("bomb.zip!zeros.prom:")
     assert _state(db)[:2] == before[:2]
@@ -155,7 +156,7 @@ def test_a_nested_archive_is_refused_one_level_only(tmp_path):
 
     inner = _tar({"a.prom": _prom("a")})
     outs = load_uploads(tmp_path / "u.duckdb", "outer.zip", _zip({"inner.tar.gz": inner, "b.prom": _prom("b")}),
-                        None)
+                        None, who=LOCAL_OPERATOR)
     by = {o.file: o for o in outs}
     assert by["outer.zip!inner.tar.gz"].status == "failed"
     assert "an archive inside an archive is not opened" in by["outer.zip!inner.tar.gz"].message
@@ -174,7 +175,7 @@ def test_a_truncated_archive_fails_naming_it_keeping_what_it_read(tmp_path):
 def test_a_plain_gzip_csv_is_still_one_source(tmp_path):
     from pages._store import load_uploads
 
-    [out] = load_uploads(tmp_path / "u.duckdb", "a.prom.gz", gzip.compress(_prom("a")), None)
+    [out] = load_uploads(tmp_path / "u.duckdb", "a.prom.gz", gzip.compress(_prom("a")), None, who=LOCAL_OPERATOR)
     assert out.file == "a.prom.gz" and out.status == "loaded"
 
 
@@ -184,10 +185,10 @@ def test_a_plain_gzip_csv_is_still_one_source(tmp_path):
 def test_a_zip_past_the_entry_limit_is_refused_on_its_directory_before_any_member(tmp_path, monkeypatch):
     monkeypatch.setenv("TIDELENS_MAX_ARCHIVE_MEMBERS", "3")
     db = tmp_path / "u.duckdb"
-    outs = load_uploads(db, "three.zip", _zip({f"m{i}.prom": _prom(f"m{i}") for i in range(3)}), None)
+    outs = load_uploads(db, "three.zip", _zip({f"m{i}.prom": _prom(f"m{i}") for i in range(3)}), None, who=LOCAL_OPERATOR)
     assert [o.status for o in outs] == ["loaded"] * 3, outs
     before = _state(db)
-    [out] = load_uploads(db, "many.zip", _zip({f"n{i}.prom": _prom(f"n{i}") for i in range(4)}), None)
+    [out] = load_uploads(db, "many.zip", _zip({f"n{i}.prom": _prom(f"n{i}") for i in range(4)}), None, who=LOCAL_OPERATOR)
     assert out.status == "failed" and out.file == "many.zip", out
     assert "more than 3 entries" in out.message and "TIDELENS_MAX_ARCHIVE_MEMBERS" in out.message, out
     assert "before any member is read" in out.message
@@ -197,7 +198,7 @@ def test_a_zip_past_the_entry_limit_is_refused_on_its_directory_before_any_membe
 def test_a_tar_past_the_entry_limit_stops_at_the_entry_past_it(tmp_path, monkeypatch):
     monkeypatch.setenv("TIDELENS_MAX_ARCHIVE_MEMBERS", "3")
     outs = load_uploads(tmp_path / "u.duckdb", "many.tar",
-                        _tar({f"m{i}.prom": _prom(f"m{i}") for i in range(5)}, gz=False), None)
+                        _tar({f"m{i}.prom": _prom(f"m{i}") for i in range(5)}, gz=False), None, who=LOCAL_OPERATOR)
     assert [o.status for o in outs] == ["loaded"] * 3 + ["failed"], outs
     assert "more than 3 entries" in outs[-1].message and "the members before it stay loaded" in outs[-1].message
 
@@ -255,5 +256,5 @@ def test_member_and_file_names_in_any_bytes_load_or_are_refused_in_words(tmp_pat
     for sig, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
         i = data.find(sig) + flags_at
         data[i:i + 2] = (int.from_bytes(data[i:i + 2], "little") | 0x800).to_bytes(2, "little")
-    [out] = load_uploads(tmp_path / "u.duckdb", "names.zip", bytes(data), None)
+    [out] = load_uploads(tmp_path / "u.duckdb", "names.zip", bytes(data), None, who=LOCAL_OPERATOR)
     assert out.status == "failed" and "a member's name is flagged UTF-8 but is not" in out.message, out

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from analytics.ingest import ingest_bytes, ingest_path
-from analytics.ingest.detect import exposition_flavour
+from analytics.ingest.formats import exposition_flavour
 from analytics.store import TIME_WINDOW_ENV, Store
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -50,7 +50,6 @@ def test_sub_millisecond_timestamps_are_reported_as_what_they_are(vectorised: bo
     text = (b"# TYPE a gauge\n" + b"".join(f'a{{g="{g}"}} {v} 1780000000.000{v}\n'.encode()
                                             for g in range(2) for v in (1, 2)) + b"# EOF\n")
     with Store(":memory:") as store:
-        store.con.execute("CREATE TEMP TABLE stage_series (skey BIGINT, metric VARCHAR, labels VARCHAR)")
         parser = parse_exposition([text], Sink(store.con, "x.om"), "x.om", openmetrics=True,
                                   default_ts_ms=AT_MS, vectorised=vectorised)
     [note] = parser.notes()

@@ -8,11 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from servegen_rate import read_servegen_rate
 
 from analytics.errors import IngestError
 from analytics.ingest import detect_format, ingest_bytes, ingest_path
 from analytics.ingest.servegen import ASSUMPTION_NOTE
-from servegen_rate import read_servegen_rate
 
 FOLDER = Path(__file__).parent / "fixtures" / "servegen"
 
@@ -41,7 +41,7 @@ def test_client_files_load_as_the_models_request_rate(store) -> None:
 
 def test_the_rhythm_reads_it_and_states_the_assumption(store) -> None:
     from analytics.rhythm import RhythmConfig
-    from analytics.rhythm.report import rhythm_page_data
+    from analytics.rhythm.digest import rhythm_page_data
 
     ingest_path(store, FOLDER)
     data = rhythm_page_data(store, RhythmConfig(), step_s=600)

@@ -8,9 +8,12 @@ import io
 import orjson
 import polars as pl
 import pytest
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
 
 from analytics.errors import IngestError
 from analytics.ingest import detect_format, ingest_bytes, ingest_path
+from analytics.ingest.tabular import labels_json, ragged_line
 from analytics.sql.store import SAMPLES_OF_METRIC
 
 
@@ -112,3 +115,37 @@ def test_unknown_csv_layout_is_refused(fixtures, store):
     # ServeGen's headerless client rows are a layout of their own now (tests/test_ingest_servegen.py)
     assert ingest_bytes(store, "chunk-3-trace.csv", b"0,1.33,8.59,Weibull,0.37,0.39\n600,0,0,,0,0\n").format \
         == "servegen-rate"
+
+
+_ROWS = st.lists(st.lists(st.text(alphabet="ab1 \t", max_size=3), min_size=1, max_size=5), min_size=1, max_size=8)
+
+
+@settings(max_examples=120, deadline=None)
+@given(rows=_ROWS, width=st.integers(1, 4), crlf=st.booleans(), last_newline=st.booleans())
+@example(rows=[["a", "b"], [""], ["a"]], width=2, crlf=True, last_newline=False)  # a blank CRLF line, then a short one
+def test_a_ragged_row_is_found_where_the_csv_module_reads_it(rows, width, crlf, last_newline) -> None:
+    """The comma count of unquoted rows (numpy over the bytes) against Python's csv reader on the
+    same bytes: the first row of another width, its line and its field count, blank lines passed."""
+    newline = "\r\n" if crlf else "\n"
+    body = newline.join(",".join(r) for r in rows) + (newline if last_newline else "")
+    assume(body.strip())  # a header over whitespace alone has nothing to count (as before)
+    data = (",".join(f"c{i}" for i in range(width)) + newline + body).encode()
+    expect = None
+    reader = csv.reader(io.StringIO(data.decode(), newline=""))
+    for row in reader:
+        if row and len(row) != width:
+            expect = (reader.line_num, len(row))
+            break
+    assert ragged_line(data, width) == expect
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=6)),
+                min_size=1, max_size=5))
+def test_labels_json_reads_back_as_orjson_writes_the_labels(values) -> None:
+    """The labels object polars builds for a series, read by orjson, against the dict orjson wrote
+    before: every character of a value escaped as JSON, null and empty values left out."""
+    names = ['pod', 'we"ird\\name', "gpu\u2028", "ünï", "x\x00y"][:len(values)]
+    frame = pl.DataFrame({n: [v] for n, v in zip(names, values)}, schema={n: pl.Utf8 for n in names})
+    [got] = frame.select(labels_json(names))["labels"].to_list()
+    assert orjson.loads(got) == {n: v for n, v in zip(names, values) if v not in (None, "")}

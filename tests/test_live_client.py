@@ -10,10 +10,9 @@ import orjson
 import pytest
 
 from analytics.errors import ConfigError
-from analytics.live.client import (AuthConfig, ClientConfig, PromClient, PullError, allowed_servers,
-                                   split_range)
+from analytics.live.client import AuthConfig, ClientConfig, PromClient, PullError, allowed_servers, split_range
 from analytics.live.pull import missing_ranges, pull
-from analytics.live.queries import PullQuery, Scope, describe, fleet_queries, timeline_queries
+from analytics.promql import PullQuery, Scope, describe, fleet_queries, timeline_queries
 
 OK = orjson.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
     {"metric": {"pod": "p"}, "values": [[60, "1"], [120, "2"]]}]}})

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
+import live_data as d
 import orjson
 import pytest
+from plugins.prometheus import prometheus  # noqa: F401  (the session fixture)
 
-from analytics.store import Store
-
-import live_data as d
+from analytics import promql as lq
 from analytics import signals as s
-from analytics.live import queries as lq
 from analytics.live.client import ClientConfig, PromClient, PullError, SeriesGuardError
 from analytics.live.pull import pull, pull_raw
+from analytics.promql import PullQuery, Scope, fleet_queries
 from analytics.sql import live as live_sql
-from analytics.live.queries import PullQuery, Scope, fleet_queries
-from plugins.prometheus import prometheus  # noqa: F401  (the session fixture)
+from analytics.store import Store
 
 
 def pulled_samples(store: Store, metric: str):

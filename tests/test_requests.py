@@ -20,8 +20,9 @@ from analytics.ingest import detect_format, ingest_bytes
 from analytics.ingest.mapping import load_mapping, mapping_toml
 from analytics.timeline import service_timeline
 from analytics.timeline.config import TimelineConfig
+from analytics.timeline.provenance import request_log_summary
 from analytics.timeline.service import LOG_LATENCY, LOG_TTFT
-from analytics.timeline.sources import request_log_summary
+from analytics.slo import SloTable
 
 T0 = 1_767_571_200  # 2026-01-05 00:00 UTC, a Monday
 
@@ -235,7 +236,7 @@ def test_logs_win_over_histograms_where_they_cover_a_step_and_the_pages_say_so(s
     from analytics.events.config import EventsConfig
     from analytics.events.pipeline import analyse_store
 
-    notes = analyse_store(store, EventsConfig(), slos_ms={"chat": 200.0}).notes
+    notes = analyse_store(store, EventsConfig(), slos=SloTable.from_ms({"chat": 200.0})).notes
     assert any("chat: traffic and latency come from its request log" in n for n in notes)
 
 
@@ -261,6 +262,7 @@ def test_done_when_three_files_give_signals_rhythm_and_the_planted_event(tmp_pat
     """A warehouse CSV of per-container GPU activity, a per-request log and a traffic trace, loaded
     the way the Data page loads uploads: the signals are found, the rhythm's peak and trough hours
     are within 1 h of the data's own hourly means, and the event planted in the log is found."""
+    from analytics.access import LOCAL_OPERATOR
     from pages._store import load_upload
 
     rng = np.random.default_rng(11)
@@ -287,9 +289,9 @@ def test_done_when_three_files_give_signals_rhythm_and_the_planted_event(tmp_pat
     trace = pl.DataFrame({"timestamp": t0 + 60 * minute, "metric": "request_rate", "value": np.round(rate * 3, 3),
                           "model": "embed"})
     db = tmp_path / "s.duckdb"
-    outs = [load_upload(db, "requests.csv", _csv(log), None),
-            load_upload(db, "gpu_duty.csv", _csv(warehouse), None, columns=load_mapping(mapping)),
-            load_upload(db, "embed-rate.csv", _csv(trace), None)]
+    outs = [load_upload(db, "requests.csv", _csv(log), None, who=LOCAL_OPERATOR),
+            load_upload(db, "gpu_duty.csv", _csv(warehouse), None, columns=load_mapping(mapping), who=LOCAL_OPERATOR),
+            load_upload(db, "embed-rate.csv", _csv(trace), None, who=LOCAL_OPERATOR)]
     assert [o.status for o in outs] == ["loaded"] * 3, [o.message for o in outs]
 
     assert main(["signals", "--db", str(db), "--json"]) == 0
@@ -298,7 +300,7 @@ def test_done_when_three_files_give_signals_rhythm_and_the_planted_event(tmp_pat
 
     from analytics.events.config import EventsConfig
     from analytics.events.pipeline import analyse_store
-    from analytics.rhythm.report import rhythm_report
+    from analytics.rhythm.digest import rhythm_report
     from analytics.store import Store
 
     with Store(db, read_only=True) as st:
@@ -310,7 +312,7 @@ def test_done_when_three_files_give_signals_rhythm_and_the_planted_event(tmp_pat
         assert rh.summary is not None, rh.error
         assert min(abs(rh.summary.peak_hour - peak_h), 24 - abs(rh.summary.peak_hour - peak_h)) <= 1
         assert min(abs(rh.summary.trough_hour - trough_h), 24 - abs(rh.summary.trough_hour - trough_h)) <= 1
-        events = analyse_store(st, EventsConfig(), slos_ms={"chat": 100.0}).events
+        events = analyse_store(st, EventsConfig(), slos=SloTable.from_ms({"chat": 100.0})).events
     hits = [e for e in events if e.service == "chat" and e.start_ms < planted[1] * 1000
             and e.end_ms > planted[0] * 1000]
     assert len(hits) == 1 and abs(hits[0].start_ms - planted[0] * 1000) <= 120_000
@@ -423,8 +425,9 @@ def test_a_view_outside_the_logs_span_keeps_the_histogram_and_a_logs_only_store_
     coarse = service_timeline(store, TimelineConfig(step_s=300))
     assert coarse["slo_metric"].to_list()[-2:] == [LOG_LATENCY, LOG_LATENCY]
 
-    from analytics.store import Store
     from apptest_helpers import isolate, open_store_page
+
+    from analytics.store import Store
 
     isolate(monkeypatch, tmp_path)
     db = tmp_path / "logs.duckdb"

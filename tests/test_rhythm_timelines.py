@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from analytics.sample import sim
 import analytics.timeline as timeline_mod  # noqa: E402
 from analytics.rhythm import RhythmConfig  # noqa: E402
-from analytics.rhythm.report import rhythm_page_data  # noqa: E402
+from analytics.rhythm.digest import rhythm_page_data  # noqa: E402
+from analytics.sample import sim
 from analytics.sample.export import load_into  # noqa: E402
 from analytics.store import Store  # noqa: E402
 from analytics.timeline import TimelineConfig, timelines  # noqa: E402
@@ -32,7 +32,7 @@ def test_given_timelines_give_the_same_rhythm_without_reading_them_again(
         pool_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = RhythmConfig(resolution_s=600)
     alone = rhythm_page_data(pool_store, cfg, step_s=60)
-    shared = timelines(pool_store, TimelineConfig(step_s=60)).as_dict()
+    shared = timelines(pool_store, TimelineConfig(step_s=60))
 
     def no_second_pass(*args, **kwargs):
         raise AssertionError("the store's timelines were built again")

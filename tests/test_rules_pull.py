@@ -8,24 +8,24 @@ compiled from another map are detected and said, and the pull falls back to the 
 
 from __future__ import annotations
 
+import live_data as d
 import orjson
 import polars as pl
-import pytest
-
-import live_data as d
 import prom_server
+import pytest
+from test_live_timelines import _same
+from test_rules import EXAMPLE
+
 from analytics.cli import main
 from analytics.ingest import ingest_bytes
 from analytics.live.client import ClientConfig, PromClient
 from analytics.live.pull import pull
-from analytics.live.recorded import rules_plan
+from analytics.live.route import rules_plan
 from analytics.rules import compile_rules
 from analytics.store import Store
 from analytics.timeline import TimelineConfig, holdings, pool_timeline, service_timeline
 from analytics.times import iso_utc
 from analytics.workloads import WorkloadMap, load_map
-from test_live_timelines import _same
-from test_rules import EXAMPLE
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.xdist_group("prometheus")]
 CFG = TimelineConfig(step_s=d.SCRAPE_S, start_ms=d.T0_MS + d.STEP_MS, end_ms=d.END_MS)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import base64
 import os
-import unicodedata
 import select
 import socket
 import subprocess
 import sys
 import threading
 import time
+import unicodedata
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -301,7 +301,7 @@ def test_live_pull_errors_never_show_the_token(mode: str, tmp_path: Path, monkey
                 client.query_range("up", 60_000, 120_000, 60_000)
             else:
                 from analytics.live.pull import pull
-                from analytics.live.queries import PullQuery
+                from analytics.promql import PullQuery
                 from analytics.store import Store
 
                 with Store(tmp_path / "p.duckdb") as st:

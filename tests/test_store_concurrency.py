@@ -94,6 +94,7 @@ def test_two_ingests_and_an_events_read_at_once_all_finish(world):
 
 
 def test_an_upload_while_the_cli_writes_says_so_on_the_page(world, monkeypatch, fixtures):
+    from analytics.access import LOCAL_OPERATOR
     from pages._store import load_upload
 
     db, _ = world
@@ -105,7 +106,7 @@ def test_an_upload_while_the_cli_writes_says_so_on_the_page(world, monkeypatch, 
         assert holder.stdout.readline().strip() == "held"
         monkeypatch.setenv("TIDELENS_LOCK_WAIT_S", "0.2")
         data = (fixtures / "datadog_dcgm_t4_scrape.prom").read_bytes()
-        outcome = load_upload(db, "scrape.prom", data, None)
+        outcome = load_upload(db, "scrape.prom", data, None, who=LOCAL_OPERATOR)
     finally:
         holder.communicate("", timeout=60)
     assert outcome.status == "failed"

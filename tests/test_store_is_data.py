@@ -210,10 +210,12 @@ def test_the_cli_refuses_a_hostile_store_and_prints_nothing_of_the_server(tmp_pa
 
 def test_the_cli_json_listing_refuses_too(tmp_path, made):
     rc, out, err, canary = _cli("sources", "--db", str(_hostile(tmp_path, "environ_view", made)), "--json")
-    assert rc == 2 and out == "" and "Traceback" not in err and canary not in err
+    assert rc == 2 and "Traceback" not in err and canary not in err + out
+    assert "not a Tidelens store" in json.loads(out)["error"]  # --json refusals are JSON on stdout
 
 
 def test_the_apps_store_opener_and_upload_refuse_a_hostile_store(tmp_path, made, monkeypatch):
+    from analytics.access import LOCAL_OPERATOR
     from pages._store import load_upload, open_store
 
     canary = f"canary-{secrets.token_hex(8)}"
@@ -222,7 +224,7 @@ def test_the_apps_store_opener_and_upload_refuse_a_hostile_store(tmp_path, made,
     with pytest.raises(StoreFileError, match="it holds a view named 'sources'"):
         with open_store(path):
             pass
-    outcome = load_upload(path, "scrape.prom", SCRAPE, None)
+    outcome = load_upload(path, "scrape.prom", SCRAPE, None, who=LOCAL_OPERATOR)
     assert outcome.status == "failed"
     assert outcome.message.startswith(f"{path}: not a Tidelens store: it holds a view named 'sources'")
     assert canary not in outcome.message

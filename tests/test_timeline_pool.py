@@ -6,7 +6,10 @@ import orjson
 import polars as pl
 import pytest
 
-from analytics.timeline import TimelineConfig
+from analytics.ingest import ingest_bytes
+from analytics.ingest.mapping import load_mapping
+from analytics.store import Store
+from analytics.timeline import TimelineConfig, shared_gpu_keys
 from analytics.timeline.pool import CLASS_COLUMNS, class_rules, holdings, pool_timeline
 from analytics.workloads import Rule, WorkloadMap
 
@@ -247,3 +250,30 @@ def test_the_unlabelled_gpu_rule_says_one_thing_long_and_short(k8s, ksm, nodes) 
     long, short = unlabelled_gpu_rule(k8s, ksm, nodes)
     words = ("idle", "unknown", "unmanaged", "kube-state-metrics requests", "activity and memory")
     assert [w in long for w in words] == [w in short for w in words], (long, short)
+
+
+def test_a_gpu_is_its_host_and_index_as_a_pair_never_one_joined_text(tmp_path):
+    """Issue 50 (the timeline's own key): host ``a/b`` GPU ``c`` and host ``a`` GPU ``b/c`` were both
+    ``a/b/c``, one GPU of twelve pods; a UUID ``n/0`` (a mapping's ``[device]`` writes such) was
+    host ``n`` GPU ``0``. Through a DuckDB file, a mapped table's load and the Builder's: four GPUs,
+    none shared by more pods than time-slicing gives, in the pool timeline, the classing rules,
+    the load's note and ``tidelens signals``' shared keys."""
+    t0 = 1_767_571_200
+    rows = [f"{t0 + 60 * m},10.1.0.{i},{10 + i},{'a/b' if i < 6 else 'a'},{'c' if i < 6 else 'b/c'}"
+            for m in range(1, 4) for i in range(12)]
+    table = ("timestamp,ip,duty,node,gpu_index\n" + "\n".join(rows) + "\n").encode()
+    mapping = tmp_path / "duty.columns.toml"
+    mapping.write_text('[time]\ncolumn = "timestamp"\n[values]\ncolumns = ["duty"]\n[metric]\nname = "duty"\n'
+                       '[labels]\nip = "pod"\nnode = "Hostname"\ngpu_index = "gpu"\n'
+                       '[signals.duty]\nmetric = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"\nscale = 0.01\n')
+    with Store(tmp_path / "keys.duckdb") as store:
+        loaded = ingest_bytes(store, "duty.csv", table, columns=load_mapping(mapping))
+        assert loaded.status == "loaded" and "share one GPU key" not in (loaded.note or ""), loaded.note
+        b = Builder()
+        for lab in ({"UUID": "n/0"}, {"Hostname": "n", "gpu": "0"}):
+            b.add("DCGM_FI_PROF_GR_ENGINE_ACTIVE", lab, [(t0 * 1000 + m * MIN, 0.5) for m in range(1, 4)])
+        b.load(store)
+        tl = pool_timeline(store, TimelineConfig(step_s=60))
+        assert tl["gpus_total"].to_list() == [4.0] * 3, tl
+        assert class_rules(store)["gpus"].sum() == 4
+        assert shared_gpu_keys(store).height == 0

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import polars as pl
 import pytest
-
-from analytics.counters import histogram_quantile
-from analytics.timeline import TimelineConfig, service_timeline, signal_report
-from analytics.workloads import Rule, WorkloadMap
 from test_timeline_pool import MIN, Builder  # tests/ is on sys.path (rootdir conftest)
+
+from analytics.timeline import TimelineConfig, service_timeline, signal_report
+from analytics.timeline.counters import histogram_quantile
+from analytics.workloads import Rule, WorkloadMap
 
 LES = ["0.01", "0.05", "0.1", "0.5", "+Inf"]
 

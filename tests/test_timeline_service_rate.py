@@ -11,7 +11,7 @@ from analytics.ingest import ingest_bytes
 from analytics.ingest.mapping import ColumnMapping
 from analytics.timeline import service_timeline, timelines
 from analytics.timeline.config import TimelineConfig
-from analytics.timeline.sources import latency_source_notes, request_log_summary, traffic_source_notes
+from analytics.timeline.provenance import latency_source_notes, request_log_summary, traffic_source_notes
 
 T0 = 1_767_571_200  # 2026-01-05 00:00 UTC
 MINUTES = 10

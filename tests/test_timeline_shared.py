@@ -49,7 +49,7 @@ def test_shared_pass_equals_separate_calls(store, cfg, with_teams):
     assert_frame_equal(both.pool, pool_timeline(store, cfg, wmap, with_teams=with_teams))
     assert_frame_equal(both.holdings, holdings(store, cfg, wmap))
     assert_frame_equal(both.services, service_timeline(store, cfg, wmap))
-    assert set(both.as_dict()) == {"pool", "holdings", "services", "facts"}
+    assert both.service_names() == sorted(set(both.services["service"].drop_nulls()))
 
 
 def test_empty_store_and_no_devices_give_empty_frames_with_columns(store):

@@ -30,16 +30,17 @@ def pool_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
 @pytest.mark.parametrize("step_s", [60, 300, 3600])
 def test_a_cut_equals_the_sub_range_built_again(pool_store: Store, step_s: int) -> None:
     first, last = pool_store.totals()["first_ts_ms"], pool_store.totals()["last_ts_ms"]
-    whole = timelines(pool_store, TimelineConfig(step_s=step_s)).as_dict()
+    whole = timelines(pool_store, TimelineConfig(step_s=step_s))
     # Unaligned ends, inside the data (the 09:00 ramp of the first day), and open on one side.
     # The first ten minutes: no two pods share a time-sliced GPU yet (whether it is time-sliced
     # is decided over the whole store, not over the range viewed).
     for start, end in ((first + 7 * HOUR_MS + 17_000, first + 15 * HOUR_MS + 41_000),
                        (first + 30 * HOUR_MS + 1, None), (None, last - 20 * HOUR_MS - 59_999),
                        (first, first + 10 * 60_000)):
-        built = timelines(pool_store, TimelineConfig(step_s=step_s, start_ms=start, end_ms=end)).as_dict()
+        built = timelines(pool_store, TimelineConfig(step_s=step_s, start_ms=start, end_ms=end))
         cut = slice_timelines(whole, step_s, start, end)
         for name in ("pool", "holdings", "services"):
-            assert built[name].height > 0
-            assert_frame_equal(cut[name], built[name], check_exact=False, rel_tol=1e-9, abs_tol=1e-9)
+            assert getattr(built, name).height > 0
+            assert_frame_equal(getattr(cut, name), getattr(built, name), check_exact=False, rel_tol=1e-9, abs_tol=1e-9)
+        assert cut.facts is whole.facts
 

@@ -112,13 +112,14 @@ def test_the_trace_loads_from_its_archives_through_the_cli(tmp_path, capsys) -> 
 
 
 def test_the_trace_loads_from_its_archives_through_the_data_pages_upload(tmp_path) -> None:
+    from analytics.access import LOCAL_OPERATOR
     from pages._store import load_uploads
 
     db = tmp_path / "trace.duckdb"
     for name, data in _tables().items():
         (tmp_path / f"{name}.toml").write_text(MAPPINGS[name])
         outs = load_uploads(db, f"{name}.tar.gz", _archive(name, data), None,
-                            columns=load_mapping(tmp_path / f"{name}.toml"))
+                            columns=load_mapping(tmp_path / f"{name}.toml"), who=LOCAL_OPERATOR)
         assert [o.status for o in outs] == ["loaded", "skipped"], outs
     _check(db)
 

@@ -41,6 +41,16 @@ def test_streamlit_lists_take_the_last_value() -> None:
     assert v.step_s == 300
 
 
+def test_a_links_step_meets_the_one_step_rule() -> None:
+    """A link's ?step= is read by the CLI's rule (1 s to 1 d): past a day it is refused in words
+    (99,999,999,999 s built no timeline), a day itself and the CLI's spellings are read."""
+    for bad in ("99999999999", "86401", "0", "1.5", "2d"):
+        v, problems = parse_query_params({"step": bad})
+        said = f"step={bad!r} ignored: the step is whole seconds from 1 s to 1 d (86,400 s), e.g. 300"
+        assert v.step_s == 60 and problems == [said], problems
+    assert [parse_query_params({"step": ok})[0].step_s for ok in ("86400", "1", "5m", "1h")] == [86400, 1, 300, 3600]
+
+
 @pytest.mark.parametrize("key,value", [("step", "abc"), ("step", "-5"), ("source", "s3"),
                                        ("tz", "Mars/Olympus"), ("start", "yesterday"),
                                        ("slo", "fast"), ("slo", "chat:-1")])
@@ -57,9 +67,9 @@ def test_reversed_range_is_dropped() -> None:
 
 def test_slo_lookup_per_service() -> None:
     v = ViewSettings(slo_ms={"*": 100.0, "chat-vllm": 500.0})
-    assert v.slo_for("chat-vllm") == 500.0
-    assert v.slo_for("recommender") == 100.0
-    assert ViewSettings(slo_ms={"chat-vllm": 500.0}).slo_for("other") == view.DEFAULT_SLO_MS
+    assert v.slos.ms("chat-vllm") == 500.0
+    assert v.slos.ms("recommender") == 100.0
+    assert ViewSettings(slo_ms={"chat-vllm": 500.0}).slos.ms("other") == view.DEFAULT_SLO_MS
 
 
 def test_clamp_range_to_data() -> None:

@@ -19,10 +19,17 @@ import numpy as np
 import polars as pl
 
 from analytics.errors import NotEnoughDataError, TidelensError
+from analytics.events import EventsConfig
+from analytics.events.pipeline import analyse_timelines
+from analytics.signals import KUEUE_ADMITTED, KUEUE_PENDING
+from analytics.slo import SloTable, resolve_slos
+from analytics.sql import store as q
+from analytics.timeline import TimelineConfig, Timelines, store_timelines
+from analytics.timeline.slicing import slice_timelines
+from analytics.whatif.calibrate import gpu_model_from
 
 if TYPE_CHECKING:
     from analytics.events import EventsAnalysis
-    from analytics.slo import SloTable
     from analytics.store import Store
     from analytics.workloads import WorkloadMap
 
@@ -31,9 +38,9 @@ if TYPE_CHECKING:
 class ChangeBasis:
     """The whole span a comparison cuts its periods from (see the module)."""
 
-    timelines: dict[str, Any]
+    timelines: Timelines
     step_s: int
-    slo_ms: dict[str, float]
+    slos: SloTable
     first_ms: int
     last_ms: int
     events: "EventsAnalysis | None" = None
@@ -42,21 +49,14 @@ class ChangeBasis:
     missing: dict[str, str] = field(default_factory=dict)
     calibrations: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # period -> (obs, scenario)
 
-    def slo_for(self, service: str) -> float:
-        from analytics.slo import DEFAULT_SLO_MS
-
-        return float(self.slo_ms.get(service, self.slo_ms.get("*", DEFAULT_SLO_MS)))
-
-    def period(self, start_ms: int, end_ms: int) -> dict[str, Any]:
+    def period(self, start_ms: int, end_ms: int) -> Timelines:
         """The timelines of the steps ending in ``(start_ms, end_ms]``, cut from the whole span's."""
-        from analytics.timeline.slicing import slice_timelines
 
         return slice_timelines(self.timelines, self.step_s, start_ms + 1, end_ms)
 
 
-def _whole_timelines(store: "Store", step_s: int, wmap: "WorkloadMap | None") -> dict[str, Any]:
+def _whole_timelines(store: "Store", step_s: int, wmap: "WorkloadMap | None") -> Timelines:
     """The one place this package obtains timelines (their owner's cache)."""
-    from analytics.timeline import TimelineConfig, store_timelines
 
     return store_timelines(store, TimelineConfig(step_s=step_s), wmap)
 
@@ -70,8 +70,6 @@ def _ts_ms(frame: pl.DataFrame) -> np.ndarray:
 def kueue_signals(store: "Store") -> pl.DataFrame | None:
     """Kueue's pending workloads (summed over queues and statuses) and its admitted-workloads
     counter (summed) at each sample time; None when the store has neither."""
-    from analytics.signals import KUEUE_ADMITTED, KUEUE_PENDING
-    from analytics.sql import store as q
 
     span = {"start_ms": -(2**62), "end_ms": 2**62}
     pend = store.query(q.SAMPLES_OF_METRIC, {"metric": KUEUE_PENDING, **span})
@@ -83,7 +81,7 @@ def kueue_signals(store: "Store") -> pl.DataFrame | None:
     return p.join(a, on="ts_ms", how="inner").sort("ts_ms")
 
 
-def change_basis(store: "Store", *, step_s: int = 60, slos: "SloTable | None" = None,
+def change_basis(store: "Store", *, step_s: int = 60, slos: SloTable | None = None,
                  wmap: "WorkloadMap | None" = None, with_events: bool = True) -> ChangeBasis:
     """Build the basis of a store's comparisons: its timelines, tail events (as ``tidelens
     events`` finds them, over the whole span: one definition on both sides), Kueue signals and
@@ -94,31 +92,24 @@ def change_basis(store: "Store", *, step_s: int = 60, slos: "SloTable | None" = 
     NotEnoughDataError
         The store has no steps with GPU or service data.
     """
-    from analytics.slo import resolve_slos
-    from analytics.whatif.calibrate import gpu_model_from
 
     tl = _whole_timelines(store, step_s, wmap)
-    ts = np.concatenate([_ts_ms(tl["pool"]), _ts_ms(tl["services"])])
+    ts = np.concatenate([_ts_ms(tl.pool), _ts_ms(tl.services)])
     if ts.size == 0:
         raise NotEnoughDataError("the store has no steps with GPU or service data: load exports first "
                                  "(`tidelens ingest --db PATH FILES`)")
     table = slos if slos is not None else resolve_slos(store)
-    names = sorted(tl["services"]["service"].drop_nulls().unique().to_list())
-    slo_ms = {**{k: float(v) for k, v in table.for_services(names).items() if v is not None},
-              "*": float(table.fallback_ms)}
-    basis = ChangeBasis(timelines=tl, step_s=step_s, slo_ms=slo_ms, first_ms=int(ts.min()),
+    names = tl.service_names()
+    basis = ChangeBasis(timelines=tl, step_s=step_s, slos=table, first_ms=int(ts.min()),
                         last_ms=int(ts.max()), kueue=kueue_signals(store),
-                        gpu_model=gpu_model_from(tl["facts"].gpu_models))
+                        gpu_model=gpu_model_from(tl.facts.gpu_models))
     if basis.kueue is None:
         basis.missing["batch queueing delay"] = ("no Kueue metrics (kueue_pending_workloads and "
                                                  "kueue_admitted_workloads_total) in the store")
     if with_events and names:
-        from analytics.events import EventsConfig
-        from analytics.events.pipeline import analyse_timelines
 
         try:
-            basis.events = analyse_timelines(tl, EventsConfig(step_s=step_s),
-                                             slos_ms={k: v for k, v in slo_ms.items() if k != "*"})
+            basis.events = analyse_timelines(tl, EventsConfig(step_s=step_s), slos=table)
         except TidelensError as exc:
             basis.missing["tail events"] = str(exc)
     return basis

@@ -28,7 +28,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from analytics.change.basis import _whole_timelines
 from analytics.change.record import PolicyChange
+from analytics.measures import gpu_hours
+from analytics.sql import changes as q
+from analytics.timeline import Timelines
+from analytics.times import iso_utc
 
 if TYPE_CHECKING:
     from analytics.store import Store
@@ -55,7 +60,6 @@ class Candidate:
         """The command that records it (what confirming it means)."""
         import shlex
 
-        from analytics.times import iso_utc
 
         c = self.change
         parts = ["tidelens", "change", "add", "--db", db, "--at", iso_utc(c.at_ms), "--policy", c.policy]
@@ -109,7 +113,6 @@ def _shrink(ts, batch, pool, day, days: list[int]) -> Candidate | None:
     size = float(pool.max(initial=0.0))
     at = days[k] * DAY_MS
     reserve = int(max(0, round(size - after)))
-    from analytics.times import iso_utc
 
     return Candidate(PolicyChange(at_ms=at, policy="partitioned", reservation_gpus=reserve, source="candidate"),
                      "the GPUs batch can reach shrink",
@@ -129,7 +132,6 @@ def _ramp_stop(ts, batch, rps, day, days: list[int], step_s: int) -> Candidate |
         return None
     ramp = int(hours[up[0]])
     in_ramp = (minute // 60 >= ramp) & (minute // 60 < ramp + RAMP_HOURS)
-    from analytics.measures import gpu_hours
 
     overlap = np.array([gpu_hours(batch[(day == d) & in_ramp], step_s=step_s) for d in days])
     busy = np.array([batch[day == d].sum() > 0 for d in days])  # days batch ran at all
@@ -144,7 +146,6 @@ def _ramp_stop(ts, batch, rps, day, days: list[int], step_s: int) -> Candidate |
         # MIN_DAYS from it: a day batch held nothing in the hours before the ramp (a weekend
         # without the nightly run) belongs to either side and is no evidence.
         if hit.mean() >= 0.5 and not (overlap[k:] > OVERLAP_GPU_H).any() and eve[k] and eve[k:].sum() >= MIN_DAYS:
-            from analytics.times import iso_utc
 
             at = days[k] * DAY_MS
             return Candidate(PolicyChange(at_ms=at, policy="tidal", tidal_window=(_window_start(ts, batch, day, days[k:]),
@@ -169,9 +170,6 @@ def _window_start(ts, batch, day, days: list[int]) -> float:
 
 
 def _mig(store: "Store", first_ms: int) -> list[Candidate]:
-    from analytics.sql import changes as q
-    from analytics.times import iso_utc
-
     out = []
     for profile, series, first, _last in store.query(q.MIG_PROFILE_SPANS).iter_rows():
         if first is not None and first - first_ms >= DAY_MS:
@@ -183,9 +181,6 @@ def _mig(store: "Store", first_ms: int) -> list[Candidate]:
 
 
 def _quota(store: "Store") -> list[Candidate]:
-    from analytics.sql import changes as q
-    from analytics.times import iso_utc
-
     rows = store.query(q.QUEUE_QUOTA)
     out = []
     for (queue,), g in rows.group_by(["cluster_queue"], maintain_order=True):
@@ -200,11 +195,11 @@ def _quota(store: "Store") -> list[Candidate]:
     return out
 
 
-def propose_from(store: "Store", timelines: dict[str, pl.DataFrame], step_s: int,
+def propose_from(store: "Store", timelines: Timelines, step_s: int,
                  recorded: list[PolicyChange] = ()) -> list[Candidate]:
     """The candidates of a store whose timelines are built (see the module), oldest first; one
     recorded within a day with the same policy is marked ``recorded``."""
-    ts, batch, pool, rps, day = _daily(timelines["pool"], timelines["holdings"], timelines["services"], step_s)
+    ts, batch, pool, rps, day = _daily(timelines.pool, timelines.holdings, timelines.services, step_s)
     found: list[Candidate] = []
     if ts.size:
         days = _full_days(day, step_s)
@@ -225,6 +220,5 @@ def propose_from(store: "Store", timelines: dict[str, pl.DataFrame], step_s: int
 def propose(store: "Store", *, step_s: int = 60, wmap: "WorkloadMap | None" = None,
             recorded: list[PolicyChange] = ()) -> list[Candidate]:
     """:func:`propose_from` on the store's whole span (its timelines built here)."""
-    from analytics.change.basis import _whole_timelines
 
     return propose_from(store, _whole_timelines(store, step_s, wmap), step_s, recorded)

@@ -16,6 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from analytics.errors import ConfigError
 from analytics.fieldhelp import out_of_bounds
+from analytics.sql import changes as q
+from analytics.times import iso_utc
+from analytics.whatif.params import PoolParams
+from analytics.whatif.policies import POLICIES
 
 if TYPE_CHECKING:
     from analytics.store import Store
@@ -50,7 +54,6 @@ class PolicyChange:
 
     def validate(self) -> "PolicyChange":
         """The change itself; ``ConfigError`` naming the field and what to give otherwise."""
-        from analytics.whatif.policies import POLICIES
 
         if self.policy not in POLICIES:
             raise ConfigError(f"change policy {self.policy!r}: choose one of {', '.join(POLICIES)}")
@@ -71,14 +74,11 @@ class PolicyChange:
 
     def describe(self) -> str:
         """The change in words, e.g. ``partitioned from 2026-10-12T00:00:00Z (reservation_gpus 28)``."""
-        from analytics.times import iso_utc
 
         params = ", ".join(f"{k} {_show(v)}" for k, v in self.parameters().items())
         return f"{self.policy} from {iso_utc(self.at_ms)}" + (f" ({params})" if params else "")
 
     def as_dict(self) -> dict[str, Any]:
-        from analytics.times import iso_utc
-
         return {"at": iso_utc(self.at_ms), "at_ms": self.at_ms, "policy": self.policy,
                 **{k: (list(v) if isinstance(v, tuple) else v) for k, v in self.parameters().items()},
                 "note": self.note, "source": self.source}
@@ -108,7 +108,6 @@ def parse_window(text: str) -> tuple[float, float]:
 def apply_change(scn: "PoolScenario", change: PolicyChange) -> "PoolScenario":
     """``scn`` with the pool parameters the change gave (what the enacted policy replays); the
     ones it did not give keep the scenario's value, and provenance says which came from it."""
-    from analytics.whatif.params import PoolParams
 
     want = {"reservation_gpus": change.reservation_gpus, "polite_release_hour": change.release_hour,
             "mig_profile": change.mig_profile, "timeslice_replicas": change.replicas_per_gpu}
@@ -124,15 +123,12 @@ def apply_change(scn: "PoolScenario", change: PolicyChange) -> "PoolScenario":
 
 
 def _has_table(store: "Store") -> bool:
-    from analytics.sql import changes as q
-
     return bool(store.con.execute(q.HAS_CHANGES_TABLE).fetchall()[0][0])
 
 
 def record_change(store: "Store", change: PolicyChange) -> PolicyChange:
     """Write ``change`` to the store's ``changes`` table (created on first use), in one
     transaction: the same time and policy again replace its parameters, nothing else."""
-    from analytics.sql import changes as q
 
     change.validate()
     window = change.tidal_window or (None, None)
@@ -154,7 +150,6 @@ def record_change(store: "Store", change: PolicyChange) -> PolicyChange:
 
 def list_changes(store: "Store") -> list[PolicyChange]:
     """The changes the store records, oldest first (none in a store without the table)."""
-    from analytics.sql import changes as q
 
     if not _has_table(store):
         return []

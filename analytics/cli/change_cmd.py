@@ -10,13 +10,20 @@ from pathlib import Path
 import polars as pl
 
 from analytics.access import command_line_identity
-from analytics.change.compare import CompareConfig
-from analytics.change.record import PolicyChange
+from analytics.change.basis import change_basis
+from analytics.change.candidates import propose
+from analytics.change.compare import CompareConfig, compare_change
+from analytics.change.record import PolicyChange, change_at, list_changes, parse_window
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_config, add_db, add_json, add_slos, config_path, print_json, print_table
 from analytics.errors import ConfigError
 from analytics.fieldhelp import fields_help
+from analytics.slo import parse_service_slos, resolve_slos
+from analytics.store import Store
 from analytics.timeline.config import parse_step_s
+from analytics.times import parse_time_ms
+from analytics.whatif.policies import POLICIES
+from analytics.workloads import load_map
 from analytics.writes import record_policy_change
 
 _CHANGE_FLAGS = ("reservation_gpus", "release_hour", "tidal_window", "mig_profile", "replicas_per_gpu", "note")
@@ -27,8 +34,6 @@ def _help(cls: type, name: str) -> str:
 
 
 def _add_change_flags(p: argparse.ArgumentParser, *, policy_required: bool) -> None:
-    from analytics.whatif.policies import POLICIES
-
     p.add_argument("--at", required=True, metavar="TIME", help=_help(PolicyChange, "at_ms"))
     p.add_argument("--policy", choices=POLICIES, required=policy_required, default=None,
                    help=_help(PolicyChange, "policy") + ("" if policy_required else
@@ -78,8 +83,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _change_from(args: argparse.Namespace, at_ms: int, policy: str, source: str) -> PolicyChange:
-    from analytics.change.record import parse_window
-
     window = parse_window(args.tidal_window) if args.tidal_window else None
     return PolicyChange(at_ms=at_ms, policy=policy, reservation_gpus=args.reservation_gpus,
                         release_hour=args.release_hour, tidal_window=window, mig_profile=args.mig_profile,
@@ -87,8 +90,6 @@ def _change_from(args: argparse.Namespace, at_ms: int, policy: str, source: str)
 
 
 def _store(path: str, *, write: bool = False):
-    from analytics.store import Store
-
     if not write and path != ":memory:" and not Path(path).exists():
         raise ConfigError(f"{path}: no such store; build one with `tidelens ingest --db {path} FILES` "
                           "(or `tidelens sample`)")
@@ -96,8 +97,6 @@ def _store(path: str, *, write: bool = False):
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from analytics.times import parse_time_ms
-
     change = _change_from(args, parse_time_ms(args.at, what="--at"), args.policy, "tidelens change add")
     # Through the one write path the app takes: the change is in the audit record too.
     record_policy_change(command_line_identity(), lambda: _store(args.db, write=True), change)
@@ -109,8 +108,6 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from analytics.change.record import list_changes
-
     with _store(args.db) as store:
         changes = [c.as_dict() for c in list_changes(store)]
     if args.json:
@@ -123,10 +120,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_candidates(args: argparse.Namespace) -> int:
-    from analytics.change.candidates import propose
-    from analytics.change.record import list_changes
-    from analytics.workloads import load_map
-
     with _store(args.db) as store:
         found = propose(store, step_s=parse_step_s(args.step, "--step"), wmap=load_map(config_path(args)), recorded=list_changes(store))
     if args.json:
@@ -141,13 +134,6 @@ def cmd_candidates(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from analytics.change.basis import change_basis
-    from analytics.change.compare import compare_change
-    from analytics.change.record import change_at
-    from analytics.slo import parse_service_slos, resolve_slos
-    from analytics.times import parse_time_ms
-    from analytics.workloads import load_map
-
     at = parse_time_ms(args.at, what="--at")
     cfg = CompareConfig(before_days=args.before_days, after_days=args.after_days, service=args.service or None).validate()
     with _store(args.db) as store:
@@ -157,23 +143,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
         basis = change_basis(store, step_s=parse_step_s(args.step, "--step"), slos=slos, wmap=load_map(config_path(args)))
     out = compare_change(basis, at, cfg, change, score=not args.no_score)
     if change is None:
-        out["missing"]["score"] = ("no change recorded at this time: record it with `tidelens change add` "
-                                   "(or give --policy) to score the what-if")
+        out.missing["score"] = ("no change recorded at this time: record it with `tidelens change add` "
+                                 "(or give --policy) to score the what-if")
     if args.json:
-        print_json(out)
+        print_json(out.as_dict())
         return 0
-    for s in out["sentences"]:
+    for s in out.sentences:
         print(s)
     rows = []
-    for key, label in (("violation_minutes", f"minutes over the SLO, {out['service']}"),
+    for key, label in (("violation_minutes", f"minutes over the SLO, {out.service}"),
                        ("minutes_over_slo_any", "minutes over the SLO, any service"), ("events", "tail events"),
                        ("batch_gpu_hours", "batch GPU-hours"), ("batch_queue_delay_min", "batch queueing delay (min)"),
                        ("gpus_idle_mean", "GPUs idle (mean)"), ("gpus_held_mean", "GPUs held (mean)"),
                        ("requests_per_day", "requests a day")):
-        b, a = out["before"][key], out["after"][key]
+        b, a = getattr(out.before, key), getattr(out.after, key)
         rows.append({"measure": label, "before": "n/a" if b is None else f"{b:,.1f}",
                      "after": "n/a" if a is None else f"{a:,.1f}"})
     print_table(pl.DataFrame(rows))
-    for part, why in out["missing"].items():
+    for part, why in out.missing.items():
         print(f"not shown: {part}: {why}")
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -15,7 +14,7 @@ from analytics.config import CONFIG_ENV, CONFIG_NAME, find_config
 from analytics.errors import ConfigError
 from analytics.slo import parse_slo_ms
 from analytics.store import DEFAULT_DB
-
+from analytics.text import visible_frame
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
@@ -75,7 +74,6 @@ def print_json(obj: Any) -> None:
 
 def print_table(frame: pl.DataFrame, *, max_rows: int = 200) -> None:
     """``frame`` as a table; a cell's control characters (and newlines) shown as escapes."""
-    from analytics.text import visible_frame
 
     with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200,
                    tbl_hide_dataframe_shape=True):

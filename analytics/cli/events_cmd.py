@@ -12,8 +12,12 @@ from analytics.cli.common import add_config, add_db, add_json, add_slos, config_
 from analytics.errors import ConfigError
 from analytics.events import EventsAnalysis, EventsConfig, analyse_store, load_incidents
 from analytics.fieldhelp import fields_help
+from analytics.postmortem import write_report
 from analytics.slo import DEFAULT_SLO_MS, parse_service_slos, resolve_slos
 from analytics.store import Store
+from analytics.timeline import parse_step_s
+from analytics.times import parse_time_ms
+from analytics.workloads import load_map
 
 _HELP = fields_help(EventsConfig)
 
@@ -50,30 +54,26 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _ms(text: str | None, flag: str) -> int | None:
     """``--from``/``--to``: :func:`analytics.times.parse_time_ms`, the one rule for typed times."""
-    from analytics.times import parse_time_ms
 
     return None if text is None else parse_time_ms(text, what=flag)
 
 
 def run_analysis(args: argparse.Namespace) -> EventsAnalysis:
     """The events analysis the flags describe (shared by ``events`` and ``report``)."""
-    from analytics.timeline import parse_step_s
-    from analytics.workloads import load_map
 
     config = config_path(args)
-    per_service = parse_service_slos(args.slo)
-    # With --slo, the table decides every service (--slo-ms its fallback); else --slo-ms as before.
+    per_service = parse_service_slos(args.slo)  # refused before the store is read
     cfg = EventsConfig(step_s=parse_step_s(args.step), start_ms=_ms(args.start, "--from"),
-                       end_ms=_ms(args.end, "--to"), slo_ms=None if per_service else args.slo_ms,
+                       end_ms=_ms(args.end, "--to"),
                        min_duration_min=args.min_duration_min, merge_gap_min=args.merge_gap_min)
     incidents = load_incidents(args.incidents) if args.incidents else None
     wmap = load_map(config)
     if args.db != ":memory:" and not Path(args.db).exists():
         raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
     with Store(args.db, read_only=args.db != ":memory:") as st:
-        slos = resolve_slos(st, config=config, every_ms=args.slo_ms if per_service else None,
-                            per_service=per_service, per_service_source="--slo")
-        return analyse_store(st, cfg, wmap, incidents, slos_ms=slos)
+        slos = resolve_slos(st, config=config, every_ms=args.slo_ms, per_service=per_service,
+                            per_service_source="--slo")
+        return analyse_store(st, cfg, wmap, incidents, slos=slos)
 
 
 def events_table(analysis: EventsAnalysis) -> pl.DataFrame:
@@ -101,8 +101,6 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from analytics.events.report import write_report
-
     analysis = run_analysis(args)
     try:
         ev = analysis.event(args.event)

@@ -6,7 +6,6 @@ rules``: the workload map as Prometheus recording rules (:mod:`analytics.rules`)
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from analytics.cli.commands import command_help
@@ -15,14 +14,24 @@ from analytics.forecast.answer import forecast_store
 from analytics.forecast.model import ForecastConfig
 from analytics.grafana import forecast_annotations
 from analytics.cli.common import add_config, add_db, add_json, config_path, print_json
+from analytics.config import GRAFANA_TOKEN_ENV, env_setting
+from analytics.errors import ConfigError
+from analytics.events import EventsConfig, analyse_store
+from analytics.grafana import GRAFANA_CONFIG, check_uid, dashboard_model, event_annotations, post_annotations
+from analytics.outbound import HttpConfig
+from analytics.rules import RulesConfig, compile_rules, map_digest, rules_yaml
+from analytics.rules.compile import backfill_drops_evaluations
+from analytics.secrets import check_secret, secret_from_file
+from analytics.slo import resolve_slos
+from analytics.store import Store
+from analytics.timeline import parse_step_s
+from analytics.workloads import load_map
 
-TOKEN_ENV = "TIDELENS_GRAFANA_TOKEN"
 
 
 def _help(name: str) -> str:
     from dataclasses import fields
 
-    from analytics.outbound import HttpConfig
 
     return next(f.metadata["help"] for f in fields(HttpConfig) if f.name == name)
 
@@ -39,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="rules: evaluation interval, dcgm-exporter's scrape interval, 1s to 1d (default 1m)")
     p.add_argument("--url", default=None, help="Grafana's base URL: post the annotations there")
     p.add_argument("--token-file", default=None, metavar="FILE",
-                   help=f"file holding a Grafana service-account token (else ${TOKEN_ENV})")
+                   help=f"file holding a Grafana service-account token (else ${GRAFANA_TOKEN_ENV})")
     p.add_argument("--dashboard-uid", default=None, metavar="UID",
                    help="attach the annotations to this dashboard (default: org-wide, by tag)")
     p.add_argument("--step", default="1m", help="timeline step of the events (default 1m, as the app)")
@@ -58,8 +67,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _grafana_token(args: argparse.Namespace) -> str:
     """The token to post with (``""``: none given), read and checked before any work, so a bad
     token file or uid costs nothing and is never shown."""
-    from analytics.grafana import check_uid
-    from analytics.secrets import secret_from_env, secret_from_file
 
     if args.dashboard_uid is not None:
         check_uid(args.dashboard_uid)
@@ -67,8 +74,9 @@ def _grafana_token(args: argparse.Namespace) -> str:
         return ""
     if args.token_file:
         return secret_from_file(args.token_file, "Grafana token")
-    if os.environ.get(TOKEN_ENV):
-        return secret_from_env(TOKEN_ENV, "Grafana token")
+    token = env_setting(GRAFANA_TOKEN_ENV)
+    if token:
+        return check_secret(token, f"environment variable {GRAFANA_TOKEN_ENV} (the Grafana token)")
     return ""
 
 
@@ -80,13 +88,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     import json
     from dataclasses import replace
 
-    from analytics.errors import ConfigError
-    from analytics.events import EventsConfig, analyse_store
-    from analytics.grafana import GRAFANA_CONFIG, dashboard_model, event_annotations, post_annotations
-    from analytics.slo import resolve_slos
-    from analytics.store import Store
-    from analytics.timeline import parse_step_s
-    from analytics.workloads import load_map
 
     if not Path(args.db).exists():
         raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
@@ -94,8 +95,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     wmap = load_map(config)
     with Store(args.db, read_only=True) as store:
         slos = resolve_slos(store, config=config)
-        analysis = analyse_store(store, EventsConfig(step_s=parse_step_s(args.step, "--step")), wmap, slos_ms=slos)
-        model = dashboard_model(store, wmap=wmap, slos_ms=dict(analysis.slos_ms))
+        analysis = analyse_store(store, EventsConfig(step_s=parse_step_s(args.step, "--step")), wmap, slos=slos)
+        model = dashboard_model(store, wmap=wmap, slos_ms=analysis.slos_ms)
     annotations = event_annotations(analysis, dashboard_uid=args.dashboard_uid)
     no_forecast = None
     if args.forecast:
@@ -131,9 +132,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 def _export_rules(args: argparse.Namespace) -> int:
     import sys
 
-    from analytics.rules import RulesConfig, compile_rules, map_digest, rules_yaml
-    from analytics.timeline import parse_step_s
-    from analytics.workloads import load_map
 
     wmap = load_map(config_path(args))
     cfg = RulesConfig(interval_s=parse_step_s(args.interval, "--interval"))
@@ -165,7 +163,6 @@ def _export_rules(args: argparse.Namespace) -> int:
 def _backfill_name(out: Path, groups: list[str], interval_s: int) -> str:
     """``out`` as given, or the nearest sibling name promtool's rules backfill keeps every
     evaluation of (:func:`analytics.rules.compile.backfill_drops_evaluations`)."""
-    from analytics.rules.compile import backfill_drops_evaluations
 
     for i in range(1000):
         name = out if i == 0 else out.with_name(f"{out.stem}-{i}{out.suffix}")

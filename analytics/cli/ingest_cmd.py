@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from analytics.times import parse_time_ms
 
+from analytics.access import command_line_identity
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, print_json
 from analytics.ingest import group_failures, ingest_path
+from analytics.ingest.mapping import load_mapping
 from analytics.store import Store
 from analytics.text import visible
-
+from analytics.times import parse_time_ms
+from analytics.writes import recorded
 
 GROUP_AT = 3  # files sharing one reason before it is said once for them all
 
@@ -33,12 +35,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     at_ms = parse_time_ms(args.at, what="--at") if args.at else None
     columns = None
     if args.columns:
-        from analytics.ingest.mapping import load_mapping
 
         columns = load_mapping(args.columns)  # refused before the store is opened
     results = []
-    from analytics.access import command_line_identity
-    from analytics.writes import recorded
 
     with Store(args.db) as st, recorded(st, command_line_identity(), "load", ", ".join(map(str, args.paths))[:500]):
         for path in args.paths:

@@ -5,16 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 
+from analytics import nvml
+from analytics.access import command_line_identity
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_config, add_db, add_json, config_path, print_json, print_table
 from analytics.errors import ConfigError
+from analytics.fieldhelp import field_help
 from analytics.live.client import AuthConfig, ClientConfig, PromClient, allowed_servers
 from analytics.live.pull import DEFAULT_MAX_SERIES, pull, pull_raw
-from analytics.live.queries import Scope, describe, fleet_queries, timeline_queries
-from analytics.fieldhelp import field_help
+from analytics.live.route import rules_plan
 from analytics.live.timespec import parse_duration_ms
+from analytics.promql import Scope, describe, fleet_queries, timeline_queries
 from analytics.store import Store
 from analytics.times import parse_time_ms
+from analytics.workloads import load_map
+from analytics.writes import recorded
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -109,8 +114,6 @@ def cmd_pull(args: argparse.Namespace) -> int:
     client = PromClient(args.url, auth_from_args(args),
                         ClientConfig(timeout_s=args.timeout, retries=args.retries),
                         allowed=allowed_servers(config_path(args)))
-    from analytics.access import command_line_identity
-    from analytics.writes import recorded
 
     with client, Store(args.db) as st, recorded(st, command_line_identity(), "pull", client.describe()):
         if args.raw:
@@ -121,8 +124,6 @@ def cmd_pull(args: argparse.Namespace) -> int:
         else:
             queries, plan = _catalogue(args.catalogue)(step_ms, scope), None
             if args.catalogue == "timeline":  # through the workload map's recording rules where recorded
-                from analytics.live.recorded import rules_plan
-                from analytics.workloads import load_map
 
                 plan = rules_plan(client, start_ms, end_ms, step_ms, load_map(config_path(args)), scope)
                 queries = plan.queries
@@ -144,8 +145,6 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from analytics import nvml
-
     ok, message = nvml.available()
     if not ok:
         raise nvml.NvmlUnavailableError(message)

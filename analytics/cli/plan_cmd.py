@@ -6,14 +6,13 @@ import argparse
 
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_json, print_json
-from analytics.cli.whatif_cmd import add_scenario_source
+from analytics.cli.whatif_cmd import add_scenario_source, load_scenario
 from analytics.fieldhelp import field_help
+from analytics.plan import DEFAULT_KUBECTL_IMAGE, SCHEDULERS, PlanOptions, make_plan, write_plan
+from analytics.whatif import POLICIES, form
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from analytics.plan import SCHEDULERS, PlanOptions
-    from analytics.whatif import POLICIES
-
     p = sub.add_parser("plan", help=command_help("plan"))
     add_scenario_source(p)
     p.add_argument("--policy", required=True, choices=POLICIES, help="the policy to enforce")
@@ -32,10 +31,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from analytics.cli.whatif_cmd import load_scenario
-    from analytics.plan import DEFAULT_KUBECTL_IMAGE, make_plan, write_plan
-    from analytics.whatif import form
-
     scn = load_scenario(args)
     edits = {k: v for k, v in (("pool.reservation_gpus", args.reservation_gpus),
                                ("pool.headroom", args.headroom)) if v is not None}

@@ -8,7 +8,14 @@ from pathlib import Path
 
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_config, add_db, add_json, add_slos, check_zone, config_path, print_json
+from analytics.cli.events_cmd import _ms
+from analytics.document import output_format
 from analytics.errors import ConfigError
+from analytics.review import review_store, write_review
+from analytics.slo import parse_service_slos, resolve_slos
+from analytics.store import Store
+from analytics.timeline import parse_step_s
+from analytics.workloads import load_map
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,18 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_review(args: argparse.Namespace) -> int:
-    from analytics.cli.events_cmd import _ms
-    from analytics.review import review_store, write_review
-    from analytics.slo import parse_service_slos, resolve_slos
-    from analytics.store import Store
-    from analytics.timeline import parse_step_s
-    from analytics.workloads import load_map
-
     if not args.out and not args.json:
         raise ConfigError("say where the review goes: --out review.html (or .md), or --json for its numbers")
     if args.out:
-        from analytics.document import output_format
-
         output_format(args.out, "review")  # before the minutes of analysis, not after
     check_zone(args.tz)
     if not Path(args.db).exists():
@@ -56,5 +54,5 @@ def cmd_review(args: argparse.Namespace) -> int:
             # With --json, stdout is the JSON alone (a pipe to jq); the paths go to stderr.
             print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
-        print_json(review.numbers())
+        print_json(review.numbers().as_dict())
     return 0

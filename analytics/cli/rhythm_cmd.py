@@ -9,7 +9,7 @@ import polars as pl
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, print_json, print_table
 from analytics.rhythm.config import RhythmConfig, config_help
-from analytics.rhythm.report import rhythm_report
+from analytics.rhythm.digest import rhythm_report
 from analytics.store import Store
 from analytics.timeline.config import parse_step_s
 

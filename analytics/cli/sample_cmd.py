@@ -12,12 +12,15 @@ from pathlib import Path
 from analytics.cli.commands import command_help
 from analytics.cli.common import print_json
 from analytics.errors import ConfigError
+from analytics.fieldhelp import fields_help
+from analytics.sample import FORMATS, SCENARIOS, load_into, simulate, write_exports
+from analytics.sample.cluster import POOL_CHANGE_POLICIES, PoolChange
+from analytics.sample.export import write_excerpts
+from analytics.sample.variants import VARIANTS, describe, parse_variants
+from analytics.store import Store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from analytics.sample import FORMATS, SCENARIOS
-    from analytics.sample.variants import VARIANTS
-
     p = sub.add_parser("sample", help=command_help("sample"),
                        epilog=_variant_table(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=None, help="folder to write the exports and truth.json into")
@@ -33,8 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--variant", action="append", default=[], metavar="NAME",
                    help=f"export the run as another real cluster would (repeatable; 'list' describes them): "
                         f"{', '.join(VARIANTS)}")
-    from analytics.fieldhelp import fields_help
-    from analytics.sample.cluster import POOL_CHANGE_POLICIES, PoolChange
 
     change_help = fields_help(PoolChange)
     p.add_argument("--change-day", type=int, default=None, metavar="DAY",
@@ -50,7 +51,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _variant_table() -> str:
     """``--help``'s epilog: every variant with the real-cluster fact it imitates."""
-    from analytics.sample.variants import VARIANTS
 
     width = max(len(n) for n in VARIANTS)
     rows = "\n".join(f"  {v.name:<{width}}  {v.help}" for v in VARIANTS.values())
@@ -58,11 +58,6 @@ def _variant_table() -> str:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from analytics.sample import FORMATS, load_into, simulate, write_exports
-    from analytics.sample.export import write_excerpts
-    from analytics.sample.variants import describe, parse_variants
-    from analytics.store import Store
-
     if "list" in args.variant:
         if args.json:
             print_json(describe())
@@ -83,7 +78,6 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if args.excerpts is not None:
         result = simulate("morning", days=21, gpus=64, seed=7)
     else:
-        from analytics.sample.cluster import PoolChange
 
         change = None if args.change_day is None else PoolChange(
             day=args.change_day, policy=args.change_policy, reserved_gpus=args.change_reserved_gpus,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from analytics.audit import audit_dicts, audit_rows
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, print_json, print_table
 from analytics.store import Store
@@ -49,8 +50,6 @@ def cmd_series(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from analytics.audit import audit_dicts, audit_rows
-
     with Store(args.db, read_only=True) as st:
         if args.json:
             print_json(audit_dicts(st, limit=1_000_000))

@@ -26,6 +26,7 @@ from analytics.events.norm import traffic_norm
 from analytics.events.surges import check_surge, surge_runs
 from analytics.measures import (InferredDemand, gpus_per_replica, infer_desired, loading_steps, over_slo,
                                 reaction_steps, warmup_lags)
+from analytics.slo import SloTable
 from analytics.times import step_start_ms
 
 
@@ -67,6 +68,11 @@ class EventsAnalysis:
     cfg: EventsConfig
     notes: list[str] = field(default_factory=list)
     map_digest: str = ""  # the workload map it was computed with (analytics.workloads.map_digest)
+
+    @property
+    def step_s(self) -> int:
+        """The length of a step of :attr:`steps`, seconds."""
+        return self.cfg.step_s
 
     def event(self, event_id_: str) -> Event:
         for ev in self.events:
@@ -161,7 +167,7 @@ def _scale_up(g: pl.DataFrame, held_gpus: np.ndarray, gpr: float, cfg: EventsCon
 
 
 def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame, *,
-            cfg: EventsConfig | None = None, slos_ms: dict[str, float | None] | None = None,
+            cfg: EventsConfig | None = None, slos: SloTable | None = None,
             incidents: pl.DataFrame | None = None, norms: pl.DataFrame | None = None) -> EventsAnalysis:
     """Find and attribute the tail events of every service in the timeline frames.
 
@@ -172,16 +178,17 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         (``ts`` Datetime UTC or integer ms, the END of each step).
     cfg:
         Thresholds and settings.
-    slos_ms:
-        p99 SLO per service (``cfg.slo_ms`` overrides all); a service with none uses the
-        relative rule.
+    slos:
+        Every service's p99 SLO (:class:`analytics.slo.SloTable`); a service with none (no
+        table, or a table without a fallback that does not name it) is judged by the relative
+        rule.
     incidents:
         :func:`analytics.events.incidents.load_incidents` output, optional.
     norms:
         ``ts_ms|ts, service, expected, lower, upper`` to use instead of computing the norm band.
     """
     cfg = cfg or EventsConfig()
-    slos_ms = dict(slos_ms or {})
+    slos = slos if slos is not None else SloTable({}, None, "none")
     step_ms = cfg.step_s * 1000
     notes: list[str] = []
     steps = _service_steps(services, pools)
@@ -251,7 +258,7 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
     hold_runs = holding_runs(hold, step_ms)
     events: list[Event] = []
     for (service,), g in steps.group_by(["service"], maintain_order=True):
-        slo = cfg.slo_ms if cfg.slo_ms is not None else slos_ms.get(service)
+        slo = slos.ms(service)
         p99 = g["p99_ms"].fill_null(0.0).to_numpy()
         if slo is not None:
             above = over_slo(p99, slo)
@@ -281,8 +288,7 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
             notes.append(f"{ev.service} {iso_utc(ev.start_ms)}: {check['says']}")
     return EventsAnalysis(events=events, steps=steps, holdings=hold, models=models, regressions=regressions,
                           warmup_min={k: v.warmup_steps * cfg.step_s / 60 for k, v in scale_up.items()},
-                          slos_ms={s: (cfg.slo_ms if cfg.slo_ms is not None else slos_ms.get(s))
-                                   for s in steps["service"].unique().to_list()},
+                          slos_ms=slos.for_services(steps["service"].unique().to_list()),
                           cfg=cfg, notes=notes)
 
 

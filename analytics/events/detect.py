@@ -14,6 +14,7 @@ event, and events shorter than the minimum duration are dropped.
 from __future__ import annotations
 
 import numpy as np
+
 from analytics.times import step_start_ms
 
 

@@ -10,6 +10,7 @@ import orjson
 
 from analytics.times import iso_utc  # noqa: F401 (events' JSON writes times with it; re-exported)
 
+
 def event_id(service: str, start_ms: int, settings: dict[str, Any]) -> str:
     """A stable id: the same service, start and settings always give the same id."""
     blob = orjson.dumps({"service": service, "start_ms": int(start_ms), "settings": settings},

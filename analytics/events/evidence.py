@@ -15,7 +15,6 @@ import polars as pl
 from analytics.events.event import iso_utc
 from analytics.times import step_start_ms
 
-
 _KEYS = ["pool", "cls", "team", "workload"]
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from analytics.errors import NotEnoughDataError
+from analytics.rhythm import norm_band
+
 _DAY_MS = 86_400_000
 
 
@@ -41,8 +44,6 @@ def standin_norm(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _rhythm_band(frame: pl.DataFrame, *, step_s: int) -> pl.DataFrame | None:
-    from analytics.errors import NotEnoughDataError
-    from analytics.rhythm import norm_band  # MSTL: statsmodels loads only when events run
     src = frame.select(pl.col("ts_ms").cast(pl.Datetime("ms", "UTC")).alias("ts"), pl.col("rps").cast(pl.Float64))
     try:
         band = norm_band(src, "rps")

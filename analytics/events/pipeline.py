@@ -7,12 +7,15 @@ the notes on how exactly events could be judged come from the timelines' facts.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from analytics.events.analysis import EventsAnalysis, analyse
+from analytics.events.buckets import slo_bucket_notes
 from analytics.events.config import EventsConfig
+from analytics.timeline import Timelines, store_timelines
+from analytics.timeline.provenance import latency_source_notes
 
 if TYPE_CHECKING:
     from analytics.slo import SloTable
@@ -21,45 +24,33 @@ if TYPE_CHECKING:
     from analytics.workloads import WorkloadMap
 
 
-def timelines_for(store: "Store", cfg: EventsConfig, wmap: "WorkloadMap | None" = None) -> dict[str, Any]:
-    """``{"services", "pool", "holdings", "facts"}`` at the config's step and range (built once per
-    store file: :func:`analytics.timeline.store_timelines`)."""
-    from analytics.timeline import TimelineConfig, store_timelines
-
-    return store_timelines(store, TimelineConfig(step_s=cfg.step_s, start_ms=cfg.start_ms, end_ms=cfg.end_ms), wmap)
-
-
 def analyse_store(store: "Store", cfg: EventsConfig | None = None, wmap: "WorkloadMap | None" = None,
                   incidents: pl.DataFrame | None = None, *,
-                  slos_ms: "dict[str, float | None] | SloTable | None" = None) -> EventsAnalysis:
+                  slos: "SloTable | None" = None) -> EventsAnalysis:
     """Timelines from the store, then :func:`analytics.events.analyse` on them.
 
     Parameters
     ----------
-    slos_ms:
-        p99 SLO per service, or the :class:`analytics.slo.SloTable` that decides every service's
-        (what the app and the CLI pass: the same events, the same ids); ``cfg.slo_ms`` overrides
-        every service. A service with none in a plain dict is judged by the relative rule
-        (``cfg.relative_k``).
+    slos:
+        The :class:`analytics.slo.SloTable` that decides every service's p99 SLO (the app and
+        the CLI pass the same: the same events, the same ids). A service it gives none is judged
+        by the relative rule (``cfg.relative_k``).
     """
     cfg = cfg or EventsConfig()
-    return analyse_timelines(timelines_for(store, cfg, wmap), cfg, incidents, slos_ms=slos_ms)
+    return analyse_timelines(store_timelines(store, cfg.timeline_config(), wmap), cfg, incidents, slos=slos)
 
 
-def analyse_timelines(timelines: "dict[str, Any]", cfg: EventsConfig, incidents: pl.DataFrame | None = None, *,
-                      slos_ms: "dict[str, float | None] | SloTable | None" = None) -> EventsAnalysis:
+def analyse_timelines(timelines: Timelines, cfg: EventsConfig, incidents: pl.DataFrame | None = None, *,
+                      slos: "SloTable | None" = None) -> EventsAnalysis:
     """:func:`analytics.events.analyse` on timelines already built (the app's shared ones, or
     :func:`analyse_store`'s), with the notes their facts add (:func:`facts_notes`): the one call
     the Tail events page, the review and ``tidelens events`` make. The store is not read."""
-    from analytics.slo import SloTable
 
-    if isinstance(slos_ms, SloTable):
-        slos_ms = slos_ms.for_services(timelines["services"]["service"].unique().to_list())
-    result = analyse(timelines["services"], timelines["pool"], timelines["holdings"], cfg=cfg,
-                     slos_ms=slos_ms, incidents=incidents)
-    facts = timelines.get("facts")
+    result = analyse(timelines.services, timelines.pool, timelines.holdings, cfg=cfg,
+                     slos=slos, incidents=incidents)
+    facts = timelines.facts
     if facts is not None:
-        result.notes.extend(facts_notes(facts, timelines["services"], result.slos_ms))
+        result.notes.extend(facts_notes(facts, timelines.services, result.slos_ms))
         result.map_digest = facts.map_digest  # which map classed the GPUs (the audit record's)
     return result
 
@@ -68,8 +59,6 @@ def facts_notes(facts: "TimelineFacts", services: pl.DataFrame, slos_ms: "dict[s
     """How exactly the events could be judged (the page and the CLI say the same): an SLO inside a
     histogram bucket; a loaded histogram that is not one; a service whose request log wins over its
     histogram; a service whose traffic is its rate gauge."""
-    from analytics.events.slo import slo_bucket_notes
-    from analytics.timeline.sources import latency_source_notes
 
     notes = slo_bucket_notes(facts.bucket_bounds_ms, services, slos_ms)
     notes.extend(facts.histogram_defects)

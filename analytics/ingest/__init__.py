@@ -27,16 +27,39 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable
 
 from analytics.errors import IngestError, bounded
-from analytics.times import iso_utc
 from analytics.ingest.archives import MACOS, NESTED, archive_kind, bytes_kind, iter_members
-from analytics.ingest.detect import (EXPOSITION_FORMATS, FORMATS, REQUEST_FORMATS, detect_format, exposition_flavour,
-                                     refine_format)
+from analytics.ingest.datadog import parse_datadog_v1
 from analytics.ingest.exposition import parse_exposition
+from analytics.ingest.formats import (
+    EXPOSITION_FORMATS,
+    FORMATS,
+    REQUEST_FORMATS,
+    detect_format,
+    exposition_flavour,
+    refine_format,
+)
+from analytics.ingest.lineprotocol import parse_line_protocol
+from analytics.ingest.mapping import parse_mapped
 from analytics.ingest.promjson import parse_prom_json
-from analytics.ingest.sources import (PEEK_BYTES, HashedChunks, check_line_lengths, gunzip, iter_bytes_chunks,
-                                      list_files, peek_path, read_path, read_path_lines, source_name, tail_path)
+from analytics.ingest.requests import parse_requests
+from analytics.ingest.servegen import parse_servegen_chunk
+from analytics.ingest.sources import (
+    PEEK_BYTES,
+    HashedChunks,
+    check_line_lengths,
+    gunzip,
+    iter_bytes_chunks,
+    list_files,
+    not_data_reason,
+    peek_path,
+    read_path,
+    read_path_lines,
+    source_name,
+    tail_path,
+)
 from analytics.ingest.tabular import parse_csv_grafana, parse_csv_long, parse_nvidia_smi, parse_parquet_long
 from analytics.store import LoadResult, Sink, Store, content_hash
+from analytics.times import iso_utc
 
 if TYPE_CHECKING:
     from analytics.ingest.mapping import ColumnMapping
@@ -76,19 +99,14 @@ def _data_parse(name: str, fmt: str, data: bytes, store: Store) -> Callable[[Sin
     if fmt == "prom-json":
         return lambda sink: parse_prom_json(data, sink, name, default_metric=stem)
     if fmt == "influx-lp":
-        from analytics.ingest.lineprotocol import parse_line_protocol
-
-        return lambda sink: parse_line_protocol(data, sink, name)
+        return lambda sink: parse_line_protocol(iter_bytes_chunks(data, name=name), sink, name)
     if fmt == "servegen-rate":
-        from analytics.ingest.servegen import parse_servegen_chunk
 
         return lambda sink: parse_servegen_chunk(data, sink, name)
     if fmt == "datadog-v1":
-        from analytics.ingest.datadog import parse_datadog_v1
 
         return lambda sink: parse_datadog_v1(data, sink, name)
     if fmt in REQUEST_FORMATS:
-        from analytics.ingest.requests import parse_requests
 
         return lambda sink: parse_requests(data, sink, name, con=store.con)
     if fmt == "csv-long":
@@ -106,7 +124,6 @@ def _mapped(store: Store, name: str, data: bytes, columns: "ColumnMapping") -> L
     """A table read through a column mapping: the mapping's digest is part of its identity."""
     import hashlib
 
-    from analytics.ingest.mapping import parse_mapped
 
     fmt = "mapped-parquet" if data[:4] == b"PAR1" else "mapped-csv"
     identity = hashlib.sha256(f"{content_hash(data)}:{columns.digest()}".encode()).hexdigest()
@@ -175,35 +192,12 @@ def _ingest_file(store: Store, path: Path, at_ms: int | None,
         chunks = HashedChunks(path)
         parse = _exposition_parse(name, fmt, lambda: chunks, at_ms, mtime_ms, why)
         return store.load(name, fmt, chunks.hexdigest, parse)
+    if fmt == "influx-lp":  # streamed the same way: never held whole
+        lp_chunks = HashedChunks(path)
+        return store.load(name, fmt, lp_chunks.hexdigest, lambda sink: parse_line_protocol(lp_chunks, sink, name))
     data = read_path_lines(path) if fmt in LINE_FORMATS else read_path(path)
     fmt = refine_format(fmt, data, name)
     return store.load(name, fmt, content_hash(data), _data_parse(name, fmt, data, store))
-
-
-# What a folder of exports also holds, skipped (and counted) rather than failed: a README or a
-# LICENSE beside the data is not a broken export. ``.txt`` is absent: Prometheus text often is one.
-NOT_DATA_NAMES = ("readme", "license", "licence", "notice", "copying", "changelog", "authors", "contributing")
-NOT_DATA_SUFFIXES: dict[str, str] = {
-    **dict.fromkeys((".md", ".rst", ".pdf", ".html", ".htm", ".doc", ".docx"), "documentation"),
-    **dict.fromkeys((".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".bmp", ".ico"), "an image"),
-    **dict.fromkeys((".ipynb",), "a notebook"),
-    **dict.fromkeys((".py", ".sh", ".r", ".sql", ".js"), "code"),
-    **dict.fromkeys((".yaml", ".yml", ".toml", ".ini", ".cfg"), "configuration"),
-}
-
-
-def not_data_reason(path: Path) -> str | None:
-    """Why ``path`` is not an export to load (documentation, an image, ...), or None.
-
-    >>> not_data_reason(Path("real/LICENSE.dcgm-exporter")), not_data_reason(Path("a.png"))
-    ('documentation', 'an image')
-    >>> not_data_reason(Path("scrape.txt")) is None, not_data_reason(Path("x.prom.gz")) is None
-    (True, True)
-    """
-    name = path.name.lower()
-    if name.split(".")[0] in NOT_DATA_NAMES:
-        return "documentation"
-    return NOT_DATA_SUFFIXES.get(path.suffix.lower())
 
 
 def message_reason(name: str, text: str) -> str:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from analytics.errors import IngestError
-from analytics.ingest.sources import BoundedReader, is_gzip, open_fileobj, source_name
+from analytics.ingest.sources import BoundedReader, gunzip, is_gzip, not_data_reason, open_fileobj, source_name
 from analytics.limits import IngestLimits
 
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
@@ -246,8 +246,6 @@ def _zip_members(name: str, raw: BinaryIO, size: int, limits: IngestLimits) -> I
 def table_bytes(name: str, data: bytes) -> tuple[str, bytes]:
     """``(source, bytes)`` of the table an upload holds, for a preview: its first data member if it
     is an archive (``archive!member``), else its own bytes; gunzipped either way."""
-    from analytics.ingest import not_data_reason
-    from analytics.ingest.sources import gunzip
 
     kind = bytes_kind(data, name)
     if kind is None:

@@ -25,6 +25,7 @@ import orjson
 import polars as pl
 
 from analytics.errors import IngestError
+from analytics.limits import IngestLimits
 from analytics.store import Sink
 
 # Datadog name (without the ``dcgm.`` prefix) -> dcgm-exporter's.
@@ -177,7 +178,6 @@ def parse_datadog_v1(data: bytes, sink: Sink, source: str) -> str | None:
     The series are counted on the raw bytes before parsing: a response of millions of series is
     refused at the limit without building them (14.8 s and 2.7 GB before).
     """
-    from analytics.limits import IngestLimits
 
     limit = IngestLimits.from_env().max_series
     n_series = data.count(b'"pointlist"')

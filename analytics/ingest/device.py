@@ -1,6 +1,7 @@
 """What a GPU is in a mapped table: a mapping's ``[device]`` table, and the warning when it is missing.
 
-A GPU is keyed by its ``UUID`` label, else ``hostname/gpu`` (:mod:`analytics.timeline.pool`). A
+A GPU is keyed by its ``UUID`` label, else its ``hostname`` and ``gpu`` labels as a pair
+(:func:`analytics.timeline.pool.gpu_key`; written ``host/gpu`` in words by :func:`gpu_key_text`). A
 pod-level table (``timestamp, container_ip, duty_cycle``) has neither, so every pod in it would be
 one GPU. The mapping says what identifies a GPU instead::
 
@@ -15,7 +16,7 @@ which :func:`urllib.parse.unquote` reads back), so that node ``a/b`` GPU ``c`` a
 ``b/c`` stay two GPUs (both were ``a/b/c``). A load of device signals without
 it, where more than :data:`FEW_PODS` pods share one GPU key at the same time, says so in its note
 (:func:`shared_note`); ``tidelens signals`` says the same of the store
-(:func:`analytics.timeline.signals.shared_gpu_keys`).
+(:func:`analytics.timeline.inventory.shared_gpu_keys`).
 """
 
 from __future__ import annotations
@@ -83,10 +84,22 @@ def device_label(columns: tuple[str, ...], per: str | None, labels: dict[str, st
 
 
 def _key_part(column: str) -> pl.Expr:
-    """One column's value as a part of a GPU key: ``%`` then ``/`` percent-encoded, so the joined
-    key splits back into the values it was made of (the one encoding, not only the separator)."""
-    text = pl.col(column).cast(pl.Utf8).fill_null("")
+    """One column's value as a part of a GPU key (:func:`_encoded`; empty where null)."""
+    return _encoded(pl.col(column).cast(pl.Utf8).fill_null(""))
+
+
+def _encoded(text: pl.Expr) -> pl.Expr:
+    """``%`` then ``/`` percent-encoded, so a key joined with ``/`` splits back into the values it
+    was made of (the one encoding, not only the separator)."""
     return text.str.replace_all("%", "%25", literal=True).str.replace_all("/", "%2F", literal=True)
+
+
+def gpu_key_text(host: pl.Expr, gpu: pl.Expr) -> pl.Expr:
+    """A GPU key without a UUID (host and index) as a message shows it: ``host/gpu``, each value
+    encoded as a ``[device]`` column's is (host ``a/b`` GPU ``c`` reads ``a%2Fb/c``, host ``a`` GPU
+    ``b/c`` reads ``a/b%2Fc``), ``?`` where the label is missing. For words only: GPUs are told
+    apart by the pair (:func:`analytics.timeline.pool.gpu_key`), never by this text."""
+    return pl.concat_str(_encoded(host).fill_null("?"), pl.lit("/"), _encoded(gpu).fill_null("?"))
 
 
 def shared_note(long: pl.DataFrame, label_names: list[str]) -> str | None:
@@ -99,13 +112,16 @@ def shared_note(long: pl.DataFrame, label_names: list[str]) -> str | None:
         return None
     host = next((c for c in NORMALISED_LABELS["hostname"] if c in label_names), None)
     gpu = next((c for c in NORMALISED_LABELS["gpu"] if c in label_names), None)
-    key = pl.concat_str(pl.col(host).fill_null("?") if host else pl.lit("?"), pl.lit("/"),
-                        pl.col(gpu).fill_null("?") if gpu else pl.lit("?")).alias("_gpu_key")
-    worst = (dev.group_by(key, "ts_ms").agg(pl.col("pod").n_unique().alias("pods"))
+    nothing = pl.lit(None, pl.Utf8)
+    # the pair, never one joined text: host a/b GPU c and host a GPU b/c are two GPUs
+    pair = (pl.col(host) if host else nothing).alias("_host"), (pl.col(gpu) if gpu else nothing).alias("_gpu")
+    worst = (dev.group_by(*pair, "ts_ms").agg(pl.col("pod").n_unique().alias("pods"))
+             .with_columns(gpu_key_text(pl.col("_host"), pl.col("_gpu")).alias("_gpu_key"))
              .sort("pods", "_gpu_key", descending=[True, False]).head(1))
     pods, gpu_key = int(worst["pods"][0]), str(worst["_gpu_key"][0])
     if pods <= FEW_PODS:
         return None
-    missing = "no UUID, hostname or gpu column" if gpu_key == "?/?" else "no UUID column"
+    none = worst["_host"][0] is None and worst["_gpu"][0] is None
+    missing = "no UUID, hostname or gpu column" if none else "no UUID column"
     return (f"{pods} pods share one GPU key ({gpu_key!r}: {missing}) at the same time, so they count as one GPU; "
             "say what a GPU is in the mapping: [device] per = \"pod\" (one GPU per pod) or columns = [\"...\"]")

@@ -4,7 +4,11 @@ A scrape archive is mostly the same few hundred series repeated, so each chunk o
 by polars into *series text* (``name{labels}``) and *value/timestamp* columns (polars' CSV reader
 with '}' as the separator does the cut when every sample line is labelled; otherwise whole lines
 are split); series texts are dictionary-encoded by a join against those already seen, and only
-new ones are parsed in Python (labels, escapes, validation). Lines the fast path cannot vouch
+new ones are parsed in Python (labels, escapes, validation). A series is its text as written
+(the store's merge makes two spellings of one label set one series), kept once, in a polars
+frame, and counted against the series limit before a chunk's new ones are parsed: a file of 2.1
+million series was refused after 133 s at 3.6 GB while three dicts of Python objects held each
+series. Lines the fast path cannot vouch
 for (escapes, quotes or braces after the labels, tabs, exemplars, odd spacing) are parsed one by
 one by :func:`parse_sample_line`, which follows ``prometheus_client``'s parser. Samples are
 written to the sink in file order, chunk by chunk.
@@ -20,12 +24,16 @@ from __future__ import annotations
 import gc
 from typing import Iterable
 
+import numpy as np
 import orjson
 import polars as pl
 
 from analytics.errors import IngestError
+from analytics.limits import IngestLimits
+from analytics.sink import too_many_series
 from analytics.ingest.om_check import FirstScrapeCheck
 from analytics.ingest.exposition_line import UnrepresentableTime, finer_than_ms, parse_sample_line, parse_series
+from analytics.ingest.series_index import SeriesIndex
 from analytics.store import Sink
 
 _SEP = "\x1f"  # a byte exposition text never contains in practice; chunks holding it take the slow path
@@ -34,6 +42,10 @@ _SUB_MS = pl.col("t").str.contains(r"\.\d{3}0*[1-9]").fill_null(False).alias("su
 _COUNTS_OF_TYPE = {"counter": ("", "_total"), "histogram": ("_bucket", "_count"),
                    "gaugehistogram": ("_bucket", "_gcount"), "summary": ("_count",)}
 _COUNT_SUFFIXES = ("_total", "_bucket", "_count", "_gcount")
+# Series texts of the line parser kept parsed (a file read line by line repeats its few series);
+# past this many the cache starts again, so a file of millions of series never holds them all.
+_PARSED_CACHE_MAX = 100_000
+_MAP_SCHEMA = {"series": pl.Utf8, "skey": pl.Int64}
 
 
 class ExpositionParser:
@@ -68,27 +80,44 @@ class ExpositionParser:
         self.dropped: dict[str, list[int]] = {}
         # family -> the suffixes of its counter-like samples (counts: never negative, never NaN)
         self._counter_families: dict[str, tuple[str, ...]] = {}
-        self._counter_skeys: set[int] = set()
-        self._skey_of_text: dict[str, int] = {}
-        self._skey_of_identity: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
-        self._untimestamped_skeys: set[int] = set()
+        self.max_series = IngestLimits.from_env().max_series
+        self.n_series = 0
+        # per skey: a count (counter, bucket...), and seen without a timestamp; one byte each
+        self._counter = np.zeros(1024, dtype=bool)
+        self._untimestamped = np.zeros(1024, dtype=bool)
         self._parsed: dict[str, tuple[str, dict[str, str]]] = {}
-        self._skey_of_key: dict[str, int] = {}  # series text of the vectorised path (no '}') -> skey, -1: not vouched
-        self._map = pl.DataFrame(schema={"series": pl.Utf8, "skey": pl.Int64})
+        # every series text -> its skey (-1: the vectorised path does not vouch for it); a labelled
+        # text without its closing '}', as the vectorised path cuts it: one frame, no Python objects
+        self._index = SeriesIndex(("series",))
         self.check: FirstScrapeCheck | None = FirstScrapeCheck(source) if openmetrics else None
 
     # -- series identity ------------------------------------------------------------------
-    def _skey(self, text: str, name: str, labels: dict[str, str], new: list[tuple[int, str, str]]) -> int:
-        ident = (name, tuple(sorted(labels.items())))
-        skey = self._skey_of_identity.get(ident)
-        if skey is None:
-            skey = len(self._skey_of_identity)
-            self._skey_of_identity[ident] = skey
-            new.append((skey, name, orjson.dumps(labels).decode()))
-            if self._is_counter(name):
-                self._counter_skeys.add(skey)
-        self._skey_of_text[text] = skey
+    def _skey(self, name: str, labels: dict[str, str], new: list[tuple[int, str, str]], line_no: int) -> int:
+        """A new series' skey (announced with the chunk's other new ones); past the limit, refused."""
+        if self.n_series >= self.max_series:
+            raise too_many_series(self.source, self.max_series, line_no)
+        skey = self.n_series
+        self.n_series += 1
+        new.append((skey, name, orjson.dumps(labels).decode()))
+        if skey >= len(self._counter):
+            self._counter = np.concatenate([self._counter, np.zeros(len(self._counter), dtype=bool)])
+            self._untimestamped = np.concatenate([self._untimestamped, np.zeros(len(self._untimestamped), dtype=bool)])
+        if self._is_counter(name):
+            self._counter[skey] = True
         return skey
+
+    def _check_room(self, fresh: pl.DataFrame, first: int) -> None:
+        """Refuse before parsing a chunk's new series texts (``fresh``: ``series, row`` in file order)
+        when they alone would take the source past the series limit; the line is the first past it."""
+        room = self.max_series - self.n_series
+        if fresh.height > room:
+            raise too_many_series(self.source, self.max_series, first + int(fresh["row"][room]))
+
+    def _remember(self, keys: list[str], skeys: list[int]) -> pl.DataFrame:
+        """Add ``keys -> skeys`` to the index (replacing a key the vectorised path did not vouch for)."""
+        added = pl.DataFrame({"series": keys, "skey": skeys}, schema=_MAP_SCHEMA)
+        self._index.add(added)
+        return added
 
     def _is_counter(self, name: str) -> bool:
         """A count by its family's ``# TYPE``: a counter (OpenMetrics names the family, samples add
@@ -212,9 +241,8 @@ class ExpositionParser:
         ok = (pl.when("labelled").then(pl.col("f0") == "").otherwise(pl.col("f0") != "")
               & (pl.col("labelled") == pl.col("series").str.contains("{", literal=True))
               & pl.col("value").is_not_null() & (~pl.col("has_ts") | pl.col("ts_ms").is_not_null())).fill_null(False)
-        parsed = (lf.with_columns(ok=ok).select("row", "series", "value", "ts_ms", "has_ts", "ok",
-                                                *([_SUB_MS] if self.openmetrics else []))
-                  .join(self._map.lazy(), on="series", how="left", maintain_order="left").collect())
+        parsed = self._index.lookup(lf.with_columns(ok=ok).select(
+            "row", "series", "value", "ts_ms", "has_ts", "ok", *([_SUB_MS] if self.openmetrics else [])).collect())
         if self.openmetrics:
             fine = parsed.filter(pl.col("ok") & pl.col("sub_ms"))
             if fine.height:
@@ -223,11 +251,13 @@ class ExpositionParser:
         new: list[tuple[int, str, str]] = []
         fresh = parsed.filter(pl.col("ok") & pl.col("skey").is_null()) if parsed["skey"].null_count() else None
         if fresh is not None and fresh.height:
-            for key, row in fresh.group_by("series", maintain_order=True).agg(pl.col("row").first()).iter_rows():
-                self._vouch(key, first + row, frame, new)
-            self._map = pl.DataFrame({"series": list(self._skey_of_key), "skey": list(self._skey_of_key.values())},
-                                     schema={"series": pl.Utf8, "skey": pl.Int64})
-            parsed = parsed.drop("skey").join(self._map, on="series", how="left", maintain_order="left")
+            fresh = fresh.group_by("series", maintain_order=True).agg(pl.col("row").first())
+            self._check_room(fresh, first)
+            keys = fresh["series"].to_list()
+            skeys = [self._vouch(key, first + row, frame, new) for key, row in fresh.iter_rows()]
+            added = self._remember(keys, skeys).rename({"skey": "skey_new"})
+            parsed = (parsed.join(added, on="series", how="left", maintain_order="left")
+                      .with_columns(pl.coalesce("skey", "skey_new").alias("skey")).drop("skey_new"))
         vouched = parsed.select(pl.col("ok") & (pl.col("skey") >= 0)).to_series()
         if vouched.all():  # the usual case: no copy
             out = parsed.select("row", "skey", "ts_ms", "value", "has_ts")
@@ -238,29 +268,20 @@ class ExpositionParser:
             whole = pl.when(r.is_null()).then(a).otherwise(pl.concat_str(a, pl.lit("}"), r))
             bad = (frame.with_row_index("row").join(bad_rows, on="row", how="semi", maintain_order="left")
                    .select("row", l=whole))
-            slow_rows: list[tuple[int, int, int | None, float, bool]] = []
-            for row, line in bad.iter_rows():
-                parsed_line = self._parse_line(line, first + row)
-                if parsed_line is None:
-                    continue
-                text, name, labels, value, ts_ms = parsed_line
-                skey = self._skey_of_text.get(text)
-                if skey is None:
-                    skey = self._skey(text, name, labels, new)
-                slow_rows.append((row, skey, ts_ms, value, ts_ms is not None))
-            if slow_rows:
-                extra = pl.DataFrame(slow_rows, orient="row", schema=out.schema)
+            lines = [(row, parsed_line) for row, line in bad.iter_rows()
+                     if (parsed_line := self._parse_line(line, first + row)) is not None]
+            if lines:
+                extra = self._rows_of(lines, first, new, out.schema)
                 out = pl.concat([out, extra]).sort("row")
         self._announce(new)
         self._emit(out, first)
 
-    def _vouch(self, key: str, line_no: int, frame: pl.DataFrame, new: list[tuple[int, str, str]]) -> None:
-        """Give a series text of the vectorised path its skey, or -1 to send its lines to the line parser."""
+    def _vouch(self, key: str, line_no: int, frame: pl.DataFrame, new: list[tuple[int, str, str]]) -> int:
+        """A new series text of the vectorised path: its skey, or -1 to send its lines to the line parser."""
         labelled = "{" in key
         brace = key.find("{")
         if labelled and " " in key[:brace]:
-            self._skey_of_key[key] = -1  # "name {": not vouched for, as the line parser judges it
-            return
+            return -1  # "name {": not vouched for, as the line parser judges it
         text = key + "}" if labelled else key
         try:
             name, labels = parse_series(text, openmetrics=self.openmetrics)
@@ -268,8 +289,24 @@ class ExpositionParser:
             a, r = frame.row(line_no - self.line_no - 1)
             line = (a or "") + ("" if r is None else "}" + r)
             raise IngestError(self.source, f"{exc}: {line.strip()[:120]!r}", line=line_no) from None
-        skey = self._skey_of_text.get(text)
-        self._skey_of_key[key] = skey if skey is not None else self._skey(text, name, labels, new)
+        return self._skey(name, labels, new, line_no)
+
+    def _rows_of(self, lines: list[tuple[int, tuple[str, str, dict[str, str], float, int | None]]], first: int,
+                 new: list[tuple[int, str, str]], schema: dict[str, pl.DataType] | pl.Schema) -> pl.DataFrame:
+        """``row, skey, ts_ms, value, has_ts`` of the line parser's ``(row, parsed line)`` pairs: each
+        text looked up in the map as the vectorised path cuts it, the new ones given skeys in order."""
+        keys = [text.removesuffix("}") for _, (text, *_) in lines]
+        known = self._index.lookup(pl.DataFrame({"series": keys}, schema={"series": pl.Utf8}))["skey"].to_list()
+        fresh: dict[str, int] = {}
+        rows = []
+        for (row, (_, name, labels, value, ts_ms)), key, skey in zip(lines, keys, known):
+            if skey is None or skey < 0:
+                skey = fresh.get(key)
+                if skey is None:
+                    skey = fresh[key] = self._skey(name, labels, new, first + row)
+            rows.append((row, skey, ts_ms, value, ts_ms is not None))
+        self._remember(list(fresh), list(fresh.values()))
+        return pl.DataFrame(rows, orient="row", schema=schema)
 
     def _parse_line(self, line: str, line_no: int) -> tuple[str, str, dict[str, str], float, int | None] | None:
         stripped = line.strip()
@@ -284,6 +321,8 @@ class ExpositionParser:
             elif stripped.startswith("# TYPE "):
                 self._note_type(stripped)
             return None
+        if len(self._parsed) > _PARSED_CACHE_MAX:
+            self._parsed.clear()
         try:
             parsed = parse_sample_line(stripped, openmetrics=self.openmetrics, cache=self._parsed)
         except UnrepresentableTime:
@@ -296,7 +335,7 @@ class ExpositionParser:
         return parsed
 
     def _feed_slow(self, chunk: bytes, first: int) -> None:
-        rows: list[tuple[int, int, int | None, float, bool]] = []
+        lines = []
         new: list[tuple[int, str, str]] = []
         for i, raw in enumerate(chunk.split(b"\n")):
             try:
@@ -305,22 +344,17 @@ class ExpositionParser:
                 raise IngestError(self.source, f"not UTF-8 text ({exc.reason} at byte {exc.start})",
                                   line=first + i) from None
             parsed = self._parse_line(line, first + i)
-            if parsed is None:
-                continue
-            text, name, labels, value, ts_ms = parsed
-            skey = self._skey_of_text.get(text)
-            if skey is None:
-                skey = self._skey(text, name, labels, new)
-            rows.append((i, skey, ts_ms, value, ts_ms is not None))
+            if parsed is not None:
+                lines.append((i, parsed))
+        out = self._rows_of(lines, first, new, {"row": pl.UInt32, "skey": pl.Int64, "ts_ms": pl.Int64,
+                                                "value": pl.Float64, "has_ts": pl.Boolean})
         self._announce(new)
-        out = pl.DataFrame(rows, orient="row", schema={"row": pl.UInt32, "skey": pl.Int64, "ts_ms": pl.Int64,
-                                                      "value": pl.Float64, "has_ts": pl.Boolean})
         self._emit(out, first)
 
     def _emit(self, out: pl.DataFrame, first: int) -> None:
-        if out.height and self._counter_skeys:
+        if out.height and self._counter.any():
             v = pl.col("value")
-            counter = pl.col("skey").is_in(list(self._counter_skeys))
+            counter = pl.lit(pl.Series(self._counter[out["skey"].to_numpy()]))
             marks = out.select(neg=counter & (v < 0), odd=counter & (v.is_nan() | v.is_infinite()))
             if marks["neg"].any() or marks["odd"].any():
                 for kind, mask in (("negative_counter", marks["neg"]), ("nonfinite_counter", marks["odd"])):
@@ -332,8 +366,8 @@ class ExpositionParser:
             return
         untimestamped = out.filter(~pl.col("has_ts")) if not out["has_ts"].all() else out.clear()
         if untimestamped.height:
-            dup = untimestamped.filter(~pl.col("skey").is_first_distinct() | pl.col("skey").is_in(
-                list(self._untimestamped_skeys)))
+            seen = pl.lit(pl.Series(self._untimestamped[untimestamped["skey"].to_numpy()]))
+            dup = untimestamped.filter(~pl.col("skey").is_first_distinct() | seen)
             if dup.height:
                 row = dup["row"][0]
                 raise IngestError(
@@ -342,7 +376,7 @@ class ExpositionParser:
                     "scrapes concatenated without timestamps, which cannot be placed in time; load "
                     "each scrape as its own file (with --at), or export with timestamps",
                     line=first + int(row))
-            self._untimestamped_skeys.update(untimestamped["skey"].to_list())
+            self._untimestamped[untimestamped["skey"].to_numpy()] = True
             self.untimestamped += untimestamped.height
         rows = out["row"]
         self.sink.add_samples(out.select("skey", pl.col("ts_ms").fill_null(self.default_ts_ms), "value"),

@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 
 import orjson
 import polars as pl
 
 from analytics.errors import IngestError
-from analytics.store import Sink
+from analytics.ingest.series_index import SeriesIndex
+from analytics.limits import IngestLimits
+from analytics.sink import Sink, too_many_series
 
 NVIDIA_SMI_FIELDS = {
     "utilization_gpu": "DCGM_FI_DEV_GPU_UTIL", "memory_used": "DCGM_FI_DEV_FB_USED",
@@ -208,76 +211,93 @@ def _le(bound: str) -> str:
     return "+Inf" if bound == "+Inf" else f"{float(bound):g}"
 
 
-def _decode(data: bytes | str, source: str) -> str:
-    if isinstance(data, str):
-        return data
+def _decode(data: bytes, source: str, lines_before: int = 0) -> str:
     try:
         return data.decode("utf-8", errors="strict")
     except UnicodeDecodeError as exc:
         line_start = data.rfind(b"\n", 0, exc.start) + 1
         raise IngestError(source, f"not UTF-8 text ({exc.reason} at byte {exc.start - line_start} of the line)",
-                          line=data.count(b"\n", 0, exc.start) + 1) from None
+                          line=lines_before + data.count(b"\n", 0, exc.start) + 1) from None
 
 
-def parse_line_protocol(data: bytes, sink: Sink, source: str, *, default_ts_ms: int | None = None) -> str | None:
-    """Load Telegraf's line protocol into ``sink``; returns a note or None.
+def parse_line_protocol(chunks: Iterable[bytes], sink: Sink, source: str, *,
+                        default_ts_ms: int | None = None) -> str | None:
+    """Load Telegraf's line protocol, given as newline-aligned ``chunks``, into ``sink``; returns a
+    note or None.
 
     NaN and infinite float fields are dropped and counted in the note, with the first line, as
     the exposition reader does for counters (line protocol has no such values: InfluxDB refuses
     them and Telegraf's serializer drops them, so one here is no reading).
-    """
-    from analytics.limits import IngestLimits
 
+    Chunk by chunk: its samples go to the sink as it is read, and the series seen so far are one
+    polars frame (``metric, labels -> skey``), a chunk's new ones counted against the series limit
+    before they are kept (:class:`~analytics.ingest.series_index.SeriesIndex`; a file of 2.1
+    million series, read whole into Python objects, was refused after 91 s at 1.8 GB).
+    """
     limits = IngestLimits.from_env()
-    max_series = limits.max_series
-    text = _decode(data, source)
-    series: dict[tuple[str, str], int] = {}
-    rows: list[tuple[int, int, float]] = []
-    lines_of: list[int] = []
-    skipped = nonfinite = 0
-    first_nonfinite = 0
-    for n, line in enumerate(text.split("\n"), start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
+    known = SeriesIndex(("metric", "labels"))
+    n_series = samples = skipped = nonfinite = first_nonfinite = lines_before = 0
+    for chunk in chunks:
+        metrics: list[str] = []
+        labels_json: list[str] = []
+        ts_col: list[int] = []
+        vals: list[float] = []
+        lines_of: list[int] = []
+        for n, line in enumerate(_decode(chunk, source, lines_before).split("\n"), start=lines_before + 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            try:
+                measurement, tags, fields, ts = split_line(line, limits.max_columns)
+            except _Bad as exc:
+                raise IngestError(source, f"not InfluxDB line protocol: {exc}", line=n) from None
+            except _TooWide as exc:
+                raise IngestError(source, str(exc), line=n) from None
+            if ts is None:
+                if default_ts_ms is None:
+                    raise IngestError(source, "a line without a timestamp: write Telegraf's output with timestamps (precision ns)", line=n)
+                ts_ms = default_ts_ms
+            else:
+                ts_ms = ts // 1_000_000  # nanoseconds, Telegraf's default precision
+            skipped += sum(v is None for v in fields.values())
+            odd = [f for f, v in fields.items() if v is not None and not math.isfinite(v)]
+            if odd:
+                nonfinite += len(odd)
+                first_nonfinite = first_nonfinite or n
+                fields = {f: (None if f in odd else v) for f, v in fields.items()}
+            for metric, labels, value in _samples_of(measurement, tags, fields):
+                metrics.append(metric)
+                labels_json.append(orjson.dumps(dict(sorted(labels.items()))).decode())
+                ts_col.append(ts_ms)
+                vals.append(value)
+                lines_of.append(n)
+        lines_before += chunk.count(b"\n")
+        if not metrics:
             continue
-        try:
-            measurement, tags, fields, ts = split_line(line, limits.max_columns)
-        except _Bad as exc:
-            raise IngestError(source, f"not InfluxDB line protocol: {exc}", line=n) from None
-        except _TooWide as exc:
-            raise IngestError(source, str(exc), line=n) from None
-        if ts is None:
-            if default_ts_ms is None:
-                raise IngestError(source, "a line without a timestamp: write Telegraf's output with timestamps (precision ns)", line=n)
-            ts_ms = default_ts_ms
-        else:
-            ts_ms = ts // 1_000_000  # nanoseconds, Telegraf's default precision
-        skipped += sum(v is None for v in fields.values())
-        odd = [f for f, v in fields.items() if v is not None and not math.isfinite(v)]
-        if odd:
-            nonfinite += len(odd)
-            first_nonfinite = first_nonfinite or n
-            fields = {f: (None if f in odd else v) for f, v in fields.items()}
-        for metric, labels, value in _samples_of(measurement, tags, fields):
-            key = (metric, orjson.dumps(dict(sorted(labels.items()))).decode())
-            skey = series.get(key)
-            if skey is None:
-                if len(series) >= max_series:
-                    raise IngestError(source, f"more than {max_series:,} series in one source: refused (a tag that "
-                                      "changes on every line makes a new series each time); split the export, "
-                                      "or raise TIDELENS_MAX_SERIES_PER_SOURCE", line=n)
-                skey = series[key] = len(series)
-            rows.append((skey, ts_ms, value))
-            lines_of.append(n)
-    if not rows:
+        rows = pl.DataFrame({"metric": metrics, "labels": labels_json, "ts_ms": ts_col, "value": vals,
+                             "line": lines_of},
+                            schema={"metric": pl.Utf8, "labels": pl.Utf8, "ts_ms": pl.Int64, "value": pl.Float64,
+                                    "line": pl.Int64})
+        del metrics, labels_json, ts_col, vals, lines_of
+        rows = known.lookup(rows)
+        fresh = rows.filter(pl.col("skey").is_null()).unique(["metric", "labels"], keep="first", maintain_order=True)
+        if fresh.height:
+            room = limits.max_series - n_series
+            if fresh.height > room:
+                raise too_many_series(source, limits.max_series, int(fresh["line"][room]), what="tag")
+            fresh = fresh.select("metric", "labels", (pl.int_range(0, fresh.height, dtype=pl.Int64) + n_series)
+                                 .alias("skey"))
+            n_series += fresh.height
+            sink.add_series(fresh.select("skey", "metric", "labels"))
+            known.add(fresh)
+            rows = (rows.join(fresh.rename({"skey": "skey_new"}), on=["metric", "labels"], how="left",
+                              maintain_order="left")
+                    .with_columns(pl.coalesce("skey", "skey_new").alias("skey")))
+        line_col = rows["line"]
+        sink.add_samples(rows.select("skey", "ts_ms", "value"), locate=lambda i, lines=line_col: {"line": int(lines[i])})
+        samples += rows.height
+    if not samples:
         raise IngestError(source, "no numeric field in any line" + (
             f" ({nonfinite} NaN/Inf field value(s) dropped, first at line {first_nonfinite})" if nonfinite else ""))
-    sink.add_series(pl.DataFrame({"skey": list(series.values()), "metric": [k[0] for k in series],
-                                  "labels": [k[1] for k in series]},
-                                 schema={"skey": pl.Int64, "metric": pl.Utf8, "labels": pl.Utf8}))
-    skeys, ts_col, vals = zip(*rows)
-    sink.add_samples(pl.DataFrame({"skey": list(skeys), "ts_ms": list(ts_col), "value": list(vals)},
-                                  schema={"skey": pl.Int64, "ts_ms": pl.Int64, "value": pl.Float64}),
-                     locate=lambda i: {"line": lines_of[i]})
     notes = []
     if nonfinite:
         notes.append(f"{nonfinite} NaN/Inf field value(s) dropped, first at line {first_nonfinite}")

@@ -55,13 +55,20 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import polars as pl
 
+from analytics.config import read_toml_file
 from analytics.errors import ConfigError, IngestError
+from analytics.ingest.archives import table_bytes
+from analytics.ingest.device import check_device, device_label, read_device_table, shared_note
+from analytics.ingest.requests import CLF_FORMAT, RequestColumns, detect_request_columns, parse_requests, with_time
+from analytics.ingest.tabular import _names as names
+from analytics.ingest.tabular import check_header_width, check_parquet_width
+from analytics.signals import SIGNALS
 from analytics.store import Sink
+from analytics.times import EPOCH_UNIT_MS, epoch_unit
 
 if TYPE_CHECKING:
     from analytics.ingest.requests import RequestColumns
 
-TIME_UNITS_MS = {"s": 1000.0, "ms": 1.0, "us": 1e-3, "ns": 1e-6}
 _RATE = re.compile(r"(^|[^a-z])(rps|qps|request_rate|requests_per_second|rate_rps|req_rate|request_rps)([^a-z]|$)")
 
 
@@ -90,7 +97,6 @@ class ColumnMapping:
 
     def request_columns(self) -> "RequestColumns":
         """The ``[requests]`` reading with this mapping's ``[time]``."""
-        from analytics.ingest.requests import with_time
 
         assert self.requests is not None
         return with_time(self.requests, self.time, self.time_unit, self.time_zone)
@@ -127,10 +133,9 @@ class ColumnMapping:
         if self.requests is not None:
             self.request_columns().check(where)
             return
-        from analytics.ingest.device import check_device
 
         check_device(self.device_columns, self.device_per, self.labels, where)
-        if self.time_unit not in (*TIME_UNITS_MS, "iso"):
+        if self.time_unit not in (*EPOCH_UNIT_MS, "iso"):
             raise ConfigError(f"{where}: [time] unit {self.time_unit!r}: one of s, ms, us, ns, iso")
         if not self.values:
             raise ConfigError(f"{where}: [values] columns is required (one column, or several for a wide table)")
@@ -149,8 +154,6 @@ def zone_ok(zone: str) -> bool:
 
 
 def _names(cols: list[str], shown: int = 8) -> str:
-    from analytics.ingest.tabular import _names as names
-
     return names(cols, shown)
 
 
@@ -207,17 +210,8 @@ def load_mapping(path: str | Path) -> ColumnMapping:
     Every table and key is checked against :data:`_SCHEMA` (a list where a name is expected, an
     integer metric name, an unknown zone, ``scale = inf``, an empty name are each refused).
     """
-    import tomllib
-
     p = Path(path)
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read the column mapping ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start}); save the mapping as UTF-8") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML ({exc}); see README 'Your own table' for a mapping to start from") from None
+    doc = read_toml_file(p, "column mapping", "a mapping names a few columns: is this the mapping file?")
     known = ("time", "metric", "values", "labels", "signals", "requests", "device")
     unknown = sorted(set(doc) - set(known))
     if unknown:
@@ -247,7 +241,6 @@ def load_mapping(path: str | Path) -> ColumnMapping:
     requests = None
     if "requests" in doc:
         requests = _request_table(doc["requests"], p)
-    from analytics.ingest.device import read_device_table
 
     device_columns, device_per = read_device_table(p, doc)
     mapping = ColumnMapping(
@@ -264,8 +257,6 @@ _REQUEST_KEYS = ("latency", "latency_unit", "ttft", "ttft_unit", "service", "ser
 
 
 def _request_table(table: Any, where: Path) -> "RequestColumns":
-    from analytics.ingest.requests import RequestColumns
-
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: [requests] must be a table (latency = \"<column>\", ...)")
     unknown = sorted(set(table) - set(_REQUEST_KEYS))
@@ -282,8 +273,6 @@ def _request_table(table: Any, where: Path) -> "RequestColumns":
 
 
 def _known_metrics() -> set[str]:
-    from analytics.signals import SIGNALS
-
     out: set[str] = set()
     for s in SIGNALS:
         out.update(s.metrics)
@@ -293,7 +282,6 @@ def _known_metrics() -> set[str]:
 
 def _read(data: bytes, source: str) -> pl.DataFrame:
     if data[:4] == b"PAR1":
-        from analytics.ingest.tabular import check_parquet_width
 
         check_parquet_width(data, source)
         try:
@@ -301,7 +289,6 @@ def _read(data: bytes, source: str) -> pl.DataFrame:
         except pl.exceptions.PolarsError as exc:
             raise IngestError(source, f"not a readable Parquet file ({exc})") from None
         return frame.select(pl.all().cast(pl.Utf8))
-    from analytics.ingest.tabular import check_header_width
 
     check_header_width(data, source)
     try:
@@ -323,7 +310,6 @@ def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping, *
     ``con``: the store's connection, for a request log's rows already loaded (see ``parse_requests``).
     """
     if mapping.requests is not None:
-        from analytics.ingest.requests import parse_requests
 
         note = parse_requests(data, sink, source, mapping.request_columns(), con=con)
         return f"column mapping {mapping.digest()} (a request log): {note}"
@@ -344,8 +330,7 @@ def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping, *
         num = raw_t.cast(pl.Float64, strict=False)
         _bad(frame, num.is_null() & raw_t.is_not_null(), mapping.time,
              f"a number of {mapping.time_unit} since the epoch", source)
-        ts = (num * TIME_UNITS_MS[mapping.time_unit]).round(0).cast(pl.Int64)
-    from analytics.ingest.device import device_label, shared_note
+        ts = (num * EPOCH_UNIT_MS[mapping.time_unit]).round(0).cast(pl.Int64)
 
     device = device_label(mapping.device_columns, mapping.device_per, mapping.labels)
     label_exprs = [pl.col(c).alias(lb) for c, lb in mapping.labels.items()] + ([device] if device is not None else [])
@@ -420,7 +405,6 @@ _TIME_NAMES = ("timestamp", "time", "ts", "ts_ms", "ts_s", "datetime", "date", "
 def read_table(data: bytes, source: str) -> pl.DataFrame:
     """The table as text columns (what a mapping is applied to, and what the form previews); of an
     archive, its first table (:func:`analytics.ingest.archives.table_bytes`)."""
-    from analytics.ingest.archives import table_bytes
 
     source, data = table_bytes(source, data)
     return _read(data, source)
@@ -435,7 +419,6 @@ def guess_mapping(frame: pl.DataFrame, name: str = "") -> ColumnMapping:
     >>> (m.time, m.time_unit, m.values, m.labels)
     ('timestamp_anon', 's', ('duty',), {'container_ip': 'container_ip'})
     """
-    from analytics.ingest.requests import CLF_FORMAT, detect_request_columns
 
     def numeric(col: str) -> bool:
         s = frame[col].drop_nulls()
@@ -450,8 +433,7 @@ def guess_mapping(frame: pl.DataFrame, name: str = "") -> ColumnMapping:
     time = next(iter(by_name), None) or next((c for c in cols if numeric(c) or isoish(c)), cols[0] if cols else "")
     def unit_of(col: str) -> str:
         if col and numeric(col):
-            first = float(frame[col].drop_nulls().cast(pl.Float64)[0])
-            return "ns" if first > 1e17 else "us" if first > 1e14 else "ms" if first > 1e11 else "s"
+            return epoch_unit(float(frame[col].drop_nulls().cast(pl.Float64)[0]))
         clf = frame[col].drop_nulls().head(20).str.strip_chars().str.to_datetime(
             CLF_FORMAT, strict=False) if col else None
         return "clf" if clf is not None and clf.len() and clf.null_count() == 0 else "iso"

@@ -36,11 +36,15 @@ from typing import Any, Callable
 
 import polars as pl
 
-from analytics.errors import IngestError
+from analytics.errors import ConfigError, IngestError
 from analytics.ingest.request_status import by_value, error_flag, status_error, success_failed
-from analytics.store import Sink
+from analytics.ingest.sources import csv_header
+from analytics.limits import IngestLimits
+from analytics.sql import requests as rq
+from analytics.store import Sink, check_service_count
+from analytics.times import EPOCH_UNIT_MS, epoch_unit
 
-UNITS_MS: dict[str, float] = {"s": 1000.0, "ms": 1.0, "us": 1e-3}
+UNITS_MS: dict[str, float] = {u: EPOCH_UNIT_MS[u] for u in ("s", "ms", "us")}  # a latency's units
 TIME_UNITS = ("s", "ms", "us", "ns", "iso", "clf", "auto")
 # nginx's $time_local (common log format): 02/Dec/2026:10:00:00 +0000
 CLF_FORMAT = "%d/%b/%Y:%H:%M:%S %z"
@@ -99,8 +103,6 @@ class RequestColumns:
     success_values: tuple[str, ...] | None = None  # the success column's values meaning success (any case)
 
     def check(self, where: str) -> None:
-        from analytics.errors import ConfigError
-
         if not self.time:
             raise ConfigError(f"{where}: a request log needs its time column ([time] column)")
         if self.latency is None and self.ttft is None:
@@ -260,8 +262,7 @@ def _times_ms(raw: pl.Series, rc: RequestColumns, source: str, frame: pl.DataFra
     if unit == "auto":
         sample = raw.drop_nulls().head(50).cast(pl.Utf8).str.strip_chars()
         if sample.len() and sample.cast(pl.Float64, strict=False).null_count() == 0:
-            first = abs(float(sample.cast(pl.Float64)[0]))
-            unit = "ns" if first > 1e17 else "us" if first > 1e14 else "ms" if first > 1e11 else "s"
+            unit = epoch_unit(float(sample.cast(pl.Float64)[0]))
         elif sample.len() and sample.str.to_datetime(CLF_FORMAT, strict=False).null_count() == 0:
             unit = "clf"
         else:
@@ -270,8 +271,7 @@ def _times_ms(raw: pl.Series, rc: RequestColumns, source: str, frame: pl.DataFra
         num = raw.cast(pl.Float64, strict=False) if raw.dtype != pl.Float64 else raw
         _bad_row(frame, num.is_null() & raw.is_not_null(), rc.time, f"a number of {unit} since the epoch",
                  source, locate)
-        scale = {"s": 1000.0, "ms": 1.0, "us": 1e-3, "ns": 1e-6}[unit]
-        return (num * scale).round(0).cast(pl.Int64)
+        return (num * EPOCH_UNIT_MS[unit]).round(0).cast(pl.Int64)
     text = raw.cast(pl.Utf8).str.strip_chars()
     if unit == "clf":
         parsed = text.str.to_datetime(CLF_FORMAT, strict=False, time_unit="ms")
@@ -299,7 +299,6 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
         (lambda i: {"where": f"row {i + 1}"}) if kind == "parquet"
         else (lambda i: {"line": i + 2}) if kind == "csv" else (lambda i: {"line": i + 1}))
     header = _header(data, kind, source)
-    from analytics.limits import IngestLimits
 
     limits = IngestLimits.from_env()
     if len(header) > limits.max_columns:
@@ -360,7 +359,6 @@ def read_requests(data: bytes, source: str, rc: RequestColumns) -> tuple[pl.Data
         error = error | (read == 1).fill_null(False) | neither
     name = rc.service_name or Path(source).name.split(".")[0] or "requests"
     if rc.service:
-        from analytics.store import check_service_count
 
         raw_service = frame[rc.service]
         # before mapping each distinct value: a per-request id would make that 10M Python calls
@@ -403,7 +401,6 @@ def _header(data: bytes, kind: str, source: str) -> list[str]:
         if keys is None:
             raise IngestError(source, "the first line is not a JSON object", line=1)
         return keys
-    from analytics.ingest.detect import csv_header
 
     return csv_header(data)
 
@@ -415,7 +412,6 @@ def header_columns(data: bytes, source: str) -> list[str]:
 
 def _known_rows(frame: pl.DataFrame, con: Any) -> pl.Series:
     """Which rows of ``frame`` the store's ``requests`` already holds (see REQUEST_ROWS_KNOWN)."""
-    from analytics.sql import requests as rq
 
     span = {"lo_ms": frame["ts_ms"].min(), "hi_ms": frame["ts_ms"].max()}
     none = pl.repeat(False, frame.height, eager=True)

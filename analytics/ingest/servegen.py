@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from analytics.errors import IngestError
 from analytics.times import parse_iso
 
 SERVEGEN_ZONE = "Asia/Shanghai"
@@ -39,7 +40,6 @@ def parse_servegen_chunk(data: bytes, sink: Any, source: str, *, start_local: st
 
     import orjson
 
-    from analytics.errors import IngestError
 
     text = data.decode("utf-8-sig", errors="replace")
     has_header = text.startswith("timestamp_s")

@@ -324,3 +324,35 @@ def list_files(path: Path) -> list[Path]:
         return sorted(p for p in path.rglob("*")
                       if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
     return [path]
+
+
+# What a folder of exports also holds, skipped (and counted) rather than failed: a README or a
+# LICENSE beside the data is not a broken export. ``.txt`` is absent: Prometheus text often is one.
+NOT_DATA_NAMES = ("readme", "license", "licence", "notice", "copying", "changelog", "authors", "contributing")
+NOT_DATA_SUFFIXES: dict[str, str] = {
+    **dict.fromkeys((".md", ".rst", ".pdf", ".html", ".htm", ".doc", ".docx"), "documentation"),
+    **dict.fromkeys((".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".bmp", ".ico"), "an image"),
+    **dict.fromkeys((".ipynb",), "a notebook"),
+    **dict.fromkeys((".py", ".sh", ".r", ".sql", ".js"), "code"),
+    **dict.fromkeys((".yaml", ".yml", ".toml", ".ini", ".cfg"), "configuration"),
+}
+
+
+def not_data_reason(path: Path) -> str | None:
+    """Why ``path`` is not an export to load (documentation, an image, ...), or None.
+
+    >>> not_data_reason(Path("real/LICENSE.dcgm-exporter")), not_data_reason(Path("a.png"))
+    ('documentation', 'an image')
+    >>> not_data_reason(Path("scrape.txt")) is None, not_data_reason(Path("x.prom.gz")) is None
+    (True, True)
+    """
+    name = path.name.lower()
+    if name.split(".")[0] in NOT_DATA_NAMES:
+        return "documentation"
+    return NOT_DATA_SUFFIXES.get(path.suffix.lower())
+
+
+def csv_header(head: bytes) -> list[str]:
+    """The first line of ``head`` split on commas, unquoted and stripped."""
+    first = head.split(b"\n", 1)[0].decode("utf-8-sig", errors="replace").strip("\r")
+    return [c.strip().strip('"').strip() for c in first.split(",")]

@@ -11,14 +11,19 @@ import csv
 import io
 import re
 
+import numpy as np
 import orjson
 import polars as pl
 
 from analytics.errors import IngestError
-from analytics.ingest.detect import METRIC_COLUMNS, TIME_COLUMNS, VALUE_COLUMNS
 from analytics.ingest.exposition_line import parse_series
+from analytics.ingest.formats import METRIC_COLUMNS, TIME_COLUMNS, VALUE_COLUMNS
+from analytics.ingest.sources import CHUNK_BYTES
+from analytics.limits import IngestLimits
 from analytics.signals import DCGM_FB_FREE, DCGM_FB_USED, DCGM_GPU_TEMP, DCGM_GPU_UTIL, DCGM_POWER, DCGM_SM_CLOCK
+from analytics.sink import too_many_series
 from analytics.store import Sink, check_plausible_times
+from analytics.times import EPOCH_UNIT_MS, epoch_unit
 
 # nvidia-smi --query-gpu field -> dcgm-exporter metric name (the issue's mapping, plus obvious kin).
 NVSMI_METRICS: dict[str, str] = {
@@ -40,6 +45,7 @@ NVSMI_LABELS: dict[str, str] = {
     "serial": "serial",
 }
 _NVSMI_TIME_FORMATS = ("%Y/%m/%d %H:%M:%S%.f", "%Y/%m/%d %H:%M:%S")
+_NOT_BLANK = re.compile(rb"[^ \t\r\n\x0b\x0c]")
 
 
 def _pick(cols: list[str], wanted: tuple[str, ...]) -> str | None:
@@ -57,7 +63,8 @@ def _names(cols: list[str], shown: int = 8) -> str:
 
 
 def to_ms(col: pl.Series, source: str, *, header_lines: int = 1) -> tuple[pl.Series, bool]:
-    """Convert a time column (epoch s/ms/ns, ISO-8601 text or datetime) to UTC epoch ms.
+    """Convert a time column (epoch s/ms/µs/ns by :func:`analytics.times.epoch_unit`, ISO-8601
+    text or datetime) to UTC epoch ms.
 
     Returns the ms series and whether zone-less times were assumed to be UTC.
     """
@@ -68,13 +75,11 @@ def to_ms(col: pl.Series, source: str, *, header_lines: int = 1) -> tuple[pl.Ser
         return out.dt.epoch("ms"), naive
     if col.dtype == pl.Date:
         return col.cast(pl.Datetime("ms")).dt.epoch("ms"), True
-    text = col.cast(pl.Utf8).str.strip_chars()
-    num = text.cast(pl.Float64, strict=False)
+    text, num = _as_numbers(col)
     if num.null_count() == text.null_count():
         finite = num.drop_nulls()
         big = finite.abs().max() if finite.len() else 0.0
-        scale = 1e-6 if big and big > 1e17 else (1.0 if big and big > 1e11 else 1000.0)  # ns, ms, s
-        ms = (num * scale).round()
+        ms = (num * EPOCH_UNIT_MS[epoch_unit(big)]).round()
         over = (ms.abs() > 9.2e15).fill_null(False)  # no int64 millisecond holds it
         if over.any():
             row = int(over.arg_true()[0])
@@ -110,11 +115,22 @@ def to_ms(col: pl.Series, source: str, *, header_lines: int = 1) -> tuple[pl.Ser
     return parsed.dt.epoch("ms"), naive
 
 
+def _as_numbers(col: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """``(text, numbers)`` of a column: its text stripped of spaces only when some of it does not
+    read as a number as it is (a stripped copy of every time and value of a 2-million-row CSV held
+    60 MB each while the load went on)."""
+    text = col.cast(pl.Utf8)
+    num = text.cast(pl.Float64, strict=False)
+    if num.null_count() != text.null_count():
+        text = text.str.strip_chars()
+        num = text.cast(pl.Float64, strict=False)
+    return text, num
+
+
 def _to_values(col: pl.Series, source: str, *, header_lines: int = 1, what: str = "value") -> pl.Series:
     if col.dtype.is_numeric():
         return col.cast(pl.Float64)
-    text = col.cast(pl.Utf8).str.strip_chars()
-    vals = text.cast(pl.Float64, strict=False)
+    text, vals = _as_numbers(col)
     bad = (vals.is_null() & text.is_not_null() & (text != "")).arg_true()
     if bad.len():
         row = int(bad[0])
@@ -122,17 +138,53 @@ def _to_values(col: pl.Series, source: str, *, header_lines: int = 1, what: str 
     return vals
 
 
-def _write_long(frame: pl.DataFrame, label_cols: list[str], sink: Sink) -> None:
-    """``frame`` has metric, ts_ms, value and the label columns; key series and write them."""
-    frame = frame.filter(pl.col("value").is_not_null() & pl.col("ts_ms").is_not_null())
+def labels_json(label_cols: list[str]) -> pl.Expr:
+    """Each row's labels as a JSON object (a null or empty value left out, as Prometheus has it),
+    built by polars: a Python string per series held 2 million series in 260 MB more.
+
+    >>> pl.DataFrame({"gpu": ["0", None], "pod": ["p-1", ""]}).select(labels_json(["gpu", "pod"]))["labels"].to_list()
+    ['{"gpu":"0","pod":"p-1"}', '{}']
+    """
+    # one label as '"name":"value"' (JSON-escaped by polars): a one-field object without its braces
+    parts = [pl.when(pl.col(c).is_not_null() & (pl.col(c) != ""))
+             .then(pl.struct(pl.col(c)).struct.json_encode().str.slice(1).str.head(-1)) for c in label_cols]
+    inner = pl.concat_str(parts, separator=",", ignore_nulls=True) if parts else pl.lit("")
+    return pl.concat_str(pl.lit("{"), inner.fill_null(""), pl.lit("}")).alias("labels")
+
+
+def _write_long(frame: pl.DataFrame, label_cols: list[str], sink: Sink, source: str,
+                header_lines: int = 1) -> None:
+    """``frame`` has metric, ts_ms, value and the label columns; key series and write them.
+
+    The series are counted before they are keyed: past the limit, refused naming the line of the
+    first series past it (a CSV of 2.1 million series built every series first).
+    """
+    both = pl.col("value").is_not_null() & pl.col("ts_ms").is_not_null()
+    if not frame.select(both.all()).item():
+        frame = frame.filter(both)
     keys = ["metric", *label_cols]
-    uniq = frame.select(keys).unique(maintain_order=True).with_row_index("skey")
-    labels_json = [orjson.dumps({k: v for k, v in zip(label_cols, row[1:]) if v not in (None, "")}).decode()
-                   for row in uniq.select(keys).iter_rows()]
-    sink.add_series(pl.DataFrame({"skey": uniq["skey"].cast(pl.Int64), "metric": uniq["metric"],
-                                  "labels": labels_json}))
-    joined = frame.join(uniq, on=keys, how="left", nulls_equal=True, maintain_order="left")
-    sink.add_samples(joined.select(pl.col("skey").cast(pl.Int64), "ts_ms", "value"))
+    limit = IngestLimits.from_env().max_series
+    # counted on a hash of each row's key (a hash two keys share counts them once: never a refusal
+    # too many); a CSV of 2.1M series was refused at 833 MiB so, 1,303 counting the keys themselves
+    first = frame.select(keys).hash_rows().is_first_distinct()
+    if first.sum() > limit:
+        row = int(first.arg_true()[limit])
+        raise too_many_series(source, limit, row + 1 + header_lines if header_lines else None)
+    # each series at its first row, found by the hash; a key whose hash another key took first
+    # finds no series below, and the exact (costlier) unique keys are taken instead
+    uniq = frame.select(keys).filter(first).with_row_index("skey")
+    skey = _skeys(frame, uniq, keys)
+    if skey.null_count():
+        uniq = frame.select(keys).unique(maintain_order=True).with_row_index("skey")
+        skey = _skeys(frame, uniq, keys)
+    sink.add_series(uniq.select(pl.col("skey").cast(pl.Int64), "metric", labels_json(label_cols)))
+    sink.add_samples(frame.select(skey, "ts_ms", "value"))
+
+
+def _skeys(frame: pl.DataFrame, uniq: pl.DataFrame, keys: list[str]) -> pl.Series:
+    """Each row's ``skey``: its key's row in ``uniq`` (null where ``uniq`` lacks its key)."""
+    return (frame.lazy().select(keys).join(uniq.lazy(), on=keys, how="left", nulls_equal=True, maintain_order="left")
+            .select(pl.col("skey").cast(pl.Int64)).collect().to_series())
 
 
 def parse_long(frame: pl.DataFrame, sink: Sink, source: str, *, header_lines: int = 1) -> str | None:
@@ -146,8 +198,9 @@ def parse_long(frame: pl.DataFrame, sink: Sink, source: str, *, header_lines: in
     for what, col in (("timestamp", tcol), ("value", vcol)):
         # The long layout has one sample per row: a row without its time or value is a broken
         # export, not a blank to skip (Grafana's wide layout, with legitimate blanks, is elsewhere).
-        text = frame[col].cast(pl.Utf8).str.strip_chars()  # type: ignore[index]
-        empty = (text.is_null() | (text == "")).arg_true()
+        c = pl.col(col)  # type: ignore[arg-type]
+        blank = c.is_null() | c.str.contains(r"^\s*$") if frame.schema[col] == pl.Utf8 else c.is_null()  # type: ignore[index]
+        empty = frame.select(blank.arg_true()).to_series()
         if empty.len():
             row = int(empty[0])
             raise IngestError(source, f"no {what} on this row ({empty.len()} row(s) like it): the long "
@@ -167,7 +220,7 @@ def parse_long(frame: pl.DataFrame, sink: Sink, source: str, *, header_lines: in
         row = int(empty_name.arg_true()[0])
         raise IngestError(source, "empty metric name", line=row + 1 + header_lines if header_lines else None,
                           where=None if header_lines else f"row {row}")
-    _write_long(long, label_cols, sink)
+    _write_long(long, label_cols, sink, source, header_lines)
     return "times without a zone taken as UTC" if naive else None
 
 
@@ -183,22 +236,49 @@ def ragged_line(data: bytes, width: int) -> tuple[int, int] | None:
     >>> ragged_line(b'"Time","a,b"\n1,2\n3\n', 2)
     (3, 1)
     """
-    _, sep, body = data.partition(b"\n")
-    if not body.strip():
+    start = data.find(b"\n") + 1
+    if not start:
         return None  # a header alone: nothing to count
-    if sep and b'"' not in body and b"\x1f" not in body:
-        lines = pl.read_csv(body, has_header=False, separator="\x1f", quote_char=None,
-                            schema={"l": pl.Utf8}).with_row_index("i")
-        l = pl.col("l").str.strip_chars_end("\r")
-        bad = lines.filter(l.is_not_null() & (l != "") & (l.str.count_matches(",", literal=True) + 1 != width))
-        if bad.height:
-            return int(bad["i"][0]) + 2, int(bad["l"][0].rstrip("\r").count(",")) + 1
-        return None
+    if data.find(b'"', start) < 0:
+        return _ragged_unquoted(data, start, width)
     reader = csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"), newline=""))
     for row in reader:
         if row and len(row) != width:
             return reader.line_num, len(row)
     return None
+
+
+def _ragged_unquoted(data: bytes, start: int, width: int) -> tuple[int, int] | None:
+    """:func:`ragged_line` of a body without quotes (from byte ``start``): each line's commas
+    counted by numpy over slices of the bytes themselves, never copied (a copy of the body and a
+    frame of its lines took 416 MB of a 157 MB CSV); a line of nothing but ``\\r`` is blank."""
+    if _NOT_BLANK.search(data, start) is None:
+        return None  # whitespace after the header: nothing to count
+    whole = np.frombuffer(data, dtype=np.uint8)
+    line, pos, n = 2, start, len(data)
+    while pos < n:
+        end = min(n, pos + CHUNK_BYTES)
+        if end < n:
+            cut = data.rfind(b"\n", pos, end)
+            end = cut + 1 if cut >= 0 else (data.find(b"\n", end) + 1 or n)
+        piece = whole[pos:end]
+        newlines = np.flatnonzero(piece == 10)
+        ends = newlines if piece[-1] == 10 else np.append(newlines, len(piece))
+        starts = np.concatenate(([0], ends[:-1] + 1))
+        fields = _count_per_line(piece, ord(","), starts, ends) + 1
+        blank = _count_per_line(piece, ord("\r"), starts, ends) == ends - starts
+        bad = np.flatnonzero(~blank & (fields != width))
+        if len(bad):
+            return line + int(bad[0]), int(fields[bad[0]])
+        line += len(ends)
+        pos = end
+    return None
+
+
+def _count_per_line(piece: np.ndarray, byte: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """How many ``byte`` each line ``[starts, ends)`` of ``piece`` holds."""
+    at = np.flatnonzero(piece == byte)
+    return np.searchsorted(at, ends) - np.searchsorted(at, starts)
 
 
 def _ragged_error(source: str, data: bytes, width: int) -> IngestError | None:
@@ -213,7 +293,6 @@ def _ragged_error(source: str, data: bytes, width: int) -> IngestError | None:
 
 def check_parquet_width(data: bytes, source: str) -> None:
     """Refuse a Parquet file with more columns than the limits allow, from its footer's schema alone."""
-    from analytics.limits import IngestLimits
 
     limit = IngestLimits.from_env().max_columns
     try:
@@ -232,7 +311,6 @@ def check_header_width(data: bytes, source: str) -> None:
 
     >>> check_header_width(b"a,b\\n1,2\\n", "x.csv")
     """
-    from analytics.limits import IngestLimits
 
     limit = IngestLimits.from_env().max_columns
     end = data.find(b"\n")
@@ -263,7 +341,8 @@ def read_csv_text(data: bytes, source: str) -> pl.DataFrame:
     ragged = _ragged_error(source, data, frame.width)
     if ragged is not None:
         raise ragged
-    first = data.split(b"\n", 1)[0].decode("utf-8-sig", errors="replace").rstrip("\r")
+    end = data.find(b"\n")
+    first = (data if end < 0 else data[:end]).decode("utf-8-sig", errors="replace").rstrip("\r")
     if '""' in first:
         header = next(csv.reader([first]))
         if len(header) == frame.width and len(set(header)) == len(header):
@@ -356,5 +435,5 @@ def parse_nvidia_smi(data: bytes, sink: Sink, source: str) -> str | None:
         raise IngestError(source, "no numeric nvidia-smi fields (utilization.gpu, memory.used, power.draw...)",
                           line=1)
     long = pl.concat(longs).select("metric", *label_names, "ts_ms", "value")
-    _write_long(long, label_names, sink)
+    _write_long(long, label_names, sink, source, header_lines=0)
     return "nvidia-smi local times taken as UTC"

@@ -1,7 +1,7 @@
 """HTTP client of a Prometheus-compatible query API: auth, TLS, timeouts, retries, range splitting.
 
 Owns everything about talking to a server (Prometheus, Thanos, Mimir, VictoriaMetrics) and
-nothing about what is asked: :mod:`analytics.live.queries` builds the PromQL and
+nothing about what is asked: :mod:`analytics.promql` builds the PromQL and
 :mod:`analytics.live.pull` decides what to fetch and where it lands.
 
 Secrets (bearer tokens, basic-auth passwords, secret header values) are read from
@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 import orjson
 
+from analytics.config import config_location, config_section
 from analytics.errors import ConfigError, TidelensError
-from analytics.outbound import (RETRY_STATUSES, Hints, HttpConfig, Outbound, Reply, check_url,  # noqa: F401
-                                safe_url)
+from analytics.outbound import RETRY_STATUSES, Hints, HttpConfig, Outbound, Reply, check_url, safe_url  # noqa: F401
 from analytics.secrets import MIN_REDACTED_LEN, Redactor, secret_from_env, secret_from_file  # noqa: F401
 
 # Prometheus refuses a range query whose result would exceed 11,000 points per series.
@@ -135,7 +135,6 @@ def allowed_servers(config_path: str | Path | None = None) -> list[str] | None:
     ``None`` means no list is configured (a personal install: any server may be asked).
     The file is the one every reader uses (:func:`analytics.config.config_location`).
     """
-    from analytics.config import config_location, config_section
 
     path = config_location(config_path)
     if not path.is_file():
@@ -158,7 +157,6 @@ def listed_secrets(config_path: str | Path | None = None) -> dict[str, list[str]
     >>> listed_secrets(path)
     {'https://prom:9090': ['PROM_TOKEN']}
     """
-    from analytics.config import config_location, config_section
 
     path = config_location(config_path)
     if not path.is_file():

@@ -19,14 +19,14 @@ from typing import Any, Callable
 import orjson
 import polars as pl
 
-from analytics.times import iso_utc
 from analytics.errors import IngestError
-from analytics.live.client import (ClientConfig, PromClient, PullError, Response, SeriesGuardError,
-                                   split_range)
-from analytics.live.queries import PullQuery, Scope, raw_query, timeline_queries
-from analytics.sql import live as q
+from analytics.live.client import ClientConfig, PromClient, PullError, Response, SeriesGuardError, split_range
+from analytics.promql import PullQuery, Scope, raw_query, timeline_queries
+from analytics.secrets import printable
 from analytics.signals import canonical_metric
+from analytics.sql import live as q
 from analytics.store import LoadResult, Sink, Store, series_key
+from analytics.times import iso_utc
 
 DEFAULT_MAX_SERIES = 20_000
 DEFAULT_RAW_WINDOW_MS = 3_600_000
@@ -47,7 +47,7 @@ class PullReport:
     requests: int = 0
     bytes_received: int = 0
     up_to_date: list[str] = field(default_factory=list)  # query keys with nothing new to fetch
-    rules: dict[str, Any] | None = None  # analytics.live.recorded.RulesPlan.as_dict(): which path each signal took
+    rules: dict[str, Any] | None = None  # analytics.live.route.RulesPlan.as_dict(): which path each signal took
 
     @property
     def samples(self) -> int:
@@ -141,8 +141,6 @@ def _guard(client: PromClient, promql: str, at_ms: int, max_series: int, what: s
 
 
 def _shown(value: Any) -> str:
-    from analytics.secrets import printable
-
     text = printable(repr(value))
     return text if len(text) <= 80 else text[:80] + "..."
 
@@ -274,8 +272,8 @@ def pull(store: Store, client: PromClient, start_ms: int, end_ms: int, *, step_m
     scope:
         Label matchers narrowing every query (default: the whole pool).
     queries:
-        The catalogue to run (default :func:`~analytics.live.queries.timeline_queries`, which
-        the timelines read unchanged; :func:`~analytics.live.queries.fleet_queries` for counts).
+        The catalogue to run (default :func:`~analytics.promql.timeline_queries`, which
+        the timelines read unchanged; :func:`~analytics.promql.fleet_queries` for counts).
     max_series:
         The series guard: a query returning more series stops the pull with a message.
     incremental:

@@ -31,14 +31,14 @@ from typing import Any
 from analytics.errors import ConfigError
 from analytics.plan.kai import KAI_API, kai_queues
 from analytics.plan.kueue import Pool, kueue_part
-from analytics.plan.mig import MIG_CONFIG
-from analytics.plan.names import (SYSTEM_NAMESPACES, TeamNames, is_k8s_name, k8s_name, map_teams,
-                                  system_namespace)
-from analytics.plan.objects import (COHORT, GPU, INFERENCE_PRIORITY, KUEUE_API, TRAINING_PRIORITY,
-                                    namespace, priorities)
+from analytics.plan.migparted import MIG_CONFIG
+from analytics.plan.names import SYSTEM_NAMESPACES, TeamNames, is_k8s_name, k8s_name, map_teams, system_namespace
+from analytics.plan.objects import COHORT, GPU, INFERENCE_PRIORITY, KUEUE_API, TRAINING_PRIORITY, namespace, priorities
 from analytics.plan.readme import readme as _readme
+from analytics.plan.result import Plan
 from analytics.plan.windows import DEFAULT_KUBECTL_IMAGE, SWITCH_SA, SYSTEM_NS, cron_of_hour, switch_rbac
 from analytics.plan.write import dump_yaml, plan_zip, write_plan
+from analytics.whatif import POLICIES, reservation, simulate
 
 __all__ = ["COHORT", "DEFAULT_KUBECTL_IMAGE", "GPU", "GPU_PRODUCT", "INFERENCE_PRIORITY", "KAI_API",
            "KUEUE_API", "MIG_CONFIG", "SCHEDULERS", "SWITCH_SA", "SYSTEM_NAMESPACES", "SYSTEM_NS",
@@ -71,44 +71,6 @@ class PlanOptions:
 
 
 
-@dataclass
-class Plan:
-    """The objects of one policy, by file, and what the README says about them."""
-
-    policy: str
-    files: dict[str, list[dict[str, Any]]]
-    numbers: dict[str, Any]  # the modelled numbers the objects carry
-    names: dict[str, str]  # team (as text) -> the namespace it became
-    notes: list[str] = field(default_factory=list)  # per file: what it enforces
-    readme: str = ""
-    renamed: dict[str, str] = field(default_factory=dict)  # team -> why its namespace differs
-    system: dict[str, str] = field(default_factory=dict)  # team -> why its namespace is a system one
-    allow_system_namespaces: bool = False
-
-    def objects(self) -> list[dict[str, Any]]:
-        return [o for objs in self.files.values() for o in objs]
-
-    def system_effect(self) -> str:
-        """What the plan does for a team whose namespace is a system one (plain text)."""
-        if self.numbers.get("scheduler") == "kai":
-            return ("no Namespace object is written for it (KAI's queues are cluster-wide: its pods "
-                    "still name their queue)")
-        if self.allow_system_namespaces:
-            return ("its LocalQueue is written there (--allow-system-namespaces), but no Namespace "
-                    "object: the namespace is the cluster's")
-        return ("skipped: no Namespace object and no LocalQueue are written for it, so its workloads "
-                "get no queue; rename the team, or make the plan again with --allow-system-namespaces "
-                "to put its LocalQueue there")
-
-    def name_messages(self) -> list[str]:
-        """One plain line per renamed team or team in a system namespace, for a terminal (teams
-        by ``repr``, so a control character or a newline shows as an escape)."""
-        out = [f"team {team!r} -> namespace {self.names[team]} ({why})" for team, why in self.renamed.items()]
-        out += [f"team {team!r}: namespace {self.names[team]} is {why}; {self.system_effect()}"
-                for team, why in self.system.items()]
-        return out
-
-
 def _teams_as_text(scn: Any) -> Any:
     """``scn`` with every team name as text: a TOML scenario may hold ``team = 7``, and the
     model sorts teams (an integer beside a string would end in a TypeError)."""
@@ -122,14 +84,12 @@ def _teams_as_text(scn: Any) -> Any:
 
 
 def _numbers(scn: Any, policy: str, gpus: int, reserved: int, reserved_why: str) -> dict[str, Any]:
-    from analytics.whatif import simulate
-
     modelled = simulate(scn, policy).summary  # what the plan is expected to deliver, as modelled
-    cost = modelled["cost_per_useful_gpu_hour"]
+    cost = modelled.cost_per_useful_gpu_hour
     return {"policy": policy, "pool_gpus": gpus, "reservation_gpus": reserved,
             "reservation_source": reserved_why, "timezone": TIMEZONE,
-            "modelled_violation_minutes": round(float(modelled["violation_minutes"]), 1),
-            "modelled_batch_goodput_gpu_hours": round(float(modelled["batch_goodput_gpu_hours"]), 1),
+            "modelled_violation_minutes": round(float(modelled.violation_minutes), 1),
+            "modelled_batch_goodput_gpu_hours": round(float(modelled.batch_goodput_gpu_hours), 1),
             "modelled_cost_per_useful_gpu_hour": None if cost is None else round(float(cost), 2)}
 
 
@@ -147,7 +107,6 @@ def make_plan(scn: Any, policy: str, *, scheduler: str = "kueue",
     ConfigError
         An unknown policy or scheduler, or a MIG policy on a GPU model without a MIG table.
     """
-    from analytics.whatif import POLICIES, reservation
 
     if policy not in POLICIES:
         raise ConfigError(f"--policy {policy!r}: choose one of {', '.join(POLICIES)}")

@@ -2,11 +2,11 @@
 GPU flavors, ClusterQueues in one cohort (``spec.cohortName``) with nominal quotas, borrowing
 and lending limits and the preemption the policy models, a LocalQueue in each team namespace
 that may hold one, and the batch window's switches. The MIG policy's objects are
-:mod:`analytics.plan.mig`'s, time-slicing's device config :mod:`analytics.plan.timeslice`'s."""
+:mod:`analytics.plan.migparted`'s, time-slicing's device config :mod:`analytics.plan.timeslice`'s."""
 
 from __future__ import annotations
 
-from analytics.plan.mig import mig_part
+from analytics.plan.migparted import mig_part
 from analytics.plan.objects import GPU, cluster_queue, flavor, local_queue, quota
 from analytics.plan.part import RECLAIM, Part, Pool
 from analytics.plan.timeslice import add_timeslicing

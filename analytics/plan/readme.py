@@ -12,7 +12,7 @@ from analytics.plan.windows import SYSTEM_NS
 from analytics.text import md_line
 
 if TYPE_CHECKING:
-    from analytics.plan import Plan
+    from analytics.plan.result import Plan
 
 KUEUE_VERSION = ("Kueue v0.15 or later (it serves `kueue.x-k8s.io/v1beta2` from v0.15.0, and "
                  "stores it from v0.16)")

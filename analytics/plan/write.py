@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from analytics.plan import Plan
+    from analytics.plan.result import Plan
 
 
 def dump_yaml(objs: list[dict[str, Any]]) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from analytics.errors import ConfigError
+from analytics.fieldhelp import fields_help
 
 DAY_S = 86_400
 
@@ -84,7 +85,6 @@ class RhythmConfig:
 
 def config_help() -> dict[str, str]:
     """Field name -> help text, for CLI flags and page widgets."""
-    from analytics.fieldhelp import fields_help
 
     return fields_help(RhythmConfig)
 

@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from analytics.rhythm.config import DAY_S, RhythmConfig
 from analytics.errors import NotEnoughDataError
+from analytics.rhythm.config import DAY_S, RhythmConfig
+from analytics.times import iso_utc
 
 MAX_LEVEL_SHIFTS = 3
 
@@ -155,8 +156,6 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
 
 
 def _iso(ts_ms: int) -> str:
-    from analytics.times import iso_utc
-
     return iso_utc(int(ts_ms) // 1000 * 1000)  # gaps and shifts are told to the second
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from analytics.measures import over_slo
 from analytics.rhythm.config import RhythmConfig
 from analytics.rhythm.decompose import Decomposition
 
@@ -63,7 +64,6 @@ def self_norm_counts(frame: pl.DataFrame, slo_ms: float) -> tuple[int, int]:
     >>> self_norm_counts(pl.DataFrame({"observed": [50.0, 150.0, 300.0, None], "upper": [60.0, 200.0, 200.0, 1.0]}), 100.0)
     (2, 1)
     """
-    from analytics.measures import over_slo
 
     observed = frame["observed"].cast(pl.Float64).to_numpy()
     above = over_slo(observed, slo_ms)

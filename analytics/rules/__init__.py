@@ -1,7 +1,7 @@
 """The workload map as Prometheus recording rules (``tidelens export rules``), and their checks.
 
 :mod:`analytics.rules.compile` writes the rules (three groups: devices, the map, the pools);
-:mod:`analytics.rules.promql` the PromQL text and where Prometheus' regexes must be told to
+:mod:`analytics.rules.quoting` the PromQL text and where Prometheus' regexes must be told to
 read a pattern as :mod:`analytics.workloads` does; :mod:`analytics.rules.unittests` the
 ``promtool test rules`` file that shows, on the simulator's label sets, that both agree.
 """

@@ -30,10 +30,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from analytics import promql as lq
 from analytics import signals as s
 from analytics.errors import ConfigError
-from analytics.live import queries as lq
-from analytics.rules import promql as p
+from analytics.rules import quoting as p
 from analytics.workloads import Rule, WorkloadMap
 
 DIGEST_LABEL = "tidelens_map_digest"
@@ -363,7 +363,7 @@ def pass3(wmap: WorkloadMap, cfg: RulesConfig, digest: str) -> list[dict[str, An
 class Recorded:
     """A raw-path pull query the rules record: the recorded name and how a pull reads it."""
 
-    key: str  # the PullQuery key of analytics.live.queries.timeline_queries
+    key: str  # the PullQuery key of analytics.promql.timeline_queries
     record: str
     increase: bool  # per-interval increases: a pull sums them over its step
 

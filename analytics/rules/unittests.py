@@ -16,7 +16,7 @@ from typing import Any, Iterable, Sequence
 
 from analytics import signals as s
 from analytics.rules import compile as c
-from analytics.rules.promql import quote
+from analytics.rules.quoting import quote
 from analytics.workloads import WorkloadMap, classify, pool_of_host
 
 EXPORTER_JOB = "dcgm-exporter"

@@ -45,7 +45,7 @@ importlib.import_module("analytics.sample.truth")
 
 def truth(result: Any) -> dict[str, Any]:
     """What ``truth.json`` holds: :func:`analytics.sample.export.truth`."""
-    from analytics.sample.export import truth as write_truth
+    from analytics.sample.export import truth as write_truth  # the simulator loads on first use
 
     return write_truth(result)
 
@@ -70,10 +70,11 @@ def ensure_default_store(path: Path | None = None) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{int(time.time() * 1000)}.tmp")
-    from analytics.store import Store
-
+    # The simulator (numpy draws, scipy) loads only when the sample is built: the app's first
+    # run asks for the cached file's name, nothing more.
     from analytics.sample.export import load_into
     from analytics.sample.sim import simulate
+    from analytics.store import Store
 
     try:
         result = simulate("morning", days=21, gpus=64, seed=7)

@@ -21,16 +21,19 @@ import orjson
 import polars as pl
 
 from analytics import signals as sg
+from analytics.measures import gpu_hours, minutes_over_slo
 from analytics.sample import series as se
 from analytics.sample.cluster import ServiceConfig
-from analytics.sample.sim import SimResult
-from analytics.sample.version import SAMPLE_VERSION
+from analytics.sample.result import SimResult
+from analytics.sample.seriesset import SeriesSet, family_type
 from analytics.sample.traffic import MIN_PER_DAY
-from analytics.times import iso_utc as iso
 from analytics.sample.variants import export_scrape_s, zone_name
+from analytics.sample.version import SAMPLE_VERSION
+from analytics.slo import write_store_slos
 from analytics.sql import sample as q
 from analytics.sql import store as sq
 from analytics.store import LoadResult, Store
+from analytics.times import iso_utc as iso
 
 FORMATS = ("prom-text", "prom-json", "csv", "parquet")
 _CHUNK = 4_000_000
@@ -69,7 +72,6 @@ def truth(result: SimResult) -> dict[str, Any]:
 def change_truth(result: SimResult) -> dict[str, Any]:
     """The pool's change of policy and each service's minutes over the SLO before and after it
     (the simulator's own p99, counted as Tidelens counts: :func:`analytics.measures.over_slo`)."""
-    from analytics.measures import minutes_over_slo
 
     sc = result.scenario
     ch = sc.change
@@ -98,8 +100,6 @@ def _batch_wait_min(result: SimResult, a: int, b: int) -> float | None:
 
 
 def _batch_gpu_hours(result: SimResult, a: int, b: int | None) -> float:
-    from analytics.measures import gpu_hours
-
     pool = result.full.pool
     batch = np.array([p.klass == "batch" for p in pool.pods] + [False])
     held = batch[pool.holders[a:b]].sum(axis=1)  # holder -1 indexes the trailing False
@@ -140,7 +140,7 @@ def _escape(v: str) -> str:
     return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _prefixes(ss: se.SeriesSet) -> pl.DataFrame:
+def _prefixes(ss: SeriesSet) -> pl.DataFrame:
     rows = []
     for skey, metric, labels in ss.series.select("skey", "metric", "labels").iter_rows():
         lab = orjson.loads(labels)
@@ -156,7 +156,7 @@ def _gz(data: bytes, path: Path) -> None:
     path.write_bytes(buf.getvalue())
 
 
-def exposition_text(ss: se.SeriesSet, samples: pl.DataFrame | None = None) -> str:
+def exposition_text(ss: SeriesSet, samples: pl.DataFrame | None = None) -> str:
     """Concatenated timestamped scrapes (text format 0.0.4, ms timestamps), one per minute,
     each with a ``# TYPE`` line per family."""
     samples = ss.samples if samples is None else samples
@@ -164,7 +164,7 @@ def exposition_text(ss: se.SeriesSet, samples: pl.DataFrame | None = None) -> st
         pl.col("family").rank("min").cast(pl.Int64).alias("fam_rank"))
     rank_of_family = {f: f for f in fam["family"].unique().to_list()}
     type_lines = pl.DataFrame({"family": list(rank_of_family),
-                               "type_line": [f"# TYPE {f} {se.family_type(f)}\n" for f in rank_of_family]})
+                               "type_line": [f"# TYPE {f} {family_type(f)}\n" for f in rank_of_family]})
     df = (samples.join(fam, on="skey").join(_prefixes(ss), on="skey").join(type_lines, on="family")
           .sort(["ts_ms", "fam_rank", "skey"]))
     first = (pl.col("ts_ms") != pl.col("ts_ms").shift(1)) | (pl.col("family") != pl.col("family").shift(1))
@@ -173,7 +173,7 @@ def exposition_text(ss: se.SeriesSet, samples: pl.DataFrame | None = None) -> st
     return "\n".join(out["l"].to_list()) + "\n" if out.height else ""
 
 
-def query_range_json(ss: se.SeriesSet, samples: pl.DataFrame | None = None) -> bytes:
+def query_range_json(ss: SeriesSet, samples: pl.DataFrame | None = None) -> bytes:
     """One Prometheus ``query_range`` matrix response holding the given samples."""
     samples = ss.samples if samples is None else samples
     ts_s = (pl.col("ts_ms") // 1000).cast(pl.Utf8)
@@ -193,7 +193,7 @@ def query_range_json(ss: se.SeriesSet, samples: pl.DataFrame | None = None) -> b
     return b'{"status":"success","data":{"resultType":"matrix","result":[' + b",".join(parts) + b"]}}"
 
 
-def long_frame(ss: se.SeriesSet, samples: pl.DataFrame | None = None) -> pl.DataFrame:
+def long_frame(ss: SeriesSet, samples: pl.DataFrame | None = None) -> pl.DataFrame:
     """CSV/Parquet long layout: ``timestamp`` (epoch ms), ``metric``, ``value``, one column per label."""
     samples = ss.samples if samples is None else samples
     label_rows = [orjson.loads(x) for x in ss.series["labels"].to_list()]
@@ -212,7 +212,7 @@ def _days(result: SimResult) -> Iterable[tuple[int, str]]:
 
 
 def write_exports(result: SimResult, out_dir: Path, *, formats: tuple[str, ...] = ("prom-json", "prom-text"),
-                  series: se.SeriesSet | None = None) -> list[Path]:
+                  series: SeriesSet | None = None) -> list[Path]:
     """Write the run as a cluster would export it (one file per day and format), plus
     ``truth.json`` and ``truth_p99.parquet``. Returns the paths written."""
     out_dir = Path(out_dir)
@@ -251,7 +251,7 @@ def write_exports(result: SimResult, out_dir: Path, *, formats: tuple[str, ...] 
     return paths + _write_truth(result, out_dir)
 
 
-def load_into(store: Store, result: SimResult, *, series: se.SeriesSet | None = None,
+def load_into(store: Store, result: SimResult, *, series: SeriesSet | None = None,
               chunk_samples: int | None = None) -> LoadResult:
     """Load the run straight into ``store`` (no files): the same series and samples as
     ingesting its exports, recorded as one source.
@@ -307,7 +307,6 @@ def _record_source(store: Store, name: str, hash_: str, note: str, n_series: int
     """The run's row in ``sources`` (inside the caller's transaction), and its load result; with
     ``result``, its services' SLOs declared in the store too, where the app and the CLI read them."""
     if result is not None:
-        from analytics.slo import write_store_slos
 
         write_store_slos(store, {s.name: (s.slo_p99_ms, _slo_metric(s)) for s in result.scenario.services},
                          f"sample scenario {result.scenario.name}")
@@ -412,7 +411,7 @@ def write_excerpts(result: SimResult, out_dir: Path) -> list[Path]:
     nodes = {result.topology.nodes[0], result.topology.nodes[-1]}
     gpus = {g.index for g in result.topology.gpus if g.node in nodes}
     ss = se.build_series(result, minutes=slice(a, b), gpu_filter=gpus)
-    ss = se.SeriesSet(series=ss.series.join(ss.samples.select("skey").unique(), on="skey").sort("skey"),
+    ss = SeriesSet(series=ss.series.join(ss.samples.select("skey").unique(), on="skey").sort("skey"),
                       samples=ss.samples)
     paths = []
     p = out_dir / "excerpt.prom.gz"

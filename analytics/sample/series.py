@@ -8,52 +8,20 @@ path read this one representation, so every format carries the same series and v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
-import orjson
 import polars as pl
 
 from analytics import signals as sg
 from analytics.sample.cluster import GPU_MODEL, Gpu, mig_compute_slices
 from analytics.sample.latency import bucket_counts, request_weights
 from analytics.sample.pool import Pod
+from analytics.sample.seriesset import SeriesSet, family_of, labels_json
+from analytics.sample.variants import DEFAULT_SCRAPE_S, export_scrape_s, export_transform
 
 KSM = {"instance": "10.43.0.10:8080", "job": "kube-state-metrics"}
 KUEUE = {"instance": "10.43.0.20:8080", "job": "kueue-controller-manager"}
-# Families whose Prometheus type is not gauge (histograms are named by their family).
-COUNTERS = {sg.VLLM_SUCCESS, sg.KUEUE_ADMITTED, sg.KUEUE_EVICTED}
-HISTOGRAMS = {sg.VLLM_TTFT, sg.VLLM_E2E, sg.HTTP_DURATION}
-
-
-@dataclass
-class SeriesSet:
-    """Series (one row each) and their samples, keyed by ``skey`` in creation order."""
-
-    series: pl.DataFrame  # skey, metric, family, labels (JSON, sorted keys)
-    samples: pl.DataFrame  # skey, ts_ms, value
-
-
-def labels_json(labels: dict[str, str]) -> str:
-    """A series' labels as stored in :attr:`SeriesSet.series`: JSON with sorted keys."""
-    return orjson.dumps(dict(sorted(labels.items()))).decode()
-
-
-def family_of(metric: str) -> str:
-    """The metric family a series belongs to (``x_bucket`` -> ``x`` for known histograms)."""
-    for suffix in ("_bucket", "_sum", "_count"):
-        if metric.endswith(suffix) and metric[: -len(suffix)] in HISTOGRAMS:
-            return metric[: -len(suffix)]
-    return metric
-
-
-def family_type(family: str) -> str:
-    if family in HISTOGRAMS:
-        return "histogram"
-    return "counter" if family in COUNTERS else "gauge"
-
-
 class _Builder:
     """Collects series as they are added; :meth:`take` hands over what it holds so far.
 
@@ -171,8 +139,6 @@ def iter_series(res, minutes: slice | None = None, gpu_filter: set[int] | None =
     The export variants of ``res.variants`` (:mod:`analytics.sample.variants`) rewrite each piece
     as it is built; their ``skey`` then count on densely across the rewritten pieces.
     """
-    from analytics.sample.variants import DEFAULT_SCRAPE_S, export_scrape_s, export_transform
-
     names = tuple(getattr(res, "variants", ()))
     transform = export_transform(names)
     if transform is None:

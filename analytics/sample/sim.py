@@ -6,24 +6,24 @@ adjust the scenario here, before simulating; the export ones only change what
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from analytics.errors import ConfigError
-from analytics.sample.truth import VARIANTS, classify, detect_runs, shares
-from analytics.times import iso_utc as iso  # the truth's times: the one formatter
-from analytics.times import parse_iso
 from analytics.sample.batch import plan_jobs
 from analytics.sample.cluster import GPUS_PER_NODE, PoolChange, ScenarioConfig, Topology, build_topology
 from analytics.sample.faults import Fault, degraded_replicas, plan_faults
 from analytics.sample.latency import LatencyDraws, Uniforms, draw_latency
-from analytics.sample.pool import Pod, PoolRun, plan_dev_pods, run_pool
+from analytics.sample.pool import plan_dev_pods, run_pool
+from analytics.sample.result import SimResult, Variant
 from analytics.sample.scenarios import SCENARIOS
+from analytics.sample.traffic import MIN_PER_DAY, Surge, ar1_noise, arrivals, plan_surges, rhythm, surge_multiplier
+from analytics.sample.truth import VARIANTS, classify, detect_runs, shares
 from analytics.sample.variants import configure_scenario, parse_variants
-from analytics.sample.traffic import (MIN_PER_DAY, Surge, ar1_noise, arrivals, plan_surges, rhythm,
-                                      surge_multiplier)
+from analytics.times import iso_utc as iso  # the truth's times: the one formatter
+from analytics.times import parse_iso
 
 # Random stream ids: one stream per purpose, so a counterfactual changes nothing else.
 _STREAM = {"traffic": 1, "arrivals": 2, "surges": 3, "batch": 4, "names": 5, "dev": 6,
@@ -33,43 +33,6 @@ _STREAM = {"traffic": 1, "arrivals": 2, "surges": 3, "batch": 4, "names": 5, "de
 
 def _rng(seed: int, stream: str, sub: int = 0) -> np.random.Generator:
     return np.random.default_rng([seed, _STREAM[stream], sub])
-
-
-@dataclass
-class Variant:
-    """One run of the pool under a set of removals."""
-
-    pool: PoolRun
-    rate_rps: dict[str, np.ndarray]
-    requests: dict[str, np.ndarray]
-    latency: dict[str, LatencyDraws]
-
-
-@dataclass
-class SimResult:
-    """A simulated run: the scenario, the full run, its counterfactuals, and the truth."""
-
-    scenario: ScenarioConfig
-    days: int
-    gpus: int
-    seed: int
-    start_ms: int
-    topology: Topology
-    full: Variant
-    surges: list[Surge]
-    p99_variants: dict[str, dict[str, np.ndarray]]  # counterfactual run (full, no_batch...) -> service -> per-minute p99 ms
-    events: list[dict[str, Any]] = field(default_factory=list)
-    dev_pods: list[Pod] = field(default_factory=list)
-    variants: tuple[str, ...] = ()  # export variants, canonical order (analytics.sample.variants)
-    faults: list[Fault] = field(default_factory=list)  # degraded replicas (the same in every run)
-
-    @property
-    def n_min(self) -> int:
-        return self.days * MIN_PER_DAY
-
-    def ts_ms(self) -> np.ndarray:
-        """Timestamp of each minute's scrape (the end of the minute's step), epoch ms."""
-        return self.start_ms + np.arange(self.n_min, dtype=np.int64) * self.scenario.scrape_s * 1000
 
 
 def _run_variant(sc: ScenarioConfig, topo: Topology, days: int, seed: int, *, batch: bool,

@@ -36,11 +36,11 @@ from analytics import signals as sg
 from analytics.errors import ConfigError
 from analytics.sample.cluster import ScenarioConfig, ServiceConfig
 from analytics.sample.pool import POD_CHARS
-from analytics.sample.series import SeriesSet, family_type, labels_json
+from analytics.sample.seriesset import SeriesSet, family_type, labels_json
 from analytics.times import parse_iso
 
-if TYPE_CHECKING:  # the result type only; sim imports this module
-    from analytics.sample.sim import SimResult
+if TYPE_CHECKING:  # the result type only
+    from analytics.sample.result import SimResult
 
 Transform = Callable[[SeriesSet, "SimResult"], SeriesSet]
 Configure = Callable[[ScenarioConfig], ScenarioConfig]

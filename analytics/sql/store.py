@@ -67,18 +67,12 @@ SLO_UPSERT = """
 INSERT OR REPLACE INTO slos (service, p99_ms, metric, source) VALUES ($service, $p99_ms, $metric, $source)
 """
 
-STAGE_CREATE = """
-CREATE OR REPLACE TEMP TABLE stage_series (skey BIGINT, metric VARCHAR, labels VARCHAR);
-"""
-# stage_samples is no table: the Sink registers its buffered polars frames under that name, and
-# the merge scans them in place (10M samples: ~0.35 CPU-s of INSERT into a temp table saved).
-STAGE_DROP = "DROP TABLE IF EXISTS stage_series; DROP TABLE IF EXISTS stage_map;"
+# stage_samples and stage_series are no tables: the Sink registers its buffered polars frames
+# under those names, and the merge scans them in place (10M samples: ~0.35 CPU-s of INSERT into a
+# temp table saved; 2M series: 530 MB of temp table).
+STAGE_DROP = "DROP TABLE IF EXISTS stage_map"
 STAGE_FINAL_DROP_TABLE = "DROP TABLE IF EXISTS stage_final"
 STAGE_FINAL_DROP_VIEW = "DROP VIEW IF EXISTS stage_final"
-
-STAGE_INSERT_SERIES = "INSERT INTO stage_series SELECT skey, metric, labels FROM stage_series_in"
-
-STAGE_SERIES_DISTINCT = "SELECT skey, any_value(metric) AS metric, any_value(labels) AS labels FROM stage_series GROUP BY skey"
 
 SOURCE_BY_HASH = "SELECT id, status FROM sources WHERE content_hash = $hash AND status = 'loaded'"
 SERIES_IDS_BY_KEY = "SELECT key, id FROM series WHERE key IN (SELECT key FROM stage_map_in)"
@@ -89,7 +83,8 @@ SELECT id, key, metric, gpu, uuid, hostname, model, namespace, pod, container, m
        mig_id, labels
 FROM series_new_in
 """
-STAGE_MAP_CREATE = "CREATE OR REPLACE TEMP TABLE stage_map AS SELECT skey, series_id FROM stage_map_in"
+STAGE_MAP_CREATE = "CREATE OR REPLACE TEMP TABLE stage_map (skey BIGINT, series_id BIGINT)"
+STAGE_MAP_INSERT = "INSERT INTO stage_map SELECT skey, series_id FROM stage_map_in"
 
 # DCGM blank values are sentinels for "no data" (int64 2^63-16 .. +3 all round to 2^63 as doubles,
 # int32 2147483632..35, fp64 2^47 .. +3): dropped, and counted, for DCGM fields only (dcgm-exporter's

@@ -69,7 +69,7 @@ GROUP BY ALL
 ORDER BY c.group_id, ts_end_ms
 """
 
-# The same increases computed in numpy (analytics.counters.increase_by_group), a chunk of
+# The same increases computed in numpy (analytics.timeline.counters.increase_by_group), a chunk of
 # series at a time: per series, its first sample time over all data (which decides whether its
 # first sample counts from zero), how many samples it has in ($lo_ms - $lookback_ms, $hi_ms]
 # (to size the chunks) and whether any value there is NULL; then each chunk's samples, in
@@ -341,23 +341,24 @@ GROUP BY ALL
 
 SIGNAL_METRICS = "SELECT DISTINCT metric FROM series"
 
-# GPU keys (no UUID: host/gpu, '?' where missing) whose device series name more than $few pods,
+# GPU keys without a UUID (host and index, compared as a pair: never joined into one text, so
+# host a/b GPU c and host a GPU b/c stay two keys) whose device series name more than $few pods,
 # and the most pods any one timestamp of theirs holds: a pod-level table loaded without saying
 # what a GPU is. Only keys without a UUID are scanned (dcgm-exporter always has one).
 SHARED_GPU_KEYS = """
 WITH dev AS (
-    SELECT id, coalesce(hostname, '?') || '/' || coalesce(gpu, '?') AS gpu_key, pod
+    SELECT id, hostname, gpu, pod
     FROM series
     WHERE list_contains($metrics, metric) AND uuid IS NULL AND pod IS NOT NULL
 ), wide AS (
-    SELECT gpu_key FROM dev GROUP BY gpu_key HAVING count(DISTINCT pod) > $few
+    SELECT hostname, gpu FROM dev GROUP BY hostname, gpu HAVING count(DISTINCT pod) > $few
 ), at_once AS (
-    SELECT d.gpu_key, x.ts_ms, count(DISTINCT d.pod) AS pods
+    SELECT d.hostname, d.gpu, x.ts_ms, count(DISTINCT d.pod) AS pods
     FROM samples x JOIN dev d ON x.series_id = d.id
-    WHERE d.gpu_key IN (SELECT gpu_key FROM wide)
-    GROUP BY ALL
+    JOIN wide w ON d.hostname IS NOT DISTINCT FROM w.hostname AND d.gpu IS NOT DISTINCT FROM w.gpu
+    GROUP BY d.hostname, d.gpu, x.ts_ms
 )
-SELECT gpu_key, max(pods) AS pods_at_once
-FROM at_once GROUP BY gpu_key HAVING max(pods) > $few
-ORDER BY pods_at_once DESC, gpu_key
+SELECT hostname, gpu, max(pods) AS pods_at_once
+FROM at_once GROUP BY hostname, gpu HAVING max(pods) > $few
+ORDER BY pods_at_once DESC, hostname NULLS FIRST, gpu NULLS FIRST
 """

@@ -14,18 +14,18 @@
 - :func:`autoscaler_links`: which service each HPA and Deployment was linked to, and by which rule.
 - :func:`class_rules`: how each exporter's GPUs without a pod label are classed.
 
-Counter and histogram semantics live in :mod:`analytics.counters`; the workload map in
+Counter and histogram semantics live in :mod:`analytics.timeline.counters`; the workload map in
 :mod:`analytics.workloads`; SQL in :mod:`analytics.sql.timeline`.
 """
 
-from analytics.counters import histogram_quantile, histogram_quantiles, increase, rate
 from analytics.timeline.cache import store_timelines
 from analytics.timeline.combined import Timelines, timelines
-from analytics.timeline.facts import TimelineFacts
 from analytics.timeline.config import TimelineConfig, parse_step_s
+from analytics.timeline.counters import histogram_quantile, histogram_quantiles, increase, rate
+from analytics.timeline.facts import TimelineFacts
+from analytics.timeline.inventory import shared_gpu_keys, signal_report
 from analytics.timeline.pool import class_rules, holdings, pool_timeline
 from analytics.timeline.service import autoscaler_links, service_timeline
-from analytics.timeline.signals import shared_gpu_keys, signal_report
 from analytics.timeline.slicing import slice_timelines
 
 __all__ = ["TimelineConfig", "parse_step_s", "increase", "rate", "histogram_quantile", "histogram_quantiles",

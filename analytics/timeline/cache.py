@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from analytics.timeline.combined import timelines
+from analytics.timeline.combined import Timelines, timelines
 from analytics.timeline.config import TimelineConfig
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from analytics.workloads import WorkloadMap
 
 CACHE_SIZE = 4
-_cache: "OrderedDict[tuple[Any, ...], dict[str, Any]]" = OrderedDict()
+_cache: "OrderedDict[tuple[Any, ...], Timelines]" = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -39,18 +39,19 @@ def cache_key(store: "Store", cfg: TimelineConfig, wmap: "WorkloadMap | None") -
 
 
 def store_timelines(store: "Store", cfg: TimelineConfig = TimelineConfig(),
-                    wmap: "WorkloadMap | None" = None) -> dict[str, Any]:
-    """``{"pool", "holdings", "services", "facts"}`` of ``store`` at ``cfg``'s step and range,
-    built once per store file, its sources, the range and the map (:func:`timelines`)."""
+                    wmap: "WorkloadMap | None" = None) -> Timelines:
+    """The :class:`Timelines` of ``store`` at ``cfg``'s step and range, built once per store
+    file, its sources, the range and the map (:func:`timelines`); the frames are shared, never
+    to be changed in place (polars frames are not)."""
     key = cache_key(store, cfg, wmap)
     with _lock:
         if key is not None and key in _cache:
             _cache.move_to_end(key)
-            return dict(_cache[key])
-    out = timelines(store, cfg, wmap).as_dict()
+            return _cache[key]
+    out = timelines(store, cfg, wmap)
     if key is not None:
         with _lock:
-            _cache[key] = dict(out)
+            _cache[key] = out
             while len(_cache) > CACHE_SIZE:
                 _cache.popitem(last=False)
     return out

@@ -16,9 +16,10 @@ from typing import Any
 
 import polars as pl
 
-from analytics.counters import step_range
+from analytics.sql.requests import HAS_REQUESTS_TABLE
 from analytics.store import Store
 from analytics.timeline.config import TimelineConfig
+from analytics.timeline.counters import step_range
 from analytics.timeline.facts import TimelineFacts, gather_facts
 from analytics.timeline.pool import device_pass, empty_holdings, empty_pool, pool_frame
 from analytics.timeline.service import SERVICE_SCHEMA, autoscaler_by_pool, service_frame, service_series
@@ -35,10 +36,14 @@ class Timelines:
     services: pl.DataFrame
     facts: TimelineFacts = TimelineFacts()
 
-    def as_dict(self) -> dict[str, Any]:
-        """``{"pool", "holdings", "services", "facts"}``: the shape the pages, the events pipeline,
-        the review and the backtest pass around."""
-        return {"pool": self.pool, "holdings": self.holdings, "services": self.services, "facts": self.facts}
+    def service_names(self) -> list[str]:
+        """The services of the service timeline, sorted."""
+        return sorted(self.services["service"].drop_nulls().unique().to_list())
+
+    def estimated_bytes(self) -> int:
+        """The frames' memory (what a cache of timelines budgets)."""
+        return sum(f.estimated_size() for f in (self.pool, self.holdings, self.services))
+
 
 
 def timelines(store: Store, cfg: TimelineConfig = TimelineConfig(), wmap: WorkloadMap | None = None,
@@ -93,8 +98,6 @@ class _Cursor:
         return self.con.sql(sql, params=params or None).pl()
 
     def has_requests(self) -> bool:
-        from analytics.sql.requests import HAS_REQUESTS_TABLE
-
         return bool(self.con.execute(HAS_REQUESTS_TABLE).fetchall()[0][0])
 
     def __enter__(self) -> "_Cursor":

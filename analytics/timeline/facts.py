@@ -14,6 +14,15 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from analytics.ingest.om_check import HISTOGRAM_DEFECT
+from analytics.sql import rhythm as rhq
+from analytics.sql import store as sq
+from analytics.sql.whatif import GPU_MODELS
+from analytics.timeline.pool import class_rules
+from analytics.timeline.provenance import request_log_summary, traffic_source_notes
+from analytics.timeline.service import RATE, ms_per_unit
+from analytics.workloads import map_digest
+
 if TYPE_CHECKING:
     from analytics.store import Store
     from analytics.workloads import WorkloadMap
@@ -28,9 +37,9 @@ class TimelineFacts:
     bucket_bounds_ms:
         Histogram name -> its finite bucket bounds in milliseconds (each service's SLO histogram).
     request_logs:
-        :func:`analytics.timeline.sources.request_log_summary` of the store.
+        :func:`analytics.timeline.provenance.request_log_summary` of the store.
     traffic_notes:
-        :func:`analytics.timeline.sources.traffic_source_notes` of the store.
+        :func:`analytics.timeline.provenance.traffic_source_notes` of the store.
     histogram_defects:
         One line per loaded source whose histogram is not one (``name: what is wrong``).
     gpu_models:
@@ -63,7 +72,6 @@ def bucket_bounds_ms(series: pl.DataFrame) -> dict[str, tuple[float, ...]]:
     >>> bucket_bounds_ms(s)
     {'h_seconds': (100.0, 250.0)}
     """
-    from analytics.timeline.service import ms_per_unit
 
     if series.height == 0 or "le" not in series.columns:
         return {}
@@ -74,8 +82,6 @@ def bucket_bounds_ms(series: pl.DataFrame) -> dict[str, tuple[float, ...]]:
 
 def service_gauge_metrics(series: pl.DataFrame, store: "Store") -> tuple[str, ...]:
     """Rate metrics all of whose series :func:`service_series` gave a service (``series``: its output)."""
-    from analytics.sql import rhythm as rhq
-    from analytics.timeline.service import RATE
 
     if series.height == 0:
         return ()
@@ -87,8 +93,6 @@ def service_gauge_metrics(series: pl.DataFrame, store: "Store") -> tuple[str, ..
 def histogram_defect_lines(store: "Store") -> tuple[str, ...]:
     """The load notes of sources holding a histogram that is not one (no ``+Inf``, decreasing
     buckets, count != ``+Inf``): percentiles computed from them are shown with this warning."""
-    from analytics.ingest.om_check import HISTOGRAM_DEFECT
-    from analytics.sql import store as sq
 
     rows = store.query(sq.SOURCE_NOTES_WITH, {"phrase": HISTOGRAM_DEFECT}).rows()
     return tuple(f"{name}: {next(p for p in note.split('; ') if HISTOGRAM_DEFECT in p)}" for name, note in rows)
@@ -96,10 +100,6 @@ def histogram_defect_lines(store: "Store") -> tuple[str, ...]:
 
 def gather_facts(store: "Store", wmap: "WorkloadMap", resolved: tuple[pl.DataFrame, pl.DataFrame]) -> TimelineFacts:
     """The facts of ``store``, reusing the pass's resolved ``(series, services)``."""
-    from analytics.sql.whatif import GPU_MODELS
-    from analytics.timeline.pool import class_rules
-    from analytics.timeline.sources import request_log_summary, traffic_source_notes
-    from analytics.workloads import map_digest
 
     logs = request_log_summary(store, wmap, resolved) if store.has_requests() else None
     models = tuple((str(m), int(n)) for m, n in store.query(GPU_MODELS).select("model", "gpus").rows())

@@ -18,11 +18,12 @@ import re
 import polars as pl
 
 from analytics import signals as sg
-from analytics.counters import register_temp, step_range
 from analytics.errors import ConfigError
 from analytics.sql import timeline as q
 from analytics.store import Store
 from analytics.timeline.config import CLASS_COLUMNS, TimelineConfig
+from analytics.timeline.counters import register_temp, step_range
+from analytics.timeline.from_rules import recorded_pass
 from analytics.timeline.service import autoscaler_by_pool
 from analytics.workloads import WorkloadMap, classify_pods, pool_of_host
 
@@ -64,6 +65,17 @@ def mig_resource(profile: str | None) -> str:
     return "nvidia_com_mig_" + re.sub(r"[.\-+]", "_", profile)
 
 
+def gpu_key() -> pl.Expr:
+    """What one GPU is among device series (``uuid``, ``hostname``, ``gpu`` columns), as ``gpu_key``:
+    its UUID, else its host and index as a pair, compared field by field and never joined into
+    one text (host ``a/b`` GPU ``c`` and host ``a`` GPU ``b/c`` were both ``a/b/c``, one GPU; a UUID
+    ``n/0``, as a mapping's ``[device]`` writes, was host ``n`` GPU ``0``; a missing host was host ``?``).
+    """
+    no_uuid = pl.col("uuid").is_null()
+    return pl.struct(pl.col("uuid"), pl.when(no_uuid).then(pl.col("hostname")).alias("hostname"),
+                     pl.when(no_uuid).then(pl.col("gpu")).alias("gpu")).alias("gpu_key")
+
+
 def _prepare(store: Store, wmap: WorkloadMap,
              classified: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
     """Resolve device series to instances and holders; register ``tl_*`` temp tables.
@@ -77,8 +89,7 @@ def _prepare(store: Store, wmap: WorkloadMap,
         return None
     dev = exporter_labels(dev)
     dev = dev.with_columns(
-        pl.coalesce("uuid", pl.concat_str(pl.col("hostname").fill_null("?"), pl.lit("/"),
-                                          pl.col("gpu").fill_null("?"))).alias("gpu_key"),
+        gpu_key(),
         pl.col("mig_id").fill_null("").alias("mig_key"),
         pl.col("metric").replace_strict(DEVICE_KIND, default=q.KIND_OTHER, return_dtype=pl.Int8).alias("kind"))
     inst = (dev.group_by("gpu_key", "mig_key")
@@ -154,9 +165,7 @@ def class_rules(store: Store) -> pl.DataFrame:
     dev = store.query(q.DEVICE_SERIES, {"metrics": list(DEVICE_KIND)})
     if dev.height == 0:
         return pl.DataFrame(schema=schema)
-    dev = exporter_labels(dev).with_columns(
-        pl.coalesce("uuid", pl.concat_str(pl.col("hostname").fill_null("?"), pl.lit("/"),
-                                          pl.col("gpu").fill_null("?"))).alias("gpu_key"))
+    dev = exporter_labels(dev).with_columns(gpu_key())
     alloc = store.query(q.SERIES_OF_METRICS, {"metrics": [sg.KSM_NODE_GPU_ALLOCATABLE]})
     ksm_hosts = set(alloc["hostname"].drop_nulls().to_list()) if alloc.height else set()
     rows = []
@@ -315,8 +324,11 @@ def device_pass(store: Store, params: dict[str, int], wmap: WorkloadMap,
     """
     prepared = _prepare(store, wmap, classified)
     if prepared is None:  # no device series: a pull through the recording rules, or nothing
-        from analytics.timeline.recorded import recorded_pass
-        return recorded_pass(store, params, wmap, classified)
+        recorded = recorded_pass(store, params, wmap, classified)
+        if recorded is None:
+            return None
+        pods, held, stats = recorded
+        return pods, _holdings_frame(held), stats
     pods, dev_series, inst = prepared
     _decide_timesliced(store, params, dev_series, inst)
     held, stats = _windowed_device_pass(store, params, inst, wmap)

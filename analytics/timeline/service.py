@@ -1,7 +1,7 @@
 """The service timeline: per inference service and step, traffic, tail latency and replicas.
 
 Latency quantiles are Prometheus' ``histogram_quantile(q, sum by (le) (increase(bucket)))``
-over the step: bucket increases (resets handled, see :mod:`analytics.counters`) summed across
+over the step: bucket increases (resets handled, see :mod:`analytics.timeline.counters`) summed across
 the service's pods, then interpolated. The SLO histogram is the workload map's ``slo_metric``
 for the service, else TTFT for vLLM, else ``http_server_request_duration_seconds``, else the
 other recognised histograms; a service with only a summary (Triton's
@@ -31,12 +31,13 @@ from typing import Sequence
 import polars as pl
 
 from analytics import signals as sg
-from analytics.counters import histogram_quantiles, increase_by_group, register_temp, step_range
 from analytics.sql import requests as rq
+from analytics.sql import rhythm as rhq
 from analytics.sql import timeline as q
 from analytics.store import Store
 from analytics.timeline.autoscaler import Hpa, Link, ServiceTargets, link_deployments, link_hpas, links_frame
 from analytics.timeline.config import TimelineConfig
+from analytics.timeline.counters import histogram_quantiles, increase_by_group, register_temp, step_end, step_range
 from analytics.workloads import WorkloadMap, classify, classify_pods, pool_of_host, workload_of_pod
 
 # Latency histograms in order of preference for a service's SLO metric.
@@ -107,7 +108,6 @@ def _autoscaler_series_links(s: pl.DataFrame, lat: pl.DataFrame, wmap: WorkloadM
 def _resolve(store: Store, wmap: WorkloadMap,
              logs: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame, list[Link]] | None:
     """Every candidate series with its role and service, the latency series, and the autoscaler links."""
-    from analytics.sql import rhythm as rhq
 
     rates = store.query(rhq.RATE_METRICS)["metric"].to_list()
     metrics = [*_histogram_metrics(), *GAUGES, sg.KSM_HPA_INFO, sg.KSM_DEPLOY_AVAILABLE, sg.VLLM_SUCCESS, *rates]
@@ -378,7 +378,6 @@ def _with_request_logs(store: Store, rng: tuple[int, int, int], out: pl.DataFram
     """``out`` with each logged service's steps, over its log's span, taken from its request log:
     request rate (every request), exact p50/p95/p99 of the successful ones, failed requests per
     second apart, and the pods serving where the log names pods. The logs win over histograms."""
-    from analytics.counters import step_end
 
     step_ms, lo_ms, hi_ms = rng
     step_s = step_ms / 1000

@@ -9,32 +9,32 @@ sub-range's grid: the app cuts a zoom from the range it has instead of reading t
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import polars as pl
 
-from analytics.counters import step_end
+from analytics.timeline.combined import Timelines
+from analytics.timeline.counters import step_end
 
 
-def slice_timelines(whole: Mapping[str, Any], step_s: int, start_ms: int | None,
-                    end_ms: int | None) -> dict[str, Any]:
-    """The ``{"pool", "holdings", "services"}`` timelines of ``[start_ms, end_ms]`` (``None``:
-    open on that side) cut from those of a range that covers it, at the same step: equal to
-    building them for the sub-range. The store's ``facts`` (whole-store, not per step) come along.
+def slice_timelines(whole: Timelines, step_s: int, start_ms: int | None,
+                    end_ms: int | None) -> Timelines:
+    """The timelines of ``[start_ms, end_ms]`` (``None``: open on that side) cut from those of a
+    range that covers it, at the same step: equal to building them for the sub-range. The store's
+    ``facts`` (whole-store, not per step) come along.
 
     >>> import datetime as dt
     >>> ts = [dt.datetime(2026, 1, 1, 0, m, tzinfo=dt.timezone.utc) for m in (1, 2, 3)]
-    >>> whole = {"pool": pl.DataFrame({"ts": ts, "gpus": [1.0, 2.0, 3.0]})}
+    >>> frame = pl.DataFrame({"ts": ts, "gpus": [1.0, 2.0, 3.0]})
+    >>> whole = Timelines(frame, frame.clear(), frame.clear())
     >>> t0 = int(ts[0].timestamp() * 1000)
-    >>> slice_timelines(whole, 60, t0 + 1, None)["pool"]["gpus"].to_list()  # from the 2nd step
+    >>> slice_timelines(whole, 60, t0 + 1, None).pool["gpus"].to_list()  # from the 2nd step
     [2.0, 3.0]
     """
     step_ms = int(step_s) * 1000
-    # The sub-range's steps as analytics.counters.step_range places them.
+    # The sub-range's steps as analytics.timeline.counters.step_range places them.
     lo = pl.lit(True) if start_ms is None else pl.col("ts") >= _ts(step_end(step_ms, start_ms))
     hi = pl.lit(True) if end_ms is None else pl.col("ts") <= _ts(step_end(step_ms, end_ms))
-    return {name: frame.filter(lo & hi) if isinstance(frame, pl.DataFrame) else frame
-            for name, frame in whole.items()}
+    return Timelines(whole.pool.filter(lo & hi), whole.holdings.filter(lo & hi),
+                     whole.services.filter(lo & hi), whole.facts)
 
 
 def _ts(ms: int) -> pl.Expr:

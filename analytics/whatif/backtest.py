@@ -16,11 +16,13 @@ import polars as pl
 
 from analytics.errors import NotEnoughDataError
 from analytics.measures import gpu_hours, minutes_over_slo, over_slo
+from analytics.slo import SloTable
+from analytics.timeline import TimelineConfig, store_timelines
+from analytics.times import step_start_ms
 from analytics.whatif.fit import weighted_p99
-from analytics.whatif.observe import Observation, observe
+from analytics.whatif.observe import Observation, observe, observed_jobs
 from analytics.whatif.outputs import PolicyResult, simulate
 from analytics.whatif.params import BatchParams, PoolScenario
-from analytics.times import step_start_ms
 
 
 def replay_result(obs: Observation, scenario: PoolScenario, policy: str = "shared"
@@ -37,7 +39,6 @@ def replay_result(obs: Observation, scenario: PoolScenario, policy: str = "share
     """
     if obs.steps < 2:
         raise NotEnoughDataError("the backtest needs at least two steps")
-    from analytics.whatif.calibrate import observed_jobs  # calibrate imports this module
 
     jobs, _ = observed_jobs(obs)
     others = scenario.others_gpus if scenario.others_gpus is not None \
@@ -109,11 +110,11 @@ def backtest_from(obs: Observation, scenario: PoolScenario, *, observed_policy: 
     chance = frame["violation"].to_numpy()  # each step's chance of reading over
     mod_v = chance > 0.5
     ov = minutes_over_slo(np.where(busy, obs_p99, np.nan), slo, step_s=obs.step_s)
-    mv = float(result.summary["violation_minutes"])  # the policy table's number, the same replay
+    mv = float(result.summary.violation_minutes)  # the policy table's number, the same replay
     period_min = frame.height * obs.step_min
     err = _rel(mv, ov, period_min)
     ob = gpu_hours(frame["observed_batch_gpus"].to_numpy(), step_s=obs.step_s)
-    mb = float(result.summary["batch_gpu_hours"])
+    mb = float(result.summary.batch_gpu_hours)
     b_err = _rel(mb, ob, float(scenario.pool.gpus) * period_min / 60.0)
     misses = []
     if abs(mv - ov) > max(BACKTEST_VIOLATION_TOLERANCE * ov, BACKTEST_VIOLATION_FLOOR_MIN):
@@ -158,9 +159,8 @@ def backtest(store: Any, scenario: PoolScenario, *, observed_policy: str = "shar
     step_ms = scenario.step_s * 1000
     start = step_start_ms(int(scenario.start_ts_ms), step_ms)
     end = int(scenario.ts_ms()[-1])
-    from analytics.whatif.calibrate import range_timelines  # calibrate imports this module
 
-    tl = range_timelines(store, start, end, scenario.step_s, wmap)
-    obs = observe(tl["services"], tl["pool"], tl["holdings"], service=name, step_s=scenario.step_s,
-                  slo_for=scenario.service.slo_ms)
+    tl = store_timelines(store, TimelineConfig(step_s=scenario.step_s, start_ms=start, end_ms=end), wmap)
+    obs = observe(tl.services, tl.pool, tl.holdings, service=name, step_s=scenario.step_s,
+                  slos=SloTable.every(scenario.service.slo_ms, "the scenario"))
     return backtest_from(obs, scenario, observed_policy=observed_policy)

@@ -11,20 +11,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 import numpy as np
 import polars as pl
 
 from analytics.measures import gpus_per_replica, pool_size, warmup_steps
-from analytics.whatif.backtest import backtest_from
-from analytics.whatif.fit import (ServiceFit, autoscaler_rps_per_replica, fit_service, ready_cap,
-                                patience_candidates, replica_cap)
-from analytics.whatif.observe import Observation, observe
-from analytics.whatif.params import (MAX_SLO_MS, BatchJob, BatchParams, PoolParams, PoolScenario,
-                                   ServiceParams)
+from analytics.slo import SloTable
 from analytics.sql.whatif import GPU_MODELS
-from analytics.times import step_start_ms, utc_hour
+from analytics.timeline import TimelineConfig, Timelines, store_timelines
+from analytics.whatif.backtest import backtest_from
+from analytics.whatif.fit import (
+    ServiceFit,
+    autoscaler_rps_per_replica,
+    fit_service,
+    patience_candidates,
+    ready_cap,
+    replica_cap,
+)
+from analytics.whatif.observe import Observation, observe, observed_jobs
+from analytics.whatif.params import MAX_SLO_MS, BatchParams, PoolParams, PoolScenario, ServiceParams
 
 
 def mig_model_for(model_name: str) -> str | None:
@@ -76,31 +82,6 @@ class Calibration:
     observation: Observation
     fit: ServiceFit | None = None
     notes: list[str] = field(default_factory=list)
-
-
-def _hours(obs: Observation, idx: int) -> float:
-    return float(utc_hour(step_start_ms(obs.ts_ms[idx], obs.step_s * 1000)))
-
-
-def observed_jobs(obs: Observation) -> tuple[tuple[BatchJob, ...], dict[str, str]]:
-    """The batch runs that happened, one job each: its arrival (the end of the first step it
-    held GPUs), its GPUs (the run's median) and its work (its length at that size); the
-    checkpoint, restore and eviction costs are the defaults. Every policy moves these runs,
-    and under ``shared`` they are the backtest's replay."""
-    jobs: list[BatchJob] = []
-    by_workload: dict[str, list] = {}
-    for k, r in enumerate(obs.runs):
-        by_workload.setdefault(r.workload, []).append(r)
-        jobs.append(BatchJob(name=f"{r.workload}#{k}", team=r.team, gpus=r.gpus,
-                             start_hour=_hours(obs, r.start),
-                             duration_h=(r.end - r.start) * obs.step_s / 3600.0, daily=False,
-                             arrival_ms=int(obs.ts_ms[r.start])))
-    prov = {}
-    for name, runs in sorted(by_workload.items()):
-        hours = [(r.end - r.start) * obs.step_s / 3600.0 for r in runs]
-        prov[f"batch.{name}"] = (f"store: {len(runs)} runs as they happened (their starts, GPUs and "
-                                 f"lengths, {min(hours):.1f} to {max(hours):.1f} h)")
-    return tuple(jobs), prov
 
 
 def scenario_from(obs: Observation, *, slo_ms: float | None = None,
@@ -237,20 +218,17 @@ def scenario_from(obs: Observation, *, slo_ms: float | None = None,
 
 def calibrate_frames(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame, *,
                      service: str | None = None, step_s: int = 60,
-                     slo_for: dict[str, float] | float | None = None,
+                     slos: SloTable | None = None,
                      observed_policy: str = "shared",
                      gpu_model: tuple[str, str] | None = None) -> Calibration:
     """``calibrate`` plus ``backtest`` on timeline frames already built (the app's cache).
 
-    The frames do not carry the GPU model: pass ``gpu_model_of(store)`` as ``gpu_model``
-    (else the default model, recorded as such)."""
-    obs = observe(services, pools, holdings, service=service, step_s=step_s, slo_for=slo_for)
-    slo = None
-    if isinstance(slo_for, dict):
-        slo = slo_for.get(obs.service, slo_for.get("*"))
-    elif slo_for is not None:
-        slo = float(slo_for)
-    scn, fit = scenario_from(obs, slo_ms=slo, gpu_model=gpu_model)
+    ``slos`` decides the modelled service's SLO (and, without ``service``, which one is
+    modelled); without it the default SLO, recorded as such. The frames do not carry the GPU
+    model: pass ``gpu_model_of(store)`` as ``gpu_model`` (else the default model, recorded as
+    such)."""
+    obs = observe(services, pools, holdings, service=service, step_s=step_s, slos=slos)
+    scn, fit = scenario_from(obs, slo_ms=slos.ms(obs.service) if slos is not None else None, gpu_model=gpu_model)
     bt = backtest_from(obs, scn, observed_policy=observed_policy)
     scn.provenance["backtest"] = (
         f"replay under '{observed_policy}': {bt['model_violation_minutes']:.0f} violation "
@@ -261,29 +239,21 @@ def calibrate_frames(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.D
     return Calibration(scn, bt, obs, fit)
 
 
-def calibrate_timelines(tl: Mapping[str, Any], *, service: str | None = None, step_s: int = 60,
-                        slo_for: dict[str, float] | float | None = None,
+def calibrate_timelines(tl: Timelines, *, service: str | None = None, step_s: int = 60,
+                        slos: SloTable | None = None,
                         observed_policy: str = "shared") -> Calibration:
     """:func:`calibrate_frames` on a timelines dict (``analytics.timeline.store_timelines``, the
     app's cache), the GPU model taken from its facts: what the What-if page, the review and
     ``tidelens whatif`` call."""
-    facts = tl.get("facts")
-    return calibrate_frames(tl["services"], tl["pool"], tl["holdings"], service=service, step_s=step_s,
-                            slo_for=slo_for, observed_policy=observed_policy,
+    facts = tl.facts
+    return calibrate_frames(tl.services, tl.pool, tl.holdings, service=service, step_s=step_s,
+                            slos=slos, observed_policy=observed_policy,
                             gpu_model=gpu_model_from(facts.gpu_models) if facts is not None else None)
-
-
-def range_timelines(store: Any, start_ms: int | None, end_ms: int | None, step_s: int,
-                    wmap: Any = None) -> dict[str, Any]:
-    """The range's timelines from their one owner (built once per store file, range and map)."""
-    from analytics.timeline import TimelineConfig, store_timelines
-
-    return store_timelines(store, TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms), wmap)
 
 
 def calibrate(store: Any, *, pool: str | None = None, service: str | None = None,
               start_ms: int | None = None, end_ms: int | None = None,
-              step_s: int = 60, slo_ms: float | dict[str, float] | None = None,
+              step_s: int = 60, slos: SloTable | None = None,
               wmap: Any = None) -> PoolScenario:
     """Build a ``PoolScenario`` from the store's timelines.
 
@@ -310,24 +280,25 @@ def calibrate(store: Any, *, pool: str | None = None, service: str | None = None
         Unused (the service's own pool is taken); kept for the CLI's signature.
     service:
         Inference service to model; default the one most often above its SLO.
-    slo_ms:
-        p99 SLO, for all services or per service (``"*"``: the rest).
+    slos:
+        Every service's p99 SLO (:func:`analytics.slo.resolve_slos`); without it the default.
 
     Raises
     ------
     NotEnoughDataError
         The range has no service with enough steps of traffic.
     """
-    tl = range_timelines(store, start_ms, end_ms, step_s, wmap)
-    obs = observe(tl["services"], tl["pool"], tl["holdings"], service=service, step_s=step_s, slo_for=slo_ms)
-    slo = slo_ms.get(obs.service, slo_ms.get("*")) if isinstance(slo_ms, dict) else slo_ms
-    return scenario_from(obs, slo_ms=slo, gpu_model=gpu_model_from(tl["facts"].gpu_models))[0]
+    tl = store_timelines(store, TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms), wmap)
+    obs = observe(tl.services, tl.pool, tl.holdings, service=service, step_s=step_s, slos=slos)
+    return scenario_from(obs, slo_ms=slos.ms(obs.service) if slos is not None else None,
+                         gpu_model=gpu_model_from(tl.facts.gpu_models))[0]
 
 
 def calibrate_store(store: Any, *, service: str | None = None, start_ms: int | None = None,
                     end_ms: int | None = None, step_s: int = 60,
-                    slo_ms: float | dict[str, float] | None = None, wmap: Any = None,
+                    slos: SloTable | None = None, wmap: Any = None,
                     observed_policy: str = "shared") -> Calibration:
     """``calibrate`` and ``backtest`` in one pass over the timelines."""
-    return calibrate_timelines(range_timelines(store, start_ms, end_ms, step_s, wmap), service=service,
-                               step_s=step_s, slo_for=slo_ms, observed_policy=observed_policy)
+    tl = store_timelines(store, TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms), wmap)
+    return calibrate_timelines(tl, service=service,
+                               step_s=step_s, slos=slos, observed_policy=observed_policy)

@@ -11,8 +11,9 @@ from dataclasses import fields, replace
 from typing import Any
 
 from analytics.errors import ConfigError
-from analytics.whatif.params import BatchJob, BatchParams, PoolParams, PoolScenario, ServiceParams
 from analytics.times import step_start_ms, utc_hour
+from analytics.whatif.mig import MIG_PROFILES
+from analytics.whatif.params import BatchJob, BatchParams, PoolParams, PoolScenario, ServiceParams
 
 GROUPS: dict[str, type] = {"service": ServiceParams, "pool": PoolParams}
 # Days of a calibrated store's period the what-ifs replay (the page and the CLI alike); the
@@ -72,7 +73,6 @@ def hour_choices(current: float, step_h: float = 0.25) -> list[float]:
 
 def mig_choices(gpu_model: str) -> list[str]:
     """``auto`` and the MIG profiles of ``gpu_model`` (none for a model without a MIG table)."""
-    from analytics.whatif.mig import MIG_PROFILES
 
     return ["auto", *(p.name for p in MIG_PROFILES.get(gpu_model, ()))]
 

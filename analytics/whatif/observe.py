@@ -15,6 +15,9 @@ import polars as pl
 
 from analytics.errors import NotEnoughDataError
 from analytics.measures import gpus_per_replica, infer_desired, over_slo
+from analytics.slo import SloTable
+from analytics.times import step_start_ms, utc_hour
+from analytics.whatif.params import BatchJob
 
 MIN_STEPS = 60  # an hour at 1-minute steps: less cannot show a scale-up or a batch job
 DEFAULT_WARMUP_MIN = 5.0  # replicas settle this long before their load per replica counts
@@ -78,8 +81,9 @@ def _num(frame: pl.DataFrame, col: str) -> np.ndarray:
     return frame[col].cast(pl.Float64).fill_null(float("nan")).to_numpy().astype(np.float64)
 
 
-def pick_service(services: pl.DataFrame, slo_for: dict[str, float] | float | None) -> str:
-    """The service with the most steps above its SLO (ties: the most requests)."""
+def pick_service(services: pl.DataFrame, slos: SloTable | None) -> str:
+    """The service with the most steps above its SLO (ties: the most requests; a service the
+    table gives no SLO, or no table, counts none)."""
     names = sorted(services["service"].drop_nulls().unique().to_list())
     if not names:
         raise NotEnoughDataError("the service timeline has no services: load request-rate and "
@@ -87,7 +91,7 @@ def pick_service(services: pl.DataFrame, slo_for: dict[str, float] | float | Non
     best, key = names[0], (-1.0, -1.0)
     for name in names:
         g = services.filter(pl.col("service") == name)
-        slo = _slo_of(slo_for, name)
+        slo = slos.ms(name) if slos is not None else None
         over = float(over_slo(g["p99_ms"].to_numpy(), slo).sum()) if slo else 0.0
         k = (over, float(g["rps"].fill_null(0.0).sum()))
         if k > key:
@@ -95,17 +99,9 @@ def pick_service(services: pl.DataFrame, slo_for: dict[str, float] | float | Non
     return best
 
 
-def _slo_of(slo_for: dict[str, float] | float | None, service: str) -> float | None:
-    if slo_for is None:
-        return None
-    if isinstance(slo_for, dict):
-        return slo_for.get(service, slo_for.get("*"))
-    return float(slo_for)
-
-
 def observe(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame, *,
             service: str | None = None, step_s: int = 60,
-            slo_for: dict[str, float] | float | None = None) -> Observation:
+            slos: SloTable | None = None) -> Observation:
     """One service's steps and its pool's holdings from the three timeline frames.
 
     Parameters
@@ -114,9 +110,8 @@ def observe(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         ``service_timeline``, ``pool_timeline`` and ``holdings`` output (``ts`` = step end).
     service:
         The inference service to model; default the one with the most steps above its SLO.
-    slo_for:
-        p99 SLO (ms), one for all or per service (``"*"`` for the rest); only picks the
-        default service.
+    slos:
+        Every service's p99 SLO; only picks the default service.
 
     Raises
     ------
@@ -125,7 +120,7 @@ def observe(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
     """
     services = _ts_ms(services)
     known = sorted(services["service"].drop_nulls().unique().to_list())
-    name = service or pick_service(services, slo_for)
+    name = service or pick_service(services, slos)
     if name not in known:
         raise NotEnoughDataError(f"service {name!r} is not in the service timeline; services "
                                  f"there: {', '.join(known) or 'none'}")
@@ -214,3 +209,28 @@ def batch_runs(batch: pl.DataFrame, ts_ms: np.ndarray, step_s: int) -> list[Batc
                                  int(max(1, round(float(np.median(gpus[a:b])))))))
     runs.sort(key=lambda r: (r.start, r.workload))
     return runs
+
+
+def _hours(obs: Observation, idx: int) -> float:
+    return float(utc_hour(step_start_ms(obs.ts_ms[idx], obs.step_s * 1000)))
+
+
+def observed_jobs(obs: Observation) -> tuple[tuple[BatchJob, ...], dict[str, str]]:
+    """The batch runs that happened, one job each: its arrival (the end of the first step it
+    held GPUs), its GPUs (the run's median) and its work (its length at that size); the
+    checkpoint, restore and eviction costs are the defaults. Every policy moves these runs,
+    and under ``shared`` they are the backtest's replay."""
+    jobs: list[BatchJob] = []
+    by_workload: dict[str, list] = {}
+    for k, r in enumerate(obs.runs):
+        by_workload.setdefault(r.workload, []).append(r)
+        jobs.append(BatchJob(name=f"{r.workload}#{k}", team=r.team, gpus=r.gpus,
+                             start_hour=_hours(obs, r.start),
+                             duration_h=(r.end - r.start) * obs.step_s / 3600.0, daily=False,
+                             arrival_ms=int(obs.ts_ms[r.start])))
+    prov = {}
+    for name, runs in sorted(by_workload.items()):
+        hours = [(r.end - r.start) * obs.step_s / 3600.0 for r in runs]
+        prov[f"batch.{name}"] = (f"store: {len(runs)} runs as they happened (their starts, GPUs and "
+                                 f"lengths, {min(hours):.1f} to {max(hours):.1f} h)")
+    return tuple(jobs), prov

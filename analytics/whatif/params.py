@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from analytics.errors import ConfigError
+from analytics.fieldhelp import out_of_bounds
 from analytics.times import step_start_ms, utc_hour
 
 
@@ -288,8 +289,6 @@ class PoolScenario:
 
 
 def _check_ranges(obj: Any, scenario: str) -> None:
-    from analytics.fieldhelp import out_of_bounds
-
     for f in fields(obj):
         v, choices = getattr(obj, f.name), f.metadata.get("choices")
         if choices and (isinstance(v, bool) or not isinstance(v, (int, float))) and v not in choices:

@@ -1,7 +1,7 @@
 """Forward-looking what-ifs: transforms of the observed traffic and batch runs a user chooses.
 
 The calibrated scenario is what happened: the period's traffic and the batch runs that ran
-(:func:`analytics.whatif.calibrate.observed_jobs`). Asking "what if traffic grows 30%", "what
+(:func:`analytics.whatif.observe.observed_jobs`). Asking "what if traffic grows 30%", "what
 if the jobs were larger" or "what about a typical day's batch" is a choice, never the
 default: :func:`apply_transforms` returns a scenario whose provenance names every transform
 applied (``transforms``), which the What-if page shows and the CLI's JSON carries.
@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from analytics.errors import ConfigError
+from analytics.fieldhelp import out_of_bounds
+from analytics.whatif.form import parse_value
 from analytics.whatif.params import BatchJob, BatchParams, PoolScenario
 
 RECURRING_MIN_DAYS = 2  # a workload seen on this many days is a daily job in a typical day
@@ -65,7 +67,6 @@ def transforms_from(values: dict[str, Any], prefix: str = "w_x.") -> Transforms:
     >>> transforms_from({"w_x.traffic_growth": "1.2", "w_x.typical_day": "true", "w_src": "store"}).names()
     ['traffic x1.2', "a typical day's batch (workloads folded into daily jobs)"]
     """
-    from analytics.whatif.form import parse_value
 
     return Transforms(**{f.name: parse_value(values.get(prefix + f.name, f.default), f.default, prefix + f.name)
                          for f in fields(Transforms)})
@@ -80,7 +81,6 @@ def apply_transforms(scn: PoolScenario, t: Transforms) -> PoolScenario:
     >>> s.traffic_rps.tolist(), s.provenance["transforms"]
     ([1.5, 3.0], 'traffic x1.5')
     """
-    from analytics.fieldhelp import out_of_bounds
 
     for f, v in out_of_bounds(t):
         raise ConfigError(f"what-if transform {f.name}={v} is outside [{f.metadata.get('min')}, "

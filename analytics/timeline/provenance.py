@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from analytics.sql import rhythm as rhq
 from analytics.store import Store
 from analytics.timeline.service import LOG_TTFT, RATE, request_log_services, service_series
+from analytics.times import iso_utc
 from analytics.workloads import WorkloadMap
 
 REQUEST_LOG_SCHEMA = {"service": pl.Utf8, "requests": pl.Int64, "errors": pl.Int64, "first_ts": pl.Utf8,
@@ -32,7 +34,6 @@ def traffic_source_notes(store: Store, wmap: WorkloadMap | None = None,
     histogram's count (what Tail events and the CLI say).
 
     ``resolved``: :func:`service_series` output when the caller has it (the timeline pass)."""
-    from analytics.sql import rhythm as rhq
 
     if store.query(rhq.RATE_METRICS).height == 0:
         return []
@@ -53,7 +54,6 @@ def request_log_summary(store: Store, wmap: WorkloadMap | None = None,
 
     ``resolved``: :func:`service_series` output when the caller has it (the timeline pass).
     """
-    from analytics.times import iso_utc
 
     logs = request_log_services(store)
     if logs.height == 0:

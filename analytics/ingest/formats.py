@@ -11,7 +11,10 @@ import re
 import zlib
 
 from analytics.errors import IngestError
-from analytics.ingest.sources import is_gzip
+from analytics.ingest.lineprotocol import looks_like_line_protocol
+from analytics.ingest.requests import detect_request_columns, header_columns, jsonl_keys, unitless_latency
+from analytics.ingest.sources import csv_header, is_gzip
+from analytics.times import epoch_unit
 
 # Per-request logs (analytics.ingest.requests): one row per request, into the requests table.
 REQUEST_FORMATS: tuple[str, ...] = ("requests-csv", "requests-jsonl", "requests-parquet")
@@ -31,12 +34,6 @@ METRIC_COLUMNS = ("metric", "__name__", "metric_name", "name")
 VALUE_COLUMNS = ("value", "val")
 
 
-def csv_header(head: bytes) -> list[str]:
-    """The first line of ``head`` split on commas, unquoted and stripped."""
-    first = head.split(b"\n", 1)[0].decode("utf-8-sig", errors="replace").strip("\r")
-    return [c.strip().strip('"').strip() for c in first.split(",")]
-
-
 def _csv_kind(cols: list[str]) -> str | None:
     low = [c.lower() for c in cols]
     if any(c.split(" [")[0] in _NVSMI_FIELDS for c in low) or any(c.endswith(" [%]") or c.endswith(" [mib]")
@@ -45,7 +42,6 @@ def _csv_kind(cols: list[str]) -> str | None:
     if any(c in METRIC_COLUMNS for c in low) and any(c in VALUE_COLUMNS for c in low) \
             and any(c in TIME_COLUMNS for c in low):
         return "csv-long"
-    from analytics.ingest.requests import detect_request_columns, unitless_latency
 
     # Grafana's "series joined by time" export starts with "Time": a panel of latency_ms is no request log
     grafana = cols[0] == "Time"
@@ -87,7 +83,6 @@ def detect_format(data: bytes, name: str = "") -> str:
         return "parquet-long"  # a request log's columns are in its footer: see refine_format
     stripped = data.lstrip()
     if stripped[:1] == b"{" and b"\n{" in stripped[:1 << 20]:
-        from analytics.ingest.requests import detect_request_columns, jsonl_keys
 
         keys = jsonl_keys(stripped)
         if keys is not None and detect_request_columns(keys) is not None:
@@ -107,7 +102,6 @@ def detect_format(data: bytes, name: str = "") -> str:
         all(ln.startswith(b"#") or _SAMPLE_LINE.match(ln) for ln in lines[:50])
     if exposition:
         return exposition_flavour(data)[0]
-    from analytics.ingest.lineprotocol import looks_like_line_protocol
 
     if looks_like_line_protocol(lines):
         return "influx-lp"
@@ -134,7 +128,6 @@ def refine_format(fmt: str, data: bytes, name: str = "") -> str:
     is ``requests-parquet`` (its schema is in the footer, which the head does not hold)."""
     if fmt != "parquet-long":
         return fmt
-    from analytics.ingest.requests import detect_request_columns, header_columns
 
     try:
         cols = header_columns(data, name)
@@ -174,11 +167,11 @@ def exposition_flavour(head: bytes, tail: bytes = b"") -> tuple[str, str | None]
     if stamps:
         integral = all(b"." not in t and b"e" not in t.lower() for t, _ in stamps)
         big = max(v for _, v in stamps)
-        if integral and big >= 1e11:
+        if integral and epoch_unit(big) != "s":
             why = ("timestamps are integer milliseconds (text 0.0.4), so the '# EOF' / '# UNIT' lines do not "
                    "make it OpenMetrics") if marked else None
             return "prom-text", why
-        if big < 1e11:
+        if epoch_unit(big) == "s":
             return "openmetrics" if marked or not integral else "prom-text", None
     return ("openmetrics" if marked else "prom-text"), None
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from analytics import signals as s
 from analytics.errors import ConfigError
+from analytics.workloads import _POD_SUFFIXES as rules
 
 # The labels the workload map and the pool timeline read, in every spelling the store normalises.
 HOLDER_LABELS: tuple[str, ...] = (
@@ -89,7 +90,7 @@ class PullQuery:
     service_from_workload: bool = False
     # Ask for the steps this much later and store each point at its step: a recorded series
     # evaluated at some phase after the scrape holds a step's value at the step's end plus
-    # up to one evaluation interval (analytics.live.recorded).
+    # up to one evaluation interval (analytics.live.route).
     shift_ms: int = 0
 
 
@@ -170,7 +171,6 @@ def _workload_pattern() -> tuple[str, str]:
 
     RE2 alternation is leftmost-first, like the rules' order in :mod:`analytics.workloads`.
     """
-    from analytics.workloads import _POD_SUFFIXES as rules
 
     parts = [r.pattern.lstrip("^").rstrip("$").replace("(?P<w>", "(") for r in rules]
     parts.append("(.+)")

@@ -28,10 +28,11 @@ import numpy as np
 import polars as pl
 
 from analytics.sql import timeline as q
+from analytics.store import plausible_window_ms
 
 if TYPE_CHECKING:  # the config lives with the timelines, which import this module
     from analytics.store import Store
-    from analytics.timeline import TimelineConfig
+    from analytics.timeline.config import TimelineConfig
 
 LOOKBACK_MS = 5 * 60_000  # Prometheus' default lookback delta: how far back a first step's baseline may lie
 # A counter series whose first sample comes this long after the first of its peers is new
@@ -51,7 +52,6 @@ def step_range(store: "Store", cfg: "TimelineConfig") -> tuple[int, int, int] | 
         raise ValueError(f"step must be positive, got {cfg.step_s} s")
     start, end = cfg.start_ms, cfg.end_ms
     if start is None or end is None:
-        from analytics.store import plausible_window_ms
 
         row = store.data_range_ms(plausible_window_ms())
         if row[0] is None:

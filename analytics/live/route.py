@@ -6,7 +6,7 @@ whose recorded series carry this map's digest is read from them (the server sums
 class, team and workload instead of returning one series per device and holder); any other
 falls back to the raw query, and a digest of another map is said (the rules are stale: export
 them again and backfill). The recorded answers land under the same names and labels as the raw
-ones (GPU holdings under the rules' own names, which :mod:`analytics.timeline.recorded` reads),
+ones (GPU holdings under the rules' own names, which :mod:`analytics.timeline.from_rules` reads),
 and each chunk's source name says ``q=rules:...``, so ``tidelens sources`` and the Data page
 show by which path each signal came.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 from analytics.errors import TidelensError
 from analytics.live.client import PromClient
-from analytics.live.queries import PullQuery, Scope, timeline_queries
+from analytics.promql import PullQuery, Scope, timeline_queries
 from analytics.rules import compile as rc
 from analytics.workloads import WorkloadMap
 

@@ -5,9 +5,11 @@ node label, for the device plugin's ``mixed`` strategy)."""
 from __future__ import annotations
 
 from analytics.errors import ConfigError
+from analytics.plan.names import k8s_name
 from analytics.plan.objects import GPU, cluster_queue, config_map, flavor, quota
 from analytics.plan.part import RECLAIM, Part, Pool
 from analytics.plan.windows import window
+from analytics.whatif.policies import capacity
 
 MIG_CONFIG = "tidelens-inference"
 
@@ -16,8 +18,6 @@ def mig_part(p: Pool) -> Part:
     """Inference on MIG instances, batch on the other GPUs, the tidal window and the MIG config."""
     import yaml
 
-    from analytics.plan.names import k8s_name
-    from analytics.whatif.policies import capacity
 
     pool = p.scn.pool
     layout = capacity(p.scn, "mig").layout  # the placement the what-if modelled

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from analytics.ingest.device import DEVICE_METRICS, FEW_PODS, gpu_key_text
 from analytics.signals import SIGNALS
 from analytics.sql import requests as rq
 from analytics.sql import rhythm as rhq
@@ -48,14 +49,15 @@ def signal_report(store: Store) -> pl.DataFrame:
 def shared_gpu_keys(store: Store) -> pl.DataFrame:
     """GPU keys more than :data:`analytics.ingest.device.FEW_PODS` pods share at one time.
 
-    Returns ``gpu_key, pods_at_once, note``: each such key counts as one GPU though its pods are
+    Returns ``gpu_key, pods_at_once, note``: each such key (a host and index without a UUID, as
+    :func:`analytics.ingest.device.gpu_key_text` writes it) counts as one GPU though its pods are
     likely each their own (a table with no UUID, hostname or gpu column); the note says what to do.
     """
-    from analytics.ingest.device import DEVICE_METRICS, FEW_PODS
-
     frame = store.query(q.SHARED_GPU_KEYS, {"metrics": list(DEVICE_METRICS), "few": FEW_PODS})
-    return frame.select(pl.col("gpu_key").cast(pl.Utf8), pl.col("pods_at_once").cast(pl.Int64)).with_columns(
+    nothing = pl.col("hostname").is_null() & pl.col("gpu").is_null()
+    return frame.select(
+        gpu_key_text(pl.col("hostname"), pl.col("gpu")).alias("gpu_key"), pl.col("pods_at_once").cast(pl.Int64),
         pl.format("{} pods at once count as one GPU: no UUID{}; reload the table with a mapping's [device] "
                   "per = \"pod\" (or columns = [...])", pl.col("pods_at_once"),
-                  pl.when(pl.col("gpu_key") == "?/?").then(pl.lit(", hostname or gpu column"))
+                  pl.when(nothing).then(pl.lit(", hostname or gpu column"))
                   .otherwise(pl.lit(" column"))).alias("note"))

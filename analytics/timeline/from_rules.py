@@ -1,6 +1,6 @@
 """The pool timeline's device pass read from the rules' recorded series, where a pull brought them.
 
-``tidelens pull`` through the rules (:mod:`analytics.live.recorded`) stores no device series:
+``tidelens pull`` through the rules (:mod:`analytics.live.route`) stores no device series:
 the server already summed the GPUs held by pool, class, team and workload (idle, unmanaged and
 unknown included) and the share-weighted activity and memory per pool. This module turns those
 into what :func:`analytics.timeline.pool.device_pass` returns, so every page and command reads
@@ -27,10 +27,9 @@ def has_recorded(store: Store) -> bool:
 
 def recorded_pass(store: Store, params: dict[str, int], wmap: WorkloadMap,
                   classified: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
-    """``(pods, hold, stats)`` as :func:`~analytics.timeline.pool.device_pass` returns them, from
-    the recorded series; ``None`` when the store has none."""
-    from analytics.timeline.pool import _holdings_frame
-
+    """``(pods, held, stats)`` from the recorded series (``held``: GPUs by step end, pool, class,
+    team and workload, which :func:`~analytics.timeline.pool.device_pass` frames as its holdings);
+    ``None`` when the store has none."""
     if not has_recorded(store):
         return None
     rows = store.query(q.RECORDED_LAST, {**params, "metrics": list(METRICS)})
@@ -47,4 +46,4 @@ def recorded_pass(store: Store, params: dict[str, int], wmap: WorkloadMap,
         pl.when(weight > 0).then(pl.col(rc.ACTIVITY_WEIGHTED) / weight).alias("activity_pct"),
         (pl.col(rc.FB_USED) / 1024.0).alias("mem_used_gib"))
     pods = classify_pods(store, wmap) if classified is None else classified
-    return pods, _holdings_frame(held), stats
+    return pods, held, stats

@@ -13,13 +13,19 @@ The timelines are computed at most once per :class:`SignalSource`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import polars as pl
 
+from analytics import timeline
 from analytics.errors import NotEnoughDataError
 from analytics.sql import rhythm as q
 from analytics.store import Store
+from analytics.timeline import TimelineFacts, Timelines
+from analytics.timeline.config import TimelineConfig
+from analytics.timeline.facts import service_gauge_metrics
+from analytics.timeline.service import service_series
+from analytics.workloads import WorkloadMap
 
 SERVICE_COLUMNS = {"rps": "traffic", "p99_ms": "latency"}
 POOL_COLUMNS = {"gpus_batch": "batch", "gpus_inference": "gpus", "activity_pct": "activity"}
@@ -43,7 +49,6 @@ class RhythmSignal:
 
 def _timeline_function(name: str) -> Callable[..., pl.DataFrame]:
     """``analytics.timeline.service_timeline`` or ``pool_timeline`` (imported where used)."""
-    from analytics import timeline
 
     return getattr(timeline, name)
 
@@ -67,7 +72,7 @@ class SignalSource:
 
     def __init__(self, store: Store, *, step_s: int = 60, wmap: Any = None,
                  start_ms: int | None = None, end_ms: int | None = None,
-                 timelines: Mapping[str, pl.DataFrame] | None = None) -> None:
+                 timelines: Timelines | None = None) -> None:
         self.store = store
         self.step_s = step_s
         self.wmap = wmap
@@ -75,17 +80,14 @@ class SignalSource:
         self.end_ms = end_ms
         self.problems: list[str] = []
         self._signals: list[RhythmSignal] | None = None
-        self._service: pl.DataFrame | None = (timelines or {}).get("services")
-        self._pool: pl.DataFrame | None = (timelines or {}).get("pool")
-        self._facts: Any = (timelines or {}).get("facts")
+        self._service: pl.DataFrame | None = timelines.services if timelines is not None else None
+        self._pool: pl.DataFrame | None = timelines.pool if timelines is not None else None
+        self._facts: TimelineFacts | None = timelines.facts if timelines is not None else None
 
     def _service_gauges(self) -> set[str]:
         """Rate metrics whose every series is a service's traffic (its ``rps:`` signal already)."""
         if self._facts is not None:
             return set(self._facts.service_gauge_metrics)
-        from analytics.timeline.facts import service_gauge_metrics
-        from analytics.timeline.service import service_series
-        from analytics.workloads import WorkloadMap
 
         return set(service_gauge_metrics(service_series(self.store, self.wmap or WorkloadMap())[0],
                                          self.store))
@@ -94,7 +96,6 @@ class SignalSource:
         cached = self._service if which == "service_timeline" else self._pool
         if cached is not None:
             return cached
-        from analytics.timeline.config import TimelineConfig
 
         frame = _timeline_function(which)(self.store, TimelineConfig(
             step_s=self.step_s, start_ms=self.start_ms, end_ms=self.end_ms), self.wmap)

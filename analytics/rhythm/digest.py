@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 import polars as pl
 
+from analytics.errors import NotEnoughDataError
+from analytics.ingest.servegen import ASSUMPTION_NOTE
 from analytics.rhythm.config import RhythmConfig
 from analytics.rhythm.decompose import Decomposition, decompose
-from analytics.ingest.servegen import ASSUMPTION_NOTE
-from analytics.rhythm.signals import RhythmSignal, SignalSource
+from analytics.rhythm.inputs import RhythmSignal, SignalSource
 from analytics.rhythm.summary import RhythmSummary, daily_profile, hour_of_week, summarise
-from analytics.errors import NotEnoughDataError
 from analytics.store import Store
-
+from analytics.timeline import Timelines
 
 ONE_DAY_NOTE = "one day: not a rhythm yet"
 # Hours of the day a short range must cover before its hour-of-day profile is worth a chart.
@@ -118,7 +118,7 @@ class RhythmPageData:
 
 def rhythm_page_data(store: Store, cfg: RhythmConfig, *, signal: str | None = None, step_s: int = 60,
                      start_ms: int | None = None, end_ms: int | None = None, wmap: Any = None,
-                     timelines: Mapping[str, pl.DataFrame] | None = None) -> RhythmPageData:
+                     timelines: Timelines | None = None) -> RhythmPageData:
     """The chosen signal's rhythm (default: the first traffic signal), hour-of-week frames of its
     traffic and of batch holdings in its pool, and its service's p99 rhythm where there is one.
 
