@@ -2,7 +2,7 @@
 
 **The backtest** (``--cases``): for each case (a simulator scenario, an export variant of one, the
 nightly run's length drifting, the bundled sample) and seed, a 21-day store; every day with a
-week of history is forecast at 18:00 the day before and at 07:00 (``analytics.forecast.backtest``)
+week of history is forecast at 18:00 the day before and at 07:00 (``analytics.forecast.hindcast``)
 and scored against what happened: Brier beside the weekday's base rate and "as last week",
 reliability bins, the minutes' error, the coverage of every 80% range. Each store's result is
 kept as JSON in ``--keep`` (a store is simulated, loaded and scored once; a later run with
@@ -46,9 +46,9 @@ from analytics.events import EventsConfig  # noqa: E402
 from analytics.events.pipeline import analyse_timelines  # noqa: E402
 from analytics.forecast import forecast  # noqa: E402
 from analytics.forecast.action import actions_for  # noqa: E402
-from analytics.forecast.backtest import backtest, range_coverage  # noqa: E402
+from analytics.forecast.hindcast import backtest, range_coverage  # noqa: E402
 from analytics.forecast.frames import store_frames  # noqa: E402
-from analytics.forecast.score import COVERAGE_BAND, RELIABILITY_TOLERANCE, brier, reliability  # noqa: E402
+from analytics.forecast.skill import COVERAGE_BAND, RELIABILITY_TOLERANCE, brier, reliability  # noqa: E402
 from analytics.sample import SCENARIOS, ensure_default_store, load_into, simulate  # noqa: E402
 from analytics.sample.scenarios import STORY_GPUS  # noqa: E402
 from analytics.slo import resolve_slos  # noqa: E402

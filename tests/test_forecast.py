@@ -27,42 +27,44 @@ from analytics.events import EventsConfig
 from analytics.events.pipeline import analyse_timelines
 from analytics.forecast import forecast
 from analytics.forecast.action import actions_for
-from analytics.forecast.backtest import backtest, observed_collisions
-from analytics.forecast.batch import batch_outlook, quantile_levels
 from analytics.forecast.frames import DAY_MS, known_at, store_frames
+from analytics.forecast.hindcast import backtest, observed_collisions
 from analytics.forecast.outcomes import day_outcomes
-from analytics.forecast.score import brier, brier_parts
+from analytics.forecast.runs_ahead import batch_outlook, quantile_levels
+from analytics.forecast.skill import brier, brier_parts
 from analytics.grafana import forecast_annotations
 from analytics.ranges import RangeCalibration
 from analytics.rhythm import norm_ahead
+from analytics.slo import SloTable
 from analytics.store import Store
+from analytics.timeline import Timelines
 from analytics.times import iso_utc as _iso
 from analytics.whatif.observe import BatchRun, Observation
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 MONDAY = 1_791_158_400_000  # 2026-10-05 00:00 UTC, the sample's first step's day
-SLO = {"chat-vllm": 1000.0, "recommender": 100.0, "*": 100.0}
+SLO = SloTable.from_ms({"chat-vllm": 1000.0, "recommender": 100.0, "*": 100.0})
 TUESDAY_18 = MONDAY + DAY_MS + 18 * 3_600_000
 WEDNESDAY_07 = MONDAY + 2 * DAY_MS + 7 * 3_600_000
 WEDNESDAY = "2026-10-07"
 
 
 @pytest.fixture(scope="module")
-def tl(morning_db: Path) -> dict:
+def tl(morning_db: Path) -> Timelines:
     with Store(str(morning_db), read_only=True) as st:
         return store_frames(st)
 
 
 @pytest.fixture(scope="module")
 def evening(tl):
-    fc = forecast(tl, SLO, at_ms=TUESDAY_18)
+    fc = forecast(tl, slos=SLO, at_ms=TUESDAY_18)
     actions_for(fc)
     return fc
 
 
 @pytest.fixture(scope="module")
 def events(tl):
-    return analyse_timelines(tl, EventsConfig(), slos_ms={k: v for k, v in SLO.items() if k != "*"})
+    return analyse_timelines(tl, EventsConfig(), slos=SLO)
 
 
 @pytest.fixture(autouse=True)
@@ -95,7 +97,7 @@ def test_the_evening_forecast_names_the_collision_that_came(evening, events) -> 
 def test_the_0700_update_knows_the_run_has_started(tl, evening) -> None:
     """At 07:00 the run holds the GPUs: a yes for the morning (the 18:00 forecast said a chance), and
     the same calibration (the days before the last midnight) replayed on what it now knows."""
-    morning = forecast(tl, SLO, at_ms=WEDNESDAY_07)
+    morning = forecast(tl, slos=SLO, at_ms=WEDNESDAY_07)
     run = next(r for r in morning.runs if r.running)
     assert run.probability == 1.0 and run.start_ms < WEDNESDAY_07
     assert _day(morning, WEDNESDAY).collision_probability > 0.95 > _day(evening, WEDNESDAY).collision_probability
@@ -103,7 +105,7 @@ def test_the_0700_update_knows_the_run_has_started(tl, evening) -> None:
 
 def test_a_forecast_reads_nothing_after_its_moment(tl, evening) -> None:
     """The forecast at 18:00 on the whole store equals the forecast on the store cut at 18:00."""
-    cut = forecast(known_at(tl, 60, TUESDAY_18), SLO, at_ms=TUESDAY_18)
+    cut = forecast(known_at(tl, 60, TUESDAY_18), slos=SLO, at_ms=TUESDAY_18)
     got, want = evening.as_json(), cut.as_json()
     want["actions"] = got["actions"]  # the fixture's forecast also has its actions
     assert got == want
@@ -123,7 +125,7 @@ def test_the_recommended_change_tonight_avoids_the_collision(evening) -> None:
 
 
 def test_the_backtest_scores_each_day_beside_the_baselines(tl, events) -> None:
-    bt = backtest(tl, SLO, events=events, min_history_days=1.5)
+    bt = backtest(tl, slos=SLO, events=events, min_history_days=1.5)
     assert [r.day for r in bt.rows] == [WEDNESDAY]
     row = bt.rows[0].as_json()
     assert {"day", "collision_probability", "collision_observed", "minutes_forecast", "minutes_range",

@@ -70,7 +70,7 @@ def reliability_figure(rows: list[dict], title: str = "Days said to collide with
                        ) -> go.Figure:
     """The backtest's reliability: each bin's probability said against the share of its days that
     collided (the diagonal is a forecast that means what it says); ``rows`` from
-    :func:`analytics.forecast.score.reliability` with a ``moment`` each."""
+    :func:`analytics.forecast.skill.reliability` with a ``moment`` each."""
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="says what happens",
                              line=dict(color=OKABE_ITO["black"], dash="dash"), hoverinfo="skip"))

@@ -9,15 +9,14 @@ import argparse
 from pathlib import Path
 
 from analytics.cli.commands import command_help
-from analytics.errors import TidelensError
-from analytics.forecast.answer import forecast_store
-from analytics.forecast.model import ForecastConfig
-from analytics.grafana import forecast_annotations
 from analytics.cli.common import add_config, add_db, add_json, config_path, print_json
 from analytics.config import GRAFANA_TOKEN_ENV, env_setting
-from analytics.errors import ConfigError
+from analytics.errors import ConfigError, TidelensError
 from analytics.events import EventsConfig, analyse_store
-from analytics.grafana import GRAFANA_CONFIG, check_uid, dashboard_model, event_annotations, post_annotations
+from analytics.forecast.answer import forecast_store
+from analytics.forecast.model import ForecastConfig
+from analytics.grafana import (GRAFANA_CONFIG, check_uid, dashboard_model, event_annotations, forecast_annotations,
+                               post_annotations)
 from analytics.outbound import HttpConfig
 from analytics.rules import RulesConfig, compile_rules, map_digest, rules_yaml
 from analytics.rules.compile import backfill_drops_evaluations
@@ -93,16 +92,17 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
     config = config_path(args)
     wmap = load_map(config)
+    step_s = parse_step_s(args.step, "--step")
     with Store(args.db, read_only=True) as store:
         slos = resolve_slos(store, config=config)
-        analysis = analyse_store(store, EventsConfig(step_s=parse_step_s(args.step, "--step")), wmap, slos=slos)
+        analysis = analyse_store(store, EventsConfig(step_s=step_s), wmap, slos=slos)
         model = dashboard_model(store, wmap=wmap, slos_ms=analysis.slos_ms)
     annotations = event_annotations(analysis, dashboard_uid=args.dashboard_uid)
     no_forecast = None
     if args.forecast:
         try:
             with Store(args.db, read_only=True) as store:
-                ahead = forecast_store(store, cfg=ForecastConfig(step_s=parse_step_s(args.step)), slos=slos, wmap=wmap)
+                ahead = forecast_store(store, cfg=ForecastConfig(step_s=step_s), slos=slos, wmap=wmap)
             annotations += forecast_annotations(ahead.forecast, dashboard_uid=args.dashboard_uid)
         except TidelensError as exc:  # the events and the dashboard stand without it
             no_forecast = f"no forecast annotations: {exc}"

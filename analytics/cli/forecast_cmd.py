@@ -14,7 +14,7 @@ from analytics.cli.common import (add_config, add_db, add_json, add_slos, check_
                                   print_table)
 from analytics.errors import ConfigError
 from analytics.forecast.answer import forecast_store
-from analytics.forecast.backtest import MIN_HISTORY_DAYS
+from analytics.forecast.hindcast import MIN_HISTORY_DAYS
 from analytics.forecast.model import ForecastConfig
 from analytics.forecast.report import (ACTION_HEADER, BACKTEST_HEADER, RUN_HEADER, WINDOW_HEADER, action_rows,
                                        action_sentence, backtest_rows, day_sentence, run_rows, score_sentences,

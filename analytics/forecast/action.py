@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from analytics.events.detect import detect_runs
-from analytics.forecast.batch import RunAhead
+from analytics.forecast.runs_ahead import RunAhead
 from analytics.forecast.frames import DAY_MS
 from analytics.forecast.model import RAISED, Context, DayForecast, Forecast
 from analytics.forecast.outcomes import Outcome, day_outcomes

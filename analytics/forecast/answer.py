@@ -10,7 +10,7 @@ called an 80% range.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -19,11 +19,12 @@ from analytics.change.record import PolicyChange, list_changes
 from analytics.events.config import EventsConfig
 from analytics.events.pipeline import analyse_timelines
 from analytics.forecast.action import actions_for
-from analytics.forecast.backtest import MIN_HISTORY_DAYS, Backtest, backtest
-from analytics.forecast.frames import DAY_MS, frames_of, span_ms, store_frames
+from analytics.forecast.hindcast import MIN_HISTORY_DAYS, Backtest, backtest
+from analytics.forecast.frames import DAY_MS, span_ms, store_frames
 from analytics.forecast.model import Forecast, ForecastConfig, forecast
-from analytics.forecast.ranges import Calibrations
+from analytics.forecast.minutes_range import Calibrations
 from analytics.slo import SloTable, resolve_slos
+from analytics.timeline import Timelines
 from analytics.times import iso_utc
 
 if TYPE_CHECKING:
@@ -43,12 +44,6 @@ class ForecastAnswer:
         if self.backtest is not None:
             out |= self.backtest.as_json()
         return out
-
-
-def slo_map(tl: Mapping[str, Any], slos: SloTable) -> dict[str, float]:
-    """Each service's SLO in the timelines, and the fallback as ``"*"``."""
-    names = sorted(frames_of(tl).services["service"].drop_nulls().unique().to_list())
-    return {s: float(slos.ms(s)) for s in names} | {"*": float(slos.fallback_ms)}
 
 
 def _moment(at_ms: int) -> str:
@@ -73,7 +68,7 @@ def ranges_from(bt: Backtest, at_ms: int) -> Calibrations:
     return Calibrations.fit(rows)
 
 
-def forecast_timelines(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, at_ms: int | None = None,
+def forecast_timelines(tl: Timelines, *, slos: SloTable, at_ms: int | None = None,
                        cfg: ForecastConfig = ForecastConfig(), kueue: pl.DataFrame | None = None,
                        change: PolicyChange | None = None, with_backtest: bool = False,
                        calibrations: dict[tuple[Any, ...], Any] | None = None,
@@ -84,13 +79,12 @@ def forecast_timelines(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, at
     bt = None
     cal = None
     if with_backtest:
-        names = [s for s in slo_ms if s != "*"]
-        events = analyse_timelines(dict(tl), EventsConfig(step_s=cfg.step_s), slos_ms={s: slo_ms[s] for s in names})
-        bt = backtest(tl, slo_ms, events=events, kueue=kueue, change=change, cfg=cfg, calibrations=calibrations,
+        events = analyse_timelines(tl, EventsConfig(step_s=cfg.step_s), slos=slos)
+        bt = backtest(tl, slos=slos, events=events, kueue=kueue, change=change, cfg=cfg, calibrations=calibrations,
                       min_history_days=history_days)
         span = span_ms(tl)
         cal = ranges_from(bt, at_ms if at_ms is not None else (span[1] if span else 0))
-    fc = forecast(tl, slo_ms, at_ms=at_ms, cfg=cfg, kueue=kueue, change=change, calibrations=calibrations,
+    fc = forecast(tl, slos=slos, at_ms=at_ms, cfg=cfg, kueue=kueue, change=change, calibrations=calibrations,
                   calibrate_ranges=cal)
     actions_for(fc)
     fc.context = None  # the replays behind it: not kept (the page's cache would store every outcome's)
@@ -109,6 +103,6 @@ def forecast_store(store: "Store", *, at_ms: int | None = None, cfg: ForecastCon
     """:func:`forecast_timelines` on the store's timelines (their owner's), Kueue signals and latest change."""
     tl = store_frames(store, cfg.step_s, wmap)
     table = slos if slos is not None else resolve_slos(store)
-    return forecast_timelines(tl, slo_map(tl, table), at_ms=at_ms, cfg=cfg, kueue=kueue_signals(store),
+    return forecast_timelines(tl, slos=table, at_ms=at_ms, cfg=cfg, kueue=kueue_signals(store),
                               change=latest_change(store, at_ms), with_backtest=with_backtest,
                               history_days=history_days)

@@ -1,17 +1,15 @@
 """The one place the forecast reads timelines: their owner's cache, and the part a moment may know.
 
 A forecast made at a moment knows the steps that ended by then, nothing after: every part of
-the package reads the timelines through :func:`frames_of` on a cut made by :func:`known_at`.
+the package reads the typed :class:`analytics.timeline.Timelines` (``pool``, ``holdings``,
+``services``, ``facts``) on a cut made by :func:`known_at`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING
 
-import polars as pl
-
-from analytics.timeline import TimelineConfig, slice_timelines, store_timelines
+from analytics.timeline import TimelineConfig, Timelines, slice_timelines, store_timelines
 
 if TYPE_CHECKING:
     from analytics.store import Store
@@ -20,36 +18,20 @@ if TYPE_CHECKING:
 DAY_MS = 86_400_000
 
 
-@dataclass(frozen=True)
-class Frames:
-    """The pool timeline, its holdings, the service timeline and the store's facts."""
-
-    pool: pl.DataFrame
-    holdings: pl.DataFrame
-    services: pl.DataFrame
-    facts: Any
-
-
-def frames_of(tl: Mapping[str, Any]) -> Frames:
-    """The four parts of a timelines value (the one line that changes when they become a typed object)."""
-    return Frames(tl["pool"], tl["holdings"], tl["services"], tl.get("facts"))
-
-
-def store_frames(store: "Store", step_s: int = 60, wmap: "WorkloadMap | None" = None) -> dict[str, Any]:
+def store_frames(store: "Store", step_s: int = 60, wmap: "WorkloadMap | None" = None) -> Timelines:
     """The store's whole span of timelines, from their one owner (built once per store, step and map)."""
     return store_timelines(store, TimelineConfig(step_s=step_s), wmap)
 
 
-def known_at(tl: Mapping[str, Any], step_s: int, at_ms: int, days: float | None = None) -> dict[str, Any]:
+def known_at(tl: Timelines, step_s: int, at_ms: int, days: float | None = None) -> Timelines:
     """The steps that ended by ``at_ms`` (the last ``days`` of them, or all), cut from ``tl``."""
     start = None if days is None else int(at_ms - days * DAY_MS) + 1
     return slice_timelines(tl, step_s, start, at_ms)
 
 
-def span_ms(tl: Mapping[str, Any]) -> tuple[int, int] | None:
+def span_ms(tl: Timelines) -> tuple[int, int] | None:
     """The first and last step ends (epoch ms) of the service timeline; None when it is empty."""
-    services = frames_of(tl).services
-    if services.height == 0:
+    if tl.services.height == 0:
         return None
-    ts = services["ts"].dt.epoch("ms")
+    ts = tl.services["ts"].dt.epoch("ms")
     return int(ts.min()), int(ts.max())

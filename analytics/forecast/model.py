@@ -4,7 +4,7 @@
 
 1. each service's traffic by step from its rhythm (:func:`analytics.rhythm.norm_ahead`: the
    typical day of its kind at the recent level, with the one-day-ahead spread as its band);
-2. the batch that will hold GPUs (:mod:`analytics.forecast.batch`): runs still running and their
+2. the batch that will hold GPUs (:mod:`analytics.forecast.runs_ahead`): runs still running and their
    likely end, recurring workloads' likely next runs, Kueue's queue beyond the usual;
 3. the GPUs others hold: the pool's other services and other classes, and the batch that does not
    recur, at what they held at that time of day on past days of the same kind;
@@ -16,7 +16,7 @@
    outcomes it happens in;
 5. the minutes over the SLO each day is expected to have (the outcomes' replayed minutes, plus
    the minutes the store's past days of the same kind had away from those runs: surges, faults),
-   with a range (:mod:`analytics.forecast.ranges`).
+   with a range (:mod:`analytics.forecast.minutes_range`).
 
 The service's calibration (the what-if's, :func:`analytics.whatif.calibrate.scenario_from`) is
 made on the whole days before the moment (:func:`calibration_window`: refreshed at most once a day,
@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -38,18 +38,20 @@ from analytics.change.record import PolicyChange, apply_change
 from analytics.errors import ConfigError, NotEnoughDataError
 from analytics.events.config import EventsConfig
 from analytics.events.detect import detect_runs
-from analytics.forecast.batch import LARGE_GPUS, LARGE_SHARE, BatchOutlook, RunAhead, batch_outlook, quantile_levels
-from analytics.forecast.frames import DAY_MS, Frames, frames_of, known_at, span_ms
+from analytics.forecast.runs_ahead import LARGE_GPUS, LARGE_SHARE, BatchOutlook, RunAhead, batch_outlook, quantile_levels
+from analytics.forecast.frames import DAY_MS, known_at, span_ms
 from analytics.forecast.outcomes import Outcome, day_outcomes
 from analytics.forecast.profile import profile_ahead, weekend
-from analytics.forecast.ranges import calibrate_range, raw_range
+from analytics.forecast.minutes_range import calibrate_range, raw_range
 from analytics.forecast.replay import HorizonReplays, held_mask, horizon_scenario, outcome_jobs
 from analytics.measures import over_slo
 from analytics.rhythm import norm_ahead
+from analytics.slo import SloTable
+from analytics.timeline import Timelines
 from analytics.times import iso_utc
 from analytics.whatif.calibrate import gpu_model_from, scenario_from
 from analytics.whatif.observe import Observation, observe
-from analytics.whatif.params import PoolScenario
+from analytics.whatif.params import PoolScenario, ServiceParams
 
 HALF_DAY_MS = DAY_MS // 2
 RAISED = 0.5  # the runs raise a step's chance of reading over the SLO by more than this: a collision step
@@ -228,21 +230,24 @@ _CAL_LOCK = threading.Lock()
 CALIBRATIONS_KEPT = 16
 
 
-def _fingerprint(f: Frames) -> tuple[Any, ...]:
+def _fingerprint(tl: Timelines) -> tuple[Any, ...]:
     """What identifies a window's frames (their rows' hashes summed): the same steps calibrate the same."""
-    return tuple((x.height, int(x.hash_rows().sum())) for x in (f.services, f.pool, f.holdings))
+    return tuple((x.height, int(x.hash_rows().sum())) for x in (tl.services, tl.pool, tl.holdings))
 
 
-def _slo(slo_ms: Mapping[str, float], service: str) -> float:
-    return float(slo_ms.get(service, slo_ms.get("*", 100.0)))
+def slo_of(slos: SloTable, service: str) -> float:
+    """The SLO the forecast judges ``service`` by: the table's, else the what-if's default (the SLO
+    its calibration replays a service nothing names with)."""
+    ms = slos.ms(service)
+    return float(ms) if ms else float(ServiceParams().slo_ms)
 
 
-def calibrated_scenario(tl: Mapping[str, Any], service: str, window: tuple[int, int], step_s: int, slo_ms: float,
+def calibrated_scenario(tl: Timelines, service: str, window: tuple[int, int], step_s: int, slo_ms: float,
                         calibrations: dict[tuple[Any, ...], PoolScenario] | None = None) -> PoolScenario:
     """The what-if's calibration of ``service`` on ``window`` (:func:`analytics.whatif.calibrate.scenario_from`),
     kept in ``calibrations`` and in the process (the last :data:`CALIBRATIONS_KEPT`, by the window's
     content): the CLI, the review and the page's forecast and backtest ask for the same ones."""
-    f = frames_of(known_at(tl, step_s, window[1], (window[1] - window[0]) / DAY_MS))
+    f = known_at(tl, step_s, window[1], (window[1] - window[0]) / DAY_MS)
     key = (service, window, step_s, slo_ms, _fingerprint(f))
     if calibrations is not None and key in calibrations:
         return calibrations[key]
@@ -252,7 +257,7 @@ def calibrated_scenario(tl: Mapping[str, Any], service: str, window: tuple[int, 
             _CALIBRATIONS.move_to_end(key)
     if scn is None:
         obs = observe(f.services, f.pool, f.holdings, service=service, step_s=step_s)
-        scn, _ = scenario_from(obs, slo_ms=slo_ms, gpu_model=gpu_model_from(f.facts.gpu_models) if f.facts else None)
+        scn, _ = scenario_from(obs, slo_ms=slo_ms, gpu_model=gpu_model_from(f.facts.gpu_models))
         with _CAL_LOCK:
             _CALIBRATIONS[key] = scn
             while len(_CALIBRATIONS) > CALIBRATIONS_KEPT:
@@ -285,7 +290,7 @@ def background_minutes(obs: Observation, covered_by: set[str], large_gpus: float
                         pl.Series("weekend", weekend(whole["day"].to_numpy() * DAY_MS + 1))).sort("day")
 
 
-def forecast(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, at_ms: int | None = None,
+def forecast(tl: Timelines, *, slos: SloTable, at_ms: int | None = None,
              cfg: ForecastConfig = ForecastConfig(), kueue: pl.DataFrame | None = None,
              change: PolicyChange | None = None,
              calibrations: dict[tuple[Any, ...], PoolScenario] | None = None,
@@ -297,8 +302,9 @@ def forecast(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, at_ms: int |
     tl:
         The store's timelines (``analytics.timeline.store_timelines``); only the steps that ended
         by ``at_ms`` are read.
-    slo_ms:
-        p99 SLO per service (``"*"``: the rest).
+    slos:
+        Every service's p99 SLO (a service the table gives none is judged by the what-if's
+        default, :func:`slo_of`).
     kueue:
         ``ts_ms, pending`` of Kueue's pending workloads (``analytics.change.basis.kueue_signals``).
     change:
@@ -308,7 +314,7 @@ def forecast(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, at_ms: int |
         Kept calibrations (see the module); filled as they are made.
     calibrate_ranges:
         The past days' ranges and outcomes an 80% range is calibrated on
-        (:func:`analytics.forecast.ranges.calibrate`); none: the raw spread, named as such.
+        (:func:`analytics.forecast.minutes_range.calibrate`); none: the raw spread, named as such.
 
     Raises
     ------
@@ -330,8 +336,7 @@ def forecast(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, at_ms: int |
     if at - first_ms < cfg.min_history_days * DAY_MS:
         raise NotEnoughDataError(f"--at {iso_utc(at)}: {(at - first_ms) / DAY_MS:.1f} days of history before it; a "
                                  f"forecast needs {cfg.min_history_days:g} (the rhythm's typical day, the runs' history)")
-    hist = known_at(tl, step_s, at, cfg.history_days)
-    f = frames_of(hist)
+    f = known_at(tl, step_s, at, cfg.history_days)
     step_ms = step_s * 1000
     n = int(round(cfg.horizon_h * 3600 / step_s))
     ahead = at + step_ms * np.arange(1, n + 1, dtype=np.int64)
@@ -356,7 +361,7 @@ def forecast(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, at_ms: int |
             notes.extend(outlooks[o.pool].notes)
     services: dict[str, ServiceAhead] = {}
     for s, o in obs_of.items():
-        slo = _slo(slo_ms, s)
+        slo = slo_of(slos, s)
         scn = calibrated_scenario(tl, s, window, step_s, slo, calibrations)
         if change is not None:
             scn = apply_change(scn, change)

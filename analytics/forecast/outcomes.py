@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import product
 
-from analytics.forecast.batch import RunAhead
+from analytics.forecast.runs_ahead import RunAhead
 
 MAX_ENUMERATED = 2
 
@@ -31,7 +31,7 @@ class Outcome:
 def day_outcomes(runs: list[RunAhead], day: int, k: int) -> tuple[list[Outcome], list[str]]:
     """The outcomes of ``day`` (epoch days), and notes on what was held fixed.
 
-    >>> from analytics.forecast.batch import RunAhead
+    >>> from analytics.forecast.runs_ahead import RunAhead
     >>> nightly = RunAhead("ft", "ml", 48, 0.8, 7_200_000, (36_000_000, 39_600_000), False, 0, "")
     >>> outs, _ = day_outcomes([nightly], 0, 2)
     >>> [(round(o.weight, 2), o.ends) for o in outs]

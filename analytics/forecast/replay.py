@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from analytics.forecast.batch import RunAhead
+from analytics.forecast.runs_ahead import RunAhead
 from analytics.forecast.outcomes import Outcome
 from analytics.whatif.outputs import PolicyResult, simulate
 from analytics.whatif.params import BatchJob, BatchParams, PoolScenario

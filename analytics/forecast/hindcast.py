@@ -14,9 +14,9 @@ The probabilities are scored by Brier beside two baselines anyone could make wit
 forecast, from the same store's earlier days: the **weekday's base rate** (the share of the
 earlier days of the same day of the week that collided; of all earlier days while there is none)
 and **as the same weekday last week** (1 if it collided, 0 if not), and by their reliability
-(:mod:`analytics.forecast.score`). Every 80% range is scored by its coverage: the day's minutes,
+(:mod:`analytics.forecast.skill`). Every 80% range is scored by its coverage: the day's minutes,
 each service's, each service's traffic band, and each run's end. A day's minutes range is
-calibrated on the earlier days of the backtest (:mod:`analytics.forecast.ranges`): the first days
+calibrated on the earlier days of the backtest (:mod:`analytics.forecast.minutes_range`): the first days
 have too few to calibrate on, and their raw spread is scored separately.
 """
 
@@ -31,12 +31,14 @@ import polars as pl
 from analytics.change.record import PolicyChange
 from analytics.events.analysis import EventsAnalysis
 from analytics.events.config import EventsConfig
-from analytics.forecast.batch import PastRun, past_runs, quantile_levels
-from analytics.forecast.frames import DAY_MS, frames_of, span_ms
-from analytics.forecast.model import Forecast, ForecastConfig, forecast
-from analytics.forecast.ranges import Calibrations
-from analytics.forecast.score import brier, errors, reliability
+from analytics.forecast.runs_ahead import PastRun, past_runs, quantile_levels
+from analytics.forecast.frames import DAY_MS, span_ms
+from analytics.forecast.model import Forecast, ForecastConfig, forecast, slo_of
+from analytics.forecast.minutes_range import Calibrations
+from analytics.forecast.skill import brier, errors, reliability
 from analytics.measures import minutes_over_slo
+from analytics.slo import SloTable
+from analytics.timeline import Timelines
 from analytics.times import iso_utc
 from analytics.whatif.observe import observe
 
@@ -96,12 +98,11 @@ def observed_collisions(events: EventsAnalysis | None) -> list[tuple[int, str]]:
 
 def observed_minutes(services: pl.DataFrame, slo_ms: Mapping[str, float], lo_ms: int, hi_ms: int,
                      step_s: int) -> dict[str, float]:
-    """Each service's minutes over its SLO on the steps ending in ``(lo_ms, hi_ms]``."""
+    """Each service's minutes over its SLO (``slo_ms``: the services and the SLO each is judged by)
+    on the steps ending in ``(lo_ms, hi_ms]``."""
     part = services.filter((pl.col("ts").dt.epoch("ms") > lo_ms) & (pl.col("ts").dt.epoch("ms") <= hi_ms))
     out = {}
     for s in sorted(slo_ms):
-        if s == "*":
-            continue
         g = part.filter(pl.col("service") == s)
         busy = g["rps"].fill_null(0.0).to_numpy() > 0
         out[s] = minutes_over_slo(np.where(busy, g["p99_ms"].fill_null(np.nan).to_numpy(), np.nan), slo_ms[s],
@@ -135,7 +136,7 @@ def _end_hits(fc: Forecast, day: int, actual: list[PastRun]) -> list[bool]:
     return out
 
 
-def backtest(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, events: EventsAnalysis | None,
+def backtest(tl: Timelines, *, slos: SloTable, events: EventsAnalysis | None,
              kueue: pl.DataFrame | None = None, change: PolicyChange | None = None,
              cfg: ForecastConfig = ForecastConfig(), min_history_days: float = MIN_HISTORY_DAYS,
              calibrations: dict[tuple[Any, ...], Any] | None = None) -> Backtest:
@@ -145,6 +146,8 @@ def backtest(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, events: Even
     ----------
     tl:
         The store's timelines (its whole span).
+    slos:
+        Every service's SLO (the forecasts' and the minutes observed: :func:`analytics.forecast.model.slo_of`).
     events:
         The store's tail events (``analytics.events.pipeline.analyse_timelines``): what happened.
     calibrations:
@@ -155,12 +158,11 @@ def backtest(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, events: Even
         return Backtest([], {}, ["the store has no service steps"])
     step_s = cfg.step_s
     first_ms = span[0] - step_s * 1000
-    f = frames_of(tl)
     calibrations = {} if calibrations is None else calibrations
     hit = observed_collisions(events)
-    names = sorted(f.services["service"].drop_nulls().unique().to_list())
-    slo = {s: float(slo_ms.get(s, slo_ms.get("*", 100.0))) for s in names}
-    actual = past_runs(observe(f.services, f.pool, f.holdings, step_s=step_s)) if names else []
+    names = sorted(tl.services["service"].drop_nulls().unique().to_list())
+    slo = {s: slo_of(slos, s) for s in names}
+    actual = past_runs(observe(tl.services, tl.pool, tl.holdings, step_s=step_s)) if names else []
     days = [d for d in range(first_ms // DAY_MS, span[1] // DAY_MS + 1)
             if d * DAY_MS + EVENING_H * 3_600_000 - first_ms >= min_history_days * DAY_MS
             and (d + 1) * DAY_MS <= span[1] + step_s * 1000]
@@ -178,13 +180,13 @@ def backtest(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, events: Even
             at = int(day * DAY_MS + hour * 3_600_000)
             cal = Calibrations.fit({k: v for k, v in past[name].items()})
             horizon = ((day + 1) * DAY_MS - at) / 3_600_000
-            fc = forecast(tl, slo | {"*": float(slo_ms.get("*", 100.0))}, at_ms=at,
+            fc = forecast(tl, slos=slos, at_ms=at,
                           cfg=replace(cfg, horizon_h=horizon), kueue=kueue, change=change,
                           calibrations=calibrations, calibrate_ranges=cal)
             target = next((x for x in fc.days if x.day == iso_utc(day * DAY_MS)[:10]), None)
             if target is None:
                 continue
-            mins = observed_minutes(f.services, slo, target.start_ms, target.end_ms, step_s)
+            mins = observed_minutes(tl.services, slo, target.start_ms, target.end_ms, step_s)
             seen = any(target.start_ms <= t < target.end_ms for t, _ in hit)
             total = float(sum(mins.values()))
             moments[name] = {
@@ -202,7 +204,7 @@ def backtest(tl: Mapping[str, Any], slo_ms: Mapping[str, float], *, events: Even
             for s in mins:
                 if s in target.raw_by_service:
                     _remember(past[name], "service", target.raw_by_service[s], mins[s])
-            a, b = _band_hits(fc, f.services, target.start_ms, target.end_ms)
+            a, b = _band_hits(fc, tl.services, target.start_ms, target.end_ms)
             band[name][0] += a
             band[name][1] += b
             ends[name].extend(_end_hits(fc, day, actual))
