@@ -27,7 +27,7 @@ import numpy as np
 from analytics.change.comparison import ChangeScore, PeriodNumbers
 from analytics.change.record import apply_change
 from analytics.errors import TidelensError
-from analytics.measures import step_minutes
+from analytics.measures import step_minutes, whole_steps_range
 from analytics.ranges import RangeCalibration
 from analytics.times import step_start_ms, utc_hour, utc_weekday
 from analytics.whatif.backtest import (
@@ -121,10 +121,7 @@ def prediction_range(violation: np.ndarray, start_ts_ms: int, step_s: int, after
         pool = pool if pool.size else minutes[whole]
         total += part * pool[rng.integers(0, pool.size, size=draws)]
     lo, hi = np.quantile(total, RANGE_QUANTILES)
-    # The store counts whole steps over the SLO; the replay's minutes are expectations.
-    step_min = step_minutes(1, step_s=step_s)
-    return (float(step_minutes(np.floor(lo / step_min + 1e-9), step_s=step_s)),
-            float(step_minutes(np.ceil(hi / step_min - 1e-9), step_s=step_s)))
+    return whole_steps_range(float(lo), float(hi), step_s=step_s)
 
 
 def calibrated_range(raw: tuple[float, float], step_s: int) -> tuple[float, float]:
@@ -133,10 +130,7 @@ def calibrated_range(raw: tuple[float, float], step_s: int) -> tuple[float, floa
     >>> calibrated_range((10.0, 20.0), 60) == calibrated_range((10.0, 20.0), 60)
     True
     """
-    lo, hi = RANGE_CALIBRATION.apply(*raw)
-    step_min = step_minutes(1, step_s=step_s)
-    return (float(step_minutes(np.floor(lo / step_min + 1e-9), step_s=step_s)),
-            float(step_minutes(np.ceil(hi / step_min - 1e-9), step_s=step_s)))
+    return whole_steps_range(*RANGE_CALIBRATION.apply(*raw), step_s=step_s)
 
 
 def _within(model: float, observed: float, tol: float, floor: float) -> bool:

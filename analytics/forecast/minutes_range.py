@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from analytics.measures import whole_steps_range
 from analytics.ranges import RangeCalibration
 
 RAW_QUANTILES = (0.10, 0.90)
@@ -20,11 +21,11 @@ DRAWS = 4000
 FLOOR_MIN = 10.0  # a range of one value is judged at this scale (two events' worth)
 
 
-def raw_range(minutes: np.ndarray, weights: np.ndarray, background: np.ndarray, step_min: float,
+def raw_range(minutes: np.ndarray, weights: np.ndarray, background: np.ndarray, step_s: int,
               *, seed: int = 0) -> tuple[float, float]:
     """The 10th-90th percentile of the outcomes' minutes (drawn by weight) plus a background day's.
 
-    >>> raw_range(np.array([0.0, 100.0]), np.array([0.5, 0.5]), np.zeros(0), 1.0)
+    >>> raw_range(np.array([0.0, 100.0]), np.array([0.5, 0.5]), np.zeros(0), 60)
     (0.0, 100.0)
     """
     rng = np.random.default_rng(seed)
@@ -34,8 +35,7 @@ def raw_range(minutes: np.ndarray, weights: np.ndarray, background: np.ndarray, 
     if len(background):
         total = total + np.asarray(background, float)[rng.integers(0, len(background), DRAWS)]
     lo, hi = np.quantile(total, RAW_QUANTILES)
-    # the store counts whole steps over the SLO
-    return float(np.floor(lo / step_min + 1e-9) * step_min), float(np.ceil(hi / step_min - 1e-9) * step_min)
+    return whole_steps_range(float(lo), float(hi), step_s=step_s)
 
 
 @dataclass
@@ -64,11 +64,10 @@ class Calibrations:
         return out
 
 
-def calibrate_range(raw: tuple[float, float], step_min: float, calibration: Any, kind: str) -> tuple[float, float]:
+def calibrate_range(raw: tuple[float, float], step_s: int, calibration: Any, kind: str) -> tuple[float, float]:
     """A raw range (:func:`raw_range`) calibrated by ``calibration``'s ``kind`` when it has one."""
     lo, hi = raw
     c = calibration.get(kind) if calibration is not None else None
     if c is None:
         return lo, hi
-    a, b = c.apply(lo, hi)
-    return float(np.floor(a / step_min + 1e-9) * step_min), float(np.ceil(b / step_min - 1e-9) * step_min)
+    return whole_steps_range(*c.apply(lo, hi), step_s=step_s)

@@ -44,7 +44,7 @@ from analytics.forecast.outcomes import Outcome, day_outcomes
 from analytics.forecast.profile import profile_ahead, weekend
 from analytics.forecast.minutes_range import calibrate_range, raw_range
 from analytics.forecast.replay import HorizonReplays, held_mask, horizon_scenario, outcome_jobs
-from analytics.measures import over_slo
+from analytics.measures import over_slo, step_minutes, weighted_quantile
 from analytics.rhythm import norm_ahead
 from analytics.slo import SloTable
 from analytics.timeline import Timelines
@@ -286,7 +286,7 @@ def background_minutes(obs: Observation, covered_by: set[str], large_gpus: float
     f = (pl.DataFrame({"day": day, "over": over}).group_by("day")
          .agg(pl.col("over").sum().alias("n"), pl.len().alias("steps")))
     whole = f.filter(pl.col("steps") >= 0.9 * (86_400 // obs.step_s))
-    return whole.select("day", (pl.col("n") * obs.step_s / 60.0).alias("minutes"),
+    return whole.select("day", pl.Series("minutes", step_minutes(whole["n"].to_numpy(), step_s=obs.step_s)),
                         pl.Series("weekend", weekend(whole["day"].to_numpy() * DAY_MS + 1))).sort("day")
 
 
@@ -401,9 +401,7 @@ def _range_basis(calibration: Any) -> str:
 
 
 def _weighted_median(x: list[float], w: list[float]) -> float:
-    order = np.argsort(x)
-    cw = np.cumsum(np.asarray(w, float)[order])
-    return float(np.asarray(x, float)[order][np.searchsorted(cw, 0.5 * cw[-1])])
+    return weighted_quantile(np.asarray(x, float), np.asarray(w, float), 0.5)
 
 
 def _day(ctx: Context, day: int, calibration: Any) -> DayForecast | None:
@@ -411,7 +409,7 @@ def _day(ctx: Context, day: int, calibration: Any) -> DayForecast | None:
     in_day = (ctx.ahead_ms > lo_ms) & (ctx.ahead_ms <= hi_ms)
     if not in_day.any():
         return None
-    step_ms, step_min = ctx.step_s * 1000, ctx.step_s / 60.0
+    step_ms = ctx.step_s * 1000
     share = (hi_ms - lo_ms) / DAY_MS
     pools: dict[str, list[Outcome]] = {}
     notes: list[str] = []
@@ -434,7 +432,7 @@ def _day(ctx: Context, day: int, calibration: Any) -> DayForecast | None:
                                                     merge_gap_ms=int(ctx.events.merge_gap_min * 60_000))
                      if lo_ms <= a < hi_ms]
             hits.append(bool(found))
-            mins.append(float(v[in_day].sum()) * step_min)
+            mins.append(float(step_minutes(float(v[in_day].sum()), step_s=ctx.step_s)))
             spans.append((found[0][0], found[-1][1]) if found else None)
             who.append(_holders(res, runs, found, ctx) if found else [])
         pool_hit[sa.pool] |= np.array(hits, bool)
@@ -452,8 +450,8 @@ def _day(ctx: Context, day: int, calibration: Any) -> DayForecast | None:
         w = d["weights"]
         bg = d["background"]
         by_service[s] = float((w * d["minutes"]).sum()) + (float(bg.mean()) if bg.size else 0.0)
-        raw_by_service[s] = raw_range(d["minutes"], w, bg, step_min)
-        range_by_service[s] = calibrate_range(raw_by_service[s], step_min, calibration, "service")
+        raw_by_service[s] = raw_range(d["minutes"], w, bg, ctx.step_s)
+        range_by_service[s] = calibrate_range(raw_by_service[s], ctx.step_s, calibration, "service")
         p = float((w * d["hit"]).sum())
         if p <= 0:
             continue
@@ -468,11 +466,11 @@ def _day(ctx: Context, day: int, calibration: Any) -> DayForecast | None:
     # the day's total over services: the same outcome in each service of a pool, the same past day's background
     total_m, total_w = _total_draws(per_service, ctx)
     bg_days = _background_days(ctx, day, share)
-    total_raw = raw_range(total_m, total_w, bg_days, step_min)
+    total_raw = raw_range(total_m, total_w, bg_days, ctx.step_s)
     expected = float(sum(by_service.values()))
     windows.sort(key=lambda x: (x.start_ms, x.service))
     return DayForecast(iso_utc(day * DAY_MS)[:10], lo_ms, hi_ms, 1.0 - p_none, expected,
-                       calibrate_range(total_raw, step_min, calibration, "day"), by_service, range_by_service, windows,
+                       calibrate_range(total_raw, ctx.step_s, calibration, "day"), by_service, range_by_service, windows,
                        sum(len(o) for o in pools.values()), total_raw, raw_by_service,
                        calibration is not None and calibration.get("day") is not None,
                        draws={"minutes": total_m, "weights": total_w, "background": bg_days, "notes": notes,
