@@ -75,10 +75,8 @@ def score_store(path: Path) -> dict:
         tl = store_frames(st)
         slos = resolve_slos(st)
         kq = kueue_signals(st)
-    names = sorted(tl["services"]["service"].drop_nulls().unique().to_list())
-    slo = {s: slos.ms(s) for s in names} | {"*": slos.fallback_ms}
-    events = analyse_timelines(tl, EventsConfig(step_s=60), slos_ms={s: slo[s] for s in names})
-    bt = backtest(tl, slo, events=events, kueue=kq)
+    events = analyse_timelines(tl, EventsConfig(step_s=60), slos=slos)
+    bt = backtest(tl, slos=slos, events=events, kueue=kq)
     out = bt.as_json()
     out["seconds"] = time.perf_counter() - t0
     return out
@@ -236,16 +234,14 @@ def speed() -> None:
         built = time.perf_counter() - t0
         slos = resolve_slos(st)
         kq = kueue_signals(st)
-    names = sorted(tl["services"]["service"].drop_nulls().unique().to_list())
-    slo = {s: slos.ms(s) for s in names} | {"*": slos.fallback_ms}
     cals: dict = {}
     t0 = time.perf_counter()
-    fc = forecast(tl, slo, kueue=kq, calibrations=cals)
+    fc = forecast(tl, slos=slos, kueue=kq, calibrations=cals)
     cold = time.perf_counter() - t0
     warm = []
     for _ in range(3):
         t0 = time.perf_counter()
-        fc = forecast(tl, slo, kueue=kq, calibrations=cals)
+        fc = forecast(tl, slos=slos, kueue=kq, calibrations=cals)
         warm.append(time.perf_counter() - t0)
     t0 = time.perf_counter()
     acts = actions_for(fc)
