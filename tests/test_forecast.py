@@ -116,6 +116,9 @@ def test_the_recommended_change_tonight_avoids_the_collision(evening) -> None:
     assert {a.kind for a in acts} >= {"earlier", "cap"}
     best = [a for a in acts if a.recommended]
     assert len(best) == 1 and best[0].avoids and best[0].probability_after <= 0.1
+    # the smallest: no other change that avoids it costs batch fewer GPU-hours
+    cost = best[0].gpu_hours_delayed + best[0].gpu_hours_lost
+    assert all(a.gpu_hours_delayed + a.gpu_hours_lost >= cost for a in acts if a.avoids)
     assert best[0].probability_before == pytest.approx(_day(evening, WEDNESDAY).collision_probability)
     earlier = next(a for a in acts if a.kind == "earlier")
     # starting earlier delays no batch work, it ends as many hours earlier as it started

@@ -208,15 +208,30 @@ def backtest(tl: Timelines, *, slos: SloTable, events: EventsAnalysis | None,
             band[name][0] += a
             band[name][1] += b
             ends[name].extend(_end_hits(fc, day, actual))
-        same = [whole[x] for x in whole if x < day and (x - day) % 7 == 0 and x * DAY_MS > first_ms]
-        earlier = [whole[x] for x in whole if x < day and x * DAY_MS > first_ms]
-        base = float(np.mean(same)) if same else (float(np.mean(earlier)) if earlier else 0.5)
-        last = float(whole[day - 7]) if (day - 7) in whole and (day - 7) * DAY_MS > first_ms else None
+        base, last = baselines(whole, day, first_ms)
         rows.append(DayRow(iso_utc(day * DAY_MS)[:10], WEEKDAYS[(day + 3) % 7], moments, base, last))
     out = Backtest(rows, score_rows(rows, band, ends), notes)
     if events is None:
         out.notes.append("no tail events: collisions observed are none (the events analysis did not run)")
     return out
+
+
+def baselines(collided: dict[int, bool], day: int, first_ms: int) -> tuple[float, float | None]:
+    """The two forecasts anyone could make for ``day`` (epoch days) from the store's earlier whole
+    days (``collided``: did each collide; a day that began before ``first_ms`` is not whole): the
+    share of the earlier days of the same day of the week that collided (of all earlier days while
+    there is none; a half with none at all), and 1 or 0 as the same weekday a week before did
+    (None when the store does not have it).
+
+    >>> seen = {0: True, 1: False, 2: True, 7: False, 8: True}  # from Thursday 1970-01-01
+    >>> baselines(seen, 14, -1), baselines(seen, 9, -1), baselines(seen, 3, -1), baselines(seen, 0, -1)
+    ((0.5, 0.0), (1.0, 1.0), (0.6666666666666666, None), (0.5, None))
+    """
+    whole = {d: c for d, c in collided.items() if d < day and d * DAY_MS > first_ms}
+    same = [c for d, c in whole.items() if (d - day) % 7 == 0]
+    base = float(np.mean(same)) if same else (float(np.mean(list(whole.values()))) if whole else 0.5)
+    last = float(whole[day - 7]) if (day - 7) in whole else None
+    return base, last
 
 
 def _remember(past: dict[str, tuple[list[float], list[float], list[float]]], kind: str,
