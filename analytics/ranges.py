@@ -12,8 +12,14 @@ outcomes fall inside. ``width`` is the raw range's, at least ``floor`` (a range 
 has a scale). The tails are apart because they differ: a forecast's minutes over the SLO have a
 mass at zero below (the night the run does not start) and a long tail above (a surge).
 
-The forecast calibrates its minutes on its own backtest's earlier days; ``tidelens change
-compare`` calibrates its range on the project's own changes (a store has none to calibrate on).
+With ``tails="together"`` one score, the larger of the two, is taken at ``coverage`` itself
+(the symmetric form: rank ``ceil((n + 1) coverage)``) and both edges move by it. It asks less of
+few past ranges: with 16 of them the rule above needs the 90th percentile of each tail, the
+largest score, where the symmetric form reads the 14th.
+
+The forecast calibrates its minutes on its own backtest's earlier days, each tail apart;
+``tidelens change compare`` calibrates its range on the project's own changes, its tails together
+(32 rows of the change bench; a store has none to calibrate on).
 """
 
 from __future__ import annotations
@@ -56,24 +62,33 @@ class RangeCalibration:
     floor: float
     coverage: float = COVERAGE
     what: str = "past ranges"
+    tails: str = "apart"
 
     @classmethod
     def fit(cls, lo: np.ndarray, hi: np.ndarray, y: np.ndarray, *, floor: float, coverage: float = COVERAGE,
-            what: str = "past ranges") -> "RangeCalibration | None":
-        """The calibration of past raw ranges against their outcomes; None with fewer than
-        :data:`MIN_PAST` of them.
+            what: str = "past ranges", tails: str = "apart") -> "RangeCalibration | None":
+        """The calibration of past raw ranges against their outcomes, each tail apart or (``tails=
+        "together"``) by one score; None with fewer than :data:`MIN_PAST` of them.
 
         >>> c = RangeCalibration.fit(np.zeros(9), np.ones(9), np.arange(9.0), floor=1.0)
         >>> c.q_lo, c.q_hi, c.apply(0.0, 1.0)
         (0.0, 7.0, (0.0, 8.0))
+        >>> t = RangeCalibration.fit(np.zeros(9), np.ones(9), np.arange(9.0), floor=1.0, tails="together")
+        >>> t.q_lo, t.q_hi, t.apply(0.0, 1.0)
+        (6.0, 6.0, (0.0, 7.0))
         """
         below, above = tail_scores(lo, hi, y, floor)
         keep = np.isfinite(below) & np.isfinite(above)
         if int(keep.sum()) < MIN_PAST:
             return None
+        if tails == "together":
+            q = conformal_quantile(np.maximum(below[keep], above[keep]), coverage)
+            return cls(q, q, int(keep.sum()), float(floor), coverage, what, tails)
+        if tails != "apart":
+            raise ValueError(f"tails={tails!r}: 'apart' or 'together'")
         level = (1.0 + coverage) / 2.0
         return cls(conformal_quantile(below[keep], level), conformal_quantile(above[keep], level), int(keep.sum()),
-                   float(floor), coverage, what)
+                   float(floor), coverage, what, tails)
 
     def apply(self, lo: float, hi: float, *, lower_bound: float = 0.0) -> tuple[float, float]:
         """The calibrated range of a raw ``[lo, hi]`` (never below ``lower_bound``)."""
@@ -84,6 +99,8 @@ class RangeCalibration:
         return max(lower_bound, a), max(lower_bound, b)
 
     def describe(self) -> str:
+        rest = ("at most half of the rest on either side" if self.tails == "apart"
+                else "the rest on either side")
         return (f"calibrated on {self.n} {self.what}: its lower edge moved by {-self.q_lo:+.2f} of its width and "
-                f"its upper by {self.q_hi:+.2f}, so that {self.coverage:.0%} of them would have been inside, at most "
-                f"half of the rest on either side (split conformal)")
+                f"its upper by {self.q_hi:+.2f}, so that {self.coverage:.0%} of them would have been inside, {rest} "
+                "(split conformal)")

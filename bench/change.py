@@ -56,32 +56,35 @@ def _range(rng: list[float] | None) -> str:
 def calibrate(paths: list[str]) -> None:
     """The range's calibration from kept rows (``--json``): split conformal on each half of the
     seeds, scored on the other half (cross-fitted coverage), and on all of them (the constant
-    ``analytics.change.score.RANGE_CALIBRATION`` carries)."""
+    ``analytics.change.score.RANGE_CALIBRATION`` carries), with its tails together (the rule it
+    ships) and apart (the forecast's rule) side by side."""
     rows = [r for p in paths for r in json.loads(Path(p).read_text()) if r["raw"]]
     seeds = sorted({r["seed"] for r in rows})
     halves = (seeds[: len(seeds) // 2], seeds[len(seeds) // 2:])
 
-    def fit(part: list[dict]) -> RangeCalibration | None:
+    def fit(part: list[dict], tails: str) -> RangeCalibration | None:
         return RangeCalibration.fit(np.array([r["raw"][0] for r in part]), np.array([r["raw"][1] for r in part]),
-                                    np.array([r["observed"] for r in part]), floor=PREDICTION_FLOOR_MIN)
+                                    np.array([r["observed"] for r in part]), floor=PREDICTION_FLOOR_MIN, tails=tails)
 
     def covered(cal: RangeCalibration | None, part: list[dict]) -> int:
-        return sum((cal.apply(*r["raw"]) if cal else r["raw"])[0] <= r["observed"] <= (cal.apply(*r["raw"]) if cal
-                                                                                       else r["raw"])[1] for r in part)
-    print("| fitted on seeds | widths moved below / above | scored on seeds | rows | inside, raw | inside, calibrated |")
-    print("|---|---|---|---|---|---|")
-    for a, b in (halves, halves[::-1]):
-        train = [r for r in rows if r["seed"] in a]
-        test = [r for r in rows if r["seed"] in b]
-        cal = fit(train)
-        for weekly in (False, True):
-            t = [r for r in test if r["weekly"] == weekly]
-            print(f"| {','.join(map(str, a))} | {-cal.q_lo:+.3f} / {cal.q_hi:+.3f} | {','.join(map(str, b))} "
-                  f"({'weekly' if weekly else 'random'} surges) | {len(t)} | {covered(None, t)} | {covered(cal, t)} |")
-    cal = fit(rows)
-    print(f"\nall {len(rows)} rows: q_lo = {cal.q_lo:.4f}, q_hi = {cal.q_hi:.4f} (n {cal.n}); inside, raw "
-          f"{covered(None, rows)}, calibrated "
-          f"{covered(cal, rows)} (in-sample)")
+        ranges = [cal.apply(*r["raw"]) if cal else r["raw"] for r in part]
+        return sum(lo <= r["observed"] <= hi for (lo, hi), r in zip(ranges, part))
+
+    print("| tails | fitted on seeds | widths moved below / above | scored on seeds | rows | inside, raw "
+          "| inside, calibrated |")
+    print("|---|---|---|---|---|---|---|")
+    for tails in ("together", "apart"):
+        for a, b in (halves, halves[::-1]):
+            cal = fit([r for r in rows if r["seed"] in a], tails)
+            for weekly in sorted({r["weekly"] for r in rows}):
+                t = [r for r in rows if r["seed"] in b and r["weekly"] == weekly]
+                print(f"| {tails} | {','.join(map(str, a))} | {-cal.q_lo:+.3f} / {cal.q_hi:+.3f} "
+                      f"| {','.join(map(str, b))} ({'weekly' if weekly else 'random'} surges) | {len(t)} "
+                      f"| {covered(None, t)} | {covered(cal, t)} |")
+    for tails in ("together", "apart"):
+        cal = fit(rows, tails)
+        print(f"\n{tails}, all {len(rows)} rows: q_lo = {cal.q_lo:.4f}, q_hi = {cal.q_hi:.4f} (n {cal.n}); inside, "
+              f"raw {covered(None, rows)}, calibrated {covered(cal, rows)} (in-sample)")
 
 
 def story(seeds: list[int], days: int, day: int, weekly: bool = False, keep: str | None = None) -> None:
@@ -113,14 +116,15 @@ def story(seeds: list[int], days: int, day: int, weekly: bool = False, keep: str
             change = PolicyChange(at_ms=tr["at_ms"], policy=policy, reservation_gpus=tr.get("reservation_gpus"),
                                   tidal_window=tuple(tr["tidal_window"]) if "tidal_window" in tr else None)
             for svc in ("chat-vllm", "recommender"):
-                out = compare_change(basis, tr["at_ms"], CompareConfig(before_days=day, after_days=days - day,
-                                                                       service=svc), change)
+                comparison = compare_change(basis, tr["at_ms"], CompareConfig(before_days=day, after_days=days - day,
+                                                                              service=svc), change)
+                section = change_section(comparison)
+                out = comparison.as_dict()  # the JSON of `tidelens change compare --json`
                 mb, ma = out["before"]["minutes_over_slo"][svc], out["after"]["minutes_over_slo"][svc]
                 tb, ta = tr["minutes_over_slo"]["before"][svc], tr["minutes_over_slo"]["after"][svc]
                 ok_b, ok_a = _near(mb, tb, 0.15, 0.0), _near(ma, ta, 0.15, 0.0)
                 w = out.get("within", {})
                 rep = out.get("after_replay", {})
-                section = change_section(out)
                 rows = {r[0]: r for t in section.tables for r in t[1]}
                 review_same = (rows["after (observed)"][1] == f"{out['after']['violation_minutes']:,.1f}"
                                and rows["after, replayed under the enacted policy"][1]
