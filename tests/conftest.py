@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from analytics.store import Store
+from apptest_helpers import morning_store
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -39,10 +40,9 @@ def _result_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 @pytest.fixture(scope="session")
 def morning_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three weekdays of the simulator's morning story on 64 GPUs (seed 7) in a store file, built
-    once per worker for every module that reads it (apptest_helpers.morning_store). Read only:
-    a test that loads into a store copies it first."""
-    from apptest_helpers import morning_store
-
+    once per worker for every module that reads it (apptest_helpers.morning_store): the
+    cross-page and cross-command tests, the review's, the timelines owner's, Grafana's and the
+    forecast's. Read only: a test that loads into a store copies it first."""
     return morning_store(tmp_path_factory.mktemp("morning") / "morning.duckdb")
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_config, add_db, add_json, add_slos, config_path, print_json
+from analytics.cli.common import add_config, add_db, add_json, add_slos, check_zone, config_path, print_json
 from analytics.cli.events_cmd import _ms
 from analytics.document import output_format
 from analytics.errors import ConfigError
@@ -33,22 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_review)
 
 
-def _check_zone(tz: str) -> None:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"--tz {tz!r} is not an IANA time zone (e.g. Europe/Berlin, UTC)") from None
-
-
 def cmd_review(args: argparse.Namespace) -> int:
     if not args.out and not args.json:
         raise ConfigError("say where the review goes: --out review.html (or .md), or --json for its numbers")
     if args.out:
-
         output_format(args.out, "review")  # before the minutes of analysis, not after
-    _check_zone(args.tz)
+    check_zone(args.tz)
     if not Path(args.db).exists():
         raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
     config = config_path(args)
