@@ -13,8 +13,9 @@ service's rows are a breakdown beside it, never another default.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import polars as pl
 
@@ -22,7 +23,9 @@ from analytics.errors import NotEnoughDataError, TidelensError
 from analytics.measures import PoolOutcome, best_policy, pool_outcomes
 from analytics.slo import SloTable
 from analytics.whatif.calibrate import Calibration
-from analytics.whatif.form import apply as apply_edits, editable, last_days
+from analytics.whatif.form import apply as apply_edits
+from analytics.whatif.form import editable, last_days
+from analytics.whatif.ledger import pool_ledger, summarise_ledger
 from analytics.whatif.observe import pick_service, pool_services
 from analytics.whatif.outputs import PolicyResult, compare
 from analytics.whatif.params import PoolScenario
@@ -70,18 +73,6 @@ def calibrate_pool(services: pl.DataFrame, slos: SloTable | None,
     return PoolCalibration(pool, cals, skipped, picked if picked in cals else next(iter(cals)))
 
 
-def scenario_service(scn: PoolScenario) -> str:
-    """The service a scenario models: ``store:<service>`` for a calibrated one, else its name
-    (a preset's or a saved file's one service).
-
-    >>> from analytics.whatif.params import PoolScenario
-    >>> import numpy as np
-    >>> scenario_service(PoolScenario(traffic_rps=np.ones(2), name="store:chat-vllm"))
-    'chat-vllm'
-    """
-    return scn.name.split(":", 1)[1] if scn.name.startswith("store:") else scn.name
-
-
 @dataclass(frozen=True)
 class ServiceReplay:
     """One service of the pool replayed under the policies: its scenario and their results."""
@@ -104,12 +95,12 @@ def replay_service(scn: PoolScenario, policies: tuple[str, ...] | list[str] = PO
                    results: Mapping[str, PolicyResult] | None = None) -> ServiceReplay:
     """``scn`` replayed under ``policies`` (``results`` when the caller has them already: the
     page's cached replays)."""
-    return ServiceReplay(scenario_service(scn), scn,
+    return ServiceReplay(scn.modelled_service(), scn,
                          dict(results) if results is not None else compare(scn, tuple(policies)))
 
 
 def pool_scenarios(bases: Mapping[str, PoolScenario], edited: str, scn: PoolScenario,
-                   transforms: Transforms = Transforms()) -> dict[str, PoolScenario]:
+                   transforms: Transforms | None = None) -> dict[str, PoolScenario]:
     """Every service's scenario of a pool as one of them was edited: ``scn`` for ``edited``
     (every edit of the page or the flags), and each other service's base with ``scn``'s pool
     edits (``pool.*``, the decisions: one pool, one decision for all) and the same
@@ -120,14 +111,15 @@ def pool_scenarios(bases: Mapping[str, PoolScenario], edited: str, scn: PoolScen
     """
     mine, base = editable(scn), editable(bases[edited])
     edits = {k: v for k, v in mine.items() if k.startswith("pool.") and v != base[k]}
-    return {name: scn if name == edited else apply_transforms(apply_edits(other, edits), transforms)
+    chosen = transforms or Transforms()
+    return {name: scn if name == edited else apply_transforms(apply_edits(other, edits), chosen)
             for name, other in bases.items()}
 
 
-def _words(names: list[str]) -> str:
+def in_words(names: list[str]) -> str:
     """Names as a sentence lists them.
 
-    >>> _words(["a"]), _words(["a", "b"]), _words(["a", "b", "c"])
+    >>> in_words(["a"]), in_words(["a", "b"]), in_words(["a", "b", "c"])
     ('a', 'a and b', 'a, b and c')
     """
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
@@ -177,7 +169,7 @@ class PoolAnswer:
         modelled (the words every label of them names)."""
         days = f"{self.period_days:.3g} day{'s' if round(self.period_days, 3) != 1 else ''}"
         each = "its own SLO" if len(self.replays) == 1 else "each against its own SLO"
-        return f"{_words(self.services)}, {each}, modelled over the last {days}"
+        return f"{in_words(self.services)}, {each}, modelled over the last {days}"
 
     def headline(self) -> str:
         """The answer in a few words: the best policy and its minutes."""
@@ -243,32 +235,24 @@ def pool_answer(replays: list[ServiceReplay] | tuple[ServiceReplay, ...], *, poo
     """The pool's answer from its services' replays (each under the same policies).
 
     The payer: under the shared pool, the team other than a service's own whose work cost the
-    pool's services the most (its externality summed over the services: the violation minutes
-    it caused, priced), ties to the earlier name; ``None`` when nobody else's work cost a minute.
+    pool's services the most (the violation minutes it caused them, priced: the Chargeback
+    ledger's :func:`analytics.whatif.ledger.summarise_ledger` over every service), ties to the
+    earlier name; ``None`` when nobody else's work cost a minute.
     """
     replays = tuple(replays)
     outcomes = pool_outcomes({r.service: {n: res.summary for n, res in r.results.items()} for r in replays})
-    cost: dict[str, float] = {}
-    minutes: dict[str, float] = {}
-    for r in replays:
-        shared = r.results.get(SHARED)
-        for row in (shared.externality if shared is not None else []):
-            if row["team"] != r.team:
-                cost[row["team"]] = cost.get(row["team"], 0.0) + float(row["cost"])
-                minutes[row["team"]] = minutes.get(row["team"], 0.0) + float(row["violation_minutes"])
-    payer = min((t for t in cost if cost[t] > 0), key=lambda t: (-cost[t], t), default=None)
+    paid = summarise_ledger(pool_ledger(((r.scenario, r.results) for r in replays), SHARED))
     first = replays[0].scenario if replays else None
     return PoolAnswer(
-        pool=pool, replays=replays, outcomes=outcomes, best_policy=best_policy(outcomes), payer=payer,
-        payer_cost=cost.get(payer, 0.0) if payer is not None else 0.0,
-        payer_minutes=minutes.get(payer, 0.0) if payer is not None else 0.0,
+        pool=pool, replays=replays, outcomes=outcomes, best_policy=best_policy(outcomes), payer=paid.top_payer,
+        payer_cost=paid.top_payer_cost, payer_minutes=paid.top_payer_minutes,
         period_days=first.steps * first.step_s / 86400.0 if first is not None else 0.0,
         not_modelled=dict(not_modelled or {}))
 
 
 def answer_for(pc: PoolCalibration, *, days: int, policies: tuple[str, ...] | list[str] = POLICIES,
                edited: str | None = None, scenario: PoolScenario | None = None,
-               transforms: Transforms = Transforms(),
+               transforms: Transforms | None = None,
                replay: Callable[[PoolScenario], Mapping[str, PolicyResult]] | None = None) -> PoolAnswer:
     """The pool's answer over the last ``days`` of every calibrated service (the what-if's
     period), with ``scenario`` (``edited``'s scenario as the page or the flags made it) standing
