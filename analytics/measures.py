@@ -87,6 +87,20 @@ def step_minutes(steps: float | np.ndarray, *, step_s: int) -> float | np.ndarra
     return steps * (step_s / 60.0)
 
 
+def over_slo_label(scope: str, *, modelled: bool, period: str = "") -> str:
+    """The label of a number of minutes over the SLO, naming what it counts: which services
+    (``scope``), observed or modelled, and over which ``period`` when the label is read away
+    from its range. Minutes over the SLO of different scopes are different numbers; a label
+    without its scope reads as a contradiction beside another.
+
+    >>> over_slo_label("any service", modelled=False)
+    'Minutes over the SLO, any service, observed'
+    >>> over_slo_label("chat-vllm", modelled=True, period="last 7 days")
+    'Minutes over the SLO, chat-vllm, modelled, last 7 days'
+    """
+    return f"Minutes over the SLO, {scope}, {'modelled' if modelled else 'observed'}" + (f", {period}" if period else "")
+
+
 def minutes_over_slo(p99_ms: np.ndarray, slo_ms: float, *, step_s: int) -> float:
     """Minutes of steps over the SLO (:func:`over_slo`) at ``step_s`` seconds a step."""
     return float(step_minutes(float(over_slo(p99_ms, slo_ms).sum()), step_s=step_s))

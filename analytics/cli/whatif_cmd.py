@@ -15,7 +15,7 @@ from analytics.slo import SloTable, parse_service_slos, resolve_slos
 from analytics.timeline import TimelineConfig, store_timelines
 from analytics.whatif import (POLICIES, PRESETS, SUMMARY_KEYS, PoolScenario, compare, reservation,
                               scenario_from_toml)
-from analytics.whatif.answer import PoolAnswer, PoolCalibration, answer_for, calibrate_pool, pool_answer, replay_service
+from analytics.whatif.answer import PoolAnswer, PoolCalibration, answer_for, calibrate_pool, scenario_answer
 from analytics.whatif.calibrate import Calibration, calibrate_timelines
 from analytics.whatif.form import MODEL_DAYS, last_days
 from analytics.whatif.observe import pick_service
@@ -146,7 +146,7 @@ def _answer(args: argparse.Namespace, scn: PoolScenario, policies: tuple[str, ..
     standing for the pool's), or the one service of a preset or a scenario file."""
     pool: PoolCalibration | None = getattr(args, "_pool", lambda: None)()
     if pool is None:
-        return pool_answer([replay_service(scn, policies, results)], pool=scn.name)
+        return scenario_answer(scn, results)
     return answer_for(pool, days=args.days or MODEL_DAYS, policies=policies, edited=pool.picked, scenario=scn,
                       transforms=_transforms(args),
                       replay=lambda s: results if s is scn else compare(s, policies))

@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from analytics.errors import NotEnoughDataError, TidelensError
-from analytics.measures import PoolOutcome, best_policy, pool_outcomes
+from analytics.measures import PoolOutcome, best_policy, over_slo_label, pool_outcomes
 from analytics.slo import SloTable
 from analytics.whatif.calibrate import Calibration
 from analytics.whatif.form import apply as apply_edits
@@ -56,7 +56,8 @@ def calibrate_pool(services: pl.DataFrame, slos: SloTable | None,
     Raises
     ------
     NotEnoughDataError
-        No service of the pool can be calibrated (the reasons, service by service).
+        ``service`` cannot be calibrated (its reason), or no service of the pool can (the
+        reasons, service by service).
     """
     pool, names = pool_services(services, slos, service)
     cals: dict[str, Calibration] = {}
@@ -66,6 +67,8 @@ def calibrate_pool(services: pl.DataFrame, slos: SloTable | None,
             cals[name] = calibration(name)
         except TidelensError as exc:
             skipped[name] = str(exc).rstrip(". ")
+    if service is not None and service in skipped:  # the one asked for: said as it failed
+        raise NotEnoughDataError(skipped[service])
     if not cals:
         raise NotEnoughDataError(f"no service of pool '{pool}' can be calibrated: "
                                  + "; ".join(f"{s}: {why}" for s, why in skipped.items()))
@@ -125,6 +128,21 @@ def in_words(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def _minutes(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f}"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One headline number of the answer as a page shows it: label, value, help, and the line
+    under the value (``None``: none)."""
+
+    label: str
+    value: str
+    help: str
+    delta: str | None = None
+
+
 @dataclass(frozen=True)
 class PoolAnswer:
     """The pool's default answer: the best policy by the one rule, the minutes it removes from the
@@ -176,6 +194,28 @@ class PoolAnswer:
         if self.best_policy is None:
             return "no policy replayed"
         return f"{self.best_policy}: {self.best_minutes:,.0f} minutes over the SLO"
+
+    def headlines(self) -> list[Headline]:
+        """The answer as the pages' headline numbers: the best policy, its minutes over the SLO
+        (with the shared pool's minutes it removes), the shared pool's, and who pays under the
+        shared pool. Labels name their scope; the help names the services and the days."""
+        scope = self.scope()
+        rule = ("the fewest whole minutes over the SLO summed over the pool's services, each against "
+                "its own SLO; ties to the least batch work forgone, then the cheaper")
+        best, shared = self.best_minutes, self.shared_minutes
+        removed = (f"{round(shared) - round(best):,.0f} fewer than the shared pool"
+                   if best is not None and shared is not None and self.best_policy != SHARED else None)
+        paid = (f"${self.payer_cost:,.0f} for {self.payer_minutes:,.0f} minutes"
+                if self.payer is not None else None)
+        return [
+            Headline(f"Best policy, pool '{self.pool}'", self.best_policy or "none", f"{scope}. The rule: {rule}."),
+            Headline(over_slo_label("pool, best policy", modelled=True), _minutes(best),
+                     f"{scope}, under {self.best_policy}", removed),
+            Headline(over_slo_label("pool, shared", modelled=True), _minutes(shared),
+                     f"{scope}, under the shared pool (the pool as it is run)"),
+            Headline("Who pays, shared pool", self.payer or "nobody else",
+                     "The team whose work cost the pool's services the most minutes over their SLOs "
+                     f"under the shared pool, priced ({scope})", paid)]
 
     def sentence(self) -> str:
         """The answer as one sentence a room can quote: the best policy, what it removes, who pays."""
@@ -266,3 +306,8 @@ def answer_for(pc: PoolCalibration, *, days: int, policies: tuple[str, ...] | li
     run = replay or (lambda s: compare(s, tuple(policies)))
     return pool_answer([replay_service(s, policies, results=run(s)) for s in scns.values()],
                        pool=pc.pool, not_modelled=pc.not_modelled)
+
+
+def scenario_answer(scn: PoolScenario, results: Mapping[str, PolicyResult]) -> PoolAnswer:
+    """The answer of a scenario alone (a preset, a saved file: one service, a pool of one)."""
+    return pool_answer([replay_service(scn, results=results)], pool=scn.name)
