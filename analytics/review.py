@@ -28,6 +28,7 @@ from analytics.document import Document, Section, render_html, write_document
 from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.pipeline import analyse_timelines
+from analytics.measures import over_slo_label
 from analytics.overview import summarise, thin_for_display
 from analytics.rhythm import RhythmConfig
 from analytics.rhythm.digest import rhythm_page_data
@@ -298,13 +299,13 @@ def _pool_section(r: Review) -> ReviewSection:
     over = ", ".join(f"{n} {m:,.0f} min" for n, m in s.slo_violation_min_by_service.items()) or "no latency data"
     finding = (f"A pool of {s.pool_gpus_max:,.0f} GPUs: batch held {share.get('batch', 0):.0%} of its "
                f"GPU-hours, inference {share.get('inference', 0):.0%}, {share.get('idle', 0):.0%} sat idle; "
-               f"p99 was over the SLO for {s.slo_violation_min:,.0f} minutes ({over}).")
+               f"some service's p99 was over its SLO for {s.slo_violation_min:,.0f} minutes, observed ({over}).")
     rows = [["Pool size", f"{s.pool_gpus_max:,.0f} GPUs"],
             ["Pool GPU-hours (capacity)", f"{s.gpu_hours:,.0f}"],
             *[[f"GPU-hours, {c}", f"{h:,.0f}"] for c, h in held.items()],
             ["Mean allocation", _pct(s.allocation_pct)], ["Mean activity", _pct(s.activity_pct)],
-            ["Minutes over SLO (any service)", f"{s.slo_violation_min:,.0f}"],
-            *[[f"Minutes over SLO, {n} (SLO {r.slo_ms.get(n, 0):g} ms)", f"{m:,.0f}"]
+            [over_slo_label("any service", modelled=False), f"{s.slo_violation_min:,.0f}"],
+            *[[f"{over_slo_label(n, modelled=False)} (SLO {r.slo_ms.get(n, 0):g} ms)", f"{m:,.0f}"]
               for n, m in s.slo_violation_min_by_service.items()]]
     fig = None
     if s.steps:
