@@ -10,6 +10,8 @@ every policy moves by its rule. The check of the model against what happened is
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
@@ -239,16 +241,38 @@ def calibrate_frames(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.D
     return Calibration(scn, bt, obs, fit)
 
 
+# One calibration per timelines' content, service, step, SLOs and observed policy in this
+# process: `tidelens whatif` and `tidelens review`, a notebook and the app's own cache (which also
+# keeps it across restarts, pages/_caches.py) calibrate a service once, as they build timelines once.
+CALIBRATIONS_KEPT = 16
+_CALIBRATIONS: OrderedDict[tuple[Any, ...], Calibration] = OrderedDict()
+_CALIBRATIONS_LOCK = threading.Lock()
+
+
 def calibrate_timelines(tl: Timelines, *, service: str | None = None, step_s: int = 60,
                         slos: SloTable | None = None,
                         observed_policy: str = "shared") -> Calibration:
     """:func:`calibrate_frames` on a timelines dict (``analytics.timeline.store_timelines``, the
     app's cache), the GPU model taken from its facts: what the What-if page, the review and
-    ``tidelens whatif`` call."""
+    ``tidelens whatif`` call. Made once per the timelines' content (:meth:`Timelines.digest`),
+    service, step, SLOs and policy in this process (the newest :data:`CALIBRATIONS_KEPT`); the
+    result is shared, never to be changed."""
+    # The SLOs by their values: where each came from (the store, a flag, the sidebar) calibrates alike.
+    key = (tl.digest(), service, step_s, slos.items() if slos is not None else None, observed_policy)
+    with _CALIBRATIONS_LOCK:
+        if key in _CALIBRATIONS:
+            _CALIBRATIONS.move_to_end(key)
+            return _CALIBRATIONS[key]
     facts = tl.facts
-    return calibrate_frames(tl.services, tl.pool, tl.holdings, service=service, step_s=step_s,
-                            slos=slos, observed_policy=observed_policy,
-                            gpu_model=gpu_model_from(facts.gpu_models) if facts is not None else None)
+    # Outside the lock: another service's calibration need not wait (a race calibrates twice).
+    cal = calibrate_frames(tl.services, tl.pool, tl.holdings, service=service, step_s=step_s,
+                           slos=slos, observed_policy=observed_policy,
+                           gpu_model=gpu_model_from(facts.gpu_models) if facts is not None else None)
+    with _CALIBRATIONS_LOCK:
+        _CALIBRATIONS[key] = cal
+        while len(_CALIBRATIONS) > CALIBRATIONS_KEPT:
+            _CALIBRATIONS.popitem(last=False)
+    return cal
 
 
 def calibrate(store: Any, *, pool: str | None = None, service: str | None = None,

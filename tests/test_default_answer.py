@@ -1,0 +1,111 @@
+"""One default answer (issue 52): a pool's policy is one decision for every service on it, so the
+What-if page, Chargeback, the capacity review and ``tidelens whatif``/``review --json`` open on the
+same answer: the best policy judged over every service of the pool (each against its own SLO),
+its minutes over the SLO, the shared pool's minutes it removes, and who pays.
+
+The store is the bundled sample's story (``morning``, 64 GPUs, seed 7) over three weekdays, the
+suite's :func:`apptest_helpers.morning_store`: two services, chat-vllm (SLO 1 s) and recommender
+(SLO 100 ms), whose own rows disagree (alone, chat-vllm's say tidal and recommender's
+partitioned): before the pool's answer, the pages opened on one and the commands on the other.
+Every surface computes the same calibrations, in this process once (the in-process calibration
+cache, :func:`analytics.whatif.calibrate.calibrate_timelines`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from apptest_helpers import isolated_cli, metric, morning_store, shown
+
+from analytics.cli import main
+
+pytestmark = [pytest.mark.slow]
+APP = Path(__file__).resolve().parent.parent / "app.py"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> Path:
+    return morning_store(tmp_path_factory.mktemp("answer") / "morning.duckdb")
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    isolated_cli(monkeypatch, tmp_path)
+
+
+def _cli(capsys, *argv: str) -> dict:
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _page(db: Path, page: str, **params: str):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(APP), default_timeout=240)
+    at.query_params.update({"source": "duckdb", "db": str(db), "w_src": "store", **params})
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _sentence(at) -> str:
+    said = [shown(s.value) for s in at.success if s.value.startswith("Best policy for pool")]
+    assert len(said) == 1, [s.value for s in at.success]
+    return said[0]
+
+
+def test_every_surface_opens_on_the_pools_answer(db, capsys, tmp_path) -> None:
+    whatif = _cli(capsys, "whatif", "--db", str(db), "--json")
+    answer = whatif["pool"]
+    # judged over every service of the pool, each against its own SLO, as one rule says
+    assert answer["services"] == ["chat-vllm", "recommender"]
+    assert answer["slo_ms"] == {"chat-vllm": 1000.0, "recommender": 100.0}
+    minutes = {p: v["violation_minutes"] for p, v in answer["policies"].items()}
+    for p, v in answer["policies"].items():
+        assert v["violation_minutes"] == pytest.approx(sum(v["violation_minutes_by_service"].values()))
+    assert whatif["best_policy"] == answer["best_policy"] == min(minutes, key=lambda p: round(minutes[p]))
+    # the pool's answer is not one service's: alone, each service would pick another default
+    alone = {s: min(minutes, key=lambda p: (round(answer["policies"][p]["violation_minutes_by_service"][s]), p))
+             for s in answer["services"]}
+    assert len(set(alone.values())) == 2, alone
+    assert answer["removed_minutes"] == pytest.approx(minutes["shared"] - minutes[answer["best_policy"]])
+    assert answer["payer"] == "ml-training" and answer["payer_cost"] > 0
+
+    # the breakdown's service changes the rows shown, never the answer
+    other = whatif["scenario"]["name"].split(":", 1)[1]
+    other = next(s for s in answer["services"] if s != other)
+    again = _cli(capsys, "whatif", "--db", str(db), "--service", other, "--json")
+    assert again["pool"] == answer and again["scenario"]["name"] == f"store:{other}"
+
+    # the capacity review: its numbers and its HTML say the same answer
+    out = tmp_path / "review.html"
+    review = _cli(capsys, "review", "--db", str(db), "--json", "--out", str(out))
+    assert review["whatif"]["best_policy"] == answer["best_policy"]
+    assert review["whatif"]["pool"] == answer
+    assert html.escape(answer["sentence"]) in re.sub(r"\s+", " ", out.read_text(encoding="utf-8"))
+
+    # the What-if page: the same sentence and headline numbers, whichever service is the breakdown
+    page = _page(db, "pages/whatif.py")
+    assert _sentence(page) == answer["sentence"]
+    assert metric(page, "Best policy, pool 'default'") == answer["best_policy"]
+    assert metric(page, "Minutes over the SLO, pool, best policy, modelled") == f"{answer['violation_minutes']:,.0f}"
+    assert metric(page, "Minutes over the SLO, pool, shared, modelled") == \
+        f"{answer['shared_violation_minutes']:,.0f}"
+    assert metric(page, "Who pays, shared pool") == answer["payer"]
+    breakdown = page.radio(key="w_svc")
+    breakdown.set_value(next(s for s in answer["services"] if s != breakdown.value)).run()
+    assert not page.exception and _sentence(page) == answer["sentence"]
+
+    # Chargeback: the same sentence, and under the shared pool its ledger bills the same payer
+    bill = _page(db, "pages/chargeback.py")
+    assert _sentence(bill) == answer["sentence"]
+    assert bill.radio(key="cb_policy").value == "shared"
+    assert metric(bill, "Billed the most") == answer["payer"]
+    top = next(m for m in bill.metric if m.label == "Billed the most")
+    assert top.delta.startswith(f"${answer['payer_cost']:,.0f} ")
