@@ -115,7 +115,7 @@ keep_in_link("cb_period", period, default=list(PERIODS_H)[0])
 book = pool_ledger(((r.scenario, r.results) for r in answer.replays), policy, PERIODS_H[period])
 summary = summarise_ledger(book)
 k = kpi_row(3)
-k[0].metric(over_slo_label(f"pool '{md(answer.pool)}'", modelled=True), f"{summary.violation_minutes:,.0f}",
+k[0].metric(over_slo_label("pool", modelled=True), f"{summary.violation_minutes:,.0f}",
             border=True, help=f"{md(answer.scope())}, under {policy}; the What-if page's backtest sets the "
                               "replay beside what was observed")
 k[1].metric("Charged to other teams", f"${summary.charged_to_others:,.0f}", border=True,
