@@ -23,6 +23,8 @@ import pytest
 from apptest_helpers import isolated_cli, metric, morning_store, shown
 
 from analytics.cli import main
+from analytics.store import Store
+from analytics.whatif.answer import answer_store
 
 pytestmark = [pytest.mark.slow]
 APP = Path(__file__).resolve().parent.parent / "app.py"
@@ -76,6 +78,9 @@ def test_every_surface_opens_on_the_pools_answer(db, capsys, tmp_path) -> None:
     assert len(set(alone.values())) == 2, alone
     assert answer["removed_minutes"] == pytest.approx(minutes["shared"] - minutes[answer["best_policy"]])
     assert answer["payer"] == "ml-training" and answer["payer_cost"] > 0
+    # a notebook's one call says it too
+    with Store(db, read_only=True) as st:
+        assert answer_store(st).as_dict() == answer
 
     # the breakdown's service changes the rows shown, never the answer
     other = whatif["scenario"]["name"].split(":", 1)[1]

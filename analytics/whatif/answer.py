@@ -21,10 +21,11 @@ import polars as pl
 
 from analytics.errors import NotEnoughDataError, TidelensError
 from analytics.measures import PoolOutcome, best_policy, over_slo_label, pool_outcomes
-from analytics.slo import SloTable
-from analytics.whatif.calibrate import Calibration
+from analytics.slo import SloTable, resolve_slos
+from analytics.timeline import TimelineConfig, store_timelines
+from analytics.whatif.calibrate import Calibration, calibrate_timelines
+from analytics.whatif.form import MODEL_DAYS, editable, last_days
 from analytics.whatif.form import apply as apply_edits
-from analytics.whatif.form import editable, last_days
 from analytics.whatif.ledger import pool_ledger, summarise_ledger
 from analytics.whatif.observe import pick_service, pool_services
 from analytics.whatif.outputs import PolicyResult, compare
@@ -311,3 +312,16 @@ def answer_for(pc: PoolCalibration, *, days: int, policies: tuple[str, ...] | li
 def scenario_answer(scn: PoolScenario, results: Mapping[str, PolicyResult]) -> PoolAnswer:
     """The answer of a scenario alone (a preset, a saved file: one service, a pool of one)."""
     return pool_answer([replay_service(scn, results=results)], pool=scn.name)
+
+
+def answer_store(store: Any, *, step_s: int = 60, start_ms: int | None = None, end_ms: int | None = None,
+                 slos: SloTable | None = None, wmap: Any = None, days: int = MODEL_DAYS) -> PoolAnswer:
+    """The pool's answer for a store's range in one call (a notebook's), as the pages, the review
+    and ``tidelens whatif`` say it: the store's timelines (:func:`analytics.timeline.store_timelines`),
+    every service of the default pool calibrated (``slos``: by default the store's and
+    ``tidelens.toml``'s, :func:`analytics.slo.resolve_slos`), replayed over the last ``days``."""
+    table = slos if slos is not None else resolve_slos(store)
+    tl = store_timelines(store, TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms), wmap)
+    pool = calibrate_pool(tl.services, table,
+                          lambda name: calibrate_timelines(tl, service=name, step_s=step_s, slos=table))
+    return answer_for(pool, days=days)
