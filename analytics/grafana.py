@@ -5,8 +5,9 @@
   and ``misattributed`` or ``attributed``; the text: shares and the one-line finding);
 - :func:`dashboard_model`: a dashboard drawing the pool story from the user's own Prometheus with
   the PromQL ``tidelens pull`` uses (GPUs held by the classes this store's workload map gave each
-  namespace, p99 against each service's SLO, desired vs ready replicas, batch holders), only for
-  the signals the store has, plus an annotation query for the Tidelens tags; built with
+  namespace, p99 against each service's SLO, desired vs ready replicas, batch holders, the pages
+  of ``tidelens export alerts`` firing), only for the signals the store has, plus an annotation
+  query for the Tidelens tags; built with
   ``grafana-foundation-sdk`` and its types;
 - :func:`post_annotations`: posts them, idempotently (an event already there, found by its
   ``tidelens-event:<id>`` tag, is updated, never duplicated), through the live pulls' own
@@ -31,6 +32,7 @@ from analytics.errors import ConfigError, TidelensError
 from analytics.events.wording import dashboard_vs_found
 from analytics.outbound import Hints, HttpConfig, Outbound, check_url
 from analytics.promql import Scope, fleet_queries, step_increase, with_workload
+from analytics.rules.alerts import ALERTS
 from analytics.secrets import Redactor, check_secret, printable
 from analytics.workloads import classify_workloads
 
@@ -41,6 +43,10 @@ if TYPE_CHECKING:
 TAG = "tidelens"
 STEP_MS = 60_000  # the pull's step: one-minute windows
 DATASOURCE_VAR = "datasource"
+# The alerts `tidelens export alerts` writes: the pages firing per alert and service (a blocked
+# service has one per batch workload holding its pool), 0 while none fires.
+ALERTS_FIRING = (f'count by (alertname, service) (ALERTS{{alertname=~"{"|".join(ALERTS)}", alertstate="firing"}}) '
+                 'or on () label_replace(vector(0), "alertname", "none firing", "", "")')
 
 
 class GrafanaError(TidelensError):
@@ -129,6 +135,9 @@ def pool_story_queries(store: "Store", wmap: Any = None,
             replicas.append((f"max by ({label}) ({ready})", f"ready {{{{{label}}}}}"))
     if replicas:
         panels.append(("Desired vs ready replicas", "none", replicas))
+    if any(f"{h}_bucket" in metrics for h in (sg.VLLM_TTFT, sg.VLLM_E2E, sg.HTTP_DURATION)):
+        panels.append(("Tidelens alerts firing: batch-blocked vs traffic surge (tidelens export alerts)", "none",
+                       [(ALERTS_FIRING, "{{alertname}} {{service}}")]))
     return panels
 
 
