@@ -20,14 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from apptest_helpers import isolated_cli, metric, morning_store, shown
+from apptest_helpers import isolated_cli, metric, morning_store, open_store_link, shown
 
 from analytics.cli import main
 from analytics.store import Store
 from analytics.whatif.answer import answer_store
 
 pytestmark = [pytest.mark.slow]
-APP = Path(__file__).resolve().parent.parent / "app.py"
 
 
 @pytest.fixture(scope="module")
@@ -45,15 +44,8 @@ def _cli(capsys, *argv: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def _page(db: Path, page: str, **params: str):
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(str(APP), default_timeout=240)
-    at.query_params.update({"source": "duckdb", "db": str(db), "w_src": "store", **params})
-    at.run()
-    at.switch_page(page).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+def _page(db: Path, page: str):
+    return open_store_link(db, page, w_src="store")
 
 
 def _sentence(at) -> str:
@@ -69,7 +61,7 @@ def test_every_surface_opens_on_the_pools_answer(db, capsys, tmp_path) -> None:
     assert answer["services"] == ["chat-vllm", "recommender"]
     assert answer["slo_ms"] == {"chat-vllm": 1000.0, "recommender": 100.0}
     minutes = {p: v["violation_minutes"] for p, v in answer["policies"].items()}
-    for p, v in answer["policies"].items():
+    for v in answer["policies"].values():
         assert v["violation_minutes"] == pytest.approx(sum(v["violation_minutes_by_service"].values()))
     assert whatif["best_policy"] == answer["best_policy"] == min(minutes, key=lambda p: round(minutes[p]))
     # the pool's answer is not one service's: alone, each service would pick another default

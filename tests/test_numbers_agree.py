@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from apptest_helpers import event_chooser, isolated_cli, metric, morning_store, tables
+from apptest_helpers import event_chooser, isolated_cli, metric, morning_store, open_store_link, tables
 
 from analytics.cli import main
 
 pytestmark = [pytest.mark.slow]
-APP = Path(__file__).resolve().parent.parent / "app.py"
 
 
 @pytest.fixture(scope="module")
@@ -35,15 +34,7 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     isolated_cli(monkeypatch, tmp_path)
 
 
-def _page(db: Path, page: str, **params: str):
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(str(APP), default_timeout=180)
-    at.query_params.update({"source": "duckdb", "db": str(db), **params})
-    at.run()
-    at.switch_page(page).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+_page = open_store_link
 
 
 def test_events_and_ids_are_the_same_in_the_app_and_the_cli(db, capsys, tmp_path):
