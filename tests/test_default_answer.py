@@ -106,3 +106,52 @@ def test_every_surface_opens_on_the_pools_answer(db, capsys, tmp_path) -> None:
     assert metric(bill, "Billed the most") == answer["payer"]
     top = next(m for m in bill.metric if m.label == "Billed the most")
     assert top.delta.startswith(f"${answer['payer_cost']:,.0f} ")
+
+
+def test_the_pools_decisions_move_every_service_and_a_service_keeps_its_own() -> None:
+    """A slider is a decision for the pool: each service's scenario takes the edited one's pool
+    edits (and its forward-looking transforms), never its service parameters."""
+    from dataclasses import replace
+
+    from analytics.whatif import PRESETS, form
+    from analytics.whatif.answer import pool_scenarios
+    from analytics.whatif.transforms import Transforms, apply_transforms
+
+    a = replace(PRESETS["morning-ramp"](2), name="store:a")
+    b = replace(a, name="store:b", traffic_rps=a.traffic_rps / 2,
+                service=replace(a.service, slo_ms=250.0, warmup_min=3.0, team="recsys"))
+    grow = Transforms(traffic_growth=1.5)
+    edited = apply_transforms(form.apply(a, {"pool.gpus": 80, "pool.headroom": 0.5, "service.warmup_min": 20.0}), grow)
+    both = pool_scenarios({"a": a, "b": b}, "a", edited, grow)
+    assert both["a"] is edited
+    assert (both["b"].pool.gpus, both["b"].pool.headroom) == (80, 0.5)
+    assert both["b"].service == b.service  # its own warm-up, SLO and team
+    assert both["b"].traffic_rps.tolist() == (b.traffic_rps * 1.5).tolist()
+
+
+def test_a_service_that_cannot_be_calibrated_is_named_and_the_answer_is_over_the_rest() -> None:
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    import polars as pl
+
+    from analytics.errors import NotEnoughDataError
+    from analytics.slo import SloTable
+    from analytics.whatif import PRESETS
+    from analytics.whatif.answer import answer_for, calibrate_pool
+
+    services = pl.DataFrame({"service": ["a", "b"], "pool": ["p", "p"], "p99_ms": [500.0, 50.0], "rps": [5.0, 1.0]})
+    why = "service 'b' has fewer than 60 steps with traffic in this range; widen the range"
+
+    def calibration(name: str):
+        if name == "b":
+            raise NotEnoughDataError(why)
+        return SimpleNamespace(scenario=replace(PRESETS["morning-ramp"](2), name="store:a"))
+
+    slos = SloTable.from_ms({"a": 100.0, "b": 100.0})
+    pool = calibrate_pool(services, slos, calibration)
+    assert (pool.pool, list(pool.calibrations), pool.not_modelled) == ("p", ["a"], {"b": why})
+    answer = answer_for(pool, days=2, policies=("shared", "partitioned"))
+    assert answer.services == ["a"] and f"Not modelled: b ({why})." in answer.sentence()
+    with pytest.raises(NotEnoughDataError, match="widen the range"):  # the one asked for: said as it failed
+        calibrate_pool(services, slos, calibration, service="b")
