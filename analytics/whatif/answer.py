@@ -123,9 +123,11 @@ def pool_scenarios(bases: Mapping[str, PoolScenario], edited: str, scn: PoolScen
 def in_words(names: list[str]) -> str:
     """Names as a sentence lists them.
 
-    >>> in_words(["a"]), in_words(["a", "b"]), in_words(["a", "b", "c"])
-    ('a', 'a and b', 'a, b and c')
+    >>> in_words(["a"]), in_words(["a", "b"]), in_words(["a", "b", "c"]), in_words([])
+    ('a', 'a and b', 'a, b and c', 'no service')
     """
+    if not names:
+        return "no service"
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
