@@ -64,8 +64,6 @@ def heavy_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     counted(importlib.import_module("pages._queries"), "analyse_timelines",
             lambda a, k: a[1].step_s)  # the Tail events page's one call
     counted(calibrate_mod, "calibrate_frames", lambda a, k: k["step_s"])
-    # The library's own calibrations in this process (another module's may be of the same story).
-    monkeypatch.setattr(calibrate_mod, "_CALIBRATIONS", type(calibrate_mod._CALIBRATIONS)())
     st.cache_data.clear()
     st.cache_resource.clear()
     yield calls, prefetcher
@@ -87,8 +85,11 @@ def _opened(db: Path, **params: str) -> AppTest:
     return at
 
 
-def test_other_pages_and_steps_are_ready_before_the_click(pool_db: Path, heavy_calls) -> None:
+def test_other_pages_and_steps_are_ready_before_the_click(pool_db: Path, heavy_calls,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     calls, prefetcher = heavy_calls
+    # None of the library's own calibrations of this process (another test's may be of this store).
+    monkeypatch.setattr(calibrate_mod, "_CALIBRATIONS", type(calibrate_mod._CALIBRATIONS)())
     at = _opened(pool_db)
     assert at.title[0].value == "Overview"
     # The Overview computed its own timelines in the script's thread...
