@@ -44,6 +44,17 @@ def open_store_page(page: str, db: Path, tab: str | None = None) -> AppTest:
     return at
 
 
+def open_store_link(db: Path, page: str, **params: str) -> AppTest:
+    """Run ``page`` as a link to the DuckDB store ``db`` with ``params`` would, no exception
+    allowed: what the cross-page agreement tests open."""
+    at = AppTest.from_file(str(APP), default_timeout=240)
+    at.query_params.update({"source": "duckdb", "db": str(db), **params})
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def metric(at: AppTest, label: str) -> str:
     for m in at.metric:
         if m.label == label:

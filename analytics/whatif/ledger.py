@@ -3,6 +3,7 @@ externality ledger by team and period, and what each team would pay under each p
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,12 +15,13 @@ from analytics.whatif.params import PoolScenario
 from analytics.times import step_start_ms
 
 
-def policy_table(results: dict[str, PolicyResult]) -> pl.DataFrame:
+def policy_table(results: dict[str, PolicyResult], best: str | None = None) -> pl.DataFrame:
     """One row per policy: p99, compliance, violation minutes, utilization, batch work done,
     lost, and unfinished at the period's end, runs not finished, the median and worst queueing
     delay (hours from a run's arrival to its start), cost, and
-    ``best``: which policy has the fewest violation minutes (:func:`analytics.measures.best_policy`)
-    and which the lowest total cost, for a table a room reads at a glance.
+    ``best``: the best policy (:func:`analytics.measures.best_policy` over these results, or
+    ``best``: the pool's, when these are one service's rows beside the pool's answer) and which
+    the lowest total cost, for a table a room reads at a glance.
     """
     rows = []
     for name, r in results.items():
@@ -40,10 +42,13 @@ def policy_table(results: dict[str, PolicyResult]) -> pl.DataFrame:
                      "cost_per_useful_gpu_hour": s.cost_per_useful_gpu_hour,
                      "externality_cost": s.externality_cost})
     if rows:
-        best = best_policy({name: r.summary for name, r in results.items()})
-        fewest = next(r for r in rows if r["policy"] == best)
+        pool = best is not None
+        best = best if pool else best_policy({name: r.summary for name, r in results.items()})
+        # Short, to fit its column on a projector: the pool's answer, or these rows' own best.
+        for row in rows:
+            if row["policy"] == best:
+                row["best"] = "best for the pool" if pool else "fewest minutes"
         cheapest = min(rows, key=lambda r: (r["cost_total"], r["violation_minutes"]))
-        fewest["best"] = "fewest minutes"  # over the SLO; short, to fit its column on a projector
         cheapest["best"] = (cheapest["best"] + " · " if cheapest["best"] else "") + "cheapest"
     return pl.DataFrame(rows)
 
@@ -62,15 +67,17 @@ def typical_day(scn: PoolScenario, results: dict[str, PolicyResult], bin_min: in
     return out.with_columns((pl.col("minute") / 60.0).alias("hour"))
 
 
-def ledger(scn: PoolScenario, results: dict[str, PolicyResult], period_h: float = 24.0
+def ledger(scn: PoolScenario, results: Mapping[str, PolicyResult], period_h: float = 24.0
            ) -> pl.DataFrame:
     """Violation minutes and their price by policy, team and period (default: day, UTC).
 
-    Columns ``policy``, ``period_start_ms``, ``team``, ``violation_minutes``, ``cost``; what
-    no other team caused stays with the service's own team (the split of
+    Columns ``policy``, ``period_start_ms``, ``service`` (the one ``scn`` models), ``team``,
+    ``own`` (the team is the service's own), ``violation_minutes``, ``cost``; what no other
+    team caused stays with the service's own team (the split of
     :func:`analytics.measures.split_violation_by_team`, the externality's).
     """
     price = scn.pool.violation_price_per_min
+    service = scn.modelled_service()
     ts = scn.ts_ms()
     period_ms = int(period_h * 3_600_000)
     period = (step_start_ms(ts, scn.step_s * 1000) // period_ms) * period_ms
@@ -83,14 +90,26 @@ def ledger(scn: PoolScenario, results: dict[str, PolicyResult], period_h: float 
             rows.append(pl.DataFrame({"policy": name, "period_start_ms": period, "team": team,
                                       "violation_minutes": step_minutes(x, step_s=scn.step_s)}))
     if not rows:
-        return pl.DataFrame(schema={"policy": pl.Utf8, "period_start_ms": pl.Int64,
-                                    "team": pl.Utf8, "violation_minutes": pl.Float64,
-                                    "cost": pl.Float64})
+        return pl.DataFrame(schema=LEDGER_SCHEMA)
     out = (pl.concat(rows).group_by("policy", "period_start_ms", "team")
            .agg(pl.col("violation_minutes").sum())
            .filter(pl.col("violation_minutes") > 0)
-           .with_columns((pl.col("violation_minutes") * price).alias("cost")))
-    return out.sort("policy", "period_start_ms", "team")
+           .with_columns(pl.lit(service).alias("service"), (pl.col("team") == scn.service.team).alias("own"),
+                         (pl.col("violation_minutes") * price).alias("cost")))
+    return out.select(list(LEDGER_SCHEMA)).sort("policy", "period_start_ms", "team")
+
+
+LEDGER_SCHEMA = {"policy": pl.Utf8, "period_start_ms": pl.Int64, "service": pl.Utf8, "team": pl.Utf8,
+                 "own": pl.Boolean, "violation_minutes": pl.Float64, "cost": pl.Float64}
+
+
+def pool_ledger(replays: Iterable[tuple[PoolScenario, Mapping[str, PolicyResult]]], policy: str,
+                period_h: float = 24.0) -> pl.DataFrame:
+    """:func:`ledger` of every service of a pool under ``policy`` (each service's scenario and
+    its replays), one frame: each service's minutes over its own SLO, by team and period."""
+    parts = [ledger(scn, {policy: results[policy]}, period_h) for scn, results in replays if policy in results]
+    return (pl.concat(parts) if parts else pl.DataFrame(schema=LEDGER_SCHEMA)).sort(
+        "policy", "period_start_ms", "service", "team")
 
 
 def bills(scn: PoolScenario, results: dict[str, PolicyResult]) -> pl.DataFrame:
@@ -129,29 +148,35 @@ class LedgerSummary:
 
     by_team: pl.DataFrame        # team, violation_minutes, cost; most expensive first
     violation_minutes: float
-    charged_to_others: float     # cost of minutes caused by teams other than the service's own
+    charged_to_others: float     # cost of minutes caused by teams other than each service's own
     top_payer: str | None        # the other team billed the most, if any
     top_payer_cost: float
-    table: pl.DataFrame          # period_start (UTC datetime), team, violation_minutes, cost
+    top_payer_minutes: float     # the minutes of other teams' services its work caused
+    table: pl.DataFrame          # period_start (UTC datetime), service, team, violation_minutes, cost
 
 
-def summarise_ledger(book: pl.DataFrame, own_team: str) -> LedgerSummary:
-    """Totals of a :func:`ledger` frame, separating the service's own team from the others.
+def summarise_ledger(book: pl.DataFrame) -> LedgerSummary:
+    """Totals of a :func:`ledger` (or :func:`pool_ledger`) frame, separating each service's own
+    team from the others: who pays is the team other than a service's own billed the most (ties
+    to the earlier name), the one definition the pool's answer names too.
 
-    >>> book = pl.DataFrame({"period_start_ms": [0, 0], "team": ["ml", "serving"],
-    ...                      "violation_minutes": [10.0, 2.0], "cost": [500.0, 100.0]})
-    >>> s = summarise_ledger(book, "serving")
-    >>> (s.violation_minutes, s.charged_to_others, s.top_payer)
-    (12.0, 500.0, 'ml')
+    >>> book = pl.DataFrame({"period_start_ms": [0, 0], "service": ["chat", "chat"], "team": ["ml", "serving"],
+    ...                      "own": [False, True], "violation_minutes": [10.0, 2.0], "cost": [500.0, 100.0]})
+    >>> s = summarise_ledger(book)
+    >>> (s.violation_minutes, s.charged_to_others, s.top_payer, s.top_payer_minutes)
+    (12.0, 500.0, 'ml', 10.0)
     """
     by_team = (book.group_by("team").agg(pl.col("violation_minutes").sum(), pl.col("cost").sum())
-               .sort("cost", descending=True))
-    others = by_team.filter(pl.col("team") != own_team)
+               .sort(["cost", "team"], descending=[True, False]))
+    others = (book.filter(~pl.col("own")).group_by("team")
+              .agg(pl.col("violation_minutes").sum(), pl.col("cost").sum())
+              .filter(pl.col("cost") > 0).sort(["cost", "team"], descending=[True, False]))
     table = book.with_columns(pl.from_epoch("period_start_ms", time_unit="ms")
                               .dt.replace_time_zone("UTC").alias("period_start")
-                              ).select("period_start", "team", "violation_minutes", "cost")
+                              ).select("period_start", "service", "team", "violation_minutes", "cost")
     return LedgerSummary(
         by_team=by_team, violation_minutes=float(by_team["violation_minutes"].sum()),
         charged_to_others=float(others["cost"].sum()),
         top_payer=others["team"][0] if others.height else None,
-        top_payer_cost=float(others["cost"][0]) if others.height else 0.0, table=table)
+        top_payer_cost=float(others["cost"][0]) if others.height else 0.0,
+        top_payer_minutes=float(others["violation_minutes"][0]) if others.height else 0.0, table=table)

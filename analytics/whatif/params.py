@@ -227,6 +227,15 @@ class PoolScenario:
         h.update(repr((self.start_ts_ms, self.step_s, self.service, self.batch, self.pool)).encode())
         return h.hexdigest()
 
+    def modelled_service(self) -> str:
+        """The service the scenario models: ``store:<service>`` for a calibrated one, else its
+        name (a preset's or a saved file's one service).
+
+        >>> PoolScenario(traffic_rps=[1.0], name="store:chat-vllm").modelled_service()
+        'chat-vllm'
+        """
+        return self.name.split(":", 1)[1] if self.name.startswith("store:") else self.name
+
     def others(self) -> np.ndarray:
         """GPUs held by others at each step (zeros when the scenario has none)."""
         if self.others_gpus is None:
