@@ -32,8 +32,8 @@ from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.pipeline import analyse_timelines
 from analytics.forecast.action import Action
-from analytics.forecast.answer import ForecastAnswer, forecast_timelines, latest_change
 from analytics.forecast.model import DayForecast, ForecastConfig
+from analytics.forecast.outlook import ForecastAnswer, forecast_timelines, latest_change
 from analytics.forecast.report import forecast_section
 from analytics.measures import over_slo_label
 from analytics.overview import summarise, thin_for_display
@@ -53,7 +53,6 @@ from analytics.whatif.outputs import PolicySummary
 
 if TYPE_CHECKING:
     from analytics.change.comparison import ChangeComparison
-
     from analytics.events import EventsAnalysis
     from analytics.overview import OverviewSummary
     from analytics.rhythm.digest import RhythmPageData

@@ -24,7 +24,7 @@ from analytics.errors import TidelensError
 from analytics.events import load_incidents
 from analytics.events.config import EventsConfig
 from analytics.events.pipeline import analyse_timelines
-from analytics.forecast.answer import ForecastAnswer, forecast_timelines, latest_change
+from analytics.forecast.outlook import ForecastAnswer, forecast_timelines, latest_change
 from analytics.forecast.model import ForecastConfig
 from analytics.review import build_review, review_html
 from analytics.rhythm.config import RhythmConfig
@@ -255,7 +255,6 @@ def store_pool_or_stop(src: DataSource, v: ViewSettings, column: Any, key: str) 
     fails, an error saying which signal is missing and ``st.stop()``: a page never shows a
     preset's numbers under the store's name."""
 
-    ss = st.session_state
     services = CalibrationQuery.services(v, src)
     if not services:
         st.error("The store has no inference service with both traffic and latency in this range "

@@ -22,8 +22,8 @@ from analytics.cli.common import add_config, add_db, add_json, config_path, prin
 from analytics.config import GRAFANA_TOKEN_ENV, env_setting
 from analytics.errors import ConfigError, TidelensError
 from analytics.events import EventsAnalysis, EventsConfig, analyse_store
-from analytics.forecast.answer import forecast_store
 from analytics.forecast.model import ForecastConfig
+from analytics.forecast.outlook import forecast_store
 from analytics.grafana import (
     GRAFANA_CONFIG,
     check_uid,

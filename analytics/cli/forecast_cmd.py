@@ -10,15 +10,33 @@ from pathlib import Path
 import polars as pl
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import (add_config, add_db, add_json, add_slos, check_zone, config_path, print_json,
-                                  print_table)
+from analytics.cli.common import (
+    add_config,
+    add_db,
+    add_json,
+    add_slos,
+    check_zone,
+    config_path,
+    print_json,
+    print_table,
+)
 from analytics.errors import ConfigError
-from analytics.forecast.answer import forecast_store
 from analytics.forecast.hindcast import MIN_HISTORY_DAYS
 from analytics.forecast.model import ForecastConfig
-from analytics.forecast.report import (ACTION_HEADER, BACKTEST_HEADER, RUN_HEADER, WINDOW_HEADER, action_rows,
-                                       action_sentence, backtest_rows, day_sentence, run_rows, score_sentences,
-                                       window_rows)
+from analytics.forecast.outlook import forecast_store
+from analytics.forecast.report import (
+    ACTION_HEADER,
+    BACKTEST_HEADER,
+    RUN_HEADER,
+    WINDOW_HEADER,
+    action_rows,
+    action_sentence,
+    backtest_rows,
+    day_sentence,
+    run_rows,
+    score_sentences,
+    window_rows,
+)
 from analytics.slo import DEFAULT_SLO_MS, parse_service_slos, resolve_slos
 from analytics.store import Store
 from analytics.timeline import parse_step_s
