@@ -57,6 +57,11 @@ if TYPE_CHECKING:
 
 # A review section is the one renderer's section (a finding, paragraphs, tables, a figure).
 ReviewSection = Section
+# What a review is doing, stage by stage, in the words its status line shows.
+STAGES = {"timelines": "reading the pool and the services", "events": "finding the tail events",
+          "rhythm": "decomposing the rhythm", "calibration": "calibrating the what-if on the store",
+          "policies": "replaying the pool policies", "change": "comparing before and after the change",
+          "render": "drawing the report"}
 
 
 @dataclass
@@ -147,14 +152,16 @@ def build_review(timelines: Timelines, *, step_s: int, slo_ms: dict[str, float],
                  rhythm: Callable[[], "RhythmPageData"] | None = None,
                  calibration: Callable[[str], "Calibration"] | None = None,
                  map_digest: str = "",
-                 change: Callable[["EventsAnalysis | None"], dict[str, Any] | None] | None = None) -> Review:
+                 change: Callable[["EventsAnalysis | None"], dict[str, Any] | None] | None = None,
+                 on_stage: Callable[[str], None] = lambda _words: None) -> Review:
     """The review of one range from its timelines and the analyses' calls.
 
     ``slo_ms``: each service's SLO (as the view or ``resolve_slos`` decides it). ``events``,
     ``rhythm`` and ``calibration`` are the callers' own (cached) calls, made here; one that
     raises a :class:`TidelensError` leaves its section saying why. The what-if models the
     service :func:`analytics.whatif.observe.pick_service` picks (the CLI's default): the one
-    most often above its SLO.
+    most often above its SLO. ``on_stage`` hears each part's name as it starts (the page's
+    status, the CLI's progress line: a review takes seconds on a cold server).
     """
 
     def slo_for(name: str) -> float:
@@ -166,32 +173,40 @@ def build_review(timelines: Timelines, *, step_s: int, slo_ms: dict[str, float],
                     slo_ms={s: slo_for(s) for s in services}, map_digest=map_digest)
     missing = review.missing
     if events is not None:
+        on_stage(STAGES["events"])
         review.events = _attempt("tail events", missing, events)
     if rhythm is not None:
+        on_stage(STAGES["rhythm"])
         review.rhythm = _attempt("rhythm", missing, rhythm)
     if calibration is not None and services:
 
         name = pick_service(timelines.services, review.slo_ms)
+        on_stage(STAGES["calibration"])
         review.calibration = _attempt("what-if", missing, lambda: calibration(name))
         if review.calibration is not None:
             # The scenario the policies replay goes with their results: the typical day and the
             # bills read its steps (the calibration's is the whole range, longer than the model's).
             review.scenario = last_days(review.calibration.scenario, MODEL_DAYS)
+            on_stage(STAGES["policies"])
             review.results = compare(review.scenario, POLICIES)
     elif calibration is not None:
         missing["what-if"] = ("no inference service with traffic and latency in this range: "
                               "nothing to calibrate")
     if change is not None:  # before/after a recorded change, its events the review's own
+        on_stage(STAGES["change"])
         review.change = _attempt("before and after the change", missing, lambda: change(review.events))
     return review
 
 
 def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = None,
                  end_ms: int | None = None, slos: "SloTable | None" = None,
-                 wmap: "WorkloadMap | None" = None, tz: str = "UTC") -> Review:
-    """The review of a store's range, computed as ``tidelens events``/``whatif``/``rhythm`` do."""
+                 wmap: "WorkloadMap | None" = None, tz: str = "UTC",
+                 on_stage: Callable[[str], None] = lambda _words: None) -> Review:
+    """The review of a store's range, computed as ``tidelens events``/``whatif``/``rhythm`` do;
+    ``on_stage`` as :func:`build_review`'s."""
 
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
+    on_stage(STAGES["timelines"])
     tl = store_timelines(store, cfg.timeline_config(), wmap)
     table = slos if slos is not None else resolve_slos(store)
     names = tl.service_names()
@@ -208,7 +223,8 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
                                         start_ms=start_ms, end_ms=end_ms, wmap=wmap, timelines=tl),
         calibration=lambda name: calibrate_timelines(tl, service=name, step_s=step_s, slo_for=slo_ms),
         change=lambda evs: review_change(store, step_s=step_s, slo_ms=slo_ms, start_ms=start_ms,
-                                         end_ms=end_ms, wmap=wmap, events=evs))
+                                         end_ms=end_ms, wmap=wmap, events=evs),
+        on_stage=on_stage)
 
 
 # -- sections -----------------------------------------------------------------------------------

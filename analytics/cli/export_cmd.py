@@ -10,8 +10,7 @@ import os
 from pathlib import Path
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_config, add_db, add_json, config_path, print_json
-from analytics.errors import ConfigError
+from analytics.cli.common import add_config, add_db, add_json, config_path, open_to_read, print_json
 from analytics.events import EventsConfig, analyse_store
 from analytics.grafana import GRAFANA_CONFIG, check_uid, dashboard_model, event_annotations, post_annotations
 from analytics.outbound import HttpConfig
@@ -19,7 +18,6 @@ from analytics.rules import RulesConfig, compile_rules, map_digest, rules_yaml
 from analytics.rules.compile import backfill_drops_evaluations
 from analytics.secrets import secret_from_env, secret_from_file
 from analytics.slo import resolve_slos
-from analytics.store import Store
 from analytics.timeline import parse_step_s
 from analytics.workloads import load_map
 
@@ -82,11 +80,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
 
-    if not Path(args.db).exists():
-        raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
     config = config_path(args)
     wmap = load_map(config)
-    with Store(args.db, read_only=True) as store:
+    with open_to_read(args) as store:
         slos = resolve_slos(store, config=config)
         analysis = analyse_store(store, EventsConfig(step_s=parse_step_s(args.step, "--step")), wmap, slos_ms=slos)
         model = dashboard_model(store, wmap=wmap, slos_ms=dict(analysis.slos_ms))

@@ -9,7 +9,8 @@ from pathlib import Path
 import polars as pl
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_config, add_json, add_slos, config_path, print_json, print_table
+from analytics.cli.common import add_config, add_json, add_slos, config_path, open_to_read, print_json, print_table
+from analytics.cli.progress import Progress
 from analytics.errors import ConfigError
 from analytics.measures import best_policy
 from analytics.slo import parse_service_slos, resolve_slos
@@ -19,16 +20,18 @@ from analytics.whatif.calibrate import calibrate_store
 from analytics.whatif.form import MODEL_DAYS, last_days
 from analytics.whatif.transforms import Transforms, apply_transforms, transform_specs, transforms_of
 from analytics.workloads import load_map
-from analytics.store import Store
+from analytics.store import DEFAULT_DB, Store
 
 
 def add_scenario_source(p: argparse.ArgumentParser) -> None:
     """The flags that name a scenario (``whatif`` and ``plan`` alike): a store to calibrate, a
     preset or a saved TOML, and the settings :func:`load_scenario` reads."""
-    src = p.add_mutually_exclusive_group(required=True)
+    src = p.add_mutually_exclusive_group()
     src.add_argument("--db", default=None,
                      help="calibrate the scenario from this store (traffic, service rate, "
-                          "warm-up, batch jobs, pool size; see the JSON's provenance)")
+                          "warm-up, batch jobs, pool size; see the JSON's provenance); without "
+                          f"--db, --preset or --scenario: {DEFAULT_DB} when it exists, else the "
+                          "bundled sample, as the app opens")
     src.add_argument("--preset", choices=sorted(PRESETS), default=None,
                      help="a built-in scenario: " + ", ".join(sorted(PRESETS)))
     src.add_argument("--scenario", default=None, metavar="FILE.toml",
@@ -98,14 +101,6 @@ def load_scenario(args: argparse.Namespace) -> PoolScenario:
     return apply_transforms(scn, chosen)
 
 
-def _open_db(args: argparse.Namespace) -> Store:
-    path = Path(args.db)
-    if not path.exists():
-        raise ConfigError(f"{path}: no such store; build one with `tidelens ingest --db {path} "
-                          "FILES` (or `tidelens sample`), or use --preset")
-    return Store(path, read_only=True)
-
-
 def _slos(args: argparse.Namespace, store: Store) -> float | dict[str, float]:
     """--slo-ms, else each service's SLO as the app decides it (:func:`analytics.slo.resolve_slos`)."""
     per_service = parse_service_slos(args.slo)
@@ -117,7 +112,7 @@ def _slos(args: argparse.Namespace, store: Store) -> float | dict[str, float]:
 
 
 def _calibrated(args: argparse.Namespace) -> PoolScenario:
-    with _open_db(args) as store:
+    with open_to_read(args, hint=", use --preset for a built-in scenario") as store:
         # The workload map the app calibrates with, so that the CLI and the page agree.
         wmap = load_map(config_path(args))
         cal = calibrate_store(store, service=args.service, step_s=args.step, slo_ms=_slos(args, store),
@@ -127,9 +122,12 @@ def _calibrated(args: argparse.Namespace) -> PoolScenario:
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
-    scn = load_scenario(args)
-    policies = tuple(dict.fromkeys(args.policy)) if args.policy else POLICIES
-    results = compare(scn, policies)
+    with Progress("whatif", args) as stage:
+        stage("building the scenario" if args.preset or args.scenario else "calibrating the scenario on the store")
+        scn = load_scenario(args)
+        policies = tuple(dict.fromkeys(args.policy)) if args.policy else POLICIES
+        stage("replaying the pool policies")
+        results = compare(scn, policies)
     reserved, why = reservation(scn)
     out = {
         "scenario": {"name": scn.name, "description": scn.description, "steps": scn.steps,

@@ -265,9 +265,7 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
             notes.append(f"{service}: no SLO and no latency model: no events judged (set one with --slo-ms "
                          f"or [slo] in tidelens.toml)")
             continue
-        runs = detect_runs(g["ts_ms"].to_numpy(), above, step_ms=step_ms,
-                           min_duration_ms=int(cfg.min_duration_min * 60_000),
-                           merge_gap_ms=int(cfg.merge_gap_min * 60_000))
+        runs = _runs(g["ts_ms"].to_numpy(), above, cfg)
         surges = surge_runs(g, above, cfg, scale_up[service].steps)
         g = g.with_columns(pl.Series("limit_ms", limit))
         for start_ms, end_ms in runs:
@@ -284,6 +282,38 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
                           slos_ms={s: (cfg.slo_ms if cfg.slo_ms is not None else slos_ms.get(s))
                                    for s in steps["service"].unique().to_list()},
                           cfg=cfg, notes=notes)
+
+
+def _runs(ts_ms: np.ndarray, above: np.ndarray, cfg: EventsConfig) -> list[tuple[int, int]]:
+    """The events' intervals of one service, by the configured duration and merge gap."""
+    return detect_runs(ts_ms, above, step_ms=cfg.step_s * 1000, min_duration_ms=int(cfg.min_duration_min * 60_000),
+                       merge_gap_ms=int(cfg.merge_gap_min * 60_000))
+
+
+def _event_id(service: str, start_ms: int, slo: float | None, cfg: EventsConfig) -> str:
+    return event_id(service, start_ms, {**cfg.settings_key(), "slo_ms": slo, "relative": slo is None})
+
+
+def detected_ids(services: pl.DataFrame, *, cfg: EventsConfig | None = None,
+                 slos_ms: dict[str, float | None] | None = None) -> set[str] | None:
+    """The ids :func:`analyse` gives the events of these settings, found by the SLO rule alone
+    (no norm band, no latency model, no attribution: a fraction of its time), so that a request
+    for one event (``tidelens report --event``) that names none is refused before that work.
+
+    ``None`` when a service is judged by the relative rule, whose events need the latency model.
+    """
+    cfg = cfg or EventsConfig()
+    slos_ms = dict(slos_ms or {})
+    ids: set[str] = set()
+    steps = with_ts_ms(services).select("ts_ms", pl.col("service").cast(pl.Utf8),
+                                        pl.col("p99_ms").cast(pl.Float64).fill_nan(None)).sort("service", "ts_ms")
+    for (service,), g in steps.group_by(["service"], maintain_order=True):
+        slo = cfg.slo_ms if cfg.slo_ms is not None else slos_ms.get(service)
+        if slo is None:
+            return None
+        above = over_slo(g["p99_ms"].fill_null(0.0).to_numpy(), slo)
+        ids.update(_event_id(service, start_ms, slo, cfg) for start_ms, _ in _runs(g["ts_ms"].to_numpy(), above, cfg))
+    return ids
 
 
 def naive_reading(window: pl.DataFrame, start_ms: int, cfg: EventsConfig) -> dict[str, Any]:
@@ -417,8 +447,7 @@ def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, servic
         "surge_check": check,
         "incident": recorded,
     }
-    settings = {**cfg.settings_key(), "slo_ms": slo, "relative": slo is None}
-    return Event(id=event_id(service, start_ms, settings), service=service, pool=pool,
+    return Event(id=_event_id(service, start_ms, slo, cfg), service=service, pool=pool,
                  start_ms=int(start_ms), end_ms=int(end_ms),
                  peak_p99_ms=float(peak["p99_ms"]) if peak["p99_ms"] is not None else float("nan"),
                  slo_ms=float(slo) if slo is not None else float("nan"), cause=cause, shares=shares,

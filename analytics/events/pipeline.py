@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from analytics.events.analysis import EventsAnalysis, analyse
+from analytics.events.analysis import EventsAnalysis, analyse, detected_ids
 from analytics.events.buckets import slo_bucket_notes
 from analytics.events.config import EventsConfig
 from analytics.slo import SloTable
@@ -48,8 +48,7 @@ def analyse_timelines(timelines: Timelines, cfg: EventsConfig, incidents: pl.Dat
     :func:`analyse_store`'s), with the notes their facts add (:func:`facts_notes`): the one call
     the Tail events page, the review and ``tidelens events`` make. The store is not read."""
 
-    if isinstance(slos_ms, SloTable):
-        slos_ms = slos_ms.for_services(timelines.services["service"].unique().to_list())
+    slos_ms = _per_service(timelines, slos_ms)
     result = analyse(timelines.services, timelines.pool, timelines.holdings, cfg=cfg,
                      slos_ms=slos_ms, incidents=incidents)
     facts = timelines.facts
@@ -57,6 +56,20 @@ def analyse_timelines(timelines: Timelines, cfg: EventsConfig, incidents: pl.Dat
         result.notes.extend(facts_notes(facts, timelines.services, result.slos_ms))
         result.map_digest = facts.map_digest  # which map classed the GPUs (the audit record's)
     return result
+
+
+def _per_service(timelines: Timelines,
+                 slos_ms: "dict[str, float | None] | SloTable | None") -> "dict[str, float | None] | None":
+    if isinstance(slos_ms, SloTable):
+        return slos_ms.for_services(timelines.services["service"].unique().to_list())
+    return slos_ms
+
+
+def timelines_event_ids(timelines: Timelines, cfg: EventsConfig, *,
+                        slos_ms: "dict[str, float | None] | SloTable | None" = None) -> set[str] | None:
+    """The ids :func:`analyse_timelines` gives these timelines' events, by detection alone
+    (:func:`analytics.events.analysis.detected_ids`); ``None`` where that cannot tell."""
+    return detected_ids(timelines.services, cfg=cfg, slos_ms=_per_service(timelines, slos_ms))
 
 
 def facts_notes(facts: "TimelineFacts", services: pl.DataFrame, slos_ms: "dict[str, float | None]") -> list[str]:
