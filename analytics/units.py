@@ -99,13 +99,13 @@ def minutes_text(x: Any) -> str:
 def duration_text(minutes: Any) -> str:
     """A duration as people say it: minutes under two hours, else hours with one decimal.
 
-    >>> duration_text(45), duration_text(553.98), duration_text(None)
-    ('45 min', '9.2 h', 'n/a')
+    >>> duration_text(45), duration_text(553.98), duration_text(120), duration_text(None)
+    ('45 min', '9.2 h', '2 h', 'n/a')
     """
     if _missing(minutes):
         return MISSING
     value = float(minutes)
-    return minutes_text(value) if value < 120 else f"{value / 60:,.1f} h"
+    return minutes_text(value) if value < 120 else f"{value / 60:,.1f}".removesuffix(".0") + " h"
 
 
 def gpus_text(x: Any) -> str:

@@ -9,7 +9,8 @@ from analytics.charts.events import attribution_data, attribution_figure, event_
 from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.evidence import regression_rows
-from analytics.events.wording import dashboard_vs_found, method_text
+from analytics.events.wording import (HOLDER_COLUMNS, counterfactual_sentences, dashboard_vs_found, evidence_facts,
+                                     holder_rows, method_text, regression_method, regression_sentence)
 from analytics.fieldhelp import fields_help
 from analytics.postmortem import report_html
 from analytics.text import md, visible
@@ -149,29 +150,21 @@ if timeline_tab.open:
                    memo_key=(query, ev.id))
 if evidence_tab.open:
     with evidence_tab:
-        e = ev.evidence
         st.markdown("**Who held the pool's GPUs at the start, and since when**")
-        show_table(pl.DataFrame(e.get("holders_at_start") or [], schema={
-            "cls": pl.Utf8, "team": pl.Utf8, "workload": pl.Utf8, "gpus": pl.Float64,
-            "held_since": pl.Utf8, "hours_held": pl.Float64}), key="ev_holders")
-        facts = {k_: e.get(k_) for k_ in (
-            "free_gpus_when_asked", "asked_at", "desired_replicas_source", "desired_replicas_at_start",
-            "ready_replicas_at_start",
-            "desired_replicas_at_peak", "ready_replicas_at_peak", "replicas_without_batch_at_peak",
-            "warmup_min", "warmup_source", "autoscaler_reaction", "scale_up_min_without_batch",
-            "traffic_rps_at_peak", "traffic_norm_rps_at_peak", "traffic_above_band_share", "traffic_surge_min",
-            "p99_observed_ms_at_peak", "p99_load_explained_ms_at_peak")}
-        if e.get("surge_check"):
-            facts["surge against the store's own surges without batch"] = e["surge_check"]["says"]
-        facts.update({f"counterfactual: {k_}": v_
-                      for k_, v_ in (e.get("counterfactual_p99_ms_at_peak") or {}).items()})
+        show_table(pl.DataFrame(holder_rows(ev, v.tz), schema={c: pl.Utf8 for c in HOLDER_COLUMNS}),
+                   key="ev_holders")
         st.markdown("**Evidence**")
-        show_table(pl.DataFrame({"fact": list(facts), "value": [str(x) for x in facts.values()]}),
-                   key="ev_facts")
-        reg = e.get("regression") or {}
+        show_table(pl.DataFrame(evidence_facts(ev, v.tz), schema=["fact", "value"], orient="row"), key="ev_facts")
+        st.markdown("**What p99 would have been at the peak**")
+        st.markdown("\n".join(f"- {md(line)}" for line in counterfactual_sentences(ev)))
+        reg = ev.evidence.get("regression") or {}
         if reg.get("coef"):
-            st.markdown(f"**Regression** — {reg['model']}, {reg['n']} steps, {reg['errors']}")
-            show_table(regression_rows(reg), key="ev_regression")
+            st.markdown(md(regression_sentence(reg) or ""))
+            fold = st.expander("Method: the regression", icon=":material/functions:", key="ev_method_reg",
+                               on_change="rerun")
+            if fold.open:
+                fold.caption(md(regression_method(reg)))
+                show_table(regression_rows(reg), key="ev_regression", where=fold)
 if method_tab.open:
     with method_tab:
         for para in method_text(analysis.cfg, analysis):

@@ -76,14 +76,25 @@ def test_page_lists_events_and_explains_one(morning_db) -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert not at.get("plotly_chart")
     evidence = {df.value.columns[0]: df.value for df in tables(at)[1:]}
-    assert {"cls", "fact"} <= set(evidence)
+    assert {"team", "fact"} <= set(evidence)
+    # Read aloud: labelled quantities with their units, never the JSON's keys.
     facts = dict(zip(evidence["fact"]["fact"], evidence["fact"]["value"]))
-    assert "free_gpus_when_asked" in facts and "p99_observed_ms_at_peak" in facts
-    assert "term" in evidence, list(evidence)  # the regression: readable numbers, never 38 zeros
-    reg = evidence["term"]
-    assert list(reg.columns) == ["term", "estimate", "95% CI", "p-value"]
+    assert not any("_" in f for f in facts), list(facts)
+    free = facts["GPUs free when the autoscaler asked"]
+    assert " of " in free and "GPU" in free, free
+    assert facts["p99 at the peak with normal traffic and no batch"].endswith(" ms")
+    assert all(h.endswith(("min", " h")) for h in evidence["team"]["held for"]), list(evidence["team"]["held for"])
+    md = " ".join(m.value for m in at.markdown)
+    assert "With normal traffic and no batch" in md and "counterfactual" not in md
+    assert "p99 ran" in md and "for each tenth of the pool batch held" in md  # the regression's finding
+    assert "term" not in evidence and "Newey" not in md  # its model, behind the Method fold
+    at.session_state["ev_method_reg"] = True
+    at.run()
+    reg = {df.value.columns[0]: df.value for df in tables(at)[1:]}["term"]
+    assert list(reg.columns) == ["term", "estimate", "95% CI", "p-value"]  # readable numbers, never 38 zeros
     assert all(p == "< 0.001" or len(p) <= 5 for p in reg["p-value"]), list(reg["p-value"])
     assert all(len(x) <= 10 for x in reg["estimate"]), list(reg["estimate"])
+    assert any("Newey-West" in c.value for c in at.caption)
     at.session_state["ev_view"] = "Method and thresholds"
     at.run()
     assert any("Shapley" in m.value or "SLO" in m.value for m in at.markdown)

@@ -333,7 +333,8 @@ def naive_reading(window: pl.DataFrame, start_ms: int, cfg: EventsConfig) -> dic
     says = ("traffic rose {:.0%} into the tail: read as user behaviour (a noisy tail)".format(ratio - 1)
             if blames else "traffic did not rise: read as an unexplained latency blip")
     return {"blames_users": blames, "cause": "traffic_surge" if blames else "unexplained",
-            "traffic_rise_ratio": round(ratio, 4) if np.isfinite(ratio) else None, "says": says}
+            "traffic_rise_ratio": round(ratio, 4) if np.isfinite(ratio) else None, "says": says,
+            "lookback_min": cfg.ramp_lookback_min}
 
 
 def _r(x: Any, nd: int = 3) -> float | None:
@@ -411,6 +412,7 @@ def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, servic
         "batch_gpus_at_start": _r(first["gpus_batch"]),
         "batch_held_since": min((h["held_since"] for h in batch_holders), default=None),
         "free_gpus_at_start": _r(first["gpus_idle"]),
+        "pool_gpus_at_start": _r(first["gpus_total"]),
         "free_gpus_when_asked": _r(att.free_gpus_when_asked) if att else None,
         "asked_at": iso_utc(step_start_ms(att.asked_at_ms, step_ms)) if att and att.asked_at_ms is not None else None,
         # What the notes say too: an autoscaler, the inference from traffic, or (neither) the
