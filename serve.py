@@ -39,7 +39,6 @@ operator, and its Data page says to start it with ``make run``.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -51,7 +50,8 @@ from streamlit import config as st_config
 from streamlit import net_util
 from streamlit.web.server import server_util
 
-from analytics.access import OPERATOR_COOKIE, TOKEN_ENV, OperatorSecret, start_operator_secret
+from analytics.access import OPERATOR_COOKIE, OperatorSecret, start_operator_secret
+from analytics.config import TOKEN_ENV, take_env_setting
 from analytics.errors import ConfigError
 from pages._nav import FIRST_RENDER_ELEMENTS, PAGES
 from serve_tcp import without_nagle
@@ -207,7 +207,7 @@ def start_operator() -> OperatorSecret:
     """This server's operator secret (``TIDELENS_TOKEN``, taken out of the environment, or a
     fresh one), its addresses printed once, here, as the server starts."""
     try:
-        secret = start_operator_secret(os.environ.pop(TOKEN_ENV, None) or None)
+        secret = start_operator_secret(take_env_setting(TOKEN_ENV) or None)
     except ConfigError as exc:
         raise SystemExit(f"tidelens: {exc}") from None
     urls = operator_urls(secret)

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from analytics.config import typed_section
+from analytics.config import TOKEN_ENV, typed_section
 from analytics.destinations import safe_url
 from analytics.errors import AccessDenied, ConfigError
 from analytics.live.client import check_allowed
@@ -100,7 +100,6 @@ NOT_AS_WRITTEN = ("is signed in under a name that Unicode NFKC normalisation cha
 # The cookie that carries the operator's proof, one per port (two servers on one machine share
 # its cookies: cookies do not tell ports apart).
 OPERATOR_COOKIE = "tidelens_operator"
-TOKEN_ENV = "TIDELENS_TOKEN"
 MIN_TOKEN_CHARS = 32
 _TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)

@@ -1,4 +1,6 @@
-"""``tidelens.toml``: which file is the configuration, and its one parse.
+"""The settings: ``tidelens.toml`` (which file is the configuration, and its one parse), and
+every ``TIDELENS_*`` environment variable (:data:`ENV_SETTINGS`, read by :func:`env_setting`
+alone; each module that owns a setting checks its text).
 
 The app, every command and the live pulls read the same file by one rule
 (:func:`config_location`): the path given (``--config``), else ``$TIDELENS_CONFIG``, else
@@ -37,6 +39,25 @@ from analytics.errors import ConfigError
 
 CONFIG_ENV = "TIDELENS_CONFIG"
 CONFIG_NAME = "tidelens.toml"
+DATA_DIR_ENV = "TIDELENS_DATA_DIR"
+UPLOADS_DB_ENV = "TIDELENS_UPLOADS_DB"
+TIME_WINDOW_ENV = "TIDELENS_TIME_WINDOW"
+LOCK_WAIT_ENV = "TIDELENS_LOCK_WAIT_S"
+PREFETCH_ENV = "TIDELENS_PREFETCH"
+TOKEN_ENV = "TIDELENS_TOKEN"
+GRAFANA_TOKEN_ENV = "TIDELENS_GRAFANA_TOKEN"
+# The bounds on one load (analytics.limits.IngestLimits, a field each).
+LIMIT_ENVS = ("TIDELENS_MAX_GZIP_RATIO", "TIDELENS_MAX_DECOMPRESSED_BYTES", "TIDELENS_MAX_LINE_BYTES",
+              "TIDELENS_MAX_SERIES_PER_SOURCE", "TIDELENS_MAX_SERVICES_PER_SOURCE", "TIDELENS_MAX_COLUMNS",
+              "TIDELENS_MAX_ARCHIVE_MEMBERS", "TIDELENS_MAX_LATENCY_S")
+# Every environment variable Tidelens reads and the module that checks its text; docs/deployment.md
+# has a row for each (tests/test_settings.py holds both, and that no other module reads one).
+ENV_SETTINGS: dict[str, str] = {
+    CONFIG_ENV: "analytics.config", DATA_DIR_ENV: "analytics.data_dir", UPLOADS_DB_ENV: "analytics.view",
+    TIME_WINDOW_ENV: "analytics.sink", LOCK_WAIT_ENV: "analytics.store_file", PREFETCH_ENV: "pages._prefetch",
+    TOKEN_ENV: "serve", GRAFANA_TOKEN_ENV: "analytics.cli.export_cmd",
+    **{name: "analytics.limits" for name in LIMIT_ENVS},
+}
 
 PREVIOUS_SUFFIX = ".prev"
 T = TypeVar("T")
@@ -52,12 +73,32 @@ _PARSED: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
 _LOCK = threading.Lock()
 
 
+def env_setting(name: str) -> str | None:
+    """The text of the environment setting ``name`` (``None`` when unset): the one read of a
+    ``TIDELENS_*`` variable, whose owner (:data:`ENV_SETTINGS`) checks it.
+
+    Raises ``KeyError`` for a name that is not one of :data:`ENV_SETTINGS` (a new setting is
+    listed there and in docs/deployment.md first).
+    """
+    if name not in ENV_SETTINGS:
+        raise KeyError(f"{name}: not a Tidelens setting; add it to analytics.config.ENV_SETTINGS")
+    return os.environ.get(name)
+
+
+def take_env_setting(name: str) -> str | None:
+    """Like :func:`env_setting`, and the variable removed from this process's environment, so no
+    program it starts sees it (the operator's token)."""
+    value = env_setting(name)
+    os.environ.pop(name, None)
+    return value
+
+
 def config_location(explicit: str | Path | None = None) -> Path:
     """The configuration file's path, whether or not it exists yet (the Data page saves there):
     ``explicit``, else ``$TIDELENS_CONFIG``, else ``./tidelens.toml``."""
     if explicit:
         return Path(explicit)
-    env = os.environ.get(CONFIG_ENV)
+    env = env_setting(CONFIG_ENV)
     return Path(env) if env else Path(CONFIG_NAME)
 
 

@@ -26,10 +26,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from analytics.config import read_config
+from analytics.config import DATA_DIR_ENV, env_setting, read_config
 from analytics.errors import ConfigError
 
-DATA_DIR_ENV = "TIDELENS_DATA_DIR"
 CONFIG_KEY = "[app] data_dir"
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 STORE_SUFFIX = ".duckdb"
@@ -46,7 +45,7 @@ def data_dir(config_path: str | Path | None = None) -> Path:
     Raises :class:`ConfigError` naming the file when ``tidelens.toml`` cannot be read or the key
     is not a string.
     """
-    env = os.environ.get(DATA_DIR_ENV)
+    env = env_setting(DATA_DIR_ENV)
     if env:
         return Path(env).expanduser().resolve()
     if config_path is not None:

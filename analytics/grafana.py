@@ -5,8 +5,9 @@
   and ``misattributed`` or ``attributed``; the text: shares and the one-line finding);
 - :func:`dashboard_model`: a dashboard drawing the pool story from the user's own Prometheus with
   the PromQL ``tidelens pull`` uses (GPUs held by the classes this store's workload map gave each
-  namespace, p99 against each service's SLO, desired vs ready replicas, batch holders), only for
-  the signals the store has, plus an annotation query for the Tidelens tags; built with
+  namespace, p99 against each service's SLO, desired vs ready replicas, batch holders, the pages
+  of ``tidelens export alerts`` firing), only for the signals the store has, plus an annotation
+  query for the Tidelens tags; built with
   ``grafana-foundation-sdk`` and its types;
 - :func:`post_annotations`: posts them, idempotently (an event already there, found by its
   ``tidelens-event:<id>`` tag, is updated, never duplicated), through the live pulls' own
@@ -24,13 +25,14 @@ import json
 import re
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from analytics import signals as sg
 from analytics.errors import ConfigError, TidelensError
 from analytics.events.wording import dashboard_vs_found
 from analytics.outbound import Hints, HttpConfig, Outbound, check_url
 from analytics.promql import Scope, fleet_queries, step_increase, with_workload
+from analytics.rules.alerts import ALERTS
 from analytics.secrets import Redactor, check_secret, printable
 from analytics.workloads import classify_workloads
 
@@ -41,6 +43,10 @@ if TYPE_CHECKING:
 TAG = "tidelens"
 STEP_MS = 60_000  # the pull's step: one-minute windows
 DATASOURCE_VAR = "datasource"
+# The alerts `tidelens export alerts` writes: the pages firing per alert and service (a blocked
+# service has one per batch workload holding its pool), 0 while none fires.
+ALERTS_FIRING = (f'count by (alertname, service) (ALERTS{{alertname=~"{"|".join(ALERTS)}", alertstate="firing"}}) '
+                 'or on () label_replace(vector(0), "alertname", "none firing", "", "")')
 
 
 class GrafanaError(TidelensError):
@@ -81,8 +87,9 @@ def _regex(values: Iterable[str]) -> str:
 
 
 def pool_story_queries(store: "Store", wmap: Any = None,
-                       slos_ms: dict[str, float] | None = None) -> list[tuple[str, str, list[tuple[str, str]]]]:
-    """``(panel title, unit, [(PromQL, legend)])`` for each panel the store's signals support."""
+                       slos_ms: Mapping[str, float | None] | None = None) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """``(panel title, unit, [(PromQL, legend)])`` for each panel the store's signals support;
+    ``slos_ms`` the SLO each service's events were judged by (``EventsAnalysis.slos_ms``), a line each."""
 
     metrics = set(store.metrics()["metric"].to_list())
     panels: list[tuple[str, str, list[tuple[str, str]]]] = []
@@ -115,7 +122,7 @@ def pool_story_queries(store: "Store", wmap: Any = None,
         inc = with_workload(step_increase(f"{hist}_bucket", STEP_MS))
         targets = [(f"histogram_quantile(0.99, sum by (workload, le) ({inc}))", "{{workload}} p99")]
         for svc, slo in sorted((slos_ms or {}).items()):
-            if svc != "*":
+            if slo is not None:  # a service judged by the relative rule has no SLO line
                 targets.append((f"vector({slo / 1000.0:g})", f"SLO {svc}"))
         panels.append((f"p99 against the SLO ({hist})", "s", targets))
     replicas = []
@@ -128,10 +135,13 @@ def pool_story_queries(store: "Store", wmap: Any = None,
             replicas.append((f"max by ({label}) ({ready})", f"ready {{{{{label}}}}}"))
     if replicas:
         panels.append(("Desired vs ready replicas", "none", replicas))
+    if any(f"{h}_bucket" in metrics for h in (sg.VLLM_TTFT, sg.VLLM_E2E, sg.HTTP_DURATION)):
+        panels.append(("Tidelens alerts firing: batch-blocked vs traffic surge (tidelens export alerts)", "none",
+                       [(ALERTS_FIRING, "{{alertname}} {{service}}")]))
     return panels
 
 
-def dashboard_model(store: "Store", *, wmap: Any = None, slos_ms: dict[str, float] | None = None,
+def dashboard_model(store: "Store", *, wmap: Any = None, slos_ms: Mapping[str, float | None] | None = None,
                     title: str = "Tidelens: the pool story", uid: str = "tidelens-pool-story") -> dict[str, Any]:
     """The dashboard's JSON model (Grafana's ``dashboard`` object), built with the SDK's types."""
     from grafana_foundation_sdk.builders import common as cb

@@ -28,14 +28,15 @@ Every format meets the same bounds: the line length for every line-based text (e
 line protocol, request logs; JSON documents are often one line and are bounded by the series
 count instead, counted on the raw bytes before parsing).
 
-Each is set by an environment variable (the field's ``env``), for servers that load more.
+Each is set by an environment variable (the field's ``env``, one of
+:data:`analytics.config.LIMIT_ENVS`), for servers that load more.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, fields
 
+from analytics.config import env_setting
 from analytics.errors import ConfigError
 
 
@@ -74,7 +75,7 @@ class IngestLimits:
         """
         values = {}
         for f in fields(cls):
-            text = os.environ.get(f.metadata["env"])
+            text = env_setting(f.metadata["env"])
             if text is None:
                 continue
             try:

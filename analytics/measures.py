@@ -10,6 +10,9 @@ share are defined here once and every caller goes through these functions:
   the same count in expectation: each modelled step counts with the chance that its p99
   *reading* is over the SLO (:func:`over_slo_chance`), since an exporter's p99 scatters around
   the latency curve a model draws, and a step at the SLO reads over about half the time.
+  Steps become minutes one way (:func:`step_minutes`), and a step's violation is split between
+  the teams that caused it one way (:func:`split_violation_by_team`): the what-if's externality,
+  its ledger by period and the Chargeback page's bills all read that split.
 - **batch GPU-hours held**: GPUs batch held at each step times the step length.
 - **pool size**: the most GPUs the pool had at any step of the range (:func:`pool_size`).
 - **warm-up** of a replica: the median lag from a scale-up the free GPUs could place at once
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import polars as pl
@@ -71,9 +75,41 @@ def over_slo_chance(p99_ms: np.ndarray, slo_ms: float,
     return ndtr(z)
 
 
+def step_minutes(steps: float | np.ndarray, *, step_s: int) -> float | np.ndarray:
+    """Minutes of ``steps`` steps of ``step_s`` seconds: a count of steps, a sum of per-step
+    chances, or an array of either. The one conversion from steps to minutes.
+
+    >>> step_minutes(3, step_s=300), step_minutes(np.array([0.5, 1.0]), step_s=60).tolist()
+    (15.0, [0.5, 1.0])
+    """
+    return steps * (step_s / 60.0)
+
+
 def minutes_over_slo(p99_ms: np.ndarray, slo_ms: float, *, step_s: int) -> float:
     """Minutes of steps over the SLO (:func:`over_slo`) at ``step_s`` seconds a step."""
-    return float(over_slo(p99_ms, slo_ms).sum()) * step_s / 60.0
+    return float(step_minutes(float(over_slo(p99_ms, slo_ms).sum()), step_s=step_s))
+
+
+def split_violation_by_team(violation: np.ndarray, blame_by_team: Mapping[str, np.ndarray]
+                            ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Each step's violation (0/1, or the chance it reads over) split between the teams that
+    caused it: a team's part is the violation times its blame weight at that step (teams in
+    name order), and what no team caused (never below zero) is the serving team's own.
+
+    Returns ``(parts by team, own)``, per step.
+
+    >>> parts, own = split_violation_by_team(np.array([1.0, 1.0, 0.0]),
+    ...                                      {"ml": np.array([0.5, 0.0, 1.0]), "etl": np.array([0.25, 0.0, 0.0])})
+    >>> {t: p.tolist() for t, p in parts.items()}, own.tolist()
+    ({'etl': [0.25, 0.0, 0.0], 'ml': [0.5, 0.0, 0.0]}, [0.25, 1.0, 0.0])
+    """
+    v = np.asarray(violation, dtype=np.float64)
+    parts: dict[str, np.ndarray] = {}
+    charged = np.zeros_like(v)
+    for team, weight in sorted(blame_by_team.items()):
+        parts[team] = v * weight
+        charged += parts[team]
+    return parts, (v - charged).clip(min=0.0)
 
 
 def over_slo_expr(slo_col: str = "slo_ms", p99_col: str = "p99_ms") -> pl.Expr:
@@ -85,26 +121,36 @@ def minutes_over_slo_any(steps: pl.DataFrame, *, step_s: int) -> float:
     """A pool's minutes over the SLO: steps (``ts``) where any service is over (``violating``)."""
     if steps.height == 0:
         return 0.0
-    return float(steps.filter(pl.col("violating"))["ts"].n_unique()) * step_s / 60.0
+    return float(step_minutes(float(steps.filter(pl.col("violating"))["ts"].n_unique()), step_s=step_s))
 
 
-def best_policy(summaries: Mapping[str, Mapping[str, float]]) -> str | None:
+class PolicyOutcome(Protocol):
+    """What :func:`best_policy` reads of a policy's summary (:class:`analytics.whatif.outputs.PolicySummary`)."""
+
+    @property
+    def violation_minutes(self) -> float: ...
+
+    @property
+    def cost_total(self) -> float: ...
+
+
+def best_policy(summaries: Mapping[str, PolicyOutcome]) -> str | None:
     """The policy with the fewest whole minutes over the SLO (ties: the lower ``cost_total``,
     then the earlier name), from each policy's summary; ``None`` for no policies.
 
     Whole minutes: a modelled fraction of one (a step's chance of reading over) is no lead.
 
-    >>> best_policy({"shared": {"violation_minutes": 10.4, "cost_total": 500.0},
-    ...              "partitioned": {"violation_minutes": 10.2, "cost_total": 900.0}})
+    >>> from types import SimpleNamespace as S
+    >>> best_policy({"shared": S(violation_minutes=10.4, cost_total=500.0),
+    ...              "partitioned": S(violation_minutes=10.2, cost_total=900.0)})
     'shared'
-    >>> best_policy({"b": {"violation_minutes": 3.0, "cost_total": 1.0},
-    ...              "a": {"violation_minutes": 3.0, "cost_total": 1.0}})
+    >>> best_policy({"b": S(violation_minutes=3.0, cost_total=1.0), "a": S(violation_minutes=3.0, cost_total=1.0)})
     'a'
     """
     if not summaries:
         return None
-    return min(summaries, key=lambda n: (round(float(summaries[n]["violation_minutes"])),
-                                         float(summaries[n].get("cost_total", 0.0)), n))
+    return min(summaries, key=lambda n: (round(float(summaries[n].violation_minutes)),
+                                         float(summaries[n].cost_total), n))
 
 
 def minutes_over_slo_by_service(steps: pl.DataFrame, *, step_s: int) -> dict[str, float]:
@@ -113,7 +159,7 @@ def minutes_over_slo_by_service(steps: pl.DataFrame, *, step_s: int) -> dict[str
     if steps.height == 0:
         return {}
     counts = steps.group_by("service").agg(pl.col("violating").sum()).sort("service")
-    return {str(s): float(n) * step_s / 60.0 for s, n in counts.iter_rows()}
+    return {str(s): float(step_minutes(float(n), step_s=step_s)) for s, n in counts.iter_rows()}
 
 
 def weighted_quantile_rows(values: np.ndarray, weights: np.ndarray, q: float = 0.99) -> np.ndarray:

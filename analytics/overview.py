@@ -12,7 +12,6 @@ Missing values (nulls) are left out, never taken as zero.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 import polars as pl
 
@@ -25,6 +24,7 @@ from analytics.measures import (
     pool_size,
 )
 from analytics.signals import SIGNALS
+from analytics.slo import SloTable
 from analytics.timeline.config import CLASS_COLUMNS as POOL_CLASSES
 from analytics.times import format_span
 
@@ -50,6 +50,8 @@ class OverviewSummary:
     slo_violation_min_by_service: dict[str, float] = field(default_factory=dict)
     class_share: pl.DataFrame = field(default_factory=pl.DataFrame)
     team_share: pl.DataFrame = field(default_factory=pl.DataFrame)
+    classes: pl.DataFrame = field(default_factory=pl.DataFrame)  # class_long: ts, cls, gpus
+    violations: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo_violations: ts, service, p99_ms, slo_ms, violating
 
     @property
     def gpu_hours_by_class(self) -> dict[str, float]:
@@ -98,8 +100,7 @@ def team_gpu_hours(holdings: pl.DataFrame, step_s: int, pool_gpu_hours: float) -
     return out.select(list(schema)).cast(schema)  # type: ignore[arg-type]
 
 
-def slo_violations(services: pl.DataFrame, slo_for: Callable[[str], float],
-                   step_s: int) -> pl.DataFrame:
+def slo_violations(services: pl.DataFrame, slos: SloTable, step_s: int) -> pl.DataFrame:
     """Steps where a service's p99 was above its SLO: ``ts, service, p99_ms, slo_ms, violating``.
 
     The one definition of minutes over the SLO (:mod:`analytics.measures`): a step without a p99
@@ -109,7 +110,7 @@ def slo_violations(services: pl.DataFrame, slo_for: Callable[[str], float],
         return pl.DataFrame(schema={"ts": pl.Int64, "service": pl.Utf8, "p99_ms": pl.Float64,
                                     "slo_ms": pl.Float64, "violating": pl.Boolean})
     names = services["service"].unique().to_list()
-    slo = pl.DataFrame({"service": names, "slo_ms": [float(slo_for(n)) for n in names]},
+    slo = pl.DataFrame({"service": names, "slo_ms": [slos.ms(n) for n in names]},
                        schema={"service": services.schema["service"], "slo_ms": pl.Float64})
     per = (services.group_by("ts", "service").agg(pl.col("p99_ms").max())
            .join(slo, on="service", how="left")
@@ -118,7 +119,7 @@ def slo_violations(services: pl.DataFrame, slo_for: Callable[[str], float],
 
 
 def summarise(pool: pl.DataFrame, holdings: pl.DataFrame, services: pl.DataFrame,
-              slo_for: Callable[[str], float], step_s: int) -> OverviewSummary:
+              slos: SloTable, step_s: int) -> OverviewSummary:
     """The Overview KPIs for one range.
 
     Parameters
@@ -129,8 +130,8 @@ def summarise(pool: pl.DataFrame, holdings: pl.DataFrame, services: pl.DataFrame
         ``holdings`` output (``ts, pool, cls, team, workload, gpus``).
     services:
         ``service_timeline`` output (needs ``ts, service, p99_ms``).
-    slo_for:
-        The p99 SLO in milliseconds of a service.
+    slos:
+        Every service's p99 SLO (:class:`analytics.slo.SloTable`).
     step_s:
         The step the timelines were computed at.
     """
@@ -151,7 +152,7 @@ def summarise(pool: pl.DataFrame, holdings: pl.DataFrame, services: pl.DataFrame
         if known.height:
             activity = float((known["activity_pct"] * known["gpus_total"]).sum()
                              / known["gpus_total"].sum())
-    viol = slo_violations(services, slo_for, step_s)
+    viol = slo_violations(services, slos, step_s)
     by_service = minutes_over_slo_by_service(viol, step_s=step_s)
     union_min = minutes_over_slo_any(viol, step_s=step_s)
     return OverviewSummary(
@@ -159,7 +160,8 @@ def summarise(pool: pl.DataFrame, holdings: pl.DataFrame, services: pl.DataFrame
         allocation_pct=allocation, activity_pct=activity, gpu_hours=capacity_gpu_hours,
         slo_violation_min=union_min, slo_violation_min_by_service=by_service,
         class_share=class_gpu_hours(pool, step_s),
-        team_share=team_gpu_hours(holdings, step_s, capacity_gpu_hours))
+        team_share=team_gpu_hours(holdings, step_s, capacity_gpu_hours),
+        classes=class_long(pool), violations=viol)
 
 
 def class_long(pool: pl.DataFrame) -> pl.DataFrame:

@@ -16,7 +16,7 @@ label (service, team, workload) is escaped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -29,28 +29,28 @@ from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.pipeline import analyse_timelines
 from analytics.measures import best_policy
-from analytics.overview import class_long, slo_violations, summarise, thin_for_display
+from analytics.overview import summarise, thin_for_display
 from analytics.rhythm import RhythmConfig
 from analytics.rhythm.digest import rhythm_page_data
-from analytics.slo import DEFAULT_SLO_MS, resolve_slos
+from analytics.slo import SloTable, resolve_slos
 from analytics.text import escape_figure
 from analytics.timeline import Timelines, store_timelines
 from analytics.times import format_span, iso_utc
 from analytics.whatif import POLICIES, compare
-from analytics.whatif.agree import agreement
+from analytics.whatif.agree import Agreement, agreement
 from analytics.whatif.calibrate import calibrate_timelines
 from analytics.whatif.form import MODEL_DAYS, last_days
 from analytics.whatif.ledger import bills, typical_day
 from analytics.whatif.observe import pick_service
+from analytics.whatif.outputs import PolicySummary
 
 if TYPE_CHECKING:
+    from analytics.change.comparison import ChangeComparison
 
     from analytics.events import EventsAnalysis
     from analytics.overview import OverviewSummary
     from analytics.rhythm.digest import RhythmPageData
-    from analytics.slo import SloTable
     from analytics.store import Store
-    from analytics.whatif.agree import Agreement
     from analytics.whatif.calibrate import Calibration
     from analytics.whatif.params import PoolScenario
     from analytics.workloads import WorkloadMap
@@ -64,17 +64,83 @@ STAGES = {"timelines": "reading the pool and the services", "events": "finding t
           "render": "drawing the report"}
 
 
+@dataclass(frozen=True)
+class EventCounts:
+    """The tail events of the range, counted (the review's JSON)."""
+
+    count: int
+    misattributed: int
+    by_cause: dict[str, int]
+    ids: list[str]
+
+
+@dataclass(frozen=True)
+class WhatifNumbers:
+    """The what-if of the review: the service modelled, its backtest, each policy's summary, the
+    best policy and the tail events' agreement with it."""
+
+    service: str
+    backtest: dict[str, Any]  # analytics.whatif.backtest.backtest_from's, without the frame
+    pool_gpus: int
+    policies: dict[str, PolicySummary]
+    best_policy: str | None
+    agreement: Agreement | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"service": self.service, "backtest": self.backtest, "pool_gpus": self.pool_gpus,
+               "policies": {n: s.as_dict() for n, s in self.policies.items()}, "best_policy": self.best_policy}
+        if self.agreement is not None:
+            out["agreement"] = self.agreement.as_dict()
+        return out
+
+
+@dataclass(frozen=True)
+class ReviewNumbers:
+    """The report's numbers (``tidelens review --json`` prints :meth:`as_dict`), each from the
+    analysis that computed it: the overview's KPIs, the events' counts, the what-if's summaries,
+    the change's comparison."""
+
+    store: str
+    range: str
+    step_s: int
+    pool_gpus: float
+    gpu_hours: dict[str, float]  # capacity, then each class
+    allocation_pct: float | None
+    activity_pct: float | None
+    minutes_over_slo: dict[str, float]  # any_service, then each service
+    slo_ms: dict[str, float | None]  # the SLO each service was judged by
+    missing: dict[str, str]
+    map_digest: str
+    events: EventCounts | None = None
+    whatif: WhatifNumbers | None = None
+    change: "ChangeComparison | None" = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "store": self.store, "range": self.range, "step_s": self.step_s, "pool_gpus": self.pool_gpus,
+            "gpu_hours": self.gpu_hours, "allocation_pct": self.allocation_pct, "activity_pct": self.activity_pct,
+            "minutes_over_slo": self.minutes_over_slo, "slo_ms": self.slo_ms, "missing": self.missing,
+            "map_digest": self.map_digest}
+        if self.events is not None:
+            out["events"] = asdict(self.events)
+        if self.whatif is not None:
+            out["whatif"] = self.whatif.as_dict()
+        if self.change is not None:
+            out["change"] = self.change.as_dict()
+        return out
+
+
 @dataclass
 class Review:
-    """What the report says, computed once; ``numbers()`` is ``tidelens review --json``."""
+    """What the report says, assembled once from the analyses' results (:func:`build_review`);
+    ``numbers()`` is ``tidelens review --json``."""
 
     label: str
     span: str
     step_s: int
     tz: str
     summary: "OverviewSummary"
-    timelines: Timelines
-    slo_ms: dict[str, float]
+    slo_ms: dict[str, float | None]  # the SLO each service was judged by
     events: "EventsAnalysis | None" = None
     rhythm: "RhythmPageData | None" = None
     calibration: "Calibration | None" = None
@@ -82,51 +148,35 @@ class Review:
     scenario: "PoolScenario | None" = None  # what ``results`` replayed (the range's last days)
     missing: dict[str, str] = field(default_factory=dict)  # part -> why it is not shown
     map_digest: str = ""  # the workload map it was computed with (analytics.workloads.map_digest)
-    change: dict[str, Any] | None = None  # before/after the latest recorded change (analytics.change)
+    change: "ChangeComparison | None" = None  # before/after the latest recorded change (analytics.change)
+    best_policy: str | None = None  # the what-if's (analytics.measures.best_policy), as the page names it
+    # Tail events' batch-contention minutes beside what partitioning removes, over the days the
+    # what-if replays (analytics.whatif.agree.agreement: the What-if page's and Chargeback's sentence).
+    agreement: Agreement | None = None
 
-    def agreement(self) -> "Agreement | None":
-        """Tail events' batch-contention minutes beside what partitioning removes, over the days
-        the what-if replays (:func:`analytics.whatif.agree.agreement`, the What-if page's and
-        Chargeback's sentence); ``None`` without both analyses."""
-        if self.scenario is None or self.events is None or not self.results:
-            return None
-
-        return agreement(self.events.events, self.scenario, self.results, self.events.steps)
-
-    def best_policy(self) -> str | None:
-        """The what-if's best policy (:func:`analytics.measures.best_policy`), as the page names it."""
-
-        return best_policy({n: r.summary for n, r in self.results.items()})
-
-    def numbers(self) -> dict[str, Any]:
-        """The report's numbers as JSON-ready values (the CLI's ``--json``)."""
+    def numbers(self) -> ReviewNumbers:
+        """The report's numbers (the CLI's ``--json`` is their ``as_dict()``)."""
         s = self.summary
-        out: dict[str, Any] = {
-            "store": self.label, "range": self.span, "step_s": self.step_s,
-            "pool_gpus": s.pool_gpus_max,
-            "gpu_hours": {"capacity": round(s.gpu_hours, 1),
-                          **{c: round(g, 1) for c, g in s.class_share.select("cls", "gpu_hours").iter_rows()}},
-            "allocation_pct": s.allocation_pct, "activity_pct": s.activity_pct,
-            "minutes_over_slo": {"any_service": s.slo_violation_min,
-                                 **{k: v for k, v in s.slo_violation_min_by_service.items()}},
-            "slo_ms": self.slo_ms, "missing": self.missing, "map_digest": self.map_digest,
-        }
+        events = whatif = None
         if self.events is not None:
             evs = self.events.events
-            out["events"] = {"count": len(evs), "misattributed": sum(e.misattributed for e in evs),
-                             "by_cause": _count(e.cause for e in evs), "ids": [e.id for e in evs]}
+            events = EventCounts(count=len(evs), misattributed=sum(e.misattributed for e in evs),
+                                 by_cause=_count(e.cause for e in evs), ids=[e.id for e in evs])
         if self.calibration is not None:
-            bt = {k: v for k, v in self.calibration.backtest.items() if k != "frame"}
-            out["whatif"] = {"service": self.calibration.observation.service, "backtest": bt,
-                             "pool_gpus": self.calibration.scenario.pool.gpus,
-                             "policies": {n: r.summary for n, r in self.results.items()},
-                             "best_policy": self.best_policy()}
-            agreed = self.agreement()
-            if agreed is not None:
-                out["whatif"]["agreement"] = agreed.as_dict()
-        if self.change is not None:
-            out["change"] = self.change
-        return out
+            whatif = WhatifNumbers(
+                service=self.calibration.observation.service,
+                backtest={k: v for k, v in self.calibration.backtest.items() if k != "frame"},
+                pool_gpus=self.calibration.scenario.pool.gpus,
+                policies={n: r.summary for n, r in self.results.items()}, best_policy=self.best_policy,
+                agreement=self.agreement)
+        return ReviewNumbers(
+            store=self.label, range=self.span, step_s=self.step_s, pool_gpus=s.pool_gpus_max,
+            gpu_hours={"capacity": round(s.gpu_hours, 1),
+                       **{c: round(g, 1) for c, g in s.class_share.select("cls", "gpu_hours").iter_rows()}},
+            allocation_pct=s.allocation_pct, activity_pct=s.activity_pct,
+            minutes_over_slo={"any_service": s.slo_violation_min, **s.slo_violation_min_by_service},
+            slo_ms=self.slo_ms, missing=self.missing, map_digest=self.map_digest,
+            events=events, whatif=whatif, change=self.change)
 
 
 def _count(items: Any) -> dict[str, int]:
@@ -146,17 +196,17 @@ def _attempt(part: str, missing: dict[str, str], make: Callable[[], Any]) -> Any
 
 
 # -- building -----------------------------------------------------------------------------------
-def build_review(timelines: Timelines, *, step_s: int, slo_ms: dict[str, float],
+def build_review(timelines: Timelines, *, step_s: int, slos: SloTable,
                  tz: str = "UTC", label: str = "", span: str = "",
                  events: Callable[[], "EventsAnalysis"] | None = None,
                  rhythm: Callable[[], "RhythmPageData"] | None = None,
                  calibration: Callable[[str], "Calibration"] | None = None,
                  map_digest: str = "",
-                 change: Callable[["EventsAnalysis | None"], dict[str, Any] | None] | None = None,
+                 change: Callable[["EventsAnalysis | None"], "ChangeComparison | None"] | None = None,
                  on_stage: Callable[[str], None] = lambda _words: None) -> Review:
     """The review of one range from its timelines and the analyses' calls.
 
-    ``slo_ms``: each service's SLO (as the view or ``resolve_slos`` decides it). ``events``,
+    ``slos``: every service's SLO (the view's, or ``resolve_slos``'s). ``events``,
     ``rhythm`` and ``calibration`` are the callers' own (cached) calls, made here; one that
     raises a :class:`TidelensError` leaves its section saying why. The what-if models the
     service :func:`analytics.whatif.observe.pick_service` picks (the CLI's default): the one
@@ -164,13 +214,10 @@ def build_review(timelines: Timelines, *, step_s: int, slo_ms: dict[str, float],
     status, the CLI's progress line: a review takes seconds on a cold server).
     """
 
-    def slo_for(name: str) -> float:
-        return float(slo_ms.get(name, slo_ms.get("*", DEFAULT_SLO_MS)))
-
-    summary = summarise(timelines.pool, timelines.holdings, timelines.services, slo_for, step_s)
+    summary = summarise(timelines.pool, timelines.holdings, timelines.services, slos, step_s)
     services = timelines.service_names()
-    review = Review(label=label, span=span, step_s=step_s, tz=tz, summary=summary, timelines=timelines,
-                    slo_ms={s: slo_for(s) for s in services}, map_digest=map_digest)
+    review = Review(label=label, span=span, step_s=step_s, tz=tz, summary=summary,
+                    slo_ms=slos.for_services(services), map_digest=map_digest)
     missing = review.missing
     if events is not None:
         on_stage(STAGES["events"])
@@ -180,7 +227,7 @@ def build_review(timelines: Timelines, *, step_s: int, slo_ms: dict[str, float],
         review.rhythm = _attempt("rhythm", missing, rhythm)
     if calibration is not None and services:
 
-        name = pick_service(timelines.services, review.slo_ms)
+        name = pick_service(timelines.services, slos)
         on_stage(STAGES["calibration"])
         review.calibration = _attempt("what-if", missing, lambda: calibration(name))
         if review.calibration is not None:
@@ -189,6 +236,9 @@ def build_review(timelines: Timelines, *, step_s: int, slo_ms: dict[str, float],
             review.scenario = last_days(review.calibration.scenario, MODEL_DAYS)
             on_stage(STAGES["policies"])
             review.results = compare(review.scenario, POLICIES)
+            review.best_policy = best_policy({n: r.summary for n, r in review.results.items()})
+            if review.events is not None:
+                review.agreement = agreement(review.events, review.scenario, review.results)
     elif calibration is not None:
         missing["what-if"] = ("no inference service with traffic and latency in this range: "
                               "nothing to calibrate")
@@ -199,7 +249,7 @@ def build_review(timelines: Timelines, *, step_s: int, slo_ms: dict[str, float],
 
 
 def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = None,
-                 end_ms: int | None = None, slos: "SloTable | None" = None,
+                 end_ms: int | None = None, slos: SloTable | None = None,
                  wmap: "WorkloadMap | None" = None, tz: str = "UTC",
                  on_stage: Callable[[str], None] = lambda _words: None) -> Review:
     """The review of a store's range, computed as ``tidelens events``/``whatif``/``rhythm`` do;
@@ -209,20 +259,18 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
     on_stage(STAGES["timelines"])
     tl = store_timelines(store, cfg.timeline_config(), wmap)
     table = slos if slos is not None else resolve_slos(store)
-    names = tl.service_names()
-    slo_ms = {k: float(v) for k, v in table.for_services(names).items() if v is not None}
     totals = store.totals()
     first, last = totals.get("first_ts_ms"), totals.get("last_ts_ms")
     span = format_span(start_ms if start_ms is not None else first,
                        end_ms if end_ms is not None else last, tz) if first is not None else ""
     return build_review(
-        tl, step_s=step_s, slo_ms=slo_ms, tz=tz, label=str(store.path), span=span,
+        tl, step_s=step_s, slos=table, tz=tz, label=str(store.path), span=span,
         map_digest=tl.facts.map_digest,
-        events=lambda: analyse_timelines(tl, cfg, slos_ms=table),
+        events=lambda: analyse_timelines(tl, cfg, slos=table),
         rhythm=lambda: rhythm_page_data(store, RhythmConfig(timezone=tz), step_s=step_s,
                                         start_ms=start_ms, end_ms=end_ms, wmap=wmap, timelines=tl),
-        calibration=lambda name: calibrate_timelines(tl, service=name, step_s=step_s, slo_for=slo_ms),
-        change=lambda evs: review_change(store, step_s=step_s, slo_ms=slo_ms, start_ms=start_ms,
+        calibration=lambda name: calibrate_timelines(tl, service=name, step_s=step_s, slos=table),
+        change=lambda evs: review_change(store, step_s=step_s, slos=table, start_ms=start_ms,
                                          end_ms=end_ms, wmap=wmap, events=evs),
         on_stage=on_stage)
 
@@ -260,9 +308,7 @@ def _pool_section(r: Review) -> ReviewSection:
               for n, m in s.slo_violation_min_by_service.items()]]
     fig = None
     if s.steps:
-        classes = class_long(r.timelines.pool)
-        violations = slo_violations(r.timelines.services, lambda n: r.slo_ms.get(n, 0.0), r.step_s)
-        c, v, _ = thin_for_display(classes, violations, step_s=r.step_s)
+        c, v, _ = thin_for_display(s.classes, s.violations, step_s=r.step_s)
         fig = pool_story_figure(c, v, tz=r.tz)
     return ReviewSection("The pool", finding, tables=[(["measure", "value"], rows)], figure=fig,
                          figure_name="pool-story")
@@ -329,23 +375,23 @@ def _whatif_section(r: Review) -> ReviewSection:
              f"{bt['observed_violation_minutes']:,.0f} observed; batch {bt['model_batch_gpu_hours']:,.0f} "
              f"GPU-hours replayed vs {bt['observed_batch_gpu_hours']:,.0f} observed.")
     names = list(r.results)
-    best = r.best_policy()
+    best = r.best_policy
     shared = r.results.get("shared")
     scn = r.scenario
     if bt.get("within", False):
         finding = (f"Modelled on {svc}'s own traffic: {best} would have "
-                   f"{r.results[best].summary['violation_minutes']:,.0f} violation minutes"
-                   + (f" where the shared pool has {shared.summary['violation_minutes']:,.0f}"
+                   f"{r.results[best].summary.violation_minutes:,.0f} violation minutes"
+                   + (f" where the shared pool has {shared.summary.violation_minutes:,.0f}"
                       if shared is not None and best != "shared" else "") + ".")
     else:  # said before any policy, as on the What-if page
         finding = (f"The model does not reproduce what {svc} went through ("
                    + "; ".join(bt.get("misses", [])) + "), so its policies are directions, not amounts.")
     # Batch work done and left unfinished beside the minutes: no policy looks good by dropping batch.
-    rows = [[n, f"{s['violation_minutes']:,.0f}", f"{s['slo_compliance']:.1%}", f"{s['p99_ms']:,.0f}",
-             f"{s['pool_utilization']:.0%}", f"{s.get('batch_goodput_gpu_hours', 0.0):,.0f}",
-             f"{s.get('batch_unfinished_gpu_hours', 0.0):,.0f}", f"${s['externality_cost']:,.0f}"]
+    rows = [[n, f"{s.violation_minutes:,.0f}", f"{s.slo_compliance:.1%}", f"{s.p99_ms:,.0f}",
+             f"{s.pool_utilization:.0%}", f"{s.batch_goodput_gpu_hours:,.0f}",
+             f"{s.batch_unfinished_gpu_hours:,.0f}", f"${s.externality_cost:,.0f}"]
             for n, s in ((n, r.results[n].summary) for n in names)]
-    agreed = r.agreement()
+    agreed = r.agreement
     paragraphs = [check] + ([agreed.sentence()] if agreed is not None else []) + [(
         f"{scn.pool.gpus} GPUs in the pool, SLO p99 {scn.service.slo_ms:g} ms; every policy moves the "
         "batch runs that happened over the last days of the range.")]

@@ -22,6 +22,7 @@ import orjson
 import polars as pl
 import xxhash as _xxhash
 
+from analytics.config import TIME_WINDOW_ENV, env_setting
 from analytics.errors import ConfigError, IngestError
 from analytics.limits import IngestLimits
 from analytics.text import visible
@@ -37,7 +38,6 @@ REQUEST_SCHEMA = {"ts_ms": pl.Int64, "service": pl.Utf8, "latency_ms": pl.Float6
 # Samples outside this window are refused: one stray year-10000 timestamp would otherwise sit in
 # the store and overflow or hang every reader. ``TIDELENS_TIME_WINDOW="FROM,TO"`` (ISO-8601 dates
 # or times, UTC; TO may be ``now+Nd``) widens or narrows it; the default is 2000-01-01 .. now + 1 day.
-TIME_WINDOW_ENV = "TIDELENS_TIME_WINDOW"
 PLAUSIBLE_FROM_MS = 946_684_800_000  # 2000-01-01T00:00:00Z
 _DAY_MS = 86_400_000
 
@@ -55,11 +55,10 @@ def plausible_window_ms(now_ms: int | None = None) -> tuple[int, int]:
     (1577836800000, 1800172800000)
     >>> _ = os.environ.pop(TIME_WINDOW_ENV) if saved is None else os.environ.update({TIME_WINDOW_ENV: saved})
     """
-    import os
     import time
 
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    text = os.environ.get(TIME_WINDOW_ENV)
+    text = env_setting(TIME_WINDOW_ENV)
     if not text:
         return PLAUSIBLE_FROM_MS, now + _DAY_MS
 

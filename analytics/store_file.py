@@ -41,6 +41,7 @@ from typing import Any
 
 import duckdb
 
+from analytics.config import LOCK_WAIT_ENV, env_setting
 from analytics.errors import StoreBusyError, StoreFileError
 from analytics.sql import audit as audit_q
 from analytics.sql import changes as changes_q
@@ -75,7 +76,6 @@ MAGIC_OFFSET = 8  # DuckDB's main header: an 8-byte checksum, then the magic byt
 # A store's file lock is held by one writer (or by readers) at a time, across processes. Opening
 # waits this long for it, polling, then says who holds it; a load that takes minutes is reported,
 # not waited out.
-LOCK_WAIT_ENV = "TIDELENS_LOCK_WAIT_S"
 DEFAULT_LOCK_WAIT_S = 10.0
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in .*\(PID (\d+)\)")
 
@@ -89,7 +89,7 @@ _CHECKED_LOCK = threading.Lock()
 
 def lock_wait_s() -> float:
     """Seconds to wait for another program's lock on a store: ``$TIDELENS_LOCK_WAIT_S`` or 10."""
-    raw = os.environ.get(LOCK_WAIT_ENV)
+    raw = env_setting(LOCK_WAIT_ENV)
     try:
         return max(0.0, float(raw)) if raw else DEFAULT_LOCK_WAIT_S
     except ValueError:

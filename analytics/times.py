@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 from analytics.errors import ConfigError
@@ -36,9 +36,15 @@ def iso_utc(ts_ms: int) -> str:
     return text + (f".{ts_ms % 1000:03d}Z" if ts_ms % 1000 else "Z")
 
 
-# A bare number is epoch seconds (Prometheus' API, ``date +%s``); one this large would be a
-# year past 5000 in seconds, so it is milliseconds typed by mistake and refused, not guessed.
+# An epoch number's unit by its size: above 1e11 seconds is past the year 5000, so a number that
+# large is milliseconds; above 1e14 milliseconds (year 5138) it is microseconds, above 1e17
+# microseconds nanoseconds. Every plausible time (1973 to 5138) reads the same in each unit.
 _EPOCH_S_MAX = 1e11
+_EPOCH_MS_MAX = 1e14
+_EPOCH_US_MAX = 1e17
+EpochUnit = Literal["s", "ms", "us", "ns"]
+# Milliseconds in one of each unit: an epoch number times this is epoch milliseconds.
+EPOCH_UNIT_MS: dict[str, float] = {"s": 1000.0, "ms": 1.0, "us": 1e-3, "ns": 1e-6}
 _OFFSET = re.compile(r"^\s*(?:now\s*)?([+-])\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 # The instants a typed time may name: the years a calendar (datetime, ISO-8601) holds, 1 to 9999.
@@ -54,6 +60,21 @@ def _in_calendar(ms: float, what: str, text: str) -> int:
         raise ConfigError(f"{what} {text[:80]!r}: no time between the years 1 and 9999; write ISO-8601 "
                           "(2026-01-05T09:30Z), epoch seconds, now, or now-2h")
     return int(ms)
+
+
+def epoch_unit(magnitude: float) -> EpochUnit:
+    """The one rule for the unit of an epoch number whose file does not say it (a long CSV's,
+    Parquet's, a mapped table's or a request log's time column): seconds, milliseconds,
+    microseconds or nanoseconds, by its size. ``magnitude`` is the reader's largest (or first)
+    time; its sign is ignored, and a NaN reads as seconds.
+
+    >>> [epoch_unit(x) for x in (1767225600, 1767225600000, 1767225600000000, 1767225600000000000)]
+    ['s', 'ms', 'us', 'ns']
+    >>> epoch_unit(-1767225600000000), 1767225600000000 * EPOCH_UNIT_MS["us"]
+    ('us', 1767225600000.0)
+    """
+    m = abs(magnitude)
+    return "ns" if m > _EPOCH_US_MAX else "us" if m > _EPOCH_MS_MAX else "ms" if m > _EPOCH_S_MAX else "s"
 
 
 def parse_time_ms(text: str, *, now_ms: int | None = None, what: str = "time") -> int:

@@ -14,23 +14,22 @@ True
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from datetime import timezone
 from pathlib import Path
 from typing import Any, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from analytics.config import UPLOADS_DB_ENV, env_setting
 from analytics.data_dir import confine_store_path
 from analytics.errors import ConfigError
 from analytics.fieldhelp import field_help
-from analytics.slo import ALL, DEFAULT_SLO_MS, parse_slo_ms  # one fallback and one rule, shared with the CLI
+from analytics.slo import ALL, DEFAULT_SLO_MS, SloTable, parse_slo_ms  # one fallback and one rule, shared with the CLI
 from analytics.store import DEFAULT_DB
 from analytics.times import STEP_MAX_S, format_span, iso_utc, parse_step_s, parse_time_ms
 from analytics.workloads import Rule
 
 # Where "uploaded files" land when the user has not chosen a DuckDB file of their own.
-UPLOADS_DB_ENV = "TIDELENS_UPLOADS_DB"
 
 SOURCE_KINDS: dict[str, str] = {
     "sample": "Bundled sample",
@@ -44,7 +43,7 @@ ALL_SERVICES = ALL  # the SLO for services without their own
 
 def uploads_db_path() -> Path:
     """The store that uploads go to when the source is the sample or "uploaded files"."""
-    env = os.environ.get(UPLOADS_DB_ENV)
+    env = env_setting(UPLOADS_DB_ENV)
     if env:
         return Path(env)
 
@@ -124,35 +123,27 @@ class ViewSettings:
                 "(e.g. 250 or chat-vllm:500,recommender:100).", "param": "slo"})
     tz: str = field(default="UTC", metadata={
         "help": "Zone that times are shown in; data stays UTC inside.", "param": "tz"})
-    slo_known: tuple[tuple[str, float], ...] = field(default=(), metadata={
+    slo_known: SloTable = field(default_factory=SloTable, metadata={
         "help": "SLOs tidelens.toml and the store declare per service (not in the URL: they come "
-                "with the data)", "param": None})
+                "with the data; analytics.slo.resolve_slos)", "param": None})
 
     def __hash__(self) -> int:  # slo_ms is a dict; hash its items so settings can key caches
         return hash((self.source, self.db_path, self.start_ms, self.end_ms, self.step_s,
                      tuple(sorted(self.slo_ms.items())), self.tz, self.slo_known))
 
     # -- derived ----------------------------------------------------------------------------
-    def slo_for(self, service: str) -> float:
-        """The SLO of one service, as :func:`analytics.events.buckets.resolve_slos` decides it: the
-        user's own for it, else what tidelens.toml or the store declares, else the one for
-        services without their own, else the default.
+    @property
+    def slos(self) -> SloTable:
+        """Every service's SLO in this view, the one table its analyses take: the user's own
+        over what tidelens.toml and the store declare, the "all services" setting for the rest
+        (:meth:`analytics.slo.SloTable.over`, the CLI's precedence too).
 
-        >>> v = ViewSettings(slo_ms={"*": 200.0, "a": 50.0}, slo_known=(("a", 9.0), ("b", 1000.0)))
-        >>> v.slo_for("a"), v.slo_for("b"), v.slo_for("c")
-        (50.0, 1000.0, 200.0)
+        >>> known = SloTable({"a": (9.0, "the store"), "b": (1000.0, "tidelens.toml [slo]")})
+        >>> v = ViewSettings(slo_ms={"*": 200.0, "a": 50.0}, slo_known=known)
+        >>> v.slos.ms("a"), v.slos.ms("b"), v.slos.ms("c"), v.slos.source("a")
+        (50.0, 1000.0, 200.0, 'your setting')
         """
-        if service in self.slo_ms and service != ALL_SERVICES:
-            return self.slo_ms[service]
-        known = dict(self.slo_known)
-        if service in known:
-            return known[service]
-        return self.slo_ms.get(ALL_SERVICES, DEFAULT_SLO_MS)
-
-    def slo_items(self) -> tuple[tuple[str, float], ...]:
-        """Every SLO this view applies, as hashable pairs (``("*", ms)`` for the rest): a cache key."""
-        merged = {**dict(self.slo_known), **{k: v for k, v in self.slo_ms.items() if k != ALL_SERVICES}}
-        return ((ALL_SERVICES, self.slo_ms.get(ALL_SERVICES, DEFAULT_SLO_MS)), *sorted(merged.items()))
+        return self.slo_known.over(self.slo_ms, "your setting", fallback_ms=self.slo_ms.get(ALL_SERVICES))
 
     def db_file(self, folder: Path) -> Path | None:
         """The store file this view reads, or ``None`` for the sample (built on demand).
@@ -181,7 +172,7 @@ class ViewSettings:
         else:
             span = format_span(start, end, self.tz)
         slos = ", ".join(f"{v:.10g} ms" if k == ALL_SERVICES else f"{k} {v:.10g} ms"
-                         for k, v in self.slo_items())
+                         for k, v in self.slos.items())
         return f"{span} · step {format_step(self.step_s)} · SLO {slos}"
 
     def clamp_range(self, first_ms: int | None, last_ms: int | None) -> tuple[int | None, int | None]:

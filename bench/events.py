@@ -68,6 +68,7 @@ def build_store(days: int, gpus: int) -> tuple[Path, dict[str, float]]:
 def measure(db: str, slos: dict[str, float]) -> dict[str, float]:
     """One run in this process: timelines (peer) then detection + attribution."""
     from analytics.events import EventsConfig, analyse
+    from analytics.slo import SloTable
     from analytics.timeline import store_timelines
     from analytics.store import Store
 
@@ -76,7 +77,7 @@ def measure(db: str, slos: dict[str, float]) -> dict[str, float]:
     with Store(db, read_only=True) as st:
         tl = store_timelines(st, cfg.timeline_config())
     t1 = time.perf_counter()
-    res = analyse(tl.services, tl.pool, tl.holdings, cfg=cfg, slos_ms=slos)
+    res = analyse(tl.services, tl.pool, tl.holdings, cfg=cfg, slos=SloTable.from_ms(slos))
     t2 = time.perf_counter()
     return {"timelines_s": t1 - t0, "events_s": t2 - t1, "total_s": t2 - t0, "events": len(res.events),
             "steps": res.steps.height, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

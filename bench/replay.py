@@ -47,7 +47,7 @@ def _row(label: str, seed: int, service: str, cal: Any, events: Any) -> dict[str
     bt = cal.backtest
     # The pages' sentence on the whole period: N (tail events, share-weighted) and M (shared less
     # partitioned, both moving the runs that happened; the shared row is this backtest's replay).
-    ag = agreement(events.events, cal.scenario, steps=events.steps)
+    ag = agreement(events, cal.scenario)
     frame = bt["frame"]
     busy = frame["traffic_rps"].to_numpy() > 0
     calls = float((busy & (frame["p99_ms"].to_numpy() > cal.scenario.service.slo_ms)).sum()
@@ -64,6 +64,7 @@ def _row(label: str, seed: int, service: str, cal: Any, events: Any) -> dict[str
 def simulated(case: Any, *, days: int, gpus: int, seed: int) -> list[dict[str, Any]]:
     """Backtest rows of one simulator case, one per service."""
     from analytics.events import EventsConfig, analyse
+    from analytics.slo import SloTable
     from analytics.timeline import store_timelines
     from analytics.sample import load_into, simulate, truth
     from analytics.store import Store
@@ -74,10 +75,10 @@ def simulated(case: Any, *, days: int, gpus: int, seed: int) -> list[dict[str, A
     with Store(":memory:") as st:
         load_into(st, res)
         tl = store_timelines(st, EventsConfig().timeline_config())
-    events = analyse(tl.services, tl.pool, tl.holdings, cfg=EventsConfig(), slos_ms=slos)
+    events = analyse(tl.services, tl.pool, tl.holdings, cfg=EventsConfig(), slos=SloTable.from_ms(slos))
     present = set(tl.services["service"].unique().to_list())  # compound's story has one service
     return [_row(case.label, seed, svc, calibrate_frames(tl.services, tl.pool, tl.holdings,
-                                                         service=svc, slo_for=slos), events)
+                                                         service=svc, slos=SloTable.from_ms(slos)), events)
             for svc in SIM_SERVICES if svc in present]
 
 
@@ -86,6 +87,7 @@ def independent(case: str, *, days: int, seed: int) -> list[dict[str, Any]]:
     from independent_export import write_story
 
     from analytics.events import EventsConfig, analyse
+    from analytics.slo import SloTable
     from analytics.timeline import store_timelines
     from analytics.ingest import ingest_path
     from analytics.store import Store
@@ -98,9 +100,9 @@ def independent(case: str, *, days: int, seed: int) -> list[dict[str, Any]]:
                 ingest_path(st, Path(d) / "export" / f)
             tl = store_timelines(st, EventsConfig().timeline_config())
     slos = {k: v["p99_ms"] for k, v in tr["slos"].items()}
-    events = analyse(tl.services, tl.pool, tl.holdings, cfg=EventsConfig(), slos_ms=slos)
+    events = analyse(tl.services, tl.pool, tl.holdings, cfg=EventsConfig(), slos=SloTable.from_ms(slos))
     return [_row(f"independent export: {case}", seed, svc,
-                 calibrate_frames(tl.services, tl.pool, tl.holdings, service=svc, slo_for=slos),
+                 calibrate_frames(tl.services, tl.pool, tl.holdings, service=svc, slos=SloTable.from_ms(slos)),
                  events)
             for svc in slos]
 

@@ -37,6 +37,7 @@ from variant_matrix import mixed_share_errors  # noqa: E402
 from analytics.events import EventsConfig  # noqa: E402
 from analytics.events.pipeline import analyse_store  # noqa: E402
 from analytics.ingest import ingest_path  # noqa: E402
+from analytics.slo import SloTable  # noqa: E402
 from analytics.store import Store  # noqa: E402
 from truth_scoring import score  # noqa: E402
 
@@ -56,7 +57,7 @@ def independent_case(case: str, *, days: int, seed: int):
         with Store(Path(d) / "s.duckdb") as st:
             for f in tr["files"]:
                 ingest_path(st, Path(d) / "export" / f)
-            analysis = analyse_store(st, EventsConfig(), slos_ms={k: v["p99_ms"] for k, v in tr["slos"].items()})
+            analysis = analyse_store(st, EventsConfig(), slos=SloTable.from_ms({k: v["p99_ms"] for k, v in tr["slos"].items()}))
     return score(tr, analysis.events)
 
 
@@ -68,7 +69,7 @@ def compound_export_case(*, seed: int, days: int = 10):
         with Store(Path(d) / "s.duckdb") as st:
             for f in tr["files"]:
                 ingest_path(st, Path(d) / "export" / f)
-            analysis = analyse_store(st, EventsConfig(), slos_ms={k: v["p99_ms"] for k, v in tr["slos"].items()})
+            analysis = analyse_store(st, EventsConfig(), slos=SloTable.from_ms({k: v["p99_ms"] for k, v in tr["slos"].items()}))
     return score(tr, analysis.events), mixed_share_errors(tr, analysis.events)
 
 

@@ -58,6 +58,7 @@ from analytics.live.client import ClientConfig, PromClient  # noqa: E402
 from analytics.live.pull import pull  # noqa: E402
 from analytics.overview import summarise  # noqa: E402
 from analytics.promql import fleet_queries  # noqa: E402
+from analytics.slo import SloTable  # noqa: E402
 from analytics.store import Store  # noqa: E402
 from analytics.timeline import TimelineConfig, timelines  # noqa: E402
 from analytics.workloads import WorkloadMap  # noqa: E402
@@ -230,7 +231,7 @@ def overview_s(store: Store) -> float:
     t0 = time.perf_counter()
     cfg = TimelineConfig(step_s=60)
     tl = timelines(store, cfg)
-    summarise(tl.pool, tl.holdings, tl.services, lambda _service: 500.0, cfg.step_s)
+    summarise(tl.pool, tl.holdings, tl.services, SloTable.every(500.0, "the bench"), cfg.step_s)
     return time.perf_counter() - t0
 
 
@@ -248,10 +249,11 @@ def verdicts(store: Store, slo_ms: float | None = None) -> dict:
     tl = timelines(store, cfg, WorkloadMap())
     if slo_ms is None:  # twice the median step p99: the episodes' tails cross it, the norm's noise not
         slo_ms = 2 * float(tl.services["p99_ms"].median() or 250.0)
-    kpis = asdict(summarise(tl.pool, tl.holdings, tl.services, lambda _service: slo_ms, cfg.step_s))
-    ev = analyse_timelines(tl, EventsConfig(step_s=60, slo_ms=slo_ms))
+    slos = SloTable.every(slo_ms, "the bench")
+    kpis = asdict(summarise(tl.pool, tl.holdings, tl.services, slos, cfg.step_s))
+    ev = analyse_timelines(tl, EventsConfig(step_s=60), slos=slos)
     events = [(e.id, e.service, e.start_ms, e.end_ms, e.cause, round(e.peak_p99_ms, 6)) for e in ev.events]
-    bt = calibrate_frames(tl.services, tl.pool, tl.holdings, step_s=60, slo_for=slo_ms).backtest
+    bt = calibrate_frames(tl.services, tl.pool, tl.holdings, step_s=60, slos=slos).backtest
     backtest = {k: (round(v, 9) if isinstance(v, float) else v) for k, v in bt.items()
                 if k in ("observed_violation_minutes", "model_violation_minutes", "observed_batch_gpu_hours",
                          "model_batch_gpu_hours", "within", "observed_p99_ms", "model_p99_ms")}

@@ -88,6 +88,7 @@ def des_seconds(scn, policy: str, minutes: int, max_requests: int) -> tuple[floa
 
 def calibration_seconds(days: int):
     """CPU seconds of ``calibrate_frames`` on a simulated ``morning`` store of ``days`` days."""
+    from analytics.slo import SloTable
     from analytics.whatif.calibrate import calibrate_frames
     from analytics.sample import load_into
     from analytics.sample import simulate as simulate_sample
@@ -100,7 +101,7 @@ def calibration_seconds(days: int):
         cfg = TimelineConfig(step_s=60)
         frames = (service_timeline(st, cfg), pool_timeline(st, cfg), holdings(st, cfg))
     t0 = time.process_time()
-    cal = calibrate_frames(*frames, service="recommender", slo_for=120.0)
+    cal = calibrate_frames(*frames, service="recommender", slos=SloTable.every(120.0, "the bench"))
     return time.process_time() - t0, cal.scenario, cal.backtest
 
 

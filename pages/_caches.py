@@ -19,7 +19,7 @@ import polars as pl
 import streamlit as st
 
 from analytics.codeversion import code_digest
-from analytics.slo import resolve_slos
+from analytics.slo import SloTable, resolve_slos
 from analytics.timeline import (
     TimelineConfig,
     Timelines,
@@ -115,12 +115,11 @@ def cached_signal_report(path: str, version: str) -> pl.DataFrame:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def cached_known_slos(path: str, version: str, map_version: str) -> tuple[tuple[str, float], ...]:
+def cached_known_slos(path: str, version: str, map_version: str) -> SloTable:
     """The SLOs tidelens.toml and the store declare per service (what the CLI reads too)."""
 
     with open_store(path) as store:
-        table = resolve_slos(store, config=config_file())
-    return tuple(sorted((k, v[0]) for k, v in table.per_service.items()))
+        return resolve_slos(store, config=config_file())
 
 
 def library_version() -> str:

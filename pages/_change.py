@@ -21,6 +21,7 @@ from analytics.access import ACTION_WORDS, Identity, allows
 from analytics.change.basis import change_basis
 from analytics.change.candidates import propose_from
 from analytics.change.compare import CompareConfig, compare_change
+from analytics.change.comparison import ChangeComparison
 from analytics.change.record import PolicyChange, list_changes, parse_window
 from analytics.change.findings import finding, measure_rows, score_rows
 from analytics.errors import TidelensError
@@ -39,13 +40,11 @@ CMP_HELP = fields_help(CompareConfig)
 
 
 @st.cache_resource(show_spinner="Reading the store's whole span for before and after...", max_entries=4)
-def basis_for(path: str, version: str, step_s: int, slo_items: tuple[tuple[str, float], ...],
+def basis_for(path: str, version: str, step_s: int, slos: SloTable,
               map_version: str) -> Any:  # analytics.change.basis.ChangeBasis
 
-    slo = dict(slo_items)
-    table = SloTable({k: (ms, "your setting") for k, ms in slo.items() if k != "*"}, float(slo["*"]), "view")
     with open_store(path) as store:
-        return change_basis(store, step_s=step_s, slos=table, wmap=load_workload_map())
+        return change_basis(store, step_s=step_s, slos=slos, wmap=load_workload_map())
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -55,10 +54,10 @@ def recorded_changes(path: str, version: str) -> list[PolicyChange]:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def changes_and_candidates(path: str, version: str, step_s: int, slo_items: tuple[tuple[str, float], ...],
+def changes_and_candidates(path: str, version: str, step_s: int, slos: SloTable,
                            map_version: str) -> tuple[list[PolicyChange], list[Any]]:
 
-    basis = basis_for(path, version, step_s, slo_items, map_version)
+    basis = basis_for(path, version, step_s, slos, map_version)
     recorded = recorded_changes(path, version)
     with open_store(path) as store:
         return recorded, propose_from(store, basis.timelines, step_s, recorded)
@@ -103,7 +102,7 @@ def _record_form(who: Identity, path: str) -> None:
 def change_section(v: Any, src: Any) -> None:
     """The section's widgets and results for the view's store (see the module)."""
 
-    args = (src.path, src.version, v.step_s, v.slo_items(), config_version())
+    args = (src.path, src.version, v.step_s, v.slos, config_version())
     who = identity()
     may_record = allows(who, "record_change")
     try:
@@ -145,19 +144,19 @@ def change_section(v: Any, src: Any) -> None:
     except TidelensError as exc:
         st.warning(md(exc), icon=":material/warning:")
         return
-    missed = out.get("within") and not (out["within"]["prediction_violation_minutes"] and out["within"]["after_replay"])
+    missed = out.score is not None and out.score.missed
     (st.warning if missed else st.info)(md(finding(out)), icon=":material/compare_arrows:")
-    st.markdown("\n".join(f"- {md(s)}" for s in out["sentences"]))
+    st.markdown("\n".join(f"- {md(s)}" for s in out.sentences))
     if shift_h:
         st.caption(md(f"Periods either side of {iso_utc(at)}, {shift_h:+d} h from the recorded change."))
     show_table(pl.DataFrame(measure_rows(out), schema=["measure", "before", "after"], orient="row"),
                key="w_change_table")
-    if "predicted" in out:
+    if out.scored:
         show_table(pl.DataFrame(score_rows(out), schema=["the what-if, scored", "violation minutes", "batch GPU-hours"],
                                 orient="row"), key="w_change_score_table")
 
 
-def change_for_review(v: Any, src: Any) -> dict[str, Any] | None:
+def change_for_review(v: Any, src: Any) -> ChangeComparison | None:
     """The capacity review's before/after: the latest change recorded inside the view's range,
     compared and scored on the page's cached basis (None, without building it: no change
     recorded there)."""
@@ -166,5 +165,5 @@ def change_for_review(v: Any, src: Any) -> dict[str, Any] | None:
               and (v.end_ms is None or c.at_ms < v.end_ms)]
     if not inside:
         return None
-    basis = basis_for(src.path, src.version, v.step_s, v.slo_items(), config_version())
+    basis = basis_for(src.path, src.version, v.step_s, v.slos, config_version())
     return compare_change(basis, inside[-1].at_ms, None, inside[-1])

@@ -20,6 +20,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from analytics.config import PREFETCH_ENV, env_setting
 from analytics.view import STEP_CHOICES_S, ViewSettings
 from pages._caches import cached_timelines, cached_totals, outside_a_run
 from pages._queries import CalibrationQuery, EventsQuery, RhythmQuery
@@ -35,7 +36,6 @@ PAGE_MODULES = ("analytics.rhythm", "analytics.rhythm.digest", "analytics.events
                 "analytics.charts.events", "analytics.charts.whatif")
 
 PREFETCH_MAX_SAMPLES = 60_000_000
-PREFETCH_ENV = "TIDELENS_PREFETCH"  # "0" turns the prefetch off (the AppTests do)
 THREAD_NAME = "tidelens-prefetch"
 # Linux nice of the prefetch thread (and the DuckDB workers it starts): about a third of a
 # core's share against a page's run. Not lower: a click that asks for the value the prefetch
@@ -97,7 +97,7 @@ def prefetch_jobs(v: ViewSettings, src: DataSource, state: Any, page: str = "") 
         Job(("rhythm", rhythm), rhythm.run),
         Job(("events", events), events.run),
         *coarser,
-        Job(("calibration", path, version, v.start_ms, v.end_ms, v.step_s, mv, svc, v.slo_items()),
+        Job(("calibration", path, version, v.start_ms, v.end_ms, v.step_s, mv, svc, v.slos.items()),
             calibrate),
         *rest,
     ]
@@ -202,7 +202,7 @@ def prefetch_after_run(page: str = "") -> None:
     """Queue the prefetch for the view this run drew (``app.py`` calls it after the page,
     whose url path is ``page``, also when the page stopped early)."""
     found = take_run_view()
-    if os.environ.get(PREFETCH_ENV, "1") == "0" or found is None:
+    if env_setting(PREFETCH_ENV) == "0" or found is None:  # "0": off (the AppTests do)
         return
     v, src, state = found
     if src.problem or not src.path:

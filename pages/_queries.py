@@ -26,6 +26,7 @@ from analytics.events.pipeline import analyse_timelines
 from analytics.review import build_review, review_html
 from analytics.rhythm.config import RhythmConfig
 from analytics.rhythm.digest import rhythm_page_data
+from analytics.slo import SloTable
 from analytics.text import md
 from analytics.times import format_span
 from analytics.view import ViewSettings
@@ -94,7 +95,7 @@ class EventsQuery(ViewQuery):
     """The Tail events page's question: every tail event of a view, with the page's detection
     rule and (optionally) an uploaded incident record."""
 
-    slo_items: tuple[tuple[str, float], ...]
+    slos: SloTable
     min_duration_min: float = EventsConfig.min_duration_min
     merge_gap_min: float = EventsConfig.merge_gap_min
     incidents_name: str | None = None
@@ -105,7 +106,7 @@ class EventsQuery(ViewQuery):
                   incidents: tuple[str, bytes] | None = None) -> "EventsQuery":
         """``state`` holds the page's widget values (``ev_*``); ``incidents`` an uploaded file's
         name and bytes."""
-        return cls(**cls.on_view(v, src), slo_items=v.slo_items(),
+        return cls(**cls.on_view(v, src), slos=v.slos,
                    min_duration_min=float(state.get("ev_min_dur", cls.min_duration_min)),
                    merge_gap_min=float(state.get("ev_gap", cls.merge_gap_min)),
                    incidents_name=incidents[0] if incidents is not None else None,
@@ -113,7 +114,7 @@ class EventsQuery(ViewQuery):
 
     def run(self) -> "EventsAnalysis":
         return cached_events(self.path, self.version, self.start_ms, self.end_ms, self.step_s,
-                             self.map_version, self.slo_items, self.min_duration_min,
+                             self.map_version, self.slos, self.min_duration_min,
                              self.merge_gap_min, self.incidents_name, self.incidents_csv)
 
 
@@ -122,11 +123,11 @@ class CalibrationQuery(ViewQuery):
     """What-if and Chargeback's question: the model calibrated on one service of a view."""
 
     service: str
-    slo_ms: float
+    slos: SloTable
 
     @classmethod
     def from_view(cls, v: ViewSettings, src: DataSource, service: str) -> "CalibrationQuery":
-        return cls(**cls.on_view(v, src), service=service, slo_ms=v.slo_for(service))
+        return cls(**cls.on_view(v, src), service=service, slos=v.slos)
 
     @staticmethod
     def services(v: ViewSettings, src: DataSource) -> list[str]:
@@ -137,7 +138,7 @@ class CalibrationQuery(ViewQuery):
 
     def run(self) -> Any:  # analytics.whatif.calibrate.Calibration
         return cached_calibration(self.path, self.version, self.start_ms, self.end_ms,
-                                  self.step_s, self.map_version, self.service, self.slo_ms)
+                                  self.step_s, self.map_version, self.service, self.slos)
 
 
 # -- the heavy calls ------------------------------------------------------------------------
@@ -158,28 +159,26 @@ def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, star
 
 @persisted("Finding and attributing tail events...")
 def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | None, step_s: int,
-                  map_version: str, slo_items: tuple[tuple[str, float], ...], min_duration_min: float,
+                  map_version: str, slos: SloTable, min_duration_min: float,
                   merge_gap_min: float, incidents_name: str | None,
                   incidents_csv: bytes | None) -> "EventsAnalysis":
 
     timelines = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    slo = dict(slo_items)
-    services = timelines.services["service"].unique().to_list()
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms,
                        min_duration_min=min_duration_min, merge_gap_min=merge_gap_min)
     incidents = load_incidents(incidents_name or "upload.csv", incidents_csv) if incidents_csv else None
     # The same call as the CLI's analyse_store; the notes come from the timelines' facts.
-    return analyse_timelines(timelines, cfg, incidents, slos_ms={s: slo.get(s, slo.get("*")) for s in services})
+    return analyse_timelines(timelines, cfg, incidents, slos=slos)
 
 
 # What-if and Chargeback share one calibration per (source, range, step, service, SLO).
 @persisted("Calibrating the model on the store (first time for this range)...")
 def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
                        step_s: int, map_version: str, service: str | None,
-                       slo_ms: float) -> Any:  # analytics.whatif.calibrate.Calibration
+                       slos: SloTable) -> Any:  # analytics.whatif.calibrate.Calibration
 
     tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    return calibrate_timelines(tl, service=service, step_s=step_s, slo_for=slo_ms)
+    return calibrate_timelines(tl, service=service, step_s=step_s, slos=slos)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -222,12 +221,11 @@ def review_for(v: ViewSettings, src: DataSource) -> Any:  # analytics.review.Rev
 
     assert src.path is not None
     tl = cached_timelines(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version())
-    names = tl.service_names()
     totals = cached_totals(src.path, src.version)
     first, last = totals.get("first_ts_ms"), totals.get("last_ts_ms")
     span = "" if first is None or last is None else format_span(*v.clamp_range(first, last), v.tz)
     return build_review(
-        tl, step_s=v.step_s, slo_ms={n: v.slo_for(n) for n in names}, tz=v.tz, label=src.label, span=span,
+        tl, step_s=v.step_s, slos=v.slos, tz=v.tz, label=src.label, span=span,
         events=EventsQuery.from_view(v, src, {}).run, rhythm=RhythmQuery.from_view(v, src, {}).run,
         calibration=lambda name: CalibrationQuery.from_view(v, src, name).run(),
         map_digest=tl.facts.map_digest,  # the map the timelines were classed with

@@ -20,7 +20,7 @@ import streamlit as st
 
 from analytics.errors import ConfigError, StoreBusyError, StoreFileError
 from analytics.sample import ensure_default_store
-from analytics.slo import MAX_SLO_MS
+from analytics.slo import MAX_SLO_MS, SloTable
 from analytics.text import code, md
 from analytics.times import from_local_naive, local_naive
 from analytics.view import (
@@ -95,9 +95,9 @@ def _seed_from_url() -> None:
     ss["v_range_ms"] = (seed.start_ms, seed.end_ms)
 
 
-def _known_slos(src: DataSource) -> tuple[tuple[str, float], ...]:
+def _known_slos(src: DataSource) -> SloTable:
     if src.problem or not src.path:
-        return ()
+        return SloTable()
     return cached_known_slos(src.path, src.version, config_version())
 
 

@@ -89,7 +89,7 @@ if kind == STORE:  # the What-if page's sentence, from the same function on the 
         pass
     else:
         agreed = memo(("agree", scn.fingerprint(), tuple(POLICIES), asked),
-                      lambda: agreement(found.events, scn, results, found.steps))
+                      lambda: agreement(found, scn, results))
         st.info(md(agreed.sentence()), icon=":material/balance:")
 
 st.subheader("Externality ledger")

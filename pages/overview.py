@@ -7,12 +7,10 @@ import streamlit as st
 from analytics.charts.overview import pool_story_figure, share_figure
 from analytics.errors import TidelensError
 from analytics.overview import (
-    class_long,
     describe_class_rules,
     describe_signals,
     no_steps_message,
     pool_story_data,
-    slo_violations,
     summarise,
     thin_for_display,
 )
@@ -49,11 +47,10 @@ except TidelensError as exc:
 
 def _story(tl: Timelines) -> tuple:
     """The KPIs' summary and the two charts, with their data (built once per view: pages._caches.memo)."""
-    s = summarise(tl.pool, tl.holdings, tl.services, v.slo_for, v.step_s)
+    s = summarise(tl.pool, tl.holdings, tl.services, v.slos, v.step_s)
     if s.steps == 0:
         return s, None
-    classes = class_long(tl.pool)
-    violations = slo_violations(tl.services, v.slo_for, v.step_s)
+    classes, violations = s.classes, s.violations
     drawn_classes, drawn_violations, k = thin_for_display(classes, violations, step_s=v.step_s)
     return s, (escape_figure(pool_story_figure(drawn_classes, drawn_violations, tz=v.tz)),
                pool_story_data(classes, violations), k,
@@ -62,7 +59,7 @@ def _story(tl: Timelines) -> tuple:
 
 if timelines is not None:
     s, charts = memo(("overview", src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version(),
-                      v.slo_items(), v.tz), lambda: _story(timelines))
+                      v.slos.items(), v.tz), lambda: _story(timelines))
     k = kpi_row(5)
     k[0].metric("Pool size", f"{s.pool_gpus_max:,.0f} GPUs", border=True,
                 help="Most GPUs in the pool(s) at any step of the range")

@@ -141,8 +141,9 @@ if tabs["p99 against its own rhythm"].open:
         if data.p99 is not None and data.p99.decomposition is not None:
             p99 = data.p99.decomposition
             service = data.p99.signal.entity
-            show_chart(lambda: self_norm_figure(p99, v.slo_for(service), tz=v.tz), p99.frame,
-                       "rhythm-p99-self-norm", memo_key=(query, service, v.slo_for(service)))
+            slo = v.slos.ms(service)
+            show_chart(lambda: self_norm_figure(p99, slo, tz=v.tz), p99.frame,
+                       "rhythm-p99-self-norm", memo_key=(query, service, slo))
         else:
             st.caption("A tail that recurs every morning becomes part of p99's own daily component, "
                        "so a seasonal baseline calls it normal. This chart needs a service's p99 "

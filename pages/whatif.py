@@ -309,7 +309,7 @@ if cal is not None:  # the Tail events page's attribution, over the same days, b
     except TidelensError as exc:  # the table stands without the sentence
         st.caption(f"Tail events could not be compared: {md(exc)}")
     else:
-        agreed = memo(("agree", *replayed, asked), lambda: agreement(found.events, scn, results, found.steps))
+        agreed = memo(("agree", *replayed, asked), lambda: agreement(found, scn, results))
         st.info(md(agreed.sentence()), icon=":material/balance:")
 best_name = best_policy({n: r.summary for n, r in results.items()})
 best = next(r for r in table.iter_rows(named=True) if r["policy"] == best_name)
@@ -319,9 +319,9 @@ k[0].metric("Fewest violation minutes, modelled", f"{best['policy']}: {best['vio
 shared = results.get("shared")
 if shared is not None:
     k[1].metric("Shared pool: violation minutes, modelled",
-                f"{shared.summary['violation_minutes']:,.0f}", border=True)
+                f"{shared.summary.violation_minutes:,.0f}", border=True)
     k[2].metric("Shared pool: externality",
-                f"${shared.summary['externality_cost']:,.0f}", border=True,
+                f"${shared.summary.externality_cost:,.0f}", border=True,
                 help="Violation minutes priced and charged to the team that caused them")
 num = st.column_config.NumberColumn
 columns = {
@@ -444,7 +444,7 @@ if files.open:
                              mime="application/toml", icon=":material/save:", on_click="ignore")
         c[1].download_button("Results (JSON)", on_click="ignore", icon=":material/download:",
                              data=orjson.dumps({"scenario": {"name": scn.name, "transforms": transforms_of(scn)},
-                                                "policies": {name: {**r.summary, "externality": r.externality}
+                                                "policies": {name: {**r.summary.as_dict(), "externality": r.externality}
                                                              for name, r in results.items()}},
                                                option=orjson.OPT_INDENT_2, default=str),
                              file_name="tidelens-whatif.json", mime="application/json")

@@ -121,33 +121,31 @@ def test_before_and_after_match_the_truth_and_the_after_replay_is_within_its_bou
     tr = partitioned[1]["change"]
     for side in ("before", "after"):
         for svc, want in tr["minutes_over_slo"][side].items():
-            assert _near(out[side]["minutes_over_slo"][svc], want), (side, svc)
-        assert _near(out[side]["batch_gpu_hours"], tr["batch_gpu_hours"][side], 0.10, 10.0)
+            assert _near(getattr(out, side).minutes_over_slo[svc], want), (side, svc)
+        assert _near(getattr(out, side).batch_gpu_hours, tr["batch_gpu_hours"][side], 0.10, 10.0)
         # Little's law over Kueue's signals against the simulator's own submission-to-admission waits
         want = tr["batch_queue_delay_min"][side]
-        assert want is not None and _near(out[side]["batch_queue_delay_min"], want, 0.25, 1.0), (side, want)
-        assert set(out[side]) >= {"violation_minutes", "batch_gpu_hours", "events_by_cause", "requests_per_day",
-                                  "batch_queue_delay_min", "gpus_idle_mean", "per_million_requests"}
-    for key in ("before", "after", "predicted", "predicted_given_after_inputs", "after_replay"):
-        assert {"violation_minutes", "batch_gpu_hours"} <= set(out[key]), key
+        assert want is not None and _near(getattr(out, side).batch_queue_delay_min, want, 0.25, 1.0), (side, want)
+    for part in (out.score.predicted, out.score.predicted_given_after_inputs, out.score.after_replay):
+        assert {"violation_minutes", "batch_gpu_hours"} <= set(part)
     # a week is not its average: the range the before-period's days make, and whether the week after is in it
-    lo, hi = out["predicted"]["range_violation_minutes"]
-    assert lo <= hi and out["within"]["prediction_range_violation_minutes"] == (
-        lo <= out["after"]["violation_minutes"] <= hi)
+    lo, hi = out.score.predicted["range_violation_minutes"]
+    assert lo <= hi and out.score.within["prediction_range_violation_minutes"] == (
+        lo <= out.after.violation_minutes <= hi)
     # the before-period's model on the after-period's traffic and runs: the model's own part of a miss
-    assert out["within"]["prediction_given_after_inputs_violation_minutes"], out["predicted_given_after_inputs"]
+    assert out.score.within["prediction_given_after_inputs_violation_minutes"], out.score.predicted_given_after_inputs
     # and on each input alone (the after's traffic with the before's batch, and the other way round)
-    split = out["predicted_given_after_inputs"]
+    split = out.score.predicted_given_after_inputs
     assert split["traffic_only"] >= 0 and split["batch_only"] >= 0
-    rep = out["after_replay"]
+    rep = out.score.after_replay
     assert abs(rep["violation_minutes"] - rep["observed_violation_minutes"]) <= max(
         BACKTEST_VIOLATION_TOLERANCE * rep["observed_violation_minutes"], BACKTEST_VIOLATION_FLOOR_MIN)
     assert abs(rep["batch_gpu_hours"] - rep["observed_batch_gpu_hours"]) <= \
         BACKTEST_BATCH_TOLERANCE * rep["observed_batch_gpu_hours"]
-    assert out["within"]["after_replay"] and out["within"]["prediction_violation_minutes"]
+    assert out.score.within["after_replay"] and out.score.within["prediction_violation_minutes"]
     # the elastic fine-tune shrank to what partitioning left it: the prediction's batch misses, and says why
-    assert not out["within"]["prediction_batch_gpu_hours"]
-    assert any(d.startswith("batch ran differently") for d in out["differences"])
+    assert not out.score.within["prediction_batch_gpu_hours"]
+    assert any(d.startswith("batch ran differently") for d in out.score.differences)
 
 
 def test_moving_the_change_reuses_the_basis_and_its_calibrations(scored, monkeypatch):
@@ -161,10 +159,10 @@ def test_moving_the_change_reuses_the_basis_and_its_calibrations(scored, monkeyp
     monkeypatch.setattr(cal, "scenario_from", lambda *a, **k: pytest.fail("calibrated again"))
     cfg = CompareConfig(before_days=DAY, after_days=DAYS - DAY, service="recommender")
     again = compare_change(basis, change.at_ms, cfg, change)
-    assert again["after_replay"] == out["after_replay"]
+    assert again.score.after_replay == out.score.after_replay
     moved = compare_change(basis, change.at_ms - 3_600_000, CompareConfig(before_days=1, after_days=2), change,
                            score=False)
-    assert moved["before"]["days"] == pytest.approx(1.0) and "predicted" not in moved
+    assert moved.before.days == pytest.approx(1.0) and not moved.scored
 
 
 def test_the_tidal_change_before_and_after_match_the_truth(tidal):
@@ -173,9 +171,9 @@ def test_the_tidal_change_before_and_after_match_the_truth(tidal):
     out = compare_change(basis, ch["at_ms"], CompareConfig(before_days=DAY, after_days=DAYS - DAY), score=False)
     for side in ("before", "after"):
         for svc, want in ch["minutes_over_slo"][side].items():
-            assert _near(out[side]["minutes_over_slo"][svc], want), (side, svc)
-    assert "busier" in out["traffic"]["sentence"] or "about as many" in out["traffic"]["sentence"] \
-        or "quieter" in out["traffic"]["sentence"]
+            assert _near(getattr(out, side).minutes_over_slo[svc], want), (side, svc)
+    assert "busier" in out.traffic_sentence or "about as many" in out.traffic_sentence \
+        or "quieter" in out.traffic_sentence
 
 
 def test_the_capacity_review_shows_the_same_numbers(scored):
@@ -184,16 +182,15 @@ def test_the_capacity_review_shows_the_same_numbers(scored):
     from analytics.text import md
 
     basis, _, out = scored
-    r = build_review(basis.timelines, step_s=60, slo_ms={k: v for k, v in basis.slo_ms.items() if k != "*"},
-                     change=lambda events: out)
-    assert r.numbers()["change"]["after_replay"] == out["after_replay"]
+    r = build_review(basis.timelines, step_s=60, slos=basis.slos, change=lambda events: out)
+    assert r.numbers().change.score.after_replay == out.score.after_replay
     text, _ = render_markdown(review_document(r))
     section = text.split("## Before and after the change", 1)[1]
-    assert out["sentences"][-1].split(":")[0] in section  # the scored replay's sentence
-    assert f"| minutes over the SLO, chat-vllm | {out['before']['minutes_over_slo']['chat-vllm']:,.1f} | " \
-           f"{out['after']['minutes_over_slo']['chat-vllm']:,.1f} |" in section
-    assert f"| after, replayed under the enacted policy | {out['after_replay']['violation_minutes']:,.1f} |" in section
-    lo, hi = out["predicted"]["range_violation_minutes"]
+    assert out.sentences[-1].split(":")[0] in section  # the scored replay's sentence
+    assert f"| minutes over the SLO, chat-vllm | {out.before.minutes_over_slo['chat-vllm']:,.1f} | " \
+           f"{out.after.minutes_over_slo['chat-vllm']:,.1f} |" in section
+    assert f"| after, replayed under the enacted policy | {out.score.after_replay['violation_minutes']:,.1f} |" in section
+    lo, hi = out.score.predicted["range_violation_minutes"]
     assert md(DAY_RANGE_LABEL.strip()) + f" | {lo:,.1f} to {hi:,.1f} |" \
         in section
 

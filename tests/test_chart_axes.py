@@ -14,6 +14,7 @@ from analytics.charts.theme import log_ms_ticks
 from analytics.charts.whatif import backtest_figure, bands_figure, typical_day_figure
 from analytics.whatif import PRESETS, compare
 from analytics.whatif.ledger import typical_day
+from analytics.slo import SloTable
 
 T0 = 1_764_316_800_000
 
@@ -86,7 +87,7 @@ def test_event_story_has_a_log_p99_row_and_one_band_over_the_event_on_every_row(
     res = simulate("morning", days=2, gpus=64, seed=4)
     with Store(":memory:") as st:
         load_into(st, res)
-        analysis = analyse_store(st, slos_ms={k: v["p99_ms"] for k, v in truth(res)["slos"].items()})
+        analysis = analyse_store(st, slos=SloTable.from_ms({k: v["p99_ms"] for k, v in truth(res)["slos"].items()}))
     ev = max(analysis.events, key=lambda e: e.peak_p99_ms)
     fig = event_figure(analysis.event_window(ev), analysis.holdings_window(ev), ev, tz="Asia/Tokyo")
     _log_axis_ok(fig.layout.yaxis2, ev.slo_ms, ev.peak_p99_ms)

@@ -120,8 +120,8 @@ def test_report_of_no_such_event_is_refused_before_the_attribution(sample_db, ca
     with Store(db, read_only=True) as st:
         slos = resolve_slos(st, config=cfg)
         tl = store_timelines(st, EventsConfig().timeline_config(), load_map(cfg))
-    found = timelines_event_ids(tl, EventsConfig(), slos_ms=slos)
-    assert found and found == {e.id for e in analyse_timelines(tl, EventsConfig(), slos_ms=slos).events}
+    found = timelines_event_ids(tl, EventsConfig(), slos=slos)
+    assert found and found == {e.id for e in analyse_timelines(tl, EventsConfig(), slos=slos).events}
 
     def attributed(*_args, **_kwargs):
         raise AssertionError("the attribution ran for an event that is not there")

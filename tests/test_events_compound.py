@@ -31,6 +31,7 @@ from analytics.events.wording import dashboard_vs_found
 from analytics.ingest import ingest_path
 from analytics.store import Store
 from analytics.times import parse_iso
+from analytics.slo import SloTable
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compound")]
 
@@ -45,7 +46,7 @@ def story(tmp_path_factory):
         tl = store_timelines(st, EventsConfig().timeline_config())
     slos = {k: v["p99_ms"] for k, v in tr["slos"].items()}
     return {"truth": tr, "tl": tl, "slos": slos,
-            "analysis": analyse(tl.services, tl.pool, tl.holdings, cfg=EventsConfig(), slos_ms=slos)}
+            "analysis": analyse(tl.services, tl.pool, tl.holdings, cfg=EventsConfig(), slos=SloTable.from_ms(slos))}
 
 
 def _compound(story) -> list:
@@ -90,7 +91,7 @@ def test_the_evidence_says_which_scale_up_capacity_without_batch_waited_for(stor
     # desired replicas inferred from traffic react at once: the autoscaler's reaction is added
     tl = story["tl"]
     inferred = analyse(tl.services.with_columns(pl.lit(None, dtype=pl.Float64).alias("desired_replicas")),
-                       tl.pool, tl.holdings, cfg=EventsConfig(), slos_ms=story["slos"])
+                       tl.pool, tl.holdings, cfg=EventsConfig(), slos=SloTable.from_ms(story["slos"]))
     ev = inferred.events[0].evidence
     assert ev["autoscaler_reaction"].startswith("1 min added (reaction_min)")
     assert ev["scale_up_min_without_batch"] == ev["warmup_min"] + 1
@@ -109,6 +110,6 @@ def test_a_compound_surge_is_checked_against_the_stores_own_surges(story):
     # the store's own surges deny, and the notes say so
     tl = story["tl"]
     instant = analyse(tl.services, tl.pool, tl.holdings, cfg=replace(EventsConfig(), warmup_min=0.0),
-                      slos_ms=story["slos"])
+                      slos=SloTable.from_ms(story["slos"]))
     flagged = [n for n in instant.notes if "likely too low" in n]
     assert len(flagged) == 2 and all("without batch would make 0" in n for n in flagged), instant.notes

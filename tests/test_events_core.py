@@ -12,6 +12,7 @@ from analytics.errors import ConfigError
 from analytics.events import EventsConfig, analyse
 from analytics.events.detect import detect_runs
 from analytics.events.latency_model import fit_latency_model
+from analytics.slo import SloTable
 from synthetic_frames import SynthDay, SynthSpec, build
 
 SLO = {"chat": 100.0}
@@ -27,7 +28,7 @@ def week():
     days[5] = SynthDay(warmup_min=30)
     spec = SynthSpec(days=days)
     frames = build(spec)
-    return spec, frames, analyse(*frames[:3], slos_ms=SLO)
+    return spec, frames, analyse(*frames[:3], slos=SloTable.from_ms(SLO))
 
 
 def _day(ev, spec) -> int:
@@ -108,9 +109,9 @@ def test_contract_shape_and_stable_ids(week):
     assert list(d) == ["id", "service", "start", "end", "peak_p99_ms", "cause", "shares", "misattributed", "evidence"]
     assert set(d["shares"]) == {"batch_contention", "traffic_surge", "unexplained"}
     assert d["start"].endswith("Z") and d["start"] < d["end"]
-    again = analyse(*frames[:3], slos_ms=SLO)
+    again = analyse(*frames[:3], slos=SloTable.from_ms(SLO))
     assert [e.id for e in again.events] == [e.id for e in res.events]
-    other = analyse(*frames[:3], slos_ms=SLO, cfg=EventsConfig(min_duration_min=3))
+    other = analyse(*frames[:3], slos=SloTable.from_ms(SLO), cfg=EventsConfig(min_duration_min=3))
     assert other.events[0].id != res.events[0].id
     assert len({e.id for e in res.events}) == len(res.events)
 
@@ -150,7 +151,7 @@ def test_no_batch_means_no_batch_contention():
     days = [SynthDay() for _ in range(7)]
     days[1] = SynthDay(surge_from_min=700, surge_until_min=760)
     days[3] = SynthDay(surge_from_min=600, surge_until_min=640, surge_factor=2.5)
-    res = analyse(*build(SynthSpec(days=days, seed=3))[:3], slos_ms=SLO)
+    res = analyse(*build(SynthSpec(days=days, seed=3))[:3], slos=SloTable.from_ms(SLO))
     assert res.events
     assert all(e.cause != "batch_contention" and not e.misattributed for e in res.events)
 
@@ -159,7 +160,7 @@ def test_recurring_morning_tail_found_where_a_seasonal_baseline_sees_nothing():
     # Batch holds the GPUs every weekday morning: the tail is part of latency's daily profile.
     days = [SynthDay(batch_from_min=120, batch_until_min=660) if d % 7 < 5 else SynthDay() for d in range(14)]
     services, pools, holdings, _ = build(SynthSpec(days=days, seed=5))
-    res = analyse(services, pools, holdings, slos_ms=SLO)
+    res = analyse(services, pools, holdings, slos=SloTable.from_ms(SLO))
     found_days = sorted({(e.start_ms - SynthSpec().start_ms) // DAY_MS for e in res.events
                          if e.cause == "batch_contention"})
     assert found_days == [d for d in range(14) if d % 7 < 5]
@@ -180,7 +181,7 @@ def test_recurring_morning_tail_found_where_a_seasonal_baseline_sees_nothing():
 
 def test_relative_rule_without_slo_uses_wanted_capacity(week):
     spec, frames, _ = week
-    res = analyse(*frames[:3], slos_ms={}, cfg=EventsConfig(relative_k=2.0))
+    res = analyse(*frames[:3], slos=SloTable.from_ms({}), cfg=EventsConfig(relative_k=2.0))
     causes = {(e.start_ms - spec.start_ms) // DAY_MS: e.cause for e in res.events}
     assert causes.get(2) == "batch_contention"
     assert all(np.isnan(e.slo_ms) for e in res.events)
@@ -189,7 +190,7 @@ def test_relative_rule_without_slo_uses_wanted_capacity(week):
 def test_fixed_warmup_setting_is_used(week):
     _, frames, res = week
     assert res.warmup_min["chat"] == pytest.approx(5.0, abs=4.0)
-    res2 = analyse(*frames[:3], slos_ms=SLO, cfg=replace(EventsConfig(), warmup_min=12.0))
+    res2 = analyse(*frames[:3], slos=SloTable.from_ms(SLO), cfg=replace(EventsConfig(), warmup_min=12.0))
     assert res2.warmup_min["chat"] == 12.0
 
 
@@ -231,7 +232,7 @@ def test_a_slow_replica_at_night_is_unexplained_not_scaling_lag(week):
         pl.when(inside).then(pl.col("p99_ms") * 10).otherwise(pl.col("p99_ms")).alias("p99_ms"),
         pl.when(inside & (ts <= a + 5 * 60_000)).then(pl.col("ready_replicas") + 1)
         .otherwise(pl.col("desired_replicas")).alias("desired_replicas"))
-    res = analyse(bumped, pools, holdings, slos_ms=SLO)
+    res = analyse(bumped, pools, holdings, slos=SloTable.from_ms(SLO))
     ev = next(e for e in res.events if e.start_ms >= a - 60_000 and e.start_ms < b)
     assert ev.evidence["shortfall_replicas_max"] >= 1 and ev.evidence["free_gpus_when_asked"] >= 1
     assert ev.shares["unexplained"] > 0.9

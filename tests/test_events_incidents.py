@@ -8,6 +8,7 @@ import pytest
 from analytics.errors import IngestError
 from analytics.events import analyse, load_incidents
 from analytics.events.incidents import match_incident, normalise_cause
+from analytics.slo import SloTable
 from synthetic_frames import SynthDay, SynthSpec, build
 
 
@@ -47,15 +48,15 @@ def test_incident_blaming_users_marks_batch_event_misattributed():
     days = [SynthDay() for _ in range(4)]
     days[2] = SynthDay(batch_from_min=120, batch_until_min=660)
     frames = build(SynthSpec(days=days))[:3]
-    plain = analyse(*frames, slos_ms={"chat": 100.0})
+    plain = analyse(*frames, slos=SloTable.from_ms({"chat": 100.0}))
     ev = next(e for e in plain.events if e.cause == "batch_contention")
     inc = pl.DataFrame({"start_ms": [ev.start_ms], "end_ms": [ev.end_ms], "service": ["chat"],
                         "recorded_cause": ["users"], "cause_class": ["traffic_surge"]})
-    res = analyse(*frames, slos_ms={"chat": 100.0}, incidents=inc)
+    res = analyse(*frames, slos=SloTable.from_ms({"chat": 100.0}), incidents=inc)
     hit = res.event(ev.id)
     assert hit.misattributed and hit.evidence["incident"]["as_cause"] == "traffic_surge"
     recorded_batch = inc.with_columns(pl.lit("batch_contention").alias("cause_class"))
     # The same event with a record that got it right: misattributed only through the naive reading.
-    res2 = analyse(*frames, slos_ms={"chat": 100.0}, incidents=recorded_batch)
+    res2 = analyse(*frames, slos=SloTable.from_ms({"chat": 100.0}), incidents=recorded_batch)
     assert res2.event(ev.id).misattributed == ev.evidence["naive_reading"]["blames_users"]
 

@@ -24,6 +24,7 @@ from truth_scoring import score
 from analytics.ingest import ingest_path
 from analytics.store import Store
 from analytics.timeline import TimelineConfig, autoscaler_links, pool_timeline, service_timeline
+from analytics.slo import SloTable
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("independent")]
 FIXTURES = Path(__file__).parent / "fixtures" / "independent"
@@ -41,7 +42,7 @@ def stories(tmp_path_factory):
             for f in tr["files"]:
                 assert all(r.status == "loaded" for r in ingest_path(st, d / "export" / f)), f
             slos = {k: v["p99_ms"] for k, v in tr["slos"].items()}
-            analysis = analyse_store(st, EventsConfig(), slos_ms=slos)
+            analysis = analyse_store(st, EventsConfig(), slos=SloTable.from_ms(slos))
             tl = store_timelines(st, EventsConfig().timeline_config())
             links = autoscaler_links(st)
         out[case] = {"truth": tr, "analysis": analysis, "pool": tl.pool, "services": tl.services,

@@ -43,6 +43,7 @@ from truth_scoring import Score, match, pooled, score, score_banded
 from analytics.sample.export import load_into, truth, truth_p99
 from analytics.sample.sim import simulate
 from analytics.store import Store
+from analytics.slo import SloTable
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("events_truth")]
 
@@ -69,8 +70,8 @@ def _run(scenario: str, seed: int) -> dict:
     with Store(":memory:") as st:
         load_into(st, res)
         tl = store_timelines(st, cfg.timeline_config())
-    ours = analyse(tl.services, tl.pool, tl.holdings, cfg=cfg, slos_ms=slos)
-    own = analyse(_with_truth_p99(tl.services, tp), tl.pool, tl.holdings, cfg=cfg, slos_ms=slos)
+    ours = analyse(tl.services, tl.pool, tl.holdings, cfg=cfg, slos=SloTable.from_ms(slos))
+    own = analyse(_with_truth_p99(tl.services, tp), tl.pool, tl.holdings, cfg=cfg, slos=SloTable.from_ms(slos))
     return {"truth": tr, "truth_p99": tp, "services": tl.services, "analysis": ours, "slos": slos,
             "score": score(tr, ours.events, truth_p99=tp, bucket_bounds_ms=BOUNDS_MS),
             "score_own": score(tr, own.events),

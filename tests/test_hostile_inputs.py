@@ -23,7 +23,7 @@ from analytics.cli import main
 from analytics.config import read_config
 from analytics.errors import ConfigError
 from analytics.events import EventsConfig
-from analytics.slo import slos_from_config
+from analytics.slo import SloTable, slos_from_config
 from analytics.store import Store
 from analytics.view import parse_query_params, parse_slo
 from apptest_helpers import isolate, open_store_page
@@ -150,7 +150,7 @@ def test_every_slo_flag_is_refused_by_the_one_rule(capsys, tmp_path, value) -> N
             parse_slo(f"chat:{value}")  # the sidebar's per-service field and a link's ?slo=
         assert "slo" not in parse_query_params({"slo": value})[0].to_query_params()
         with pytest.raises(ConfigError, match=re.escape(SLO_RULE)):
-            EventsConfig(slo_ms=float(value))
+            SloTable.from_ms({"*": float(value)})
 
 
 def test_slo_in_tidelens_toml_meets_the_same_rule(tmp_path) -> None:

@@ -65,6 +65,25 @@ def test_the_checks_find_a_second_definition(tmp_path: Path) -> None:
     assert not GPU_HOURS.search("return (t_s % 86400) / 3600.0")
 
 
+# Minutes over the SLO from a count of steps: `n * step_min`, `n * step_s / 60`, a step guessed
+# from the timestamps' gaps; and a step's violation split between teams by their blame.
+MINUTES_FROM_STEPS = re.compile(r"(\*\s*step_min\b|\*\s*\(?(\w+\.)*step_s\s*/\s*60(\.0)?\b|np\.median\(np\.diff\(ts\)\))")
+MINUTES_WORDS = re.compile(r"violation|\bover(_slo)?\b|minutes|charged")
+TEAM_SPLIT = re.compile(r"blame_by_team\.items\(\)|charged\s*\+=")
+
+
+def test_minutes_over_the_slo_and_their_split_by_team_only_in_measures() -> None:
+    found = [line for line in _lines(MINUTES_FROM_STEPS, {}) if MINUTES_WORDS.search(line.split(":", 2)[2])]
+    assert not found, "steps to minutes: analytics.measures.step_minutes:\n" + "\n".join(found)
+    found = _lines(TEAM_SPLIT, {})
+    assert not found, "a violation by team: analytics.measures.split_violation_by_team:\n" + "\n".join(found)
+    assert MINUTES_FROM_STEPS.search('"violation_minutes": float(violation.sum() * step_min),')
+    assert MINUTES_FROM_STEPS.search('"minutes_over_slo": float(over[tail].sum()) * cfg.step_s / 60})')
+    assert MINUTES_FROM_STEPS.search("step_min = float(np.median(np.diff(ts))) / 60_000.0 if ts.size > 1 else 1.0")
+    assert TEAM_SPLIT.search("for team, w in sorted(tr.blame_by_team.items()):")
+    assert not MINUTES_FROM_STEPS.search("warm = int(math.ceil(svc.warmup_min / step_min - 1e-9))")
+
+
 def test_a_weighted_percentile_is_computed_only_in_measures() -> None:
     """Sorting values and accumulating their weights is a weighted percentile: the simulator's
     minute p99s and the backtest's period p99 had one each (measures.weighted_quantile now)."""

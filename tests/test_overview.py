@@ -7,6 +7,7 @@ import pytest
 
 from analytics.overview import (WORKLOAD_CLASSES, class_long, slo_violations,
                                 summarise)
+from analytics.slo import SloTable
 
 STEP_S = 300  # 5-minute steps: each GPU-step is 1/12 GPU-hour
 
@@ -45,8 +46,7 @@ def _services() -> pl.DataFrame:
     })
 
 
-def _slo(service: str) -> float:
-    return {"chat": 100.0, "rec": 50.0}[service]
+_slo = SloTable.from_ms({"chat": 100.0, "rec": 50.0})
 
 
 def test_summary_kpis() -> None:

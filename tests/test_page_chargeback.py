@@ -83,12 +83,12 @@ def test_ledger_and_bills_add_up() -> None:
         for row in r.externality:
             got = mine.filter(mine["team"] == row["team"])["violation_minutes"].sum()
             assert got == pytest.approx(row["violation_minutes"])
-        assert mine["violation_minutes"].sum() == pytest.approx(r.summary["violation_minutes"])
+        assert mine["violation_minutes"].sum() == pytest.approx(r.summary.violation_minutes)
     assert book.filter(book["policy"] == "shared")["period_start_ms"].n_unique() == 3  # days
     bill = bills(scn, res)
     shared = bill.filter(bill["policy"] == "shared")
     batch = shared.filter(shared["team"] == "ml-research").row(0, named=True)
-    assert batch["externality_cost"] == pytest.approx(res["shared"].summary["externality_cost"])
+    assert batch["externality_cost"] == pytest.approx(res["shared"].summary.externality_cost)
     assert batch["total"] == pytest.approx(batch["gpu_cost"] + batch["externality_cost"])
 
 

@@ -258,8 +258,8 @@ def test_readme_says_what_each_file_enforces(tmp_path: Path) -> None:
     written = write_plan(make_plan(scn, "tidal"), tmp_path)
     readme = (tmp_path / "README.md").read_text()
     modelled = simulate(scn, "tidal").summary  # the outcome the plan carries, as modelled
-    assert f"`modelled_violation_minutes`: {round(modelled['violation_minutes'], 1)}" in readme
-    assert f"`modelled_batch_goodput_gpu_hours`: {round(modelled['batch_goodput_gpu_hours'], 1)}" in readme
+    assert f"`modelled_violation_minutes`: {round(modelled.violation_minutes, 1)}" in readme
+    assert f"`modelled_batch_goodput_gpu_hours`: {round(modelled.batch_goodput_gpu_hours, 1)}" in readme
     for p in written:
         if p.suffix == ".yaml":
             assert p.name in readme, p.name

@@ -12,6 +12,7 @@ from analytics.events import analyse
 from analytics.events.wording import dashboard_vs_found
 from analytics.postmortem import report_html, write_report
 from analytics.text import md as md_escape
+from analytics.slo import SloTable
 
 EVIL = "<script>alert(1)</script>"
 
@@ -21,7 +22,7 @@ def evil():
     days = [SynthDay() for _ in range(4)]
     days[2] = SynthDay(batch_from_min=120, batch_until_min=660)
     spec = SynthSpec(days=days, service="svc" + EVIL, batch_workload="ft" + EVIL, batch_team="t&<b>")
-    res = analyse(*build(spec)[:3], slos_ms={spec.service: 100.0})
+    res = analyse(*build(spec)[:3], slos=SloTable.from_ms({spec.service: 100.0}))
     ev = next(e for e in res.events if e.cause == "batch_contention")
     return res, ev
 

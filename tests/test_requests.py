@@ -22,6 +22,7 @@ from analytics.timeline import service_timeline
 from analytics.timeline.config import TimelineConfig
 from analytics.timeline.provenance import request_log_summary
 from analytics.timeline.service import LOG_LATENCY, LOG_TTFT
+from analytics.slo import SloTable
 
 T0 = 1_767_571_200  # 2026-01-05 00:00 UTC, a Monday
 
@@ -235,7 +236,7 @@ def test_logs_win_over_histograms_where_they_cover_a_step_and_the_pages_say_so(s
     from analytics.events.config import EventsConfig
     from analytics.events.pipeline import analyse_store
 
-    notes = analyse_store(store, EventsConfig(), slos_ms={"chat": 200.0}).notes
+    notes = analyse_store(store, EventsConfig(), slos=SloTable.from_ms({"chat": 200.0})).notes
     assert any("chat: traffic and latency come from its request log" in n for n in notes)
 
 
@@ -311,7 +312,7 @@ def test_done_when_three_files_give_signals_rhythm_and_the_planted_event(tmp_pat
         assert rh.summary is not None, rh.error
         assert min(abs(rh.summary.peak_hour - peak_h), 24 - abs(rh.summary.peak_hour - peak_h)) <= 1
         assert min(abs(rh.summary.trough_hour - trough_h), 24 - abs(rh.summary.trough_hour - trough_h)) <= 1
-        events = analyse_store(st, EventsConfig(), slos_ms={"chat": 100.0}).events
+        events = analyse_store(st, EventsConfig(), slos=SloTable.from_ms({"chat": 100.0})).events
     hits = [e for e in events if e.service == "chat" and e.start_ms < planted[1] * 1000
             and e.end_ms > planted[0] * 1000]
     assert len(hits) == 1 and abs(hits[0].start_ms - planted[0] * 1000) <= 120_000

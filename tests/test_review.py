@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from analytics.document import render_markdown
 from analytics.ingest import ingest_bytes
 from analytics.review import review_document, review_html, review_store
 from analytics.store import Store
+from analytics.slo import SloTable
 
 pytestmark = [pytest.mark.slow]
 APP = Path(__file__).resolve().parent.parent / "app.py"
@@ -96,7 +98,7 @@ def test_the_overview_download_is_the_cli_review(db, capsys) -> None:
     # the button sits on the Overview, its file made on the click (deferred)
     assert [b.proto.label for b in at.get("download_button")] == ["Capacity review (HTML)"]
     v, src = at.session_state["view"], at.session_state["view_source"]
-    page = review_for(v, src).numbers()
+    page = review_for(v, src).numbers().as_dict()
     cli = _cli_json(capsys, "review", "--db", str(db), "--json")
     for key in ("pool_gpus", "gpu_hours", "minutes_over_slo", "slo_ms", "events", "whatif", "missing"):
         assert page[key] == cli[key], key
@@ -201,10 +203,10 @@ def test_the_review_and_the_table_name_the_same_best_policy(db) -> None:
     summaries = {n: r.summary for n, r in review.results.items()}
     table = policy_table(review.results)
     marked = [row["policy"] for row in table.iter_rows(named=True) if "fewest" in row["best"]]
-    assert marked == [best_policy(summaries)] == [review.best_policy()]
+    assert marked == [best_policy(summaries)] == [review.best_policy]
     # whole minutes first, then the cheaper: a tenth of a minute is no lead over $400
-    near = {"shared": {"violation_minutes": 10.4, "cost_total": 500.0},
-            "partitioned": {"violation_minutes": 10.2, "cost_total": 900.0}}
+    near = {"shared": replace(summaries["shared"], violation_minutes=10.4, cost_total=500.0),
+            "partitioned": replace(summaries["shared"], violation_minutes=10.2, cost_total=900.0)}
     assert best_policy(near) == "shared"
 
 
@@ -228,7 +230,7 @@ def test_a_right_to_left_override_is_shown_not_obeyed_in_both_reports(tmp_path) 
         assert ingest_bytes(st, "rtl.prom", ("\n".join(lines) + "\n").encode()).status == "loaded"
     with Store(path, read_only=True) as st:
         review = review_store(st)
-        events = analyse_store(st, EventsConfig(), slos_ms={name: 100.0})
+        events = analyse_store(st, EventsConfig(), slos=SloTable.from_ms({name: 100.0}))
     body = re.sub(r"<script.*?</script>", "", review_html(review), flags=re.S)
     assert "\u202e" not in body and "chat\\u202egnp.exe" in body
     assert events.events, "the slow half hour is a tail event"
@@ -243,12 +245,13 @@ def test_the_review_says_what_the_whatif_page_says(db, capsys) -> None:
 
     with Store(db, read_only=True) as st:
         review = review_store(st)
-    agreed = review.agreement()
+    agreed = review.agreement
     assert agreed is not None and agreed.events >= 1
-    again = agreement(review.events.events, review.scenario, review.results, review.events.steps)
+    again = agreement(review.events, review.scenario, review.results)
     assert agreed.as_dict() == again.as_dict()
-    numbers = review.numbers()["whatif"]
-    assert numbers["agreement"]["sentence"] == agreed.sentence()
-    assert numbers["agreement"]["tail_batch_minutes"] > 0 and numbers["agreement"]["agrees"]
+    numbers = review.numbers().whatif
+    assert numbers is not None and numbers.agreement is not None
+    assert numbers.agreement.sentence() == agreed.sentence()
+    assert numbers.agreement.tail_batch_minutes > 0 and numbers.agreement.agrees
     text = review_html(review)
     assert agreed.sentence().split(";")[0] in text and "batch done (GPU-h)" in text

@@ -17,6 +17,7 @@ from analytics.timeline import store_timelines
 from analytics.review import review_store
 from analytics.store import Store
 from analytics.whatif.calibrate import calibrate, calibrate_store, calibrate_timelines, gpu_model_of
+from analytics.slo import SloTable
 
 pytestmark = [pytest.mark.slow]
 
@@ -43,9 +44,9 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
 def test_events_review_calibration_and_backtest_share_one_build(db: Path, builds: list[tuple]) -> None:
     with Store(db, read_only=True) as st:
-        events = analyse_store(st, EventsConfig(), slos_ms={"*": 150.0})
-        cal = calibrate_store(st, slo_ms=150.0)
-        scn = calibrate(st, slo_ms=150.0)
+        events = analyse_store(st, EventsConfig(), slos=SloTable.every(150.0, "the test"))
+        cal = calibrate_store(st, slos=SloTable.every(150.0, "the test"))
+        scn = calibrate(st, slos=SloTable.every(150.0, "the test"))
         review = review_store(st)
     assert builds == [(60, None, None)]  # one device pass for all four
     assert events.events and cal.backtest["observed_violation_minutes"] >= 0
@@ -69,8 +70,8 @@ def test_after_the_pass_nothing_reads_the_store(db: Path, builds: list[tuple],
             return real_query(self, sql, params)
 
         monkeypatch.setattr(Store, "query", watched)
-        again = analyse_store(st, EventsConfig(), slos_ms={"*": 150.0})
-        cal = calibrate_store(st, slo_ms=150.0)
+        again = analyse_store(st, EventsConfig(), slos=SloTable.every(150.0, "the test"))
+        cal = calibrate_store(st, slos=SloTable.every(150.0, "the test"))
     # The cache key reads the sources table; the notes, the histogram's bounds, the request logs
     # and the GPU model come from the pass's facts, not from queries after it.
     assert sq.SOURCE_NOTES_WITH not in asked and GPU_MODELS not in asked
@@ -78,5 +79,5 @@ def test_after_the_pass_nothing_reads_the_store(db: Path, builds: list[tuple],
     assert builds == [(60, None, None)]
     # ...and say what the store says
     assert expected_model is not None and cal.scenario.provenance["pool.gpu_model"] == expected_model[1]
-    assert calibrate_timelines(tl, slo_for=150.0).scenario.provenance == cal.scenario.provenance
-    assert analyse_timelines(tl, EventsConfig(), slos_ms={"*": 150.0}).notes == again.notes
+    assert calibrate_timelines(tl, slos=SloTable.every(150.0, "the test")).scenario.provenance == cal.scenario.provenance
+    assert analyse_timelines(tl, EventsConfig(), slos=SloTable.every(150.0, "the test")).notes == again.notes

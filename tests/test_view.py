@@ -67,9 +67,9 @@ def test_reversed_range_is_dropped() -> None:
 
 def test_slo_lookup_per_service() -> None:
     v = ViewSettings(slo_ms={"*": 100.0, "chat-vllm": 500.0})
-    assert v.slo_for("chat-vllm") == 500.0
-    assert v.slo_for("recommender") == 100.0
-    assert ViewSettings(slo_ms={"chat-vllm": 500.0}).slo_for("other") == view.DEFAULT_SLO_MS
+    assert v.slos.ms("chat-vllm") == 500.0
+    assert v.slos.ms("recommender") == 100.0
+    assert ViewSettings(slo_ms={"chat-vllm": 500.0}).slos.ms("other") == view.DEFAULT_SLO_MS
 
 
 def test_clamp_range_to_data() -> None:

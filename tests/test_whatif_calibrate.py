@@ -21,6 +21,7 @@ from analytics.whatif.calibrate import calibrate_frames, gpu_model_of, mig_model
 from analytics.sample import load_into, simulate
 from analytics.store import Store
 from analytics.timeline import TimelineConfig, holdings, pool_timeline, service_timeline
+from analytics.slo import SloTable
 
 SLOS = {"chat-vllm": 1000.0, "recommender": 120.0}
 
@@ -46,12 +47,12 @@ def rec(frames, sim_db):
     # As the pages do: the frames do not carry the GPU model, the store does.
     with Store(sim_db, read_only=True) as st:
         gpu_model = gpu_model_of(st)
-    return calibrate_frames(*frames, service="recommender", slo_for=SLOS, gpu_model=gpu_model)
+    return calibrate_frames(*frames, service="recommender", slos=SloTable.from_ms(SLOS), gpu_model=gpu_model)
 
 
 @pytest.fixture(scope="module")
 def chat(frames):
-    return calibrate_frames(*frames, service="chat-vllm", slo_for=SLOS)
+    return calibrate_frames(*frames, service="chat-vllm", slos=SloTable.from_ms(SLOS))
 
 
 def test_parameters_come_from_the_store_and_say_so(chat) -> None:
@@ -118,7 +119,7 @@ def test_backtest_reproduces_violation_minutes_and_p99(name, request) -> None:
 def test_calibrated_scenario_tells_the_morning_story(rec) -> None:
     res = compare(rec.scenario, ("shared", "partitioned", "preemption"))
     shared = res["shared"].summary
-    assert shared["violation_minutes"] > res["preemption"].summary["violation_minutes"]
+    assert shared.violation_minutes > res["preemption"].summary.violation_minutes
     teams = {r["team"] for r in res["shared"].externality}
     assert any(t != rec.scenario.service.team for t in teams)  # batch is charged
 
@@ -169,7 +170,7 @@ def test_service_metrics_alone_still_calibrate() -> None:
     empty_hold = pl.DataFrame(schema={"ts": pl.Datetime("ms", "UTC"), "pool": pl.Utf8,
                                       "cls": pl.Utf8, "team": pl.Utf8, "workload": pl.Utf8,
                                       "gpus": pl.Float64})
-    cal = calibrate_frames(services, empty_pool, empty_hold, slo_for=200.0)
+    cal = calibrate_frames(services, empty_pool, empty_hold, slos=SloTable.every(200.0, "the test"))
     scn = cal.scenario
     assert scn.name == "store:api" and scn.batch.jobs == ()
     assert scn.pool.gpus >= ready.max()

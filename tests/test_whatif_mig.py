@@ -97,6 +97,6 @@ def test_mig_keeps_the_autoscaler_ceiling_in_capacity_not_replicas() -> None:
     capped = replace(base, service=replace(svc, max_replicas=int(math.ceil(peak))))
     res = compare(capped, ("tidal", "mig"))
     mig, tidal = res["mig"].summary, res["tidal"].summary
-    assert mig["mig_profile"] == "3g.40gb"
-    assert mig["violation_minutes"] <= tidal["violation_minutes"] + 10
-    assert mig["p99_ms"] < svc.timeout_s * 1000.0 / 2
+    assert mig.mig_profile == "3g.40gb"
+    assert mig.violation_minutes <= tidal.violation_minutes + 10
+    assert mig.p99_ms < svc.timeout_s * 1000.0 / 2

@@ -45,15 +45,15 @@ def test_every_policy_reports_the_cli_keys(morning: dict) -> None:
         for key in ("slo_compliance", "slo_compliance_minutes", "violation_minutes", "p99_ms",
                     "worst_minute_p99_ms", "pool_utilization", "pool_utilization_active",
                     "batch_gpu_hours", "batch_goodput_gpu_hours", "externality_cost"):
-            assert key in s, (name, key)
-        assert 0.0 <= s["slo_compliance"] <= 1.0
-        assert 0.0 <= s["pool_utilization_active"] <= s["pool_utilization"] + 1e-9 <= 1.0 + 1e-9
+            assert key in s.as_dict(), (name, key)
+        assert 0.0 <= s.slo_compliance <= 1.0
+        assert 0.0 <= s.pool_utilization_active <= s.pool_utilization + 1e-9 <= 1.0 + 1e-9
 
 
 def test_shared_never_beats_partitioned_in_the_morning_story(morning: dict) -> None:
     shared, part = morning["shared"].summary, morning["partitioned"].summary
-    assert shared["violation_minutes"] > 0
-    assert shared["violation_minutes"] >= part["violation_minutes"]
+    assert shared.violation_minutes > 0
+    assert shared.violation_minutes >= part.violation_minutes
     # The violations are in the morning, while the fine-tune holds the GPUs.
     r = morning["shared"]
     hours = (r.series["ts_ms"] // 60_000 - 1) % 1440 / 60.0
@@ -64,7 +64,7 @@ def test_shared_never_beats_partitioned_in_the_morning_story(morning: dict) -> N
 def test_goodput_never_exceeds_gpu_hours(morning: dict) -> None:
     for name, r in morning.items():
         s = r.summary
-        assert s["batch_goodput_gpu_hours"] <= s["batch_gpu_hours"] + 1e-9, name
+        assert s.batch_goodput_gpu_hours <= s.batch_gpu_hours + 1e-9, name
         for job in r.jobs:
             assert job["goodput_gpu_h"] <= job["held_gpu_h"] + 1e-9
 
@@ -72,29 +72,29 @@ def test_goodput_never_exceeds_gpu_hours(morning: dict) -> None:
 def test_costs_add_up(morning: dict) -> None:
     for name, r in morning.items():
         s = r.summary
-        assert s["cost_total"] == pytest.approx(s["cost_reserved"] + s["cost_spot"]
-                                                + s["cost_on_demand"])
-        assert s["cost_per_useful_gpu_hour"] * s["useful_gpu_hours"] == pytest.approx(
-            s["cost_total"])
-        assert s["useful_gpu_hours"] == pytest.approx(s["inference_gpu_hours"]
-                                                      + s["batch_goodput_gpu_hours"])
+        assert s.cost_total == pytest.approx(s.cost_reserved + s.cost_spot
+                                                + s.cost_on_demand)
+        assert s.cost_per_useful_gpu_hour * s.useful_gpu_hours == pytest.approx(
+            s.cost_total)
+        assert s.useful_gpu_hours == pytest.approx(s.inference_gpu_hours
+                                                      + s.batch_goodput_gpu_hours)
         ledger = sum(row["cost"] for row in r.externality)
-        assert ledger == pytest.approx(s["violation_cost"])
+        assert ledger == pytest.approx(s.violation_cost)
         assert sum(row["violation_minutes"] for row in r.externality) == pytest.approx(
-            s["violation_minutes"])
+            s.violation_minutes)
 
 
 def test_externality_is_charged_to_the_batch_team(morning: dict) -> None:
     r = morning["shared"]
     teams = {row["team"]: row for row in r.externality}
-    assert teams["ml-research"]["violation_minutes"] > 0.9 * r.summary["violation_minutes"]
-    assert r.summary["externality_cost"] == pytest.approx(teams["ml-research"]["cost"])
+    assert teams["ml-research"]["violation_minutes"] > 0.9 * r.summary.violation_minutes
+    assert r.summary.externality_cost == pytest.approx(teams["ml-research"]["cost"])
 
 
 def test_no_violations_means_no_externality(morning: dict) -> None:
     for name, r in morning.items():
-        if r.summary["violation_minutes"] == 0:
-            assert r.summary["externality_cost"] == 0.0, name
+        if r.summary.violation_minutes == 0:
+            assert r.summary.externality_cost == 0.0, name
             assert r.externality == []
 
 
@@ -109,11 +109,11 @@ def test_capacity_never_overcommitted(morning: dict) -> None:
 
 def test_preemption_pays_with_lost_work_and_interruptions(morning: dict) -> None:
     s = morning["preemption"].summary
-    assert s["batch_interruptions"] > 0
-    assert s["batch_goodput_gpu_hours"] < s["batch_gpu_hours"]
+    assert s.batch_interruptions > 0
+    assert s.batch_goodput_gpu_hours < s.batch_gpu_hours
     # The ramp evicts the job daily: Young/Daly gives a finite interval from the first pass.
-    assert s["checkpoint_interval_min"]["nightly-finetune"] is not None
-    assert s["mean_interruption_interval_min"] is not None
+    assert s.checkpoint_interval_min["nightly-finetune"] is not None
+    assert s.mean_interruption_interval_min is not None
 
 
 def test_young_daly_interval() -> None:
@@ -130,8 +130,8 @@ def test_more_gpus_never_add_violation_minutes(gpus: int, extra: int, policy: st
     (Below that, first-come sharing is not monotone: a pool one GPU too small to admit the
     job has no job to starve inference, and one more GPU lets it in.)
     """
-    a = simulate(small_scenario(gpus=gpus), policy).summary["violation_minutes"]
-    b = simulate(small_scenario(gpus=gpus + extra), policy).summary["violation_minutes"]
+    a = simulate(small_scenario(gpus=gpus), policy).summary.violation_minutes
+    b = simulate(small_scenario(gpus=gpus + extra), policy).summary.violation_minutes
     assert b <= a + 1e-9
 
 
@@ -142,7 +142,7 @@ def test_goodput_bounded_for_any_job(job_gpus: int, start: float, dur: float,
                                      policy: str) -> None:
     r = simulate(small_scenario(job_gpus=job_gpus, start_hour=start, duration_h=dur), policy)
     s = r.summary
-    assert 0.0 <= s["batch_goodput_gpu_hours"] <= s["batch_gpu_hours"] + 1e-9
+    assert 0.0 <= s.batch_goodput_gpu_hours <= s.batch_gpu_hours + 1e-9
     work = job_gpus * dur  # GPU-hours of work per instance, on however many GPUs it gets
     for job in r.jobs:
         assert job["goodput_gpu_h"] <= work * (1 + 1e-9)
@@ -157,22 +157,22 @@ def test_reservation_at_or_above_peak_need_gives_no_violations() -> None:
     peak_gpus = int(np.ceil(scn.traffic_rps.max() / replica))
     for a in (peak_gpus, peak_gpus + 3):
         s = replace(scn, pool=replace(scn.pool, reservation_gpus=a, split_b=0.0))
-        assert simulate(s, "partitioned").summary["violation_minutes"] == 0.0
+        assert simulate(s, "partitioned").summary.violation_minutes == 0.0
     # ... and a reservation well below it does violate.
     s = replace(scn, pool=replace(scn.pool, reservation_gpus=peak_gpus // 2, split_b=0.0))
-    assert simulate(s, "partitioned").summary["violation_minutes"] > 0
+    assert simulate(s, "partitioned").summary.violation_minutes > 0
 
 
 def test_timeslice_slows_inference_and_blames_the_batch_team() -> None:
     scn = small_scenario(gpus=20, job_gpus=18, start_hour=9.0, duration_h=10.0)
     scn = replace(scn, pool=replace(scn.pool, timeslice_interference=3.0))
     r = simulate(scn, "timeslice")
-    assert r.summary["violation_minutes"] > 0
+    assert r.summary.violation_minutes > 0
     teams = {row["team"] for row in r.externality}
     assert "research" in teams
-    assert r.summary["externality_cost"] > 0
+    assert r.summary.externality_cost > 0
     # Batch is slowed too: it holds its GPUs longer than the work it gets done.
-    assert r.summary["batch_goodput_gpu_hours"] < 0.9 * r.summary["batch_gpu_hours"]
+    assert r.summary.batch_goodput_gpu_hours < 0.9 * r.summary.batch_gpu_hours
 
 
 def test_validation_names_the_parameter() -> None:
@@ -196,11 +196,12 @@ def test_compare_equals_simulate_one_by_one() -> None:
     for name in POLICIES:
         alone = simulate(scn, name)
         # Equal up to the quantile solver's tolerance (it stops when a whole batch converged).
-        for key, value in alone.summary.items():
+        got = together[name].summary.as_dict()
+        for key, value in alone.summary.as_dict().items():
             if isinstance(value, float):
-                assert together[name].summary[key] == pytest.approx(value, rel=1e-6), (name, key)
+                assert got[key] == pytest.approx(value, rel=1e-6), (name, key)
             else:
-                assert together[name].summary[key] == value, (name, key)
+                assert got[key] == value, (name, key)
         np.testing.assert_allclose(together[name].series["p99_ms"], alone.series["p99_ms"],
                                    rtol=1e-6)
 
@@ -214,8 +215,8 @@ def test_batch_holds_gpus_only_inside_its_window(policy: str, window: tuple) -> 
     assert r.series["batch_gpus"][~inside].max() == 0.0
     assert r.series["batch_gpus"][inside].max() > 0.0
     # A 20-hour job cannot finish in one window: it is drained and resumed, losing nothing.
-    assert r.summary["batch_lost_gpu_hours"] == 0.0
-    assert r.summary["batch_goodput_gpu_hours"] > 0.0
+    assert r.summary.batch_lost_gpu_hours == 0.0
+    assert r.summary.batch_goodput_gpu_hours > 0.0
 
 
 def test_max_replicas_caps_the_autoscaler_and_a_surge_beyond_it_queues() -> None:
@@ -226,8 +227,8 @@ def test_max_replicas_caps_the_autoscaler_and_a_surge_beyond_it_queues() -> None
     assert free.series["ready_replicas"].max() > cap + 4
     capped = simulate(replace(base, service=replace(base.service, max_replicas=cap)), "shared")
     assert capped.series["ready_replicas"].max() == cap
-    assert free.summary["violation_minutes"] == 0.0
-    assert capped.summary["violation_minutes"] > 0.0  # free GPUs, yet the peak queues
+    assert free.summary.violation_minutes == 0.0
+    assert capped.summary.violation_minutes > 0.0  # free GPUs, yet the peak queues
 
 
 def test_max_replicas_below_min_replicas_is_refused() -> None:
@@ -244,11 +245,11 @@ def test_latency_floor_and_busy_slowdown_raise_p99_and_violations() -> None:
                        "partitioned").summary
     busy = simulate(replace(scn, service=replace(scn.service, latency_floor_ms=60.0,
                                                  busy_slowdown=3.0)), "partitioned").summary
-    assert floored["median_minute_p99_ms"] == pytest.approx(plain["median_minute_p99_ms"] + 60.0,
+    assert floored.median_minute_p99_ms == pytest.approx(plain.median_minute_p99_ms + 60.0,
                                                             rel=1e-6)
-    assert busy["worst_minute_p99_ms"] > floored["worst_minute_p99_ms"]
-    assert busy["violation_minutes"] >= floored["violation_minutes"] > \
-        plain["violation_minutes"]
+    assert busy.worst_minute_p99_ms > floored.worst_minute_p99_ms
+    assert busy.violation_minutes >= floored.violation_minutes > \
+        plain.violation_minutes
 
 
 def test_timeslice_replicas_add_interference_and_two_is_the_old_model() -> None:
@@ -259,9 +260,9 @@ def test_timeslice_replicas_add_interference_and_two_is_the_old_model() -> None:
     two = simulate(replace(scn, pool=replace(scn.pool, timeslice_replicas=2)), "timeslice").summary
     assert two == base  # the default is the model as it was
     four = simulate(replace(scn, pool=replace(scn.pool, timeslice_replicas=4)), "timeslice").summary
-    assert four["p99_ms"] > two["p99_ms"] and four["violation_minutes"] >= two["violation_minutes"]
+    assert four.p99_ms > two.p99_ms and four.violation_minutes >= two.violation_minutes
     # batch is slowed too: the same work holds its GPUs longer
-    assert four["batch_gpu_hours"] > two["batch_gpu_hours"]
+    assert four.batch_gpu_hours > two.batch_gpu_hours
     # other policies never time-slice: unchanged
     for policy in ("shared", "partitioned"):
         assert simulate(replace(scn, pool=replace(scn.pool, timeslice_replicas=4)), policy).summary \
@@ -272,8 +273,8 @@ def test_timeslice_replicas_add_interference_and_two_is_the_old_model() -> None:
 
 def test_one_checkpoint_interval_for_every_job(morning: dict) -> None:
     scn = PRESETS["morning-ramp"](3)
-    own = simulate(scn, "preemption").summary["checkpoint_interval_min"]
+    own = simulate(scn, "preemption").summary.checkpoint_interval_min
     assert simulate(replace(scn, pool=replace(scn.pool, checkpoint_interval_min=-1.0)),
-                    "preemption").summary["checkpoint_interval_min"] == own  # -1: each job's own
+                    "preemption").summary.checkpoint_interval_min == own  # -1: each job's own
     fixed = simulate(replace(scn, pool=replace(scn.pool, checkpoint_interval_min=30.0)), "preemption").summary
-    assert set(fixed["checkpoint_interval_min"].values()) == {30.0}
+    assert set(fixed.checkpoint_interval_min.values()) == {30.0}

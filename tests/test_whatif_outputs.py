@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+
 import numpy as np
 import polars as pl
 import pytest
 
-from analytics.whatif import (PRESETS, burst_bands, capacity_plan, frontier, headroom_by_hour,
-                            simulate)
+from analytics.measures import over_slo, over_slo_chance, split_violation_by_team, step_minutes
+from analytics.whatif import (PRESETS, PolicyResult, burst_bands, capacity_plan, compare, frontier,
+                              headroom_by_hour, simulate)
+from analytics.whatif.ledger import ledger, policy_table
+from analytics.whatif.outputs import PolicySummary
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +66,8 @@ def test_capacity_plan_a_is_the_one_reservation(scn) -> None:
     held = simulate(fixed, "partitioned").series["inference_gpus"]
     assert held.max() <= 20
     # with the automatic reservation the partitioned pool meets the SLO the shared one breaks
-    assert simulate(auto, "partitioned").summary["violation_minutes"] == 0.0
-    assert simulate(auto, "shared").summary["violation_minutes"] > 0.0
+    assert simulate(auto, "partitioned").summary.violation_minutes == 0.0
+    assert simulate(auto, "shared").summary.violation_minutes > 0.0
     assert rows["C"]["gpus"] >= 48  # the fine-tune's gang
     assert rows["A"]["cost_per_day"] == pytest.approx(a * scn.pool.price_reserved_per_gpu_h * 24)
 
@@ -88,11 +93,6 @@ def test_result_frame_has_utc_timestamps(scn) -> None:
 def test_violation_minutes_count_what_the_store_would_read(scn) -> None:
     """With reading noise a step counts with the chance its p99 reads over the SLO: the
     summary, its cost and the ledger all add up those chances; without it the calls are 0/1."""
-    from dataclasses import replace
-
-    from analytics.measures import over_slo, over_slo_chance
-    from analytics.whatif.ledger import ledger
-
     plain = simulate(scn, "shared")
     v = plain.series["violation"]
     assert set(np.unique(v)) <= {0.0, 1.0}
@@ -105,10 +105,10 @@ def test_violation_minutes_count_what_the_store_would_read(scn) -> None:
     assert ((chance > 0) & (chance < 1)).any()  # steps near the SLO count in part
     step_min = scn.step_s / 60.0
     s = noisy.summary
-    assert s["violation_minutes"] == pytest.approx(chance.sum() * step_min)
-    assert s["violation_cost"] == pytest.approx(s["violation_minutes"] * scn.pool.violation_price_per_min)
+    assert s.violation_minutes == pytest.approx(chance.sum() * step_min)
+    assert s.violation_cost == pytest.approx(s.violation_minutes * scn.pool.violation_price_per_min)
     book = ledger(noisy_scn, {"shared": noisy})
-    assert book["violation_minutes"].sum() == pytest.approx(s["violation_minutes"])
+    assert book["violation_minutes"].sum() == pytest.approx(s.violation_minutes)
     # The same latency: the noise only changes how its steps are counted.
     assert np.array_equal(noisy.series["p99_ms"], plain.series["p99_ms"])
 
@@ -116,18 +116,10 @@ def test_violation_minutes_count_what_the_store_would_read(scn) -> None:
 def test_the_best_policy_leads_by_whole_minutes() -> None:
     """A modelled fraction of a minute (steps' chances of reading over) is no lead: the
     cheaper of two policies the same to the minute is the one with the fewest."""
-    from analytics.whatif import PolicyResult
-    from analytics.whatif.ledger import policy_table
-
     def result(name: str, minutes: float, cost: float) -> PolicyResult:
-        summary = {k: 0.0 for k in ("p99_ms", "worst_minute_p99_ms", "slo_compliance",
-                                    "pool_utilization", "pool_utilization_active",
-                                    "batch_goodput_gpu_hours", "cost_per_useful_gpu_hour",
-                                    "externality_cost", "batch_lost_gpu_hours",
-                                    "batch_unfinished_gpu_hours", "batch_runs_unfinished",
-                                    "queue_delay_median_h", "queue_delay_max_h")}
-        return PolicyResult(name, {}, summary | {"violation_minutes": minutes, "cost_total": cost},
-                            [], [], None)
+        zeros = {f.name: 0.0 for f in fields(PolicySummary)}
+        summary = PolicySummary(**zeros | {"violation_minutes": minutes, "cost_total": cost})
+        return PolicyResult(name, {}, summary, [], [], None)
 
     t = policy_table({"partitioned": result("partitioned", 0.2, 900.0),
                       "mig": result("mig", 0.1, 1000.0), "shared": result("shared", 40.0, 800.0)})
@@ -136,3 +128,20 @@ def test_the_best_policy_leads_by_whole_minutes() -> None:
     t = policy_table({"partitioned": result("partitioned", 2.0, 900.0),
                       "mig": result("mig", 1.0, 1000.0)})
     assert dict(zip(t["policy"], t["best"])) == {"partitioned": "cheapest", "mig": "fewest minutes"}
+
+
+def test_the_ledger_and_the_externality_split_each_teams_minutes_alike() -> None:
+    """The split of a step's violation between teams is measures' alone: the externality rows and
+    the ledger by period give every team the same minutes (its own team's included)."""
+    scn = PRESETS["tidal-a100"](2)
+    for policy, r in compare(scn, ("shared", "timeslice")).items():
+        parts, own = split_violation_by_team(r.series["violation"], r.trace.blame_by_team)
+        want = {t: float(step_minutes(p.sum(), step_s=scn.step_s)) for t, p in parts.items()}
+        want[scn.service.team] = want.get(scn.service.team, 0.0) + float(step_minutes(own.sum(), step_s=scn.step_s))
+        want = {t: m for t, m in want.items() if m > 0}
+        by_team = dict(ledger(scn, {policy: r}).group_by("team").agg(pl.col("violation_minutes").sum()).iter_rows())
+        ext: dict[str, float] = {}
+        for row in r.externality:
+            ext[row["team"]] = ext.get(row["team"], 0.0) + row["violation_minutes"]
+        assert by_team == pytest.approx(want) and ext == pytest.approx(want), policy
+        assert sum(want.values()) == pytest.approx(r.summary.violation_minutes), policy

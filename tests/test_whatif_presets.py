@@ -21,10 +21,10 @@ def tidal() -> dict:
 def test_morning_ramp_shared_runs_about_4x_p99_for_about_90_minutes(morning: dict) -> None:
     shared, part = morning["shared"], morning["partitioned"]
     days = shared.series["p99_ms"].size / 1440
-    per_day = shared.summary["violation_minutes"] / days
+    per_day = shared.summary.violation_minutes / days
     assert 70 <= per_day <= 110
-    baseline = part.summary["median_minute_p99_ms"]
-    ratio = shared.summary["worst_minute_p99_ms"] / baseline
+    baseline = part.summary.median_minute_p99_ms
+    ratio = shared.summary.worst_minute_p99_ms / baseline
     assert 3.0 <= ratio <= 5.0
     # Each morning's violation is one stretch from the ramp until the fine-tune ends + warm-up.
     v = shared.series["violation"].reshape(-1, 1440)
@@ -35,20 +35,20 @@ def test_morning_ramp_shared_runs_about_4x_p99_for_about_90_minutes(morning: dic
 
 
 def test_morning_ramp_partitioned_has_no_violations(morning: dict) -> None:
-    assert morning["partitioned"].summary["violation_minutes"] == 0.0
-    assert morning["partitioned"].summary["externality_cost"] == 0.0
-    assert morning["shared"].summary["externality_cost"] > 0.0
+    assert morning["partitioned"].summary.violation_minutes == 0.0
+    assert morning["partitioned"].summary.externality_cost == 0.0
+    assert morning["shared"].summary.externality_cost > 0.0
 
 
 def test_tidal_a100_lifts_allocation_from_55_to_about_85(tidal: dict) -> None:
     static = tidal["partitioned"].summary
     mig = tidal["mig"].summary
-    assert 0.50 <= static["pool_utilization"] <= 0.60
-    assert 0.80 <= mig["pool_utilization"] <= 0.90
-    assert mig["mig_profile"] == "3g.40gb"
+    assert 0.50 <= static.pool_utilization <= 0.60
+    assert 0.80 <= mig.pool_utilization <= 0.90
+    assert mig.mig_profile == "3g.40gb"
     # The honest cost: MIG slices serve each request slower (p99 doubles), within this SLO.
-    assert mig["p99_ms"] > 1.8 * static["p99_ms"]
-    assert mig["slo_compliance"] >= 0.99
+    assert mig.p99_ms > 1.8 * static.p99_ms
+    assert mig.slo_compliance >= 0.99
     # Batch gets far more done than in the static partition's small class-C pool.
-    assert mig["batch_goodput_gpu_hours"] > 4 * static["batch_goodput_gpu_hours"]
-    assert tidal["tidal"].summary["violation_minutes"] == 0.0
+    assert mig.batch_goodput_gpu_hours > 4 * static.batch_goodput_gpu_hours
+    assert tidal["tidal"].summary.violation_minutes == 0.0

@@ -38,26 +38,26 @@ def results(real):
 def test_accounting_holds_on_real_traffic(results) -> None:
     for name in POLICIES:
         s = results[name].summary
-        assert s["batch_goodput_gpu_hours"] <= s["batch_gpu_hours"] + 1e-9, name
-        assert s["cost_per_useful_gpu_hour"] * s["useful_gpu_hours"] == pytest.approx(
-            s["cost_total"])
+        assert s.batch_goodput_gpu_hours <= s.batch_gpu_hours + 1e-9, name
+        assert s.cost_per_useful_gpu_hour * s.useful_gpu_hours == pytest.approx(
+            s.cost_total)
         assert sum(r["violation_minutes"] for r in results[name].externality) == \
-            pytest.approx(s["violation_minutes"])
-        assert 0.0 <= s["pool_utilization"] <= 1.0
+            pytest.approx(s.violation_minutes)
+        assert 0.0 <= s.pool_utilization <= 1.0
 
 
 def test_batch_never_helps_inference(real, results) -> None:
     alone = simulate(replace(real, batch=BatchParams(jobs=())), "shared").summary
     for name in ("shared", "polite", "preemption", "timeslice"):
-        assert results[name].summary["violation_minutes"] >= alone["violation_minutes"], name
-        assert results[name].summary["slo_compliance"] <= alone["slo_compliance"] + 1e-12
+        assert results[name].summary.violation_minutes >= alone.violation_minutes, name
+        assert results[name].summary.slo_compliance <= alone.slo_compliance + 1e-12
     # ... and the shared pool is the worst of them on this traffic too.
-    worst = max(results[n].summary["violation_minutes"] for n in POLICIES)
-    assert results["shared"].summary["violation_minutes"] == worst
-    assert results["shared"].summary["externality_cost"] > 0
+    worst = max(results[n].summary.violation_minutes for n in POLICIES)
+    assert results["shared"].summary.violation_minutes == worst
+    assert results["shared"].summary.externality_cost > 0
 
 
 def test_more_gpus_never_add_violations_on_real_traffic(real) -> None:
     mins = [simulate(replace(real, pool=replace(real.pool, gpus=g)), "preemption")
-            .summary["violation_minutes"] for g in (56, 64, 80)]
+            .summary.violation_minutes for g in (56, 64, 80)]
     assert mins[0] >= mins[1] >= mins[2]

@@ -29,6 +29,7 @@ from analytics.whatif.calibrate import calibrate_frames
 from analytics.whatif.form import MODEL_DAYS, last_days
 from analytics.sample import load_into, simulate, truth
 from analytics.store import Store
+from analytics.slo import SloTable
 
 pytestmark = [pytest.mark.slow]
 
@@ -51,7 +52,7 @@ def _calibrations(scenario: str, variants: tuple[str, ...], seed: int) -> dict:
     with Store(":memory:") as st:
         load_into(st, res)
         tl = store_timelines(st, EventsConfig().timeline_config())
-    return {svc: calibrate_frames(tl.services, tl.pool, tl.holdings, service=svc, slo_for=slos)
+    return {svc: calibrate_frames(tl.services, tl.pool, tl.holdings, service=svc, slos=SloTable.from_ms(slos))
             for svc in SERVICES} | {"_pool": tl.pool}
 
 
@@ -117,8 +118,8 @@ def test_partitioned_with_the_default_reservation_beats_shared_on_contention(cas
         shared, part = r["shared"].summary, r["partitioned"].summary
         if scenario == "partitioned":
             continue  # the control: batch never touched inference there
-        assert part["violation_minutes"] <= shared["violation_minutes"], (svc, part, shared)
-        assert shared["violation_minutes"] > 0
+        assert part.violation_minutes <= shared.violation_minutes, (svc, part, shared)
+        assert shared.violation_minutes > 0
         # the partition never gives inference more than the reservation and the soft-shared B
         b = round(scn.pool.split_b * scn.pool.gpus)
         assert r["partitioned"].series["inference_gpus"].max() <= reserved + b + 1e-9
@@ -132,7 +133,7 @@ def test_batch_gpu_hours_are_conserved_under_every_policy(case):
     for policy, res in compare(scn, POLICIES).items():
         s = res.summary
         # work done and work thrown away never exceed what was held
-        assert s["batch_goodput_gpu_hours"] + s["batch_lost_gpu_hours"] <= s["batch_gpu_hours"] * (1 + 1e-9) + 1e-6
+        assert s.batch_goodput_gpu_hours + s.batch_lost_gpu_hours <= s.batch_gpu_hours * (1 + 1e-9) + 1e-6
         # a policy never holds more GPUs than the pool has beside what others held
         used = res.series["allocated_gpus"]
         assert used.max() <= scn.pool.gpus + 1e-9, policy
@@ -153,8 +154,8 @@ def test_the_independent_export_replays_too(tmp_path: Path):
             ingest_path(st, tmp_path / "export" / f)
         tl = store_timelines(st, EventsConfig().timeline_config())
     slos = {k: v["p99_ms"] for k, v in tr["slos"].items()}
-    cal = calibrate_frames(tl.services, tl.pool, tl.holdings, service="chat-api-vllm", slo_for=slos)
+    cal = calibrate_frames(tl.services, tl.pool, tl.holdings, service="chat-api-vllm", slos=SloTable.from_ms(slos))
     assert cal.scenario.pool.gpus == 16
     _within(cal.backtest)
     r = compare(last_days(cal.scenario, MODEL_DAYS), ("shared", "partitioned"))
-    assert r["partitioned"].summary["violation_minutes"] < r["shared"].summary["violation_minutes"]
+    assert r["partitioned"].summary.violation_minutes < r["shared"].summary.violation_minutes

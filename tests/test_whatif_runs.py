@@ -27,6 +27,7 @@ from analytics.whatif import (POLICIES, BatchJob, BatchParams, PoolParams, PoolS
 from analytics.whatif.calibrate import calibrate_frames
 from analytics.whatif.ledger import policy_table
 from analytics.whatif.presets import PRESET_START_MS
+from analytics.slo import SloTable
 
 pytestmark = [pytest.mark.slow]
 
@@ -44,8 +45,8 @@ def cal(request):
     with Store(":memory:") as st:
         load_into(st, res)
         tl = store_timelines(st, EventsConfig().timeline_config())
-    cal = calibrate_frames(tl.services, tl.pool, tl.holdings, service="chat-vllm", slo_for=slos)
-    cal.events = analyse(tl.services, tl.pool, tl.holdings, cfg=EventsConfig(), slos_ms=slos)
+    cal = calibrate_frames(tl.services, tl.pool, tl.holdings, service="chat-vllm", slos=SloTable.from_ms(slos))
+    cal.events = analyse(tl.services, tl.pool, tl.holdings, cfg=EventsConfig(), slos=SloTable.from_ms(slos))
     return cal
 
 
@@ -55,8 +56,8 @@ def test_the_shared_row_is_the_backtests_replay(cal):
     row = policy_table(results).filter(policy="shared").row(0, named=True)
     shared = results["shared"].summary
     # one replay: the same minutes and batch GPU-hours, exactly
-    assert row["violation_minutes"] == shared["violation_minutes"] == bt["model_violation_minutes"]
-    assert shared["batch_gpu_hours"] == bt["model_batch_gpu_hours"]
+    assert row["violation_minutes"] == shared.violation_minutes == bt["model_violation_minutes"]
+    assert shared.batch_gpu_hours == bt["model_batch_gpu_hours"]
     assert bt["observed_violation_minutes"] > 60 and bt["within"], bt["misses"]
     # every run that happened is a job of the scenario, arriving when it did
     assert len(cal.scenario.batch.jobs) == len(cal.observation.runs) > 0
@@ -68,7 +69,7 @@ def test_partitioned_removes_the_minutes_tail_events_blame_on_batch(cal):
     (the shared minutes partitioning removes) tell the same story, within 25% or 15 minutes."""
     from analytics.whatif.agree import agreement
 
-    a = agreement(cal.events.events, cal.scenario, steps=cal.events.steps)
+    a = agreement(cal.events, cal.scenario)
     assert a.tail_batch_minutes > 60 and a.events > 0, a.as_dict()
     assert abs(a.removed_minutes - a.tail_batch_minutes) <= max(0.25 * a.tail_batch_minutes, 15.0), a.as_dict()
     assert a.agrees and f"removes {a.removed_minutes:,.0f} of the shared" in a.sentence()
@@ -89,8 +90,8 @@ def _conserved(policy: str, res) -> None:
         assert j["goodput_gpu_h"] + j["lost_gpu_h"] <= j["held_gpu_h"] * (1 + 1e-9) + 1e-9, (policy, j)
         assert j["completed"] == (j["unfinished_gpu_h"] == 0.0)
     s = res.summary
-    assert s["batch_goodput_gpu_hours"] + s["batch_unfinished_gpu_hours"] == pytest.approx(s["batch_work_gpu_hours"])
-    assert s["batch_runs_unfinished"] == sum(not j["completed"] for j in res.jobs)
+    assert s.batch_goodput_gpu_hours + s.batch_unfinished_gpu_hours == pytest.approx(s.batch_work_gpu_hours)
+    assert s.batch_runs_unfinished == sum(not j["completed"] for j in res.jobs)
 
 
 def _scenario(jobs: tuple[BatchJob, ...], *, days: int = 3, gpus: int = 24, rps: float = 150.0,
@@ -131,7 +132,7 @@ def test_a_queue_is_carried_over_the_day_boundary():
     assert a["first_start_step"] == 20 * 60 and b["first_start_step"] == 26 * 60
     assert b["completed"] and b["end_step"] == 32 * 60 - 1 and b["queue_delay_h"] == pytest.approx(6.0)
     s = res.summary
-    assert s["queue_delay_max_h"] == pytest.approx(6.0) and s["queue_delay_median_h"] == pytest.approx(3.0)
+    assert s.queue_delay_max_h == pytest.approx(6.0) and s.queue_delay_median_h == pytest.approx(3.0)
     _conserved("partitioned", res)
 
 
@@ -147,10 +148,10 @@ def test_tidal_defers_into_the_window_and_reports_what_the_period_left_unfinishe
     _conserved("tidal", three)
     two = simulate_policy(_scenario((run,), days=2, tidal_start_hour=22.0, tidal_end_hour=8.0), "tidal")
     (cut,) = two.jobs
-    assert not cut["completed"] and two.summary["batch_runs_unfinished"] == 1
+    assert not cut["completed"] and two.summary.batch_runs_unfinished == 1
     assert cut["goodput_gpu_h"] == pytest.approx(8 * 12.0, abs=0.5)
     assert cut["unfinished_gpu_h"] == pytest.approx(8 * 2.0, abs=0.5)
-    assert two.summary["batch_unfinished_gpu_hours"] == pytest.approx(cut["unfinished_gpu_h"])
+    assert two.summary.batch_unfinished_gpu_hours == pytest.approx(cut["unfinished_gpu_h"])
     _conserved("tidal", two)
 
 
@@ -194,16 +195,16 @@ def test_nightly_runs_of_varying_length_keep_the_collision_in_the_shared_row():
     (job,) = typical.batch.jobs
     assert job.daily and job.duration_h == 7.0 and job.start_hour == 2.0
     assert "typical day" in typical.provenance["transforms"]
-    assert simulate_policy(typical, "shared").summary["violation_minutes"] < 0.2 * shared.summary["violation_minutes"]
+    assert simulate_policy(typical, "shared").summary.violation_minutes < 0.2 * shared.summary.violation_minutes
     # Partitioned with the automatic reservation (15 replicas + 30%: 20 GPUs) removes the minutes, and
     # says what it cost: class C has 4 GPUs, so each run crawls on 4, the queue builds across the
     # days (the third run waits 16 h) and the last is not done by the period's end.
     from dataclasses import replace
 
     part = simulate_policy(replace(scn, pool=replace(scn.pool, reservation_gpus=-1)), "partitioned").summary
-    assert part["violation_minutes"] < 0.2 * shared.summary["violation_minutes"]
-    assert part["batch_runs_unfinished"] == 1 and part["batch_unfinished_gpu_hours"] == pytest.approx(104.0)
-    assert part["batch_goodput_gpu_hours"] == pytest.approx(448.0 - 104.0) and part["queue_delay_max_h"] == pytest.approx(16.0)
+    assert part.violation_minutes < 0.2 * shared.summary.violation_minutes
+    assert part.batch_runs_unfinished == 1 and part.batch_unfinished_gpu_hours == pytest.approx(104.0)
+    assert part.batch_goodput_gpu_hours == pytest.approx(448.0 - 104.0) and part.queue_delay_max_h == pytest.approx(16.0)
 
 
 def test_forward_looking_what_ifs_are_named_and_never_the_default(capsys):

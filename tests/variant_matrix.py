@@ -113,6 +113,7 @@ def run_case(case: Case, *, days: int = 4, gpus: int = 64, seed: int = 1) -> Cas
     from analytics.events import EventsConfig, analyse
     from analytics.timeline import store_timelines
     from analytics.sample import load_into, simulate, truth, truth_p99
+    from analytics.slo import SloTable
     from analytics.store import Store
 
     t0 = time.perf_counter()
@@ -124,7 +125,7 @@ def run_case(case: Case, *, days: int = 4, gpus: int = 64, seed: int = 1) -> Cas
     with Store(":memory:") as st:
         load_into(st, res)
         tl = store_timelines(st, cfg.timeline_config())
-    analysis = analyse(tl.services, tl.pool, tl.holdings, cfg=cfg, slos_ms=slos)
+    analysis = analyse(tl.services, tl.pool, tl.holdings, cfg=cfg, slos=SloTable.from_ms(slos))
     sc = score(tr, analysis.events, truth_p99=tp, bucket_bounds_ms=bounds)
     causes: dict[str, int] = {}
     for e in analysis.events:

@@ -22,7 +22,7 @@ from analytics.errors import NotEnoughDataError, TidelensError
 from analytics.events import EventsConfig
 from analytics.events.pipeline import analyse_timelines
 from analytics.signals import KUEUE_ADMITTED, KUEUE_PENDING
-from analytics.slo import DEFAULT_SLO_MS, resolve_slos
+from analytics.slo import SloTable, resolve_slos
 from analytics.sql import store as q
 from analytics.timeline import TimelineConfig, Timelines, store_timelines
 from analytics.timeline.slicing import slice_timelines
@@ -30,7 +30,6 @@ from analytics.whatif.calibrate import gpu_model_from
 
 if TYPE_CHECKING:
     from analytics.events import EventsAnalysis
-    from analytics.slo import SloTable
     from analytics.store import Store
     from analytics.workloads import WorkloadMap
 
@@ -41,7 +40,7 @@ class ChangeBasis:
 
     timelines: Timelines
     step_s: int
-    slo_ms: dict[str, float]
+    slos: SloTable
     first_ms: int
     last_ms: int
     events: "EventsAnalysis | None" = None
@@ -49,9 +48,6 @@ class ChangeBasis:
     gpu_model: tuple[str, str] | None = None
     missing: dict[str, str] = field(default_factory=dict)
     calibrations: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # period -> (obs, scenario)
-
-    def slo_for(self, service: str) -> float:
-        return float(self.slo_ms.get(service, self.slo_ms.get("*", DEFAULT_SLO_MS)))
 
     def period(self, start_ms: int, end_ms: int) -> Timelines:
         """The timelines of the steps ending in ``(start_ms, end_ms]``, cut from the whole span's."""
@@ -85,7 +81,7 @@ def kueue_signals(store: "Store") -> pl.DataFrame | None:
     return p.join(a, on="ts_ms", how="inner").sort("ts_ms")
 
 
-def change_basis(store: "Store", *, step_s: int = 60, slos: "SloTable | None" = None,
+def change_basis(store: "Store", *, step_s: int = 60, slos: SloTable | None = None,
                  wmap: "WorkloadMap | None" = None, with_events: bool = True) -> ChangeBasis:
     """Build the basis of a store's comparisons: its timelines, tail events (as ``tidelens
     events`` finds them, over the whole span: one definition on both sides), Kueue signals and
@@ -104,9 +100,7 @@ def change_basis(store: "Store", *, step_s: int = 60, slos: "SloTable | None" = 
                                  "(`tidelens ingest --db PATH FILES`)")
     table = slos if slos is not None else resolve_slos(store)
     names = tl.service_names()
-    slo_ms = {**{k: float(v) for k, v in table.for_services(names).items() if v is not None},
-              "*": float(table.fallback_ms)}
-    basis = ChangeBasis(timelines=tl, step_s=step_s, slo_ms=slo_ms, first_ms=int(ts.min()),
+    basis = ChangeBasis(timelines=tl, step_s=step_s, slos=table, first_ms=int(ts.min()),
                         last_ms=int(ts.max()), kueue=kueue_signals(store),
                         gpu_model=gpu_model_from(tl.facts.gpu_models))
     if basis.kueue is None:
@@ -115,8 +109,7 @@ def change_basis(store: "Store", *, step_s: int = 60, slos: "SloTable | None" = 
     if with_events and names:
 
         try:
-            basis.events = analyse_timelines(tl, EventsConfig(step_s=step_s),
-                                             slos_ms={k: v for k, v in slo_ms.items() if k != "*"})
+            basis.events = analyse_timelines(tl, EventsConfig(step_s=step_s), slos=table)
         except TidelensError as exc:
             basis.missing["tail events"] = str(exc)
     return basis

@@ -14,18 +14,18 @@ enacted policy (the backtest's bounds) and under the old one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from analytics.change.basis import ChangeBasis
+from analytics.change.comparison import ChangeComparison, PeriodNumbers
 from analytics.change.score import score_change
 from analytics.errors import ConfigError, NotEnoughDataError
 from analytics.fieldhelp import out_of_bounds
 from analytics.overview import summarise
-from analytics.slo import ALL
 from analytics.times import iso_utc
 from analytics.whatif.observe import pick_service
 
@@ -87,12 +87,12 @@ def _queue_delay_min(basis: ChangeBasis, start_ms: int, end_ms: int) -> float | 
     return float(part["pending"].mean()) * minutes / admitted
 
 
-def period_numbers(basis: ChangeBasis, start_ms: int, end_ms: int) -> dict[str, Any]:
+def period_numbers(basis: ChangeBasis, start_ms: int, end_ms: int) -> PeriodNumbers:
     """One period's numbers (steps ending in ``(start_ms, end_ms]``), every one by the
     definition the pages use."""
 
     tl = basis.period(start_ms, end_ms)
-    s = summarise(tl.pool, tl.holdings, tl.services, basis.slo_for, basis.step_s)
+    s = summarise(tl.pool, tl.holdings, tl.services, basis.slos, basis.step_s)
     hours = s.steps * basis.step_s / 3600.0
     days = hours / 24.0
     req = _requests(tl.services, basis.step_s)
@@ -104,22 +104,22 @@ def period_numbers(basis: ChangeBasis, start_ms: int, end_ms: int) -> dict[str, 
     for e in evs:
         by_cause[e.cause] = by_cause.get(e.cause, 0) + 1
     minutes = dict(s.slo_violation_min_by_service)
-    return {
-        "start_ms": int(start_ms), "end_ms": int(end_ms), "days": round(days, 3), "steps": s.steps,
-        "requests": req, "requests_total": total,
-        "requests_per_day": total / days if days > 0 else 0.0,
-        "events": len(evs), "events_by_cause": dict(sorted(by_cause.items())),
-        "minutes_over_slo": minutes, "minutes_over_slo_any": s.slo_violation_min,
-        "batch_gpu_hours": held.get("batch", 0.0),
-        "batch_queue_delay_min": _queue_delay_min(basis, start_ms, end_ms),
-        "gpus_idle_mean": held.get("idle", 0.0) / hours if hours > 0 else None,
-        "gpus_held_mean": sum(held.get(c, 0.0) for c in ("inference", "batch", "other")) / hours if hours > 0 else None,
-        "activity_pct": s.activity_pct, "pool_gpus": s.pool_gpus_max,
-        "per_million_requests": {
+    return PeriodNumbers(
+        start_ms=int(start_ms), end_ms=int(end_ms), days=round(days, 3), steps=s.steps,
+        requests=req, requests_total=total,
+        requests_per_day=total / days if days > 0 else 0.0,
+        events=len(evs), events_by_cause=dict(sorted(by_cause.items())),
+        minutes_over_slo=minutes, minutes_over_slo_any=s.slo_violation_min,
+        batch_gpu_hours=held.get("batch", 0.0),
+        batch_queue_delay_min=_queue_delay_min(basis, start_ms, end_ms),
+        gpus_idle_mean=held.get("idle", 0.0) / hours if hours > 0 else None,
+        gpus_held_mean=sum(held.get(c, 0.0) for c in ("inference", "batch", "other")) / hours if hours > 0 else None,
+        activity_pct=s.activity_pct, pool_gpus=s.pool_gpus_max,
+        per_million_requests={
             "events": _per_million(len(evs), total),
             "minutes_over_slo": {k: _per_million(m, req.get(k, 0.0)) for k, m in minutes.items()},
             "batch_gpu_hours": _per_million(held.get("batch", 0.0), total)},
-    }
+    )
 
 
 def periods(basis: ChangeBasis, at_ms: int, cfg: CompareConfig) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -139,9 +139,9 @@ def periods(basis: ChangeBasis, at_ms: int, cfg: CompareConfig) -> tuple[tuple[i
     return before, after
 
 
-def traffic_sentence(before: dict[str, Any], after: dict[str, Any]) -> str:
+def traffic_sentence(before: PeriodNumbers, after: PeriodNumbers) -> str:
     """The two periods' traffic side by side, a busier (or quieter) after-period said."""
-    b, a = before["requests_per_day"], after["requests_per_day"]
+    b, a = before.requests_per_day, after.requests_per_day
     if b <= 0:
         return "The before-period served no requests: nothing to set the after-period's traffic against."
     r = a / b - 1.0
@@ -153,54 +153,48 @@ def traffic_sentence(before: dict[str, Any], after: dict[str, Any]) -> str:
 
 
 def compare_change(basis: ChangeBasis, at_ms: int, cfg: CompareConfig | None = None,
-                   change: "PolicyChange | None" = None, *, score: bool = True) -> dict[str, Any]:
+                   change: "PolicyChange | None" = None, *, score: bool = True) -> ChangeComparison:
     """Before and after the change at ``at_ms`` (see the module); ``tidelens change compare
-    --json`` prints this.
+    --json`` prints its :meth:`~analytics.change.comparison.ChangeComparison.as_dict`.
 
-    Keys: ``at``, ``before`` and ``after`` (:func:`period_numbers`, plus ``violation_minutes``:
-    the modelled service's minutes over the SLO), ``service``, ``traffic`` (after / before
-    requests a day, and the sentence), ``minutes_gone`` (per service, before less after, both
-    per day of the after-period), ``sentences``; with ``change`` and ``score``: ``predicted``,
-    ``after_replay``, ``after_old_policy``, ``within`` and ``differences``
+    ``before`` and ``after`` are :func:`period_numbers` (``violation_minutes``: the modelled
+    service's minutes over the SLO), ``minutes_gone`` per service, before less after, both per
+    day of the after-period; with ``change`` and ``score`` the what-if scored
     (:func:`analytics.change.score.score_change`).
     """
 
     cfg = (cfg or CompareConfig()).validate()
-    known = sorted(k for k in basis.slo_ms if k != ALL)
+    known = basis.timelines.service_names()
     if cfg.service is not None and cfg.service not in known:  # never 0 minutes of a service not there
         raise ConfigError(f"--service {cfg.service!r}: no such service in the store; its services: "
                           f"{', '.join(known) or 'none'}")
     (b0, b1), (a0, a1) = periods(basis, at_ms, cfg)
     before, after = period_numbers(basis, b0, b1), period_numbers(basis, a0, a1)
-    if not before["steps"] or not after["steps"]:
+    if not before.steps or not after.steps:
         raise NotEnoughDataError("one side of the change has no steps: move the change or lengthen the periods")
     svc_frame = basis.period(b0, b1).services
     service = cfg.service
     if service is None and svc_frame.height:
-        service = pick_service(svc_frame, basis.slo_ms)
-    for side in (before, after):
-        side["violation_minutes"] = side["minutes_over_slo"].get(service, 0.0) if service else 0.0
-    scale = after["days"] / before["days"] if before["days"] else 0.0
-    gone = {k: before["minutes_over_slo"].get(k, 0.0) * scale - after["minutes_over_slo"].get(k, 0.0)
-            for k in sorted(set(before["minutes_over_slo"]) | set(after["minutes_over_slo"]))}
-    ratio = after["requests_per_day"] / before["requests_per_day"] if before["requests_per_day"] else None
-    out: dict[str, Any] = {
-        "at": iso_utc(at_ms), "at_ms": int(at_ms), "service": service, "slo_ms": basis.slo_for(service) if service else None,
-        "before": before, "after": after, "minutes_gone": gone,
-        "traffic": {"after_vs_before": ratio, "sentence": traffic_sentence(before, after)},
-        "missing": dict(basis.missing),
-    }
-    sentences = [out["traffic"]["sentence"]]
+        service = pick_service(svc_frame, basis.slos)
+    before, after = (replace(side, violation_minutes=side.minutes_over_slo.get(service, 0.0) if service else 0.0)
+                     for side in (before, after))
+    scale = after.days / before.days if before.days else 0.0
+    gone = {k: before.minutes_over_slo.get(k, 0.0) * scale - after.minutes_over_slo.get(k, 0.0)
+            for k in sorted(set(before.minutes_over_slo) | set(after.minutes_over_slo))}
+    traffic = traffic_sentence(before, after)
+    sentences = [traffic]
     for name in sorted(gone):
-        b, a = before["minutes_over_slo"].get(name, 0.0), after["minutes_over_slo"].get(name, 0.0)
-        sentences.append(f"{name}: {b:,.0f} minutes over the SLO in the {before['days']:.3g} days before, {a:,.0f} in "
-                         f"the {after['days']:.3g} days after ({gone[name]:,.0f} fewer, the before-period "
+        b, a = before.minutes_over_slo.get(name, 0.0), after.minutes_over_slo.get(name, 0.0)
+        sentences.append(f"{name}: {b:,.0f} minutes over the SLO in the {before.days:.3g} days before, {a:,.0f} in "
+                         f"the {after.days:.3g} days after ({gone[name]:,.0f} fewer, the before-period "
                          "scaled to the after-period's length).")
-    if change is not None:
-        out["change"] = change.as_dict()
-        if score and service is not None:
-
-            out.update(score_change(basis, change, (b0, b1), (a0, a1), service, before, after))
-            sentences.extend(out.pop("score_sentences"))
-    out["sentences"] = sentences
-    return out
+    scored = None
+    if change is not None and score and service is not None:
+        scored = score_change(basis, change, (b0, b1), (a0, a1), service, before, after)
+        sentences.extend(scored.sentences)
+    return ChangeComparison(
+        at=iso_utc(at_ms), at_ms=int(at_ms), service=service, slo_ms=basis.slos.ms(service) if service else None,
+        before=before, after=after, minutes_gone=gone,
+        traffic_after_vs_before=after.requests_per_day / before.requests_per_day if before.requests_per_day else None,
+        traffic_sentence=traffic, missing=dict(basis.missing), sentences=sentences,
+        change=change.as_dict() if change is not None else None, score=scored)

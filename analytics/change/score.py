@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from analytics.change.comparison import ChangeScore, PeriodNumbers
 from analytics.change.record import apply_change
 from analytics.errors import TidelensError
+from analytics.measures import step_minutes
 from analytics.times import step_start_ms, utc_hour, utc_weekday
 from analytics.whatif.backtest import (
     BACKTEST_BATCH_FLOOR_GPU_H,
@@ -59,13 +61,13 @@ def calibrated(basis: "ChangeBasis", span: tuple[int, int], service: str
                ) -> tuple["Observation", "PoolScenario"]:
     """The period's observation and calibrated scenario, kept on the basis (a period asked for
     again is not calibrated again)."""
-    key = (span, service, basis.slo_for(service))
+    key = (span, service, basis.slos.ms(service))
     if key not in basis.calibrations:
 
         tl = basis.period(*span)
         obs = observe(tl.services, tl.pool, tl.holdings, service=service, step_s=basis.step_s,
-                      slo_for=basis.slo_ms)
-        scn, _ = scenario_from(obs, slo_ms=basis.slo_for(service), gpu_model=basis.gpu_model)
+                      slos=basis.slos)
+        scn, _ = scenario_from(obs, slo_ms=basis.slos.ms(service), gpu_model=basis.gpu_model)
         basis.calibrations[key] = (obs, scn)
     return basis.calibrations[key]
 
@@ -98,7 +100,7 @@ def prediction_range(violation: np.ndarray, start_ts_ms: int, step_s: int, after
     whole = counts >= 0.9 * per_day
     if int(whole.sum()) < RANGE_MIN_DAYS:
         return None
-    minutes = np.add.reduceat(v, first) * (step_s / 60.0) * (per_day / counts)
+    minutes = step_minutes(np.add.reduceat(v, first), step_s=step_s) * (per_day / counts)
     weekend = utc_weekday(days * DAY_MS) >= 5
     pools = {k: minutes[whole & (weekend == k)] for k in (False, True)}
     a, b = after_span
@@ -111,8 +113,9 @@ def prediction_range(violation: np.ndarray, start_ts_ms: int, step_s: int, after
         total += part * pool[rng.integers(0, pool.size, size=draws)]
     lo, hi = np.quantile(total, RANGE_QUANTILES)
     # The store counts whole steps over the SLO; the replay's minutes are expectations.
-    step_min = step_s / 60.0
-    return float(np.floor(lo / step_min + 1e-9) * step_min), float(np.ceil(hi / step_min - 1e-9) * step_min)
+    step_min = step_minutes(1, step_s=step_s)
+    return (float(step_minutes(np.floor(lo / step_min + 1e-9), step_s=step_s)),
+            float(step_minutes(np.ceil(hi / step_min - 1e-9), step_s=step_s)))
 
 
 def _within(model: float, observed: float, tol: float, floor: float) -> bool:
@@ -139,28 +142,28 @@ def _reservation_honoured(change: "PolicyChange", obs: "Observation", scn: "Pool
     return None
 
 
-def _surge_minutes_a_day(events: list[Any], service: str, side: dict[str, Any]) -> float:
+def _surge_minutes_a_day(events: list[Any], service: str, side: PeriodNumbers) -> float:
     """Minutes a day of the service's tail events whose cause is (partly) a traffic surge."""
     mins = sum(e.duration_min * float(e.shares.get("traffic_surge", 0.0)) for e in events
-               if e.service == service and side["start_ms"] < e.start_ms <= side["end_ms"])
-    return mins / max(side["days"], 1e-9)
+               if e.service == service and side.start_ms < e.start_ms <= side.end_ms)
+    return mins / max(side.days, 1e-9)
 
 
-def differences(change: "PolicyChange", before: dict[str, Any], after: dict[str, Any],
+def differences(change: "PolicyChange", before: PeriodNumbers, after: PeriodNumbers,
                 obs_b: "Observation", scn_b: "PoolScenario", obs_a: "Observation",
                 scn_a: "PoolScenario", service: str, basis_events: list[Any] = ()) -> list[str]:
     """The parts of the after-period that differ from what the prediction assumed, in words."""
     out = []
-    rb = before["requests"].get(service, 0.0) / max(before["days"], 1e-9)
-    ra = after["requests"].get(service, 0.0) / max(after["days"], 1e-9)
+    rb = before.requests.get(service, 0.0) / max(before.days, 1e-9)
+    ra = after.requests.get(service, 0.0) / max(after.days, 1e-9)
     if rb > 0 and ra > rb * (1 + TRAFFIC_HIGHER):
         out.append(f"traffic higher: {service} served {ra / rb - 1:.0%} more requests a day after the change")
     sb, sa = (_surge_minutes_a_day(basis_events, service, side) for side in (before, after))
     if abs(sa - sb) > TRAFFIC_HIGHER * max(sa, sb) + 1.0:
         out.append(f"traffic {'higher' if sa > sb else 'lower'}: {service}'s tail events from traffic surges ran "
                    f"{sa:,.0f} minutes a day after the change vs {sb:,.0f} before")
-    bb = before["batch_gpu_hours"] / max(before["days"], 1e-9)
-    ba = after["batch_gpu_hours"] / max(after["days"], 1e-9)
+    bb = before.batch_gpu_hours / max(before.days, 1e-9)
+    ba = after.batch_gpu_hours / max(after.days, 1e-9)
     gb = float(np.median([r.gpus for r in obs_b.runs])) if obs_b.runs else 0.0
     ga = float(np.median([r.gpus for r in obs_a.runs])) if obs_a.runs else 0.0
     if bb > 0 and abs(ba - bb) > BATCH_DIFFERENT * bb:
@@ -192,7 +195,7 @@ def input_split(scn_b: "PoolScenario", scn_a: "PoolScenario", change: "PolicyCha
 
     traffic = replace(scn_b, traffic_rps=cut(scn_a.traffic_rps), others_gpus=cut(scn_b.others_gpus))
     batch = replace(scn_a, service=scn_b.service, traffic_rps=cut(scn_b.traffic_rps), others_gpus=cut(scn_a.others_gpus))
-    out = {k: float(simulate(apply_change(v, change), change.policy).summary["violation_minutes"])
+    out = {k: float(simulate(apply_change(v, change), change.policy).summary.violation_minutes)
            for k, v in (("traffic_only", traffic), ("batch_only", batch))}
     hour = max(1, 3600 // scn_b.step_s)
 
@@ -242,40 +245,39 @@ def split_parts(split: dict[str, float] | None, base: float, service: str) -> li
 
 
 def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tuple[int, int],
-                 after_span: tuple[int, int], service: str, before: dict[str, Any],
-                 after: dict[str, Any]) -> dict[str, Any]:
-    """``predicted``, ``after_replay``, ``after_old_policy``, ``within``, ``differences`` and
-    the sentences that say them (see the module); a period that cannot be calibrated leaves
-    ``score_missing`` saying why."""
+                 after_span: tuple[int, int], service: str, before: PeriodNumbers,
+                 after: PeriodNumbers) -> ChangeScore:
+    """The what-if scored (:class:`~analytics.change.comparison.ChangeScore`, see the module); a
+    period that cannot be calibrated leaves ``missing`` saying why."""
 
     try:
         obs_b, scn_b = calibrated(basis, before_span, service)
         obs_a, scn_a = calibrated(basis, after_span, service)
     except TidelensError as exc:
-        return {"score_missing": str(exc), "score_sentences": [f"The what-if is not scored: {exc}"]}
-    scale = after["days"] / before["days"] if before["days"] else 0.0
+        return ChangeScore(missing=str(exc), sentences=[f"The what-if is not scored: {exc}"])
+    scale = after.days / before.days if before.days else 0.0
     run_b = simulate(apply_change(scn_b, change), change.policy)
     pred = run_b.summary
     rng_ = prediction_range(run_b.series["violation"], scn_b.start_ts_ms, scn_b.step_s, after_span)
-    predicted = {"violation_minutes": float(pred["violation_minutes"]) * scale,
-                 "batch_gpu_hours": float(pred["batch_gpu_hours"]) * scale,
-                 "from": f"the {before['days']:.3g} days before, replayed under {change.policy} and scaled "
-                         f"to the {after['days']:.3g} days after",
+    predicted = {"violation_minutes": float(pred.violation_minutes) * scale,
+                 "batch_gpu_hours": float(pred.batch_gpu_hours) * scale,
+                 "from": f"the {before.days:.3g} days before, replayed under {change.policy} and scaled "
+                         f"to the {after.days:.3g} days after",
                  "range_violation_minutes": list(rng_) if rng_ else None,
                  "range_from": (f"{RANGE_QUANTILES[0]:.0%}-{RANGE_QUANTILES[1]:.0%} of {RANGE_DRAWS:,} after-periods drawn "
                                 "day by day from the before-period's replayed days (weekdays from weekdays, weekend "
                                 "from weekend)" if rng_ else f"fewer than {RANGE_MIN_DAYS} whole days before: no range")}
-    req_b = before["requests"].get(service, 0.0)
+    req_b = before.requests.get(service, 0.0)
     predicted["violation_minutes_per_million_requests"] = (
-        float(pred["violation_minutes"]) / (req_b / 1e6) if req_b > 0 else None)
+        float(pred.violation_minutes) / (req_b / 1e6) if req_b > 0 else None)
     # The before-period's model given the after-period's inputs (its traffic and the batch runs
     # that happened): what part of a miss is the inputs' (traffic, batch), and what the model's.
     from dataclasses import replace
 
     given = simulate(apply_change(replace(scn_a, service=scn_b.service), change), change.policy).summary
-    given_inputs = {"violation_minutes": float(given["violation_minutes"]),
-                    "batch_gpu_hours": float(given["batch_gpu_hours"]),
-                    "from": f"the service as calibrated on the {before['days']:.3g} days before, on the after-period's "
+    given_inputs = {"violation_minutes": float(given.violation_minutes),
+                    "batch_gpu_hours": float(given.batch_gpu_hours),
+                    "from": f"the service as calibrated on the {before.days:.3g} days before, on the after-period's "
                             f"traffic and batch runs, under {change.policy}"}
     bt = backtest_from(obs_a, apply_change(scn_a, change), observed_policy=change.policy)
     replay = {"violation_minutes": bt["model_violation_minutes"], "batch_gpu_hours": bt["model_batch_gpu_hours"],
@@ -283,11 +285,11 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
               "observed_batch_gpu_hours": bt["observed_batch_gpu_hours"], "policy": change.policy,
               "misses": bt["misses"]}
     old = replay_result(obs_a, scn_a, "shared").summary
-    observed_v = after["violation_minutes"]
+    observed_v = after.violation_minutes
     within = {
         "prediction_violation_minutes": _within(predicted["violation_minutes"], observed_v,
                                                 PREDICTION_TOLERANCE, PREDICTION_FLOOR_MIN),
-        "prediction_batch_gpu_hours": _within(predicted["batch_gpu_hours"], after["batch_gpu_hours"],
+        "prediction_batch_gpu_hours": _within(predicted["batch_gpu_hours"], after.batch_gpu_hours,
                                               BACKTEST_BATCH_TOLERANCE, BACKTEST_BATCH_FLOOR_GPU_H),
         "after_replay_violation_minutes": _within(replay["violation_minutes"], replay["observed_violation_minutes"],
                                                   BACKTEST_VIOLATION_TOLERANCE, BACKTEST_VIOLATION_FLOOR_MIN),
@@ -305,7 +307,7 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
                        basis.events.events if basis.events is not None else [])
     if not within["prediction_violation_minutes"]:
         # measured directly (the model run on each input of the after-period alone): said first
-        named = split_parts(split, float(pred["violation_minutes"]), service)
+        named = split_parts(split, float(pred.violation_minutes), service)
         diff = named + [d for d in diff if d.split(":")[0] not in {n.split(":")[0] for n in named}]
     said = []
     if not within["prediction_violation_minutes"]:
@@ -340,8 +342,8 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
                     f"{replay['batch_gpu_hours']:,.0f} GPU-hours vs {replay['observed_batch_gpu_hours']:,.0f} "
                     f"(within {BACKTEST_VIOLATION_TOLERANCE:.0%} or {BACKTEST_VIOLATION_FLOOR_MIN:g} minutes, "
                     f"and {BACKTEST_BATCH_TOLERANCE:.0%}); under the old shared policy it would have had "
-                    f"{float(old['violation_minutes']):,.0f} minutes.")
-    return {"predicted": predicted, "predicted_given_after_inputs": given_inputs, "after_replay": replay,
-            "after_old_policy": {"violation_minutes": float(old["violation_minutes"]),
-                                 "batch_gpu_hours": float(old["batch_gpu_hours"]), "policy": "shared"},
-            "within": within, "differences": diff, "score_sentences": said}
+                    f"{float(old.violation_minutes):,.0f} minutes.")
+    return ChangeScore(predicted=predicted, predicted_given_after_inputs=given_inputs, after_replay=replay,
+                       after_old_policy={"violation_minutes": float(old.violation_minutes),
+                                         "batch_gpu_hours": float(old.batch_gpu_hours), "policy": "shared"},
+                       within=within, differences=diff, sentences=said)

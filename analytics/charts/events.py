@@ -15,8 +15,8 @@ from plotly.subplots import make_subplots
 from analytics.charts.theme import (OKABE_ITO, SLO_COLOR, apply_theme, class_color, display_ts,
                                     log_ms_axis, zone_label)
 from analytics.events.event import Event
-from analytics.overview import WORKLOAD_CLASSES
 from analytics.text import escape_figure, plot_text
+from analytics.timeline.config import CLASS_COLUMNS as WORKLOAD_CLASSES  # the order every chart stacks the classes in
 from analytics.times import parse_time_ms
 
 CAUSE_COLORS: dict[str, str] = {

@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 
 from analytics.charts.theme import (SERVICE_COLORS, SLO_COLOR, apply_theme, class_color, log_ms_axis,
                                     display_ts, zone_label)
-from analytics.overview import WORKLOAD_CLASSES
+from analytics.timeline.config import CLASS_COLUMNS as WORKLOAD_CLASSES  # the order every chart stacks the classes in
 
 
 def pool_story_figure(classes: pl.DataFrame, violations: pl.DataFrame, *, tz: str = "UTC",

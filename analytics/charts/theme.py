@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import polars as pl
 
-from analytics.overview import WORKLOAD_CLASSES
+from analytics.timeline.config import CLASS_COLUMNS as WORKLOAD_CLASSES  # the order every chart stacks the classes in
 
 # Okabe & Ito (2008), "Color Universal Design".
 OKABE_ITO: dict[str, str] = {

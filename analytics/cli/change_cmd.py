@@ -138,23 +138,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
         basis = change_basis(store, step_s=parse_step_s(args.step, "--step"), slos=slos, wmap=load_map(config_path(args)))
     out = compare_change(basis, at, cfg, change, score=not args.no_score)
     if change is None:
-        out["missing"]["score"] = ("no change recorded at this time: record it with `tidelens change add` "
-                                   "(or give --policy) to score the what-if")
+        out.missing["score"] = ("no change recorded at this time: record it with `tidelens change add` "
+                                 "(or give --policy) to score the what-if")
     if args.json:
-        print_json(out)
+        print_json(out.as_dict())
         return 0
-    for s in out["sentences"]:
+    for s in out.sentences:
         print(s)
     rows = []
-    for key, label in (("violation_minutes", f"minutes over the SLO, {out['service']}"),
+    for key, label in (("violation_minutes", f"minutes over the SLO, {out.service}"),
                        ("minutes_over_slo_any", "minutes over the SLO, any service"), ("events", "tail events"),
                        ("batch_gpu_hours", "batch GPU-hours"), ("batch_queue_delay_min", "batch queueing delay (min)"),
                        ("gpus_idle_mean", "GPUs idle (mean)"), ("gpus_held_mean", "GPUs held (mean)"),
                        ("requests_per_day", "requests a day")):
-        b, a = out["before"][key], out["after"][key]
+        b, a = getattr(out.before, key), getattr(out.after, key)
         rows.append({"measure": label, "before": "n/a" if b is None else f"{b:,.1f}",
                      "after": "n/a" if a is None else f"{a:,.1f}"})
     print_table(pl.DataFrame(rows))
-    for part, why in out["missing"].items():
+    for part, why in out.missing.items():
         print(f"not shown: {part}: {why}")
     return 0

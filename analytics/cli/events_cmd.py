@@ -69,24 +69,23 @@ def run_analysis(args: argparse.Namespace, stage: Callable[[str], None] = lambda
     detection alone can tell (before the norm band, the latency model and the attribution)."""
 
     config = config_path(args)
-    per_service = parse_service_slos(args.slo)
-    # With --slo, the table decides every service (--slo-ms its fallback); else --slo-ms as before.
+    per_service = parse_service_slos(args.slo)  # refused before the store is read
     cfg = EventsConfig(step_s=parse_step_s(args.step), start_ms=_ms(args.start, "--from"),
-                       end_ms=_ms(args.end, "--to"), slo_ms=None if per_service else args.slo_ms,
+                       end_ms=_ms(args.end, "--to"),
                        min_duration_min=args.min_duration_min, merge_gap_min=args.merge_gap_min)
     incidents = load_incidents(args.incidents) if args.incidents else None
     wmap = load_map(config)
     with open_to_read(args) as st:
-        slos = resolve_slos(st, config=config, every_ms=args.slo_ms if per_service else None,
-                            per_service=per_service, per_service_source="--slo")
+        slos = resolve_slos(st, config=config, every_ms=args.slo_ms, per_service=per_service,
+                            per_service_source="--slo")
         stage("building the timelines")
         timelines = store_timelines(st, cfg.timeline_config(), wmap)
     if event is not None:
-        found = timelines_event_ids(timelines, cfg, slos_ms=slos)
+        found = timelines_event_ids(timelines, cfg, slos=slos)
         if found is not None and event not in found:
             raise _no_event(event, sorted(found))
     stage("finding and attributing the tail events")
-    return analyse_timelines(timelines, cfg, incidents, slos_ms=slos)
+    return analyse_timelines(timelines, cfg, incidents, slos=slos)
 
 
 def _no_event(event: str, known: list[str]) -> ConfigError:

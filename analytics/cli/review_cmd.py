@@ -65,5 +65,5 @@ def cmd_review(args: argparse.Namespace) -> int:
         # With --json, stdout is the JSON alone (a pipe to jq); the paths go to stderr.
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
-        print_json(review.numbers())
+        print_json(review.numbers().as_dict())
     return 0

@@ -13,7 +13,7 @@ from analytics.cli.common import add_config, add_json, add_slos, config_path, op
 from analytics.cli.progress import Progress
 from analytics.errors import ConfigError
 from analytics.measures import best_policy
-from analytics.slo import parse_service_slos, resolve_slos
+from analytics.slo import SloTable, parse_service_slos, resolve_slos
 from analytics.whatif import (POLICIES, PRESETS, SUMMARY_KEYS, PoolScenario, compare, reservation,
                               scenario_from_toml)
 from analytics.whatif.calibrate import calibrate_store
@@ -101,21 +101,17 @@ def load_scenario(args: argparse.Namespace) -> PoolScenario:
     return apply_transforms(scn, chosen)
 
 
-def _slos(args: argparse.Namespace, store: Store) -> float | dict[str, float]:
-    """--slo-ms, else each service's SLO as the app decides it (:func:`analytics.slo.resolve_slos`)."""
-    per_service = parse_service_slos(args.slo)
-    if args.slo_ms is not None and not per_service:
-        return args.slo_ms
-    table = resolve_slos(store, config=config_path(args), every_ms=args.slo_ms, per_service=per_service,
-                         per_service_source="--slo")
-    return dict(table.items())
+def _slos(args: argparse.Namespace, store: Store) -> SloTable:
+    """Each service's SLO as the app decides it, under --slo and --slo-ms (:func:`analytics.slo.resolve_slos`)."""
+    return resolve_slos(store, config=config_path(args), every_ms=args.slo_ms, per_service=parse_service_slos(args.slo),
+                        per_service_source="--slo")
 
 
 def _calibrated(args: argparse.Namespace) -> PoolScenario:
     with open_to_read(args, hint=", use --preset for a built-in scenario") as store:
         # The workload map the app calibrates with, so that the CLI and the page agree.
         wmap = load_map(config_path(args))
-        cal = calibrate_store(store, service=args.service, step_s=args.step, slo_ms=_slos(args, store),
+        cal = calibrate_store(store, service=args.service, step_s=args.step, slos=_slos(args, store),
                               wmap=wmap)
     args._backtest = {k: v for k, v in cal.backtest.items() if k != "frame"}
     return last_days(cal.scenario, args.days or MODEL_DAYS)
@@ -136,7 +132,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
                      "reservation_gpus": reserved, "reservation_source": why,
                      "headroom": scn.pool.headroom, "provenance": scn.provenance,
                      "transforms": transforms_of(scn)},
-        "policies": {name: {**r.summary, "externality": r.externality}
+        "policies": {name: {**r.summary.as_dict(), "externality": r.externality}
                      for name, r in results.items()},
         "best_policy": best_policy({name: r.summary for name, r in results.items()}),
     }
@@ -145,7 +141,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
         return 0
-    rows = [{"policy": name, **{k: r.summary[k] for k in SUMMARY_KEYS}}
+    rows = [{"policy": name, **{k: getattr(r.summary, k) for k in SUMMARY_KEYS}}
             for name, r in results.items()]
     print(f"{scn.name}: {scn.description} ({scn.steps} steps of {scn.step_s} s, "
           f"SLO p99 {scn.service.slo_ms:g} ms; inference reservation {reserved} GPUs: {why})")

@@ -26,6 +26,7 @@ from analytics.events.norm import traffic_norm
 from analytics.events.surges import check_surge, surge_runs
 from analytics.measures import (InferredDemand, gpus_per_replica, infer_desired, loading_steps, over_slo,
                                 reaction_steps, warmup_lags)
+from analytics.slo import SloTable
 from analytics.times import step_start_ms
 
 
@@ -67,6 +68,11 @@ class EventsAnalysis:
     cfg: EventsConfig
     notes: list[str] = field(default_factory=list)
     map_digest: str = ""  # the workload map it was computed with (analytics.workloads.map_digest)
+
+    @property
+    def step_s(self) -> int:
+        """The length of a step of :attr:`steps`, seconds."""
+        return self.cfg.step_s
 
     def event(self, event_id_: str) -> Event:
         for ev in self.events:
@@ -161,7 +167,7 @@ def _scale_up(g: pl.DataFrame, held_gpus: np.ndarray, gpr: float, cfg: EventsCon
 
 
 def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame, *,
-            cfg: EventsConfig | None = None, slos_ms: dict[str, float | None] | None = None,
+            cfg: EventsConfig | None = None, slos: SloTable | None = None,
             incidents: pl.DataFrame | None = None, norms: pl.DataFrame | None = None) -> EventsAnalysis:
     """Find and attribute the tail events of every service in the timeline frames.
 
@@ -172,16 +178,17 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         (``ts`` Datetime UTC or integer ms, the END of each step).
     cfg:
         Thresholds and settings.
-    slos_ms:
-        p99 SLO per service (``cfg.slo_ms`` overrides all); a service with none uses the
-        relative rule.
+    slos:
+        Every service's p99 SLO (:class:`analytics.slo.SloTable`); a service with none (no
+        table, or a table without a fallback that does not name it) is judged by the relative
+        rule.
     incidents:
         :func:`analytics.events.incidents.load_incidents` output, optional.
     norms:
         ``ts_ms|ts, service, expected, lower, upper`` to use instead of computing the norm band.
     """
     cfg = cfg or EventsConfig()
-    slos_ms = dict(slos_ms or {})
+    slos = slos if slos is not None else SloTable({}, None, "none")
     step_ms = cfg.step_s * 1000
     notes: list[str] = []
     steps = _service_steps(services, pools)
@@ -251,7 +258,7 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
     hold_runs = holding_runs(hold, step_ms)
     events: list[Event] = []
     for (service,), g in steps.group_by(["service"], maintain_order=True):
-        slo = cfg.slo_ms if cfg.slo_ms is not None else slos_ms.get(service)
+        slo = slos.ms(service)
         p99 = g["p99_ms"].fill_null(0.0).to_numpy()
         if slo is not None:
             above = over_slo(p99, slo)
@@ -279,8 +286,7 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
             notes.append(f"{ev.service} {iso_utc(ev.start_ms)}: {check['says']}")
     return EventsAnalysis(events=events, steps=steps, holdings=hold, models=models, regressions=regressions,
                           warmup_min={k: v.warmup_steps * cfg.step_s / 60 for k, v in scale_up.items()},
-                          slos_ms={s: (cfg.slo_ms if cfg.slo_ms is not None else slos_ms.get(s))
-                                   for s in steps["service"].unique().to_list()},
+                          slos_ms=slos.for_services(steps["service"].unique().to_list()),
                           cfg=cfg, notes=notes)
 
 
@@ -295,7 +301,7 @@ def _event_id(service: str, start_ms: int, slo: float | None, cfg: EventsConfig)
 
 
 def detected_ids(services: pl.DataFrame, *, cfg: EventsConfig | None = None,
-                 slos_ms: dict[str, float | None] | None = None) -> set[str] | None:
+                 slos: SloTable | None = None) -> set[str] | None:
     """The ids :func:`analyse` gives the events of these settings, found by the SLO rule alone
     (no norm band, no latency model, no attribution: a fraction of its time), so that a request
     for one event (``tidelens report --event``) that names none is refused before that work.
@@ -303,12 +309,12 @@ def detected_ids(services: pl.DataFrame, *, cfg: EventsConfig | None = None,
     ``None`` when a service is judged by the relative rule, whose events need the latency model.
     """
     cfg = cfg or EventsConfig()
-    slos_ms = dict(slos_ms or {})
+    slos = slos if slos is not None else SloTable({}, None, "none")
     ids: set[str] = set()
     steps = with_ts_ms(services).select("ts_ms", pl.col("service").cast(pl.Utf8),
                                         pl.col("p99_ms").cast(pl.Float64).fill_nan(None)).sort("service", "ts_ms")
     for (service,), g in steps.group_by(["service"], maintain_order=True):
-        slo = cfg.slo_ms if cfg.slo_ms is not None else slos_ms.get(service)
+        slo = slos.ms(service)
         if slo is None:
             return None
         above = over_slo(g["p99_ms"].fill_null(0.0).to_numpy(), slo)

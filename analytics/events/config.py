@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from analytics.errors import ConfigError
-from analytics.slo import check_slo_ms
 from analytics.timeline.config import TimelineConfig
 
 CAUSES: tuple[str, ...] = ("batch_contention", "traffic_surge", "scaling_lag", "mixed", "unexplained")
@@ -24,8 +23,6 @@ class EventsConfig:
     step_s: int = field(default=60, metadata={"help": "timeline step in seconds"})
     start_ms: int | None = field(default=None, metadata={"help": "analysed range start (UTC epoch ms); None = first data"})
     end_ms: int | None = field(default=None, metadata={"help": "analysed range end (UTC epoch ms); None = last data"})
-    slo_ms: float | None = field(default=None, metadata={
-        "help": "p99 SLO in ms for every service; None = each service's SLO from tidelens.toml / the data"})
     min_duration_min: float = field(default=5.0, metadata={
         "help": "an event lasts at least this many minutes above the SLO"})
     merge_gap_min: float = field(default=10.0, metadata={
@@ -72,8 +69,6 @@ class EventsConfig:
                 raise ConfigError(f"{name}={getattr(self, name)}: give a finite number of minutes, 0 or more")
         if self.step_s < 1:
             raise ConfigError(f"step_s={self.step_s}: the step is at least 1 second")
-        if self.slo_ms is not None:
-            check_slo_ms(self.slo_ms, "slo_ms")
 
     def timeline_config(self) -> TimelineConfig:
         """The timelines these settings read: their step and range."""
@@ -82,4 +77,4 @@ class EventsConfig:
     def settings_key(self) -> dict[str, Any]:
         """The settings that change which events are found (part of each event id)."""
         d = asdict(self)
-        return {k: d[k] for k in ("step_s", "slo_ms", "min_duration_min", "merge_gap_min", "relative_k")}
+        return {k: d[k] for k in ("step_s", "min_duration_min", "merge_gap_min", "relative_k")}

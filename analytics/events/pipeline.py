@@ -14,7 +14,6 @@ import polars as pl
 from analytics.events.analysis import EventsAnalysis, analyse, detected_ids
 from analytics.events.buckets import slo_bucket_notes
 from analytics.events.config import EventsConfig
-from analytics.slo import SloTable
 from analytics.timeline import Timelines, store_timelines
 from analytics.timeline.provenance import latency_source_notes
 
@@ -27,30 +26,28 @@ if TYPE_CHECKING:
 
 def analyse_store(store: "Store", cfg: EventsConfig | None = None, wmap: "WorkloadMap | None" = None,
                   incidents: pl.DataFrame | None = None, *,
-                  slos_ms: "dict[str, float | None] | SloTable | None" = None) -> EventsAnalysis:
+                  slos: "SloTable | None" = None) -> EventsAnalysis:
     """Timelines from the store, then :func:`analytics.events.analyse` on them.
 
     Parameters
     ----------
-    slos_ms:
-        p99 SLO per service, or the :class:`analytics.slo.SloTable` that decides every service's
-        (what the app and the CLI pass: the same events, the same ids); ``cfg.slo_ms`` overrides
-        every service. A service with none in a plain dict is judged by the relative rule
-        (``cfg.relative_k``).
+    slos:
+        The :class:`analytics.slo.SloTable` that decides every service's p99 SLO (the app and
+        the CLI pass the same: the same events, the same ids). A service it gives none is judged
+        by the relative rule (``cfg.relative_k``).
     """
     cfg = cfg or EventsConfig()
-    return analyse_timelines(store_timelines(store, cfg.timeline_config(), wmap), cfg, incidents, slos_ms=slos_ms)
+    return analyse_timelines(store_timelines(store, cfg.timeline_config(), wmap), cfg, incidents, slos=slos)
 
 
 def analyse_timelines(timelines: Timelines, cfg: EventsConfig, incidents: pl.DataFrame | None = None, *,
-                      slos_ms: "dict[str, float | None] | SloTable | None" = None) -> EventsAnalysis:
+                      slos: "SloTable | None" = None) -> EventsAnalysis:
     """:func:`analytics.events.analyse` on timelines already built (the app's shared ones, or
     :func:`analyse_store`'s), with the notes their facts add (:func:`facts_notes`): the one call
     the Tail events page, the review and ``tidelens events`` make. The store is not read."""
 
-    slos_ms = _per_service(timelines, slos_ms)
     result = analyse(timelines.services, timelines.pool, timelines.holdings, cfg=cfg,
-                     slos_ms=slos_ms, incidents=incidents)
+                     slos=slos, incidents=incidents)
     facts = timelines.facts
     if facts is not None:
         result.notes.extend(facts_notes(facts, timelines.services, result.slos_ms))
@@ -58,18 +55,11 @@ def analyse_timelines(timelines: Timelines, cfg: EventsConfig, incidents: pl.Dat
     return result
 
 
-def _per_service(timelines: Timelines,
-                 slos_ms: "dict[str, float | None] | SloTable | None") -> "dict[str, float | None] | None":
-    if isinstance(slos_ms, SloTable):
-        return slos_ms.for_services(timelines.services["service"].unique().to_list())
-    return slos_ms
-
-
 def timelines_event_ids(timelines: Timelines, cfg: EventsConfig, *,
-                        slos_ms: "dict[str, float | None] | SloTable | None" = None) -> set[str] | None:
+                        slos: "SloTable | None" = None) -> set[str] | None:
     """The ids :func:`analyse_timelines` gives these timelines' events, by detection alone
     (:func:`analytics.events.analysis.detected_ids`); ``None`` where that cannot tell."""
-    return detected_ids(timelines.services, cfg=cfg, slos_ms=_per_service(timelines, slos_ms))
+    return detected_ids(timelines.services, cfg=cfg, slos=slos)
 
 
 def facts_notes(facts: "TimelineFacts", services: pl.DataFrame, slos_ms: "dict[str, float | None]") -> list[str]:

@@ -25,6 +25,7 @@ import polars as pl
 from analytics.events.config import EventsConfig
 from analytics.events.detect import detect_runs
 from analytics.events.event import iso_utc
+from analytics.measures import step_minutes
 
 # Comparable: a size within 25% and a load within 30% of the event's surge (ratios).
 SIZE_RATIO = 1.25
@@ -66,7 +67,7 @@ def surge_runs(g: pl.DataFrame, over: np.ndarray, cfg: EventsConfig, tail_steps:
         out.append({"start_ms": int(s), "end_ms": int(e), "factor": round(float(np.quantile(ratio, 0.75)), 3),
                     "base_rps": round(float(np.nanmedian(expected[sel])), 3),
                     "batch_gpus_max": float(batch[sel].max()),
-                    "minutes_over_slo": float(over[tail].sum()) * cfg.step_s / 60})
+                    "minutes_over_slo": float(step_minutes(float(over[tail].sum()), step_s=cfg.step_s))})
     return out
 
 
@@ -102,7 +103,7 @@ def check_surge(ev: pl.DataFrame, limit_ms: np.ndarray, runs: list[dict[str, Any
     ts = ev["ts_ms"].to_numpy()
     window = (ts > surge["start_ms"]) & (ts <= surge["end_ms"] + tail_steps * cfg.step_s * 1000)
     cf_ms = np.exp(ev["l_tc0"].fill_null(np.nan).to_numpy().astype(float))
-    cf_minutes = float((np.nan_to_num(cf_ms, nan=0.0) > limit_ms)[window].sum()) * cfg.step_s / 60
+    cf_minutes = float(step_minutes(float((np.nan_to_num(cf_ms, nan=0.0) > limit_ms)[window].sum()), step_s=cfg.step_s))
     out: dict[str, Any] = {
         "surge_start": iso_utc(surge["start_ms"]),
         "surge_min": round((surge["end_ms"] - surge["start_ms"]) / 60_000, 2), "surge_factor": surge["factor"],

@@ -14,6 +14,7 @@ from analytics.errors import IngestError
 from analytics.ingest.lineprotocol import looks_like_line_protocol
 from analytics.ingest.requests import detect_request_columns, header_columns, jsonl_keys, unitless_latency
 from analytics.ingest.sources import csv_header, is_gzip
+from analytics.times import epoch_unit
 
 # Per-request logs (analytics.ingest.requests): one row per request, into the requests table.
 REQUEST_FORMATS: tuple[str, ...] = ("requests-csv", "requests-jsonl", "requests-parquet")
@@ -166,11 +167,11 @@ def exposition_flavour(head: bytes, tail: bytes = b"") -> tuple[str, str | None]
     if stamps:
         integral = all(b"." not in t and b"e" not in t.lower() for t, _ in stamps)
         big = max(v for _, v in stamps)
-        if integral and big >= 1e11:
+        if integral and epoch_unit(big) != "s":
             why = ("timestamps are integer milliseconds (text 0.0.4), so the '# EOF' / '# UNIT' lines do not "
                    "make it OpenMetrics") if marked else None
             return "prom-text", why
-        if big < 1e11:
+        if epoch_unit(big) == "s":
             return "openmetrics" if marked or not integral else "prom-text", None
     return ("openmetrics" if marked else "prom-text"), None
 

@@ -64,11 +64,11 @@ from analytics.ingest.tabular import _names as names
 from analytics.ingest.tabular import check_header_width, check_parquet_width
 from analytics.signals import SIGNALS
 from analytics.store import Sink
+from analytics.times import EPOCH_UNIT_MS, epoch_unit
 
 if TYPE_CHECKING:
     from analytics.ingest.requests import RequestColumns
 
-TIME_UNITS_MS = {"s": 1000.0, "ms": 1.0, "us": 1e-3, "ns": 1e-6}
 _RATE = re.compile(r"(^|[^a-z])(rps|qps|request_rate|requests_per_second|rate_rps|req_rate|request_rps)([^a-z]|$)")
 
 
@@ -135,7 +135,7 @@ class ColumnMapping:
             return
 
         check_device(self.device_columns, self.device_per, self.labels, where)
-        if self.time_unit not in (*TIME_UNITS_MS, "iso"):
+        if self.time_unit not in (*EPOCH_UNIT_MS, "iso"):
             raise ConfigError(f"{where}: [time] unit {self.time_unit!r}: one of s, ms, us, ns, iso")
         if not self.values:
             raise ConfigError(f"{where}: [values] columns is required (one column, or several for a wide table)")
@@ -330,7 +330,7 @@ def parse_mapped(data: bytes, sink: Sink, source: str, mapping: ColumnMapping, *
         num = raw_t.cast(pl.Float64, strict=False)
         _bad(frame, num.is_null() & raw_t.is_not_null(), mapping.time,
              f"a number of {mapping.time_unit} since the epoch", source)
-        ts = (num * TIME_UNITS_MS[mapping.time_unit]).round(0).cast(pl.Int64)
+        ts = (num * EPOCH_UNIT_MS[mapping.time_unit]).round(0).cast(pl.Int64)
 
     device = device_label(mapping.device_columns, mapping.device_per, mapping.labels)
     label_exprs = [pl.col(c).alias(lb) for c, lb in mapping.labels.items()] + ([device] if device is not None else [])
@@ -433,8 +433,7 @@ def guess_mapping(frame: pl.DataFrame, name: str = "") -> ColumnMapping:
     time = next(iter(by_name), None) or next((c for c in cols if numeric(c) or isoish(c)), cols[0] if cols else "")
     def unit_of(col: str) -> str:
         if col and numeric(col):
-            first = float(frame[col].drop_nulls().cast(pl.Float64)[0])
-            return "ns" if first > 1e17 else "us" if first > 1e14 else "ms" if first > 1e11 else "s"
+            return epoch_unit(float(frame[col].drop_nulls().cast(pl.Float64)[0]))
         clf = frame[col].drop_nulls().head(20).str.strip_chars().str.to_datetime(
             CLF_FORMAT, strict=False) if col else None
         return "clf" if clf is not None and clf.len() and clf.null_count() == 0 else "iso"

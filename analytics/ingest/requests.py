@@ -42,8 +42,9 @@ from analytics.ingest.sources import csv_header
 from analytics.limits import IngestLimits
 from analytics.sql import requests as rq
 from analytics.store import Sink, check_service_count
+from analytics.times import EPOCH_UNIT_MS, epoch_unit
 
-UNITS_MS: dict[str, float] = {"s": 1000.0, "ms": 1.0, "us": 1e-3}
+UNITS_MS: dict[str, float] = {u: EPOCH_UNIT_MS[u] for u in ("s", "ms", "us")}  # a latency's units
 TIME_UNITS = ("s", "ms", "us", "ns", "iso", "clf", "auto")
 # nginx's $time_local (common log format): 02/Dec/2026:10:00:00 +0000
 CLF_FORMAT = "%d/%b/%Y:%H:%M:%S %z"
@@ -261,8 +262,7 @@ def _times_ms(raw: pl.Series, rc: RequestColumns, source: str, frame: pl.DataFra
     if unit == "auto":
         sample = raw.drop_nulls().head(50).cast(pl.Utf8).str.strip_chars()
         if sample.len() and sample.cast(pl.Float64, strict=False).null_count() == 0:
-            first = abs(float(sample.cast(pl.Float64)[0]))
-            unit = "ns" if first > 1e17 else "us" if first > 1e14 else "ms" if first > 1e11 else "s"
+            unit = epoch_unit(float(sample.cast(pl.Float64)[0]))
         elif sample.len() and sample.str.to_datetime(CLF_FORMAT, strict=False).null_count() == 0:
             unit = "clf"
         else:
@@ -271,8 +271,7 @@ def _times_ms(raw: pl.Series, rc: RequestColumns, source: str, frame: pl.DataFra
         num = raw.cast(pl.Float64, strict=False) if raw.dtype != pl.Float64 else raw
         _bad_row(frame, num.is_null() & raw.is_not_null(), rc.time, f"a number of {unit} since the epoch",
                  source, locate)
-        scale = {"s": 1000.0, "ms": 1.0, "us": 1e-3, "ns": 1e-6}[unit]
-        return (num * scale).round(0).cast(pl.Int64)
+        return (num * EPOCH_UNIT_MS[unit]).round(0).cast(pl.Int64)
     text = raw.cast(pl.Utf8).str.strip_chars()
     if unit == "clf":
         parsed = text.str.to_datetime(CLF_FORMAT, strict=False, time_unit="ms")

@@ -23,6 +23,7 @@ from analytics.limits import IngestLimits
 from analytics.signals import DCGM_FB_FREE, DCGM_FB_USED, DCGM_GPU_TEMP, DCGM_GPU_UTIL, DCGM_POWER, DCGM_SM_CLOCK
 from analytics.sink import too_many_series
 from analytics.store import Sink, check_plausible_times
+from analytics.times import EPOCH_UNIT_MS, epoch_unit
 
 # nvidia-smi --query-gpu field -> dcgm-exporter metric name (the issue's mapping, plus obvious kin).
 NVSMI_METRICS: dict[str, str] = {
@@ -62,7 +63,8 @@ def _names(cols: list[str], shown: int = 8) -> str:
 
 
 def to_ms(col: pl.Series, source: str, *, header_lines: int = 1) -> tuple[pl.Series, bool]:
-    """Convert a time column (epoch s/ms/ns, ISO-8601 text or datetime) to UTC epoch ms.
+    """Convert a time column (epoch s/ms/µs/ns by :func:`analytics.times.epoch_unit`, ISO-8601
+    text or datetime) to UTC epoch ms.
 
     Returns the ms series and whether zone-less times were assumed to be UTC.
     """
@@ -77,8 +79,7 @@ def to_ms(col: pl.Series, source: str, *, header_lines: int = 1) -> tuple[pl.Ser
     if num.null_count() == text.null_count():
         finite = num.drop_nulls()
         big = finite.abs().max() if finite.len() else 0.0
-        scale = 1e-6 if big and big > 1e17 else (1.0 if big and big > 1e11 else 1000.0)  # ns, ms, s
-        ms = (num * scale).round()
+        ms = (num * EPOCH_UNIT_MS[epoch_unit(big)]).round()
         over = (ms.abs() > 9.2e15).fill_null(False)  # no int64 millisecond holds it
         if over.any():
             row = int(over.arg_true()[0])

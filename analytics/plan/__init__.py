@@ -85,11 +85,11 @@ def _teams_as_text(scn: Any) -> Any:
 
 def _numbers(scn: Any, policy: str, gpus: int, reserved: int, reserved_why: str) -> dict[str, Any]:
     modelled = simulate(scn, policy).summary  # what the plan is expected to deliver, as modelled
-    cost = modelled["cost_per_useful_gpu_hour"]
+    cost = modelled.cost_per_useful_gpu_hour
     return {"policy": policy, "pool_gpus": gpus, "reservation_gpus": reserved,
             "reservation_source": reserved_why, "timezone": TIMEZONE,
-            "modelled_violation_minutes": round(float(modelled["violation_minutes"]), 1),
-            "modelled_batch_goodput_gpu_hours": round(float(modelled["batch_goodput_gpu_hours"]), 1),
+            "modelled_violation_minutes": round(float(modelled.violation_minutes), 1),
+            "modelled_batch_goodput_gpu_hours": round(float(modelled.batch_goodput_gpu_hours), 1),
             "modelled_cost_per_useful_gpu_hour": None if cost is None else round(float(cost), 2)}
 
 

@@ -114,8 +114,21 @@ def _classification_case(wmap: WorkloadMap, name: str, holders: Iterable[Holder]
 
 
 def _values(points: dict[int, float], n_steps: int) -> str:
-    """promtool's expanding notation: one value per interval from 0, ``_`` where none."""
-    return " ".join(repr(points[i]) if i in points else "_" for i in range(n_steps))
+    """promtool's expanding notation: one value per interval from 0, ``_`` where none (a run of
+    ``n`` missing as ``_xn``)."""
+    out: list[str] = []
+    gap = 0
+    for i in range(n_steps):
+        if i in points:
+            if gap:
+                out.append("_" if gap == 1 else f"_x{gap}")
+                gap = 0
+            out.append(repr(float(points[i])))
+        else:
+            gap += 1
+    if gap:
+        out.append("_" if gap == 1 else f"_x{gap}")
+    return " ".join(out)
 
 
 def holdings_tests(samples: Iterable[tuple[str, dict[str, str], int, float]], t0_ms: int,
@@ -147,3 +160,37 @@ def holdings_tests(samples: Iterable[tuple[str, dict[str, str], int, float]], t0
                                     "eval_time": f"{(ts - t0_ms) // 1000}s", "exp_samples": rows}
                                    for ts, rows in sorted(per_time.items())]}]
     return {"rule_files": [rules_file], "evaluation_interval": f"{cfg.interval_s}s", "tests": tests}
+
+
+def alert_tests(inputs: Iterable[tuple[str, dict[str, str], dict[int, float]]], origin_ms: int,
+                expected: dict[int, dict[str, list[dict[str, dict[str, str]]]]], rule_files: Sequence[str],
+                group_order: Sequence[str], *, name: str, cfg: c.RulesConfig = c.RulesConfig()) -> dict[str, Any]:
+    """A promtool test file: at each time of ``expected`` (epoch ms), for each alert it names, the
+    alerts firing (their labels, ``alertname`` aside, and annotations), exactly.
+
+    ``inputs`` are series ``(metric, labels, {ts_ms: value})`` on the interval grid from
+    ``origin_ms``, which promtool calls time 0 (so that ``hour()`` and ``day_of_week()`` read
+    the data's own: give a midnight UTC, a Thursday where weekdays matter); ``group_order``
+    the groups in the order they evaluate at one time (the recording rules before the alerts
+    reading them, as in one group).
+    """
+    step = cfg.interval_s * 1000
+    rows = []
+    last = 0
+    for metric, labels, points in inputs:
+        idx = {}
+        for ts, v in points.items():
+            if (ts - origin_ms) % step or ts < origin_ms:
+                raise ValueError(f"sample at {ts} is off the {cfg.interval_s}s grid from {origin_ms}")
+            idx[(ts - origin_ms) // step] = v
+        if idx:
+            last = max(last, max(idx))
+            rows.append((labels_text(labels, metric), idx))
+    inputs_ = [{"series": series, "values": _values(idx, last + 1)} for series, idx in rows]
+    checks = [{"eval_time": f"{(ts - origin_ms) // 1000}s", "alertname": alert,
+               "exp_alerts": [{"exp_labels": a["labels"], "exp_annotations": a["annotations"]} for a in alerts]}
+              for ts, by_alert in sorted(expected.items()) for alert, alerts in sorted(by_alert.items())]
+    return {"rule_files": list(rule_files), "evaluation_interval": f"{cfg.interval_s}s",
+            "group_eval_order": list(group_order),
+            "tests": [{"name": name, "interval": f"{cfg.interval_s}s", "input_series": inputs_,
+                       "alert_rule_test": checks}]}

@@ -291,17 +291,18 @@ def service_timeline(store: Store, cfg: TimelineConfig = TimelineConfig(),
     return service_frame(store, rng, service_series(store, wmap))
 
 
-def service_frame(store: Store, rng: tuple[int, int, int],
-                  series_services: tuple[pl.DataFrame, pl.DataFrame]) -> pl.DataFrame:
-    """The service timeline over ``rng`` (``step_ms, lo_ms, hi_ms``) from :func:`service_series` output."""
+def slo_increases(store: Store, rng: tuple[int, int, int], slo: pl.DataFrame,
+                  series_services: tuple[pl.DataFrame, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Per service and step (``service_id, ts_end_ms``), what its traffic and quantiles are read
+    from: the SLO histogram's bucket increases summed over its pods (with ``le``), its count's,
+    and its finished requests' (vLLM's ``request_success_total`` over every ``finished_reason``),
+    each in ``value``.
+
+    ``slo``: :func:`service_series`' series of each service's SLO histogram, with ``service_id``;
+    ``series_services``: :func:`service_series` output.
+    """
     step_ms, lo_ms, hi_ms = rng
     series, services = series_services
-    if services.height == 0:
-        return pl.DataFrame(schema=SERVICE_SCHEMA)
-    params = {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms}
-    slo = series.join(services.select("service", "service_id", "slo_metric"), on="service")
-    slo = slo.filter(pl.col("base") == pl.col("slo_metric"))
-
     # counters: one group per (service, le) of the SLO histogram's buckets, and per service for _count
     buckets = slo.filter(pl.col("role") == "bucket").filter(pl.col("le").is_not_null())
     bucket_groups = (buckets.select("service_id", "le").unique().sort("service_id", "le")
@@ -317,13 +318,29 @@ def service_frame(store: Store, rng: tuple[int, int, int],
     inc = increase_by_group(store, groups, step_ms, lo_ms, hi_ms)
     b_inc = inc.filter(pl.col("group_id") < n_b).join(bucket_groups, on="group_id").select(
         "service_id", "ts_end_ms", "le", pl.col("increase").alias("value"))
+    c_inc = inc.filter((pl.col("group_id") >= n_b) & (pl.col("group_id") < n_f)).select(
+        (pl.col("group_id") - n_b).alias("service_id"), "ts_end_ms", pl.col("increase").alias("value"))
+    f_inc = inc.filter(pl.col("group_id") >= n_f).select(
+        (pl.col("group_id") - n_f).alias("service_id"), "ts_end_ms", pl.col("increase").alias("value"))
+    return b_inc, c_inc, f_inc
+
+
+def service_frame(store: Store, rng: tuple[int, int, int],
+                  series_services: tuple[pl.DataFrame, pl.DataFrame]) -> pl.DataFrame:
+    """The service timeline over ``rng`` (``step_ms, lo_ms, hi_ms``) from :func:`service_series` output."""
+    step_ms, lo_ms, hi_ms = rng
+    series, services = series_services
+    if services.height == 0:
+        return pl.DataFrame(schema=SERVICE_SCHEMA)
+    params = {"step_ms": step_ms, "lo_ms": lo_ms, "hi_ms": hi_ms}
+    slo = series.join(services.select("service", "service_id", "slo_metric"), on="service")
+    slo = slo.filter(pl.col("base") == pl.col("slo_metric"))
+    b_inc, counted, finished = slo_increases(store, rng, slo, series_services)
     quant = histogram_quantiles(QUANTILES, b_inc)
     total_from_inf = b_inc.filter(pl.col("le") == math.inf).select(
         "service_id", "ts_end_ms", pl.col("value").alias("_inf_total"))
-    c_inc = inc.filter((pl.col("group_id") >= n_b) & (pl.col("group_id") < n_f)).select(
-        (pl.col("group_id") - n_b).alias("service_id"), "ts_end_ms", pl.col("increase").alias("_count_total"))
-    f_inc = inc.filter(pl.col("group_id") >= n_f).select(
-        (pl.col("group_id") - n_f).alias("service_id"), "ts_end_ms", pl.col("increase").alias("_finished_total"))
+    c_inc = counted.rename({"value": "_count_total"})
+    f_inc = finished.rename({"value": "_finished_total"})
 
     # gauges: per service and role; replicas = pods reporting the SLO histogram's +Inf bucket
     gauge_series = series.filter(pl.col("role").is_in([*GAUGES.values(), RATE])).join(

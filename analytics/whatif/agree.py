@@ -10,12 +10,12 @@ the model and the attribution tell the same story, M is close to N.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
 import numpy as np
 import polars as pl
 
-from analytics.measures import over_slo
+from analytics.measures import minutes_over_slo
 from analytics.times import step_start_ms
 from analytics.whatif.outputs import PolicyResult, compare
 from analytics.whatif.params import PoolScenario
@@ -24,18 +24,30 @@ from analytics.whatif.policies import reservation
 BATCH = "batch_contention"
 
 
-def batch_contention_minutes(events: Iterable[Any], steps: pl.DataFrame | None = None,
-                             service: str | None = None, start_ms: int | None = None,
-                             end_ms: int | None = None) -> float:
+class TailEvents(Protocol):
+    """What the agreement reads of a tail-events analysis (:class:`analytics.events.EventsAnalysis`):
+    its events, its per-step frame and their step."""
+
+    events: list[Any]
+    steps: pl.DataFrame
+
+    @property
+    def step_s(self) -> int: ...
+
+
+def batch_contention_minutes(events: Iterable[Any], steps: pl.DataFrame | None = None, *,
+                             step_s: int = 0, service: str | None = None,
+                             start_ms: int | None = None, end_ms: int | None = None) -> float:
     """Minutes of tail events attributed to batch contention: each event's minutes over the SLO
     (the steps of ``steps`` inside it whose p99 is over the event's SLO,
-    :func:`analytics.measures.over_slo`; without ``steps``, its whole length) times its
+    :func:`analytics.measures.minutes_over_slo`; without ``steps``, its whole length) times its
     batch-contention share, summed over the events (the part of each in ``(start_ms, end_ms]``).
 
     ``events`` are :class:`analytics.events.Event` (``service``, ``start_ms``, ``end_ms``,
     ``slo_ms``, ``shares``), ``steps`` the analysis' per-step frame
-    (``EventsAnalysis.steps``: ``ts_ms``, ``service``, ``p99_ms``, steps ending at ``ts_ms``);
-    ``service`` keeps one service's events.
+    (``EventsAnalysis.steps``: ``ts_ms``, ``service``, ``p99_ms``, steps ending at ``ts_ms``)
+    and ``step_s`` their length (``EventsAnalysis.cfg.step_s``); ``service`` keeps one
+    service's events.
 
     >>> from analytics.events import Event
     >>> ev = Event("ev-1", "chat", "p", 0, 600_000, 900.0, 500.0, shares={BATCH: 0.75})
@@ -43,9 +55,11 @@ def batch_contention_minutes(events: Iterable[Any], steps: pl.DataFrame | None =
     (7.5, 3.75)
     >>> steps = pl.DataFrame({"ts_ms": [60_000 * k for k in range(1, 11)], "service": ["chat"] * 10,
     ...                       "p99_ms": [900.0] * 4 + [100.0] * 2 + [800.0] * 4})
-    >>> batch_contention_minutes([ev], steps)
+    >>> batch_contention_minutes([ev], steps, step_s=60)
     6.0
     """
+    if steps is not None and step_s <= 0:
+        raise ValueError("batch_contention_minutes: give the steps' length (step_s) with the steps")
 
     by_service: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     total = 0.0
@@ -68,8 +82,7 @@ def batch_contention_minutes(events: Iterable[Any], steps: pl.DataFrame | None =
         ts, p99 = by_service[ev.service]
         i, j = np.searchsorted(ts, a, side="right"), np.searchsorted(ts, b, side="right")
         if j > i:
-            step_min = float(np.median(np.diff(ts))) / 60_000.0 if ts.size > 1 else 1.0
-            total += float(over_slo(p99[i:j], ev.slo_ms).sum()) * step_min * share
+            total += minutes_over_slo(p99[i:j], ev.slo_ms, step_s=step_s) * share
     return total
 
 
@@ -110,11 +123,10 @@ class Agreement:
                 "agrees": self.agrees, "sentence": self.sentence()}
 
 
-def agreement(events: Iterable[Any], scn: PoolScenario,
-              results: dict[str, PolicyResult] | None = None,
-              steps: pl.DataFrame | None = None) -> Agreement:
-    """N (:func:`batch_contention_minutes` over ``scn``'s period, on the events analysis'
-    ``steps``) beside M (shared less partitioned on ``scn``), for the service ``scn`` was
+def agreement(found: TailEvents, scn: PoolScenario,
+              results: dict[str, PolicyResult] | None = None) -> Agreement:
+    """N (:func:`batch_contention_minutes` over ``scn``'s period, on the events analysis
+    ``found``'s steps) beside M (shared less partitioned on ``scn``), for the service ``scn`` was
     calibrated on (``store:<service>``).
 
     ``results`` are the policy table's replays when it has them (``compare``); the shared and
@@ -127,10 +139,10 @@ def agreement(events: Iterable[Any], scn: PoolScenario,
         have.update(compare(scn, missing))
     ts = scn.ts_ms()
     start, end = step_start_ms(int(ts[0]), scn.step_s * 1000), int(ts[-1])
-    mine = [e for e in events if (service is None or e.service == service)
+    mine = [e for e in found.events if (service is None or e.service == service)
             and e.end_ms > start and e.start_ms < end]
-    return Agreement(service=service or scn.name,
-                     tail_batch_minutes=batch_contention_minutes(mine, steps, None, start, end),
-                     events=len(mine), shared_minutes=float(have["shared"].summary["violation_minutes"]),
-                     partitioned_minutes=float(have["partitioned"].summary["violation_minutes"]),
+    minutes = batch_contention_minutes(mine, found.steps, step_s=found.step_s, start_ms=start, end_ms=end)
+    return Agreement(service=service or scn.name, tail_batch_minutes=minutes,
+                     events=len(mine), shared_minutes=float(have["shared"].summary.violation_minutes),
+                     partitioned_minutes=float(have["partitioned"].summary.violation_minutes),
                      reserved_gpus=reservation(scn)[0], period_days=scn.steps * scn.step_s / 86400.0)

@@ -16,6 +16,7 @@ import polars as pl
 
 from analytics.errors import NotEnoughDataError
 from analytics.measures import gpu_hours, minutes_over_slo, over_slo
+from analytics.slo import SloTable
 from analytics.timeline import TimelineConfig, store_timelines
 from analytics.times import step_start_ms
 from analytics.whatif.fit import weighted_p99
@@ -109,11 +110,11 @@ def backtest_from(obs: Observation, scenario: PoolScenario, *, observed_policy: 
     chance = frame["violation"].to_numpy()  # each step's chance of reading over
     mod_v = chance > 0.5
     ov = minutes_over_slo(np.where(busy, obs_p99, np.nan), slo, step_s=obs.step_s)
-    mv = float(result.summary["violation_minutes"])  # the policy table's number, the same replay
+    mv = float(result.summary.violation_minutes)  # the policy table's number, the same replay
     period_min = frame.height * obs.step_min
     err = _rel(mv, ov, period_min)
     ob = gpu_hours(frame["observed_batch_gpus"].to_numpy(), step_s=obs.step_s)
-    mb = float(result.summary["batch_gpu_hours"])
+    mb = float(result.summary.batch_gpu_hours)
     b_err = _rel(mb, ob, float(scenario.pool.gpus) * period_min / 60.0)
     misses = []
     if abs(mv - ov) > max(BACKTEST_VIOLATION_TOLERANCE * ov, BACKTEST_VIOLATION_FLOOR_MIN):
@@ -161,5 +162,5 @@ def backtest(store: Any, scenario: PoolScenario, *, observed_policy: str = "shar
 
     tl = store_timelines(store, TimelineConfig(step_s=scenario.step_s, start_ms=start, end_ms=end), wmap)
     obs = observe(tl.services, tl.pool, tl.holdings, service=name, step_s=scenario.step_s,
-                  slo_for=scenario.service.slo_ms)
+                  slos=SloTable.every(scenario.service.slo_ms, "the scenario"))
     return backtest_from(obs, scenario, observed_policy=observed_policy)

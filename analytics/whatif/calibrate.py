@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from analytics.measures import gpus_per_replica, pool_size, warmup_steps
+from analytics.slo import SloTable
 from analytics.sql.whatif import GPU_MODELS
 from analytics.timeline import TimelineConfig, Timelines, store_timelines
 from analytics.whatif.backtest import backtest_from
@@ -217,20 +218,17 @@ def scenario_from(obs: Observation, *, slo_ms: float | None = None,
 
 def calibrate_frames(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame, *,
                      service: str | None = None, step_s: int = 60,
-                     slo_for: dict[str, float] | float | None = None,
+                     slos: SloTable | None = None,
                      observed_policy: str = "shared",
                      gpu_model: tuple[str, str] | None = None) -> Calibration:
     """``calibrate`` plus ``backtest`` on timeline frames already built (the app's cache).
 
-    The frames do not carry the GPU model: pass ``gpu_model_of(store)`` as ``gpu_model``
-    (else the default model, recorded as such)."""
-    obs = observe(services, pools, holdings, service=service, step_s=step_s, slo_for=slo_for)
-    slo = None
-    if isinstance(slo_for, dict):
-        slo = slo_for.get(obs.service, slo_for.get("*"))
-    elif slo_for is not None:
-        slo = float(slo_for)
-    scn, fit = scenario_from(obs, slo_ms=slo, gpu_model=gpu_model)
+    ``slos`` decides the modelled service's SLO (and, without ``service``, which one is
+    modelled); without it the default SLO, recorded as such. The frames do not carry the GPU
+    model: pass ``gpu_model_of(store)`` as ``gpu_model`` (else the default model, recorded as
+    such)."""
+    obs = observe(services, pools, holdings, service=service, step_s=step_s, slos=slos)
+    scn, fit = scenario_from(obs, slo_ms=slos.ms(obs.service) if slos is not None else None, gpu_model=gpu_model)
     bt = backtest_from(obs, scn, observed_policy=observed_policy)
     scn.provenance["backtest"] = (
         f"replay under '{observed_policy}': {bt['model_violation_minutes']:.0f} violation "
@@ -242,20 +240,20 @@ def calibrate_frames(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.D
 
 
 def calibrate_timelines(tl: Timelines, *, service: str | None = None, step_s: int = 60,
-                        slo_for: dict[str, float] | float | None = None,
+                        slos: SloTable | None = None,
                         observed_policy: str = "shared") -> Calibration:
     """:func:`calibrate_frames` on a timelines dict (``analytics.timeline.store_timelines``, the
     app's cache), the GPU model taken from its facts: what the What-if page, the review and
     ``tidelens whatif`` call."""
     facts = tl.facts
     return calibrate_frames(tl.services, tl.pool, tl.holdings, service=service, step_s=step_s,
-                            slo_for=slo_for, observed_policy=observed_policy,
+                            slos=slos, observed_policy=observed_policy,
                             gpu_model=gpu_model_from(facts.gpu_models) if facts is not None else None)
 
 
 def calibrate(store: Any, *, pool: str | None = None, service: str | None = None,
               start_ms: int | None = None, end_ms: int | None = None,
-              step_s: int = 60, slo_ms: float | dict[str, float] | None = None,
+              step_s: int = 60, slos: SloTable | None = None,
               wmap: Any = None) -> PoolScenario:
     """Build a ``PoolScenario`` from the store's timelines.
 
@@ -282,8 +280,8 @@ def calibrate(store: Any, *, pool: str | None = None, service: str | None = None
         Unused (the service's own pool is taken); kept for the CLI's signature.
     service:
         Inference service to model; default the one most often above its SLO.
-    slo_ms:
-        p99 SLO, for all services or per service (``"*"``: the rest).
+    slos:
+        Every service's p99 SLO (:func:`analytics.slo.resolve_slos`); without it the default.
 
     Raises
     ------
@@ -291,16 +289,16 @@ def calibrate(store: Any, *, pool: str | None = None, service: str | None = None
         The range has no service with enough steps of traffic.
     """
     tl = store_timelines(store, TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms), wmap)
-    obs = observe(tl.services, tl.pool, tl.holdings, service=service, step_s=step_s, slo_for=slo_ms)
-    slo = slo_ms.get(obs.service, slo_ms.get("*")) if isinstance(slo_ms, dict) else slo_ms
-    return scenario_from(obs, slo_ms=slo, gpu_model=gpu_model_from(tl.facts.gpu_models))[0]
+    obs = observe(tl.services, tl.pool, tl.holdings, service=service, step_s=step_s, slos=slos)
+    return scenario_from(obs, slo_ms=slos.ms(obs.service) if slos is not None else None,
+                         gpu_model=gpu_model_from(tl.facts.gpu_models))[0]
 
 
 def calibrate_store(store: Any, *, service: str | None = None, start_ms: int | None = None,
                     end_ms: int | None = None, step_s: int = 60,
-                    slo_ms: float | dict[str, float] | None = None, wmap: Any = None,
+                    slos: SloTable | None = None, wmap: Any = None,
                     observed_policy: str = "shared") -> Calibration:
     """``calibrate`` and ``backtest`` in one pass over the timelines."""
     tl = store_timelines(store, TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms), wmap)
     return calibrate_timelines(tl, service=service,
-                               step_s=step_s, slo_for=slo_ms, observed_policy=observed_policy)
+                               step_s=step_s, slos=slos, observed_policy=observed_policy)

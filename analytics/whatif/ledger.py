@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from analytics.measures import best_policy, gpu_hours
+from analytics.measures import best_policy, gpu_hours, split_violation_by_team, step_minutes
 from analytics.whatif.outputs import PolicyResult
 from analytics.whatif.params import PoolScenario
 from analytics.times import step_start_ms
@@ -24,21 +24,21 @@ def policy_table(results: dict[str, PolicyResult]) -> pl.DataFrame:
     rows = []
     for name, r in results.items():
         s = r.summary
-        rows.append({"policy": name, "best": "", "p99_ms": s["p99_ms"],
-                     "worst_minute_p99_ms": s["worst_minute_p99_ms"],
-                     "slo_compliance": s["slo_compliance"],
-                     "violation_minutes": s["violation_minutes"],
-                     "pool_utilization": s["pool_utilization"],
-                     "pool_utilization_active": s["pool_utilization_active"],
-                     "batch_goodput_gpu_hours": s["batch_goodput_gpu_hours"],
-                     "batch_lost_gpu_hours": s["batch_lost_gpu_hours"],
-                     "batch_unfinished_gpu_hours": s["batch_unfinished_gpu_hours"],
-                     "batch_runs_unfinished": s["batch_runs_unfinished"],
-                     "queue_delay_median_h": s["queue_delay_median_h"],
-                     "queue_delay_max_h": s["queue_delay_max_h"],
-                     "cost_total": s["cost_total"],
-                     "cost_per_useful_gpu_hour": s["cost_per_useful_gpu_hour"],
-                     "externality_cost": s["externality_cost"]})
+        rows.append({"policy": name, "best": "", "p99_ms": s.p99_ms,
+                     "worst_minute_p99_ms": s.worst_minute_p99_ms,
+                     "slo_compliance": s.slo_compliance,
+                     "violation_minutes": s.violation_minutes,
+                     "pool_utilization": s.pool_utilization,
+                     "pool_utilization_active": s.pool_utilization_active,
+                     "batch_goodput_gpu_hours": s.batch_goodput_gpu_hours,
+                     "batch_lost_gpu_hours": s.batch_lost_gpu_hours,
+                     "batch_unfinished_gpu_hours": s.batch_unfinished_gpu_hours,
+                     "batch_runs_unfinished": s.batch_runs_unfinished,
+                     "queue_delay_median_h": s.queue_delay_median_h,
+                     "queue_delay_max_h": s.queue_delay_max_h,
+                     "cost_total": s.cost_total,
+                     "cost_per_useful_gpu_hour": s.cost_per_useful_gpu_hour,
+                     "externality_cost": s.externality_cost})
     if rows:
         best = best_policy({name: r.summary for name, r in results.items()})
         fewest = next(r for r in rows if r["policy"] == best)
@@ -67,27 +67,21 @@ def ledger(scn: PoolScenario, results: dict[str, PolicyResult], period_h: float 
     """Violation minutes and their price by policy, team and period (default: day, UTC).
 
     Columns ``policy``, ``period_start_ms``, ``team``, ``violation_minutes``, ``cost``; what
-    no other team caused stays with the service's own team.
+    no other team caused stays with the service's own team (the split of
+    :func:`analytics.measures.split_violation_by_team`, the externality's).
     """
-    step_min = scn.step_s / 60.0
     price = scn.pool.violation_price_per_min
     ts = scn.ts_ms()
     period_ms = int(period_h * 3_600_000)
     period = (step_start_ms(ts, scn.step_s * 1000) // period_ms) * period_ms
     rows: list[pl.DataFrame] = []
     for name, r in results.items():
-        v = r.series["violation"].astype(np.float64)
-        charged = np.zeros_like(v)
-        per_team: dict[str, np.ndarray] = {}
-        blame = r.trace.blame_by_team if r.trace is not None else {}
-        for team, w in blame.items():
-            per_team[team] = v * w
-            charged += v * w
-        own = (v - charged).clip(min=0.0)
+        per_team, own = split_violation_by_team(r.series["violation"],
+                                                r.trace.blame_by_team if r.trace is not None else {})
         per_team[scn.service.team] = per_team.get(scn.service.team, 0.0) + own
         for team, x in per_team.items():
             rows.append(pl.DataFrame({"policy": name, "period_start_ms": period, "team": team,
-                                      "violation_minutes": x * step_min}))
+                                      "violation_minutes": step_minutes(x, step_s=scn.step_s)}))
     if not rows:
         return pl.DataFrame(schema={"policy": pl.Utf8, "period_start_ms": pl.Int64,
                                     "team": pl.Utf8, "violation_minutes": pl.Float64,

@@ -15,6 +15,7 @@ import polars as pl
 
 from analytics.errors import NotEnoughDataError
 from analytics.measures import gpus_per_replica, infer_desired, over_slo
+from analytics.slo import SloTable
 from analytics.times import step_start_ms, utc_hour
 from analytics.whatif.params import BatchJob
 
@@ -80,8 +81,9 @@ def _num(frame: pl.DataFrame, col: str) -> np.ndarray:
     return frame[col].cast(pl.Float64).fill_null(float("nan")).to_numpy().astype(np.float64)
 
 
-def pick_service(services: pl.DataFrame, slo_for: dict[str, float] | float | None) -> str:
-    """The service with the most steps above its SLO (ties: the most requests)."""
+def pick_service(services: pl.DataFrame, slos: SloTable | None) -> str:
+    """The service with the most steps above its SLO (ties: the most requests; a service the
+    table gives no SLO, or no table, counts none)."""
     names = sorted(services["service"].drop_nulls().unique().to_list())
     if not names:
         raise NotEnoughDataError("the service timeline has no services: load request-rate and "
@@ -89,7 +91,7 @@ def pick_service(services: pl.DataFrame, slo_for: dict[str, float] | float | Non
     best, key = names[0], (-1.0, -1.0)
     for name in names:
         g = services.filter(pl.col("service") == name)
-        slo = _slo_of(slo_for, name)
+        slo = slos.ms(name) if slos is not None else None
         over = float(over_slo(g["p99_ms"].to_numpy(), slo).sum()) if slo else 0.0
         k = (over, float(g["rps"].fill_null(0.0).sum()))
         if k > key:
@@ -97,17 +99,9 @@ def pick_service(services: pl.DataFrame, slo_for: dict[str, float] | float | Non
     return best
 
 
-def _slo_of(slo_for: dict[str, float] | float | None, service: str) -> float | None:
-    if slo_for is None:
-        return None
-    if isinstance(slo_for, dict):
-        return slo_for.get(service, slo_for.get("*"))
-    return float(slo_for)
-
-
 def observe(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame, *,
             service: str | None = None, step_s: int = 60,
-            slo_for: dict[str, float] | float | None = None) -> Observation:
+            slos: SloTable | None = None) -> Observation:
     """One service's steps and its pool's holdings from the three timeline frames.
 
     Parameters
@@ -116,9 +110,8 @@ def observe(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         ``service_timeline``, ``pool_timeline`` and ``holdings`` output (``ts`` = step end).
     service:
         The inference service to model; default the one with the most steps above its SLO.
-    slo_for:
-        p99 SLO (ms), one for all or per service (``"*"`` for the rest); only picks the
-        default service.
+    slos:
+        Every service's p99 SLO; only picks the default service.
 
     Raises
     ------
@@ -127,7 +120,7 @@ def observe(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
     """
     services = _ts_ms(services)
     known = sorted(services["service"].drop_nulls().unique().to_list())
-    name = service or pick_service(services, slo_for)
+    name = service or pick_service(services, slos)
     if name not in known:
         raise NotEnoughDataError(f"service {name!r} is not in the service timeline; services "
                                  f"there: {', '.join(known) or 'none'}")

@@ -1,8 +1,8 @@
 """What the what-if model reports per policy: latency, SLO, utilization, batch, cost, blame.
 
 ``simulate`` runs one policy on one scenario and returns a ``PolicyResult``: per-step series
-(p99 over time, replicas, holdings) and a summary whose keys are those of
-``tidelens whatif --json``. The **externality** ledger prices each violation minute and
+(p99 over time, replicas, holdings) and a :class:`PolicySummary` whose field names are the
+one spelling of each number (``tidelens whatif --json`` writes its :meth:`PolicySummary.as_dict`). The **externality** ledger prices each violation minute and
 charges it to the team whose workload caused it (the serving team itself when nobody else
 did).
 """
@@ -10,24 +10,75 @@ did).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from analytics.errors import ConfigError
-from analytics.measures import gpu_hours, over_slo_chance
+from analytics.measures import gpu_hours, over_slo_chance, split_violation_by_team, step_minutes
 from analytics.whatif.params import PoolScenario
 from analytics.whatif.policies import POLICIES, CapacityTrace, capacity, reservation
 from analytics.whatif.queueing import StableMemo, max_arrival_within_slo, step_latency
 
-# Keys of ``PolicyResult.summary`` the CLI promises (more may follow).
+# Fields of ``PolicyResult.summary`` the CLI's table shows (the JSON has them all).
 SUMMARY_KEYS: tuple[str, ...] = (
     "slo_compliance", "slo_compliance_minutes", "violation_minutes", "p99_ms",
     "worst_minute_p99_ms", "pool_utilization", "pool_utilization_active", "batch_gpu_hours",
     "batch_goodput_gpu_hours", "externality_cost",
 )
+
+
+@dataclass(frozen=True)
+class PolicySummary:
+    """What one policy's replay came to: the numbers the policy table, the review, the backtest
+    and ``tidelens whatif --json`` show, each under its one name. Minutes over the SLO are
+    expectations (a step counts with the chance its p99 reads over, :mod:`analytics.measures`);
+    ``None`` where nothing was there to measure (no run finished, none interrupted)."""
+
+    slo_compliance: float  # share of requests served within the SLO
+    slo_compliance_minutes: float  # share of busy steps not over the SLO
+    violation_minutes: float
+    p99_ms: float  # over the whole period
+    worst_minute_p99_ms: float
+    median_minute_p99_ms: float
+    pool_utilization: float  # GPU-hours held by anything / the pool's
+    pool_utilization_active: float  # serving slots busy plus batch held / the pool's
+    batch_gpu_hours: float
+    batch_goodput_gpu_hours: float
+    batch_lost_gpu_hours: float
+    batch_work_gpu_hours: float
+    batch_unfinished_gpu_hours: float
+    batch_runs_unfinished: int
+    queue_delay_median_h: float | None
+    queue_delay_max_h: float | None
+    batch_jobs_submitted: int
+    batch_jobs_completed: int
+    mean_job_completion_h: float | None
+    max_job_completion_h: float | None
+    batch_interruptions: int
+    checkpoint_interval_min: dict[str, float | None]  # per job
+    mean_interruption_interval_min: float | None
+    failed_requests: float
+    inference_gpu_hours: float
+    useful_gpu_hours: float
+    cost_reserved: float
+    cost_spot: float
+    cost_on_demand: float
+    cost_total: float
+    cost_per_useful_gpu_hour: float | None
+    violation_cost: float
+    externality_cost: float  # violation minutes charged to teams other than the service's
+    mig_profile: str | None
+    notes: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as ``tidelens whatif --json`` writes it: every field, in order."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["checkpoint_interval_min"] = dict(self.checkpoint_interval_min)
+        out["notes"] = list(self.notes)
+        return out
 
 
 @dataclass
@@ -44,7 +95,7 @@ class PolicyResult:
 
     policy: str
     series: dict[str, np.ndarray]
-    summary: dict[str, Any]
+    summary: PolicySummary
     externality: list[dict[str, Any]] = field(default_factory=list)
     jobs: list[dict[str, Any]] = field(default_factory=list)
     trace: CapacityTrace | None = None
@@ -88,8 +139,7 @@ def compare(scenario: PoolScenario, policies: tuple[str, ...] | list[str] = POLI
 def _result(scn: PoolScenario, tr: CapacityTrace, memo: StableMemo | None = None
             ) -> PolicyResult:
     svc, pool = scn.service, scn.pool
-    step_min = scn.step_s / 60.0
-    step_h = step_min / 60.0
+    step_h = scn.step_s / 60.0 / 60.0
     lam = scn.traffic_rps
     lat = step_latency(lam, tr.servers, tr.mu_rps, step_s=scn.step_s,
                        slo_s=svc.slo_ms / 1000.0, timeout_s=svc.timeout_s, cv=svc.service_cv,
@@ -130,49 +180,49 @@ def _result(scn: PoolScenario, tr: CapacityTrace, memo: StableMemo | None = None
     infer_h = gpu_hours(tr.inference_gpus, step_s=scn.step_s)
     useful_h = infer_h + good_h
 
+    minutes = float(step_minutes(violation.sum(), step_s=scn.step_s))
     ledger = externality_ledger(scn, tr, violation)
     ext_cost = float(sum(r["cost"] for r in ledger if r["team"] != svc.team))
 
-    summary: dict[str, Any] = {
-        "slo_compliance": float(lat.within_slo.sum() / total_req) if total_req > 0 else 1.0,
-        "slo_compliance_minutes": float(1.0 - violation.sum() / n_busy) if n_busy else 1.0,
-        "violation_minutes": float(violation.sum() * step_min),
-        "p99_ms": float(lat.overall_p99_s * 1000.0),
-        "worst_minute_p99_ms": float(p99_ms[busy].max()) if n_busy else 0.0,
-        "median_minute_p99_ms": float(np.median(p99_ms[busy])) if n_busy else 0.0,
-        "pool_utilization": gpu_hours(tr.allocated_gpus, step_s=scn.step_s) / pool_gpu_h,
-        "pool_utilization_active": gpu_hours(active, step_s=scn.step_s) / pool_gpu_h,
-        "batch_gpu_hours": batch_h,
-        "batch_goodput_gpu_hours": good_h,
-        "batch_lost_gpu_hours": lost_h,
-        "batch_work_gpu_hours": float(sum(r.work_gpu_h for r in runs)),
-        "batch_unfinished_gpu_hours": float(sum(r.unfinished_gpu_h for r in runs)),
-        "batch_runs_unfinished": int(sum(not r.completed for r in runs)),
-        "queue_delay_median_h": float(np.median(delay)) if delay else None,
-        "queue_delay_max_h": float(np.max(delay)) if delay else None,
-        "batch_jobs_submitted": len(runs),
-        "batch_jobs_completed": len(done),
-        "mean_job_completion_h": float(np.mean(jct)) if jct else None,
-        "max_job_completion_h": float(np.max(jct)) if jct else None,
-        "batch_interruptions": int(sum(r.interruptions for r in runs)),
-        "checkpoint_interval_min": {k: (v if math.isfinite(v) else None)
-                                    for k, v in tr.checkpoint_interval_min.items()},
-        "mean_interruption_interval_min": (tr.mean_interruption_interval_min
-                                           if math.isfinite(tr.mean_interruption_interval_min)
-                                           else None),
-        "failed_requests": float(lat.failed.sum()),
-        "inference_gpu_hours": infer_h,
-        "useful_gpu_hours": useful_h,
-        "cost_reserved": cost["reserved"],
-        "cost_spot": cost["spot"],
-        "cost_on_demand": cost["on_demand"],
-        "cost_total": cost_total,
-        "cost_per_useful_gpu_hour": cost_total / useful_h if useful_h > 0 else None,
-        "violation_cost": float(violation.sum() * step_min * pool.violation_price_per_min),
-        "externality_cost": ext_cost,
-        "mig_profile": tr.layout.profile.name if tr.layout is not None else None,
-        "notes": list(tr.notes),
-    }
+    summary = PolicySummary(
+        slo_compliance=float(lat.within_slo.sum() / total_req) if total_req > 0 else 1.0,
+        slo_compliance_minutes=float(1.0 - violation.sum() / n_busy) if n_busy else 1.0,
+        violation_minutes=minutes,
+        p99_ms=float(lat.overall_p99_s * 1000.0),
+        worst_minute_p99_ms=float(p99_ms[busy].max()) if n_busy else 0.0,
+        median_minute_p99_ms=float(np.median(p99_ms[busy])) if n_busy else 0.0,
+        pool_utilization=gpu_hours(tr.allocated_gpus, step_s=scn.step_s) / pool_gpu_h,
+        pool_utilization_active=gpu_hours(active, step_s=scn.step_s) / pool_gpu_h,
+        batch_gpu_hours=batch_h,
+        batch_goodput_gpu_hours=good_h,
+        batch_lost_gpu_hours=lost_h,
+        batch_work_gpu_hours=float(sum(r.work_gpu_h for r in runs)),
+        batch_unfinished_gpu_hours=float(sum(r.unfinished_gpu_h for r in runs)),
+        batch_runs_unfinished=int(sum(not r.completed for r in runs)),
+        queue_delay_median_h=float(np.median(delay)) if delay else None,
+        queue_delay_max_h=float(np.max(delay)) if delay else None,
+        batch_jobs_submitted=len(runs),
+        batch_jobs_completed=len(done),
+        mean_job_completion_h=float(np.mean(jct)) if jct else None,
+        max_job_completion_h=float(np.max(jct)) if jct else None,
+        batch_interruptions=int(sum(r.interruptions for r in runs)),
+        checkpoint_interval_min={k: (v if math.isfinite(v) else None)
+                                 for k, v in tr.checkpoint_interval_min.items()},
+        mean_interruption_interval_min=(tr.mean_interruption_interval_min
+                                        if math.isfinite(tr.mean_interruption_interval_min) else None),
+        failed_requests=float(lat.failed.sum()),
+        inference_gpu_hours=infer_h,
+        useful_gpu_hours=useful_h,
+        cost_reserved=cost["reserved"],
+        cost_spot=cost["spot"],
+        cost_on_demand=cost["on_demand"],
+        cost_total=cost_total,
+        cost_per_useful_gpu_hour=cost_total / useful_h if useful_h > 0 else None,
+        violation_cost=minutes * pool.violation_price_per_min,
+        externality_cost=ext_cost,
+        mig_profile=tr.layout.profile.name if tr.layout is not None else None,
+        notes=tuple(tr.notes),
+    )
     series = {
         "ts_ms": scn.ts_ms(),
         "traffic_rps": lam,
@@ -197,20 +247,15 @@ def _result(scn: PoolScenario, tr: CapacityTrace, memo: StableMemo | None = None
 
 def externality_ledger(scn: PoolScenario, tr: CapacityTrace, violation: np.ndarray
                        ) -> list[dict[str, Any]]:
-    """Violation minutes and their price per team; what nobody else caused is the service's."""
-    step_min = scn.step_s / 60.0
+    """Violation minutes and their price per team (:func:`analytics.measures.split_violation_by_team`);
+    what nobody else caused is the service's, its own row last."""
     price = scn.pool.violation_price_per_min
-    v = violation.astype(np.float64)
+    parts, own = split_violation_by_team(violation, tr.blame_by_team)
     rows: list[dict[str, Any]] = []
-    charged = np.zeros_like(v)
-    for team, w in sorted(tr.blame_by_team.items()):
-        minutes = float((v * w).sum() * step_min)
-        charged += v * w
+    for team, part in [*parts.items(), (scn.service.team, own)]:
+        minutes = float(step_minutes(part.sum(), step_s=scn.step_s))
         if minutes > 0:
             rows.append({"team": team, "violation_minutes": minutes, "cost": minutes * price})
-    own = float((v - charged).clip(min=0).sum() * step_min)
-    if own > 0:
-        rows.append({"team": scn.service.team, "violation_minutes": own, "cost": own * price})
     return rows
 
 
@@ -282,14 +327,14 @@ def frontier(scenario: PoolScenario, sweep: str = "reservation", points: int = 5
     for x, s in zip(xs, scns):
         s.validate()
         r = _result(s, capacity(s, pol), memo).summary
-        rows.append({"x": float(x), "policy": pol, "utilization": r["pool_utilization"],
-                     "utilization_active": r["pool_utilization_active"],
-                     "slo_compliance": r["slo_compliance"],
-                     "slo_compliance_minutes": r["slo_compliance_minutes"],
-                     "violation_minutes": r["violation_minutes"],
-                     "batch_goodput_gpu_hours": r["batch_goodput_gpu_hours"],
-                     "cost_per_useful_gpu_hour": r["cost_per_useful_gpu_hour"],
-                     "externality_cost": r["externality_cost"], "gpu_cost": r["cost_total"]})
+        rows.append({"x": float(x), "policy": pol, "utilization": r.pool_utilization,
+                     "utilization_active": r.pool_utilization_active,
+                     "slo_compliance": r.slo_compliance,
+                     "slo_compliance_minutes": r.slo_compliance_minutes,
+                     "violation_minutes": r.violation_minutes,
+                     "batch_goodput_gpu_hours": r.batch_goodput_gpu_hours,
+                     "cost_per_useful_gpu_hour": r.cost_per_useful_gpu_hour,
+                     "externality_cost": r.externality_cost, "gpu_cost": r.cost_total})
     return pl.DataFrame(rows)
 
 
