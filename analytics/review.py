@@ -29,18 +29,20 @@ from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.pipeline import analyse_timelines
 from analytics.measures import best_policy
-from analytics.overview import summarise, thin_for_display
+from analytics.overview import pool_headline, summarise, thin_for_display
 from analytics.rhythm import RhythmConfig
 from analytics.rhythm.digest import rhythm_page_data
+from analytics.rhythm.summary import rhythm_headline
 from analytics.slo import SloTable, resolve_slos
 from analytics.text import escape_figure
 from analytics.timeline import Timelines, store_timelines
 from analytics.times import format_span, iso_utc
+from analytics.units import hour_text, hour_window_text, money, slo_minutes_label, span_text
 from analytics.whatif import POLICIES, compare
 from analytics.whatif.agree import Agreement, agreement
 from analytics.whatif.calibrate import calibrate_timelines
 from analytics.whatif.form import MODEL_DAYS, last_days
-from analytics.whatif.ledger import bills, typical_day
+from analytics.whatif.ledger import answer_sentence, bills, typical_day
 from analytics.whatif.observe import pick_service
 from analytics.whatif.outputs import PolicySummary
 
@@ -280,10 +282,6 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.0f}%"
 
 
-def _hour(h: float | None) -> str:
-    return "n/a" if h is None else f"{int(h) % 24:02d}:00"
-
-
 def review_sections(r: Review) -> list[ReviewSection]:
     """The report's sections, in reading order."""
 
@@ -294,18 +292,14 @@ def review_sections(r: Review) -> list[ReviewSection]:
 def _pool_section(r: Review) -> ReviewSection:
     s = r.summary
     held = s.gpu_hours_by_class
-    share = dict(s.class_share.select("cls", "share").iter_rows())
-    over = ", ".join(f"{n} {m:,.0f} min" for n, m in s.slo_violation_min_by_service.items()) or "no latency data"
-    finding = (f"A pool of {s.pool_gpus_max:,.0f} GPUs: batch held {share.get('batch', 0):.0%} of its "
-               f"GPU-hours, inference {share.get('inference', 0):.0%}, {share.get('idle', 0):.0%} sat idle; "
-               f"p99 was over the SLO for {s.slo_violation_min:,.0f} minutes ({over}).")
+    finding = pool_headline(s)  # the Overview's sentence
     rows = [["Pool size", f"{s.pool_gpus_max:,.0f} GPUs"],
             ["Pool GPU-hours (capacity)", f"{s.gpu_hours:,.0f}"],
             *[[f"GPU-hours, {c}", f"{h:,.0f}"] for c, h in held.items()],
             ["Mean allocation", _pct(s.allocation_pct)], ["Mean activity", _pct(s.activity_pct)],
-            ["Minutes over SLO (any service)", f"{s.slo_violation_min:,.0f}"],
-            *[[f"Minutes over SLO, {n} (SLO {r.slo_ms.get(n, 0):g} ms)", f"{m:,.0f}"]
-              for n, m in s.slo_violation_min_by_service.items()]]
+            [s.slo_minutes_label, f"{s.slo_violation_min:,.0f}"],
+            *[[f"{slo_minutes_label([n], s.span_h, 'observed')}, SLO {r.slo_ms.get(n, 0):g} ms",
+               f"{m:,.0f}"] for n, m in s.slo_violation_min_by_service.items()]]
     fig = None
     if s.steps:
         c, v, _ = thin_for_display(s.classes, s.violations, step_s=r.step_s)
@@ -321,20 +315,16 @@ def _rhythm_section(r: Review) -> ReviewSection:
 
     s = r.rhythm.chosen.summary
     tw = s.tidal_window
-    rows = [["Signal", r.rhythm.chosen.signal.label], [f"Peak hour ({s.timezone})", _hour(s.peak_hour)],
-            [f"Trough hour ({s.timezone})", _hour(s.trough_hour)],
+    rows = [["Signal", r.rhythm.chosen.signal.label], [f"Peak hour ({s.timezone})", hour_text(s.peak_hour)],
+            [f"Trough hour ({s.timezone})", hour_text(s.trough_hour)],
             ["Trough / peak", "n/a" if s.trough_to_peak is None else f"{s.trough_to_peak:.0%}"],
-            ["Tidal window", "none" if tw is None else f"{tw['start_hour']:02d}-{tw['end_hour']:02d}"]]
-    finding = f"{r.rhythm.chosen.signal.label} peaks at {_hour(s.peak_hour)} ({s.timezone})"
+            ["Tidal window", "none" if tw is None else hour_window_text(tw["start_hour"], tw["end_hour"])]]
+    finding = rhythm_headline(s, r.rhythm.chosen.signal.label)  # the Rhythm page's sentence
     b = s.batch
     if b is not None:
-        rows += [["Batch typically starts", _hour(b.typical_start_hour)],
+        rows += [[f"Batch typically starts ({s.timezone})", hour_text(b.typical_start_hour)],
                  ["Batch median hold", "n/a" if b.median_hold_h is None else f"{b.median_hold_h:.1f} h"],
                  ["Days batch held GPUs into the ramp", f"{b.collision_days} of {b.days}"]]
-        finding += (f"; batch typically starts at {_hour(b.typical_start_hour)} and still held GPUs "
-                    f"into the morning ramp on {b.collision_days} of {b.days} days.")
-    else:
-        finding += "; no batch holdings in its pool to collide with."
     fig = None
     if r.rhythm.traffic_how is not None:
         fig = hour_of_week_figure(r.rhythm.traffic_how, r.rhythm.batch_how, tz=r.tz)
@@ -376,13 +366,9 @@ def _whatif_section(r: Review) -> ReviewSection:
              f"GPU-hours replayed vs {bt['observed_batch_gpu_hours']:,.0f} observed.")
     names = list(r.results)
     best = r.best_policy
-    shared = r.results.get("shared")
     scn = r.scenario
     if bt.get("within", False):
-        finding = (f"Modelled on {svc}'s own traffic: {best} would have "
-                   f"{r.results[best].summary.violation_minutes:,.0f} violation minutes"
-                   + (f" where the shared pool has {shared.summary.violation_minutes:,.0f}"
-                      if shared is not None and best != "shared" else "") + ".")
+        finding = answer_sentence(r.results, best, scn)  # the What-if page's words
     else:  # said before any policy, as on the What-if page
         finding = (f"The model does not reproduce what {svc} went through ("
                    + "; ".join(bt.get("misses", [])) + "), so its policies are directions, not amounts.")
@@ -412,8 +398,8 @@ def _chargeback_section(r: Review) -> ReviewSection:
     finding = "Under the shared pool nobody else's work cost the service a violation minute."
     if shared.height and shared["externality_cost"][0] > 0 and shared["team"][0] != own:
         svc = r.calibration.observation.service
-        finding = (f"Under the shared pool {shared['team'][0]} would pay ${shared['externality_cost'][0]:,.0f} "
-                   f"for the violation minutes its work caused {svc} (team {own}; modelled).")
+        finding = (f"Under the shared pool {shared['team'][0]} would pay {money(shared['externality_cost'][0])} "
+                   f"over {span_text(r.scenario.span_h)} for the violation minutes its work caused {svc} (team {own}; modelled).")
     if not r.calibration.backtest.get("within", False):
         finding += " The model misses its backtest (see the what-if): a direction, not an amount."
     rows = [[p, t, f"{g:,.0f}", f"${c:,.0f}", f"${x:,.0f}", f"${tot:,.0f}"]

@@ -108,6 +108,36 @@ def duration_text(minutes: Any) -> str:
     return minutes_text(value) if value < 120 else f"{value / 60:,.1f}".removesuffix(".0") + " h"
 
 
+def span_text(hours: Any) -> str:
+    """The length of a range: ``7 days``, ``1 day``, ``2.5 days``, ``12 h``.
+
+    >>> span_text(168), span_text(24.0), span_text(60), span_text(12), span_text(None)
+    ('7 days', '1 day', '2.5 days', '12 h', 'n/a')
+    """
+    if _missing(hours):
+        return MISSING
+    value = float(hours)
+    if value < 24:
+        return f"{value:,.0f} h"
+    days = f"{value / 24:,.1f}".removesuffix(".0")
+    return f"{days} day" + ("" if days == "1" else "s")
+
+
+def slo_minutes_label(services: Sequence[str], span_h: Any, how: str) -> str:
+    """The one label of a count of minutes over the SLO, naming its scope: which services (a
+    pool's minutes count a step when any of them is over), over how long, ``observed`` or
+    ``modelled`` (or ``replayed``). Six different counts read "Minutes over the SLO" alike.
+
+    >>> slo_minutes_label(["chat-vllm"], 168, "modelled")
+    'Minutes over the SLO (chat-vllm, 7 days, modelled)'
+    >>> slo_minutes_label(["a", "b", "c"], 720, "observed")
+    'Minutes over the SLO (any of 3 services, 30 days, observed)'
+    """
+    names = list(services)
+    who = names[0] if len(names) == 1 else f"any of {len(names)} services" if names else "no service"
+    return f"Minutes over the SLO ({who}, {span_text(span_h)}, {how})"
+
+
 def gpus_text(x: Any) -> str:
     """GPUs: whole when whole, else one decimal (a mean): ``64 GPUs``, ``0.1 GPUs``, ``1 GPU``.
 
@@ -175,3 +205,14 @@ def hour_text(hour: Any) -> str:
         return MISSING
     minutes = int(round((float(hour) % 24) * 60)) % 1440
     return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def hour_window_text(start_hour: Any, end_hour: Any) -> str:
+    """Hours of the day ``[start, end)`` as a clock reads them (may cross midnight).
+
+    >>> hour_window_text(22, 6), hour_window_text(None, 6)
+    ('22:00-06:00', 'n/a')
+    """
+    if _missing(start_hour) or _missing(end_hour):
+        return MISSING
+    return f"{hour_text(start_hour)}-{hour_text(end_hour)}"

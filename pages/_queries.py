@@ -23,7 +23,7 @@ from analytics.errors import TidelensError
 from analytics.events import load_incidents
 from analytics.events.config import EventsConfig
 from analytics.events.pipeline import analyse_timelines
-from analytics.review import build_review, review_html
+from analytics.review import STAGES, build_review, review_html
 from analytics.rhythm.config import RhythmConfig
 from analytics.rhythm.digest import rhythm_page_data
 from analytics.slo import SloTable
@@ -33,7 +33,7 @@ from analytics.view import ViewSettings
 from analytics.whatif.calibrate import calibrate_timelines
 from pages._caches import cached_timelines, cached_totals, outside_a_run, persisted
 from pages._change import change_for_review
-from pages._show import choose
+from pages._show import choose, with_status
 from pages._store import DataSource, config_version, load_workload_map, open_store
 
 if TYPE_CHECKING:
@@ -136,9 +136,32 @@ class CalibrationQuery(ViewQuery):
         return cached_services(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
                                config_version())
 
-    def run(self) -> Any:  # analytics.whatif.calibrate.Calibration
-        return cached_calibration(self.path, self.version, self.start_ms, self.end_ms,
-                                  self.step_s, self.map_version, self.service, self.slos)
+    def first_time(self) -> bool:
+        """Whether this process has not made (or loaded) this calibration yet: seconds to wait."""
+        return self not in _CALIBRATED
+
+    def run(self, on_stage: Callable[[str], None] | None = None) -> Any:  # analytics.whatif.calibrate.Calibration
+        """The calibration, its stages said to ``on_stage`` when it is made."""
+        _HEARD.say = on_stage
+        try:
+            cal = cached_calibration(self.path, self.version, self.start_ms, self.end_ms,
+                                     self.step_s, self.map_version, self.service, self.slos)
+        finally:
+            _HEARD.say = None
+        _CALIBRATED.add(self)
+        return cal
+
+
+# Who hears a calibration's stages in this thread (a cached call takes no callable: its
+# arguments are its key), and the calibrations this process has made or loaded.
+_HEARD = threading.local()
+_CALIBRATED: set[CalibrationQuery] = set()
+
+
+def _say_stage(words: str) -> None:
+    say = getattr(_HEARD, "say", None)
+    if say is not None:
+        say(words)
 
 
 # -- the heavy calls ------------------------------------------------------------------------
@@ -172,13 +195,14 @@ def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | N
 
 
 # What-if and Chargeback share one calibration per (source, range, step, service, SLO).
-@persisted("Calibrating the model on the store (first time for this range)...")
+# Its stages in the page's status (store_calibration_or_stop), not a spinner.
+@persisted(False)
 def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
                        step_s: int, map_version: str, service: str | None,
                        slos: SloTable) -> Any:  # analytics.whatif.calibrate.Calibration
 
     tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    return calibrate_timelines(tl, service=service, step_s=step_s, slos=slos)
+    return calibrate_timelines(tl, service=service, step_s=step_s, slos=slos, on_stage=_say_stage)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -206,8 +230,11 @@ def store_calibration_or_stop(src: DataSource, v: ViewSettings, column: Any, key
     name = choose("Service", services, key=key, where=column, widget="radio",
                   height=None if len(services) <= SERVICES_INLINE else 160,
                   help="The inference service the model replays")
+    query = CalibrationQuery.from_view(v, src, name)
     try:
-        return CalibrationQuery.from_view(v, src, name).run()
+        if query.first_time():  # seconds on a cold server: its stage shown
+            return with_status(f"Calibrating the model on {name} (first time for this range)", query.run)
+        return query.run()
     except TidelensError as exc:
         st.error(f"The store cannot be calibrated: {md(str(exc).rstrip('. '))}. Choose a preset above to "
                  "explore one.",
@@ -215,11 +242,14 @@ def store_calibration_or_stop(src: DataSource, v: ViewSettings, column: Any, key
         st.stop()
 
 
-def review_for(v: ViewSettings, src: DataSource) -> Any:  # analytics.review.Review
+def review_for(v: ViewSettings, src: DataSource,
+               on_stage: Callable[[str], None] = lambda _words: None) -> Any:  # analytics.review.Review
     """The capacity review of a view, from the same cached calls the pages make (the Rhythm,
-    Tail events and What-if pages with their defaults), so the report repeats their numbers."""
+    Tail events and What-if pages with their defaults), so the report repeats their numbers;
+    ``on_stage`` hears each part's name as it starts (:data:`analytics.review.STAGES`)."""
 
     assert src.path is not None
+    on_stage(STAGES["timelines"])
     tl = cached_timelines(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version())
     totals = cached_totals(src.path, src.version)
     first, last = totals.get("first_ts_ms"), totals.get("last_ts_ms")
@@ -229,15 +259,16 @@ def review_for(v: ViewSettings, src: DataSource) -> Any:  # analytics.review.Rev
         events=EventsQuery.from_view(v, src, {}).run, rhythm=RhythmQuery.from_view(v, src, {}).run,
         calibration=lambda name: CalibrationQuery.from_view(v, src, name).run(),
         map_digest=tl.facts.map_digest,  # the map the timelines were classed with
-        change=lambda _events: change_for_review(v, src))
+        change=lambda _events: change_for_review(v, src), on_stage=on_stage)
 
 
-def review_html_for(v: ViewSettings, src: DataSource) -> str:
-    """:func:`review_for` as the self-contained HTML file (a download button's deferred data:
-    Streamlit calls it on the click, outside the script run)."""
+def review_html_for(v: ViewSettings, src: DataSource, on_stage: Callable[[str], None] = lambda _words: None) -> str:
+    """:func:`review_for` as the self-contained HTML file, its stages (drawing the report the
+    last) said to ``on_stage``."""
 
-    with outside_a_run():
-        return review_html(review_for(v, src))
+    review = review_for(v, src, on_stage)
+    on_stage(STAGES["render"])
+    return review_html(review)
 
 
 # -- work a page shows when it is ready -----------------------------------------------------

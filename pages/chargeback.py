@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from analytics.text import md
+from analytics.units import money, slo_minutes_label, span_text
 from analytics.charts.whatif import bills_figure
 from analytics.errors import TidelensError
 from analytics.whatif import POLICIES, POLICY_HELP, PRESETS, capacity_plan, compare, reservation
@@ -30,6 +31,8 @@ PERIODS_H = {"day": 24.0, "week": 168.0}
 
 v = page_setup()
 st.title("Chargeback")
+# The answer (who is billed the most, and how much) above the controls, filled once it is known.
+headline = st.container(key="headline")
 ss = st.session_state
 qp = st.query_params
 
@@ -102,20 +105,25 @@ period = c[1].radio("Period", list(PERIODS_H), horizontal=True, key="cb_period")
 keep_in_link("cb_policy", policy, default=list(POLICIES)[0])
 keep_in_link("cb_period", period, default=list(PERIODS_H)[0])
 book = ledger(scn, {policy: results[policy]}, PERIODS_H[period])
-summary = summarise_ledger(book, scn.service.team)
+summary = summarise_ledger(book, scn.service.team, span_h=scn.span_h, period_h=PERIODS_H[period])
+headline.markdown(md(summary.headline(policy, scn.service_name)))
 k = kpi_row(3)
-k[0].metric("Violation minutes, modelled", f"{summary.violation_minutes:,.0f}", border=True,
-            help=f"The model's minutes over the SLO under {policy} for the {period}; the What-if page's "
-                 "backtest sets the replay beside what was observed")
-k[1].metric("Charged to other teams", f"${summary.charged_to_others:,.0f}", border=True,
-            help="Minutes caused by another team's workload holding or sharing the GPUs")
+k[0].metric(slo_minutes_label([scn.service_name], scn.span_h, f"modelled, {policy}"),
+            f"{summary.violation_minutes:,.0f}", border=True,
+            help=f"The model's minutes over the SLO under {policy}, over every {period} modelled; the What-if "
+                 "page's backtest sets the replay beside what was observed")
+k[1].metric("Charged to other teams", money(summary.charged_to_others), border=True,
+            help=f"Minutes caused by another team's workload holding or sharing the GPUs, over "
+                 f"{span_text(scn.span_h)}")
 # The team is the metric's value and its bill the delta line: "team: $35,123" in one value was cut
 # off on a projector.
 k[2].metric("Billed the most", md(summary.top_payer) if summary.top_payer else "nobody else",
-            delta=f"${summary.top_payer_cost:,.0f} for the {period}" if summary.top_payer else None,
+            delta=summary.top_payer_bill() if summary.top_payer else None,
             delta_color="off", delta_arrow="off", border=True,
             help="The team whose workloads caused the most violation minutes of other teams' services")
-show_table(summary.table, key="cb_ledger")  # its download is a CSV
+show_table(summary.table, key="cb_ledger", column_config={  # its download is a CSV
+    "cost ($)": st.column_config.NumberColumn("cost", format="$%,.0f"),
+    "minutes over the SLO, modelled": st.column_config.NumberColumn(format="%,.0f")})
 
 st.subheader("What each team would pay, by policy")
 bill = bills(scn, results)
@@ -132,4 +140,4 @@ show_table_with_notes(plan, label="pool", note="purpose", key="cb_plan", column_
     "price_per_gpu_h": st.column_config.NumberColumn("Price per GPU-hour", format="dollar"),
     "cost_per_day": st.column_config.NumberColumn("Cost per day", format="dollar")})
 st.caption(f"Plan: {int(plan['gpus'].sum())} GPUs against {scn.pool.gpus} today, "
-           f"${plan['cost_per_day'].sum():,.0f} a day.")
+           f"{money(plan['cost_per_day'].sum())} a day.")

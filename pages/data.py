@@ -15,7 +15,7 @@ import streamlit as st
 from analytics.access import ENABLE_EDITING, NO_OPERATOR_LINK, allows
 from analytics.charts.data import coverage_figure, inventory_figure
 from analytics.errors import ConfigError
-from analytics.overview import label_inventory
+from analytics.overview import label_inventory, store_headline
 from analytics.text import code, md
 from pages._access import identity
 from pages._caches import cached_inventory, cached_links, cached_request_logs, cached_series
@@ -30,6 +30,8 @@ from pages._store import config_file, config_version, upload_target
 
 v = page_setup()
 st.title("Data")
+# What the store holds, in a sentence, above the forms that add to it (filled once it is read).
+headline = st.container(key="headline")
 
 ss = st.session_state
 who = identity()
@@ -87,6 +89,7 @@ if src.problem or not src.path:
     st.stop()
 
 sources, metrics = cached_inventory(src.path, src.version)
+headline.markdown(md(store_headline(sources, metrics, v.tz)))
 st.subheader("Sources")
 # The columns a room reads; the rest (ids, series, counts of duplicates and blanks, notes) in a
 # panel: all fourteen were twice a 1280x720 projector's width.

@@ -10,14 +10,15 @@ from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.evidence import regression_rows
 from analytics.events.wording import (HOLDER_COLUMNS, counterfactual_sentences, dashboard_vs_found, evidence_facts,
-                                     holder_rows, method_text, regression_method, regression_sentence)
+                                     events_headline, holder_rows, method_text, missing_event_words,
+                                     regression_method, regression_sentence)
 from analytics.fieldhelp import fields_help
 from analytics.postmortem import report_html
 from analytics.text import md, visible
 from analytics.times import local_naive
 from analytics.view import format_step
 from pages._queries import EventsQuery
-from pages._show import choose, kpi_row, show_chart, show_table
+from pages._show import choose, kpi_row, made_download, show_chart, show_table
 from pages._sidebar import keep_in_link, require_source, seed_from_link, view
 
 _HELP = fields_help(EventsConfig)
@@ -35,6 +36,9 @@ if src is None:
 st.caption(f"{md(src.label)} · step {format_step(v.step_s)} · times in {v.tz} · p99 judged against the SLO, "
            f"never against its own daily profile")
 
+# The answer first (how many, and the longest event), filled once the analysis below has run:
+# the detection rule's panel, the KPIs and the table come after it.
+headline = st.container(key="headline")
 ss = st.session_state
 seed_from_link("ev_min_dur", "ev_min", float, lambda x: 1.0 <= x <= 240.0, default=EventsQuery.min_duration_min)
 seed_from_link("ev_gap", "ev_gap", float, lambda x: 0.0 <= x <= 240.0, default=EventsQuery.merge_gap_min)
@@ -74,6 +78,7 @@ for note in analysis.notes:
     st.caption(f"Note: {md(note)}")
 
 events = analysis.events
+headline.markdown(md(events_headline(events, v.tz)))
 if not events:
     st.success("No tail events in this range: every service's p99 stayed within its SLO "
                f"(runs shorter than {min_dur:g} min ignored).", icon=":material/check_circle:")
@@ -102,6 +107,10 @@ show_table(table, key="ev_table", rows=EVENT_ROWS, column_order=shown_columns, c
 # Each event as the table shows it.
 labels = {e.id: f"{starts[e.id]:%Y-%m-%d %H:%M} · {e.service} · {e.cause_words}"
           + (" · misattributed" if e.misattributed else "") for e in events}
+if "_seeded_ev_chosen" not in ss and st.query_params.get("event") not in (None, *labels):
+    # A link's event these settings do not find (an id depends on the detection rule, the SLO and
+    # the step): said, where it silently showed another event.
+    st.warning(md(missing_event_words(st.query_params["event"])), icon=":material/link_off:")
 seed_from_link("ev_chosen", "event", valid=labels.__contains__)
 # A few events are a list to pick from; dozens, a slider through them in time (a radio of 40 adds
 # ~0.5 s to a new tab, a slider of options ~0.1-0.3 s: bench/elements.py). Its labels are plain text.
@@ -116,17 +125,17 @@ else:
 keep_in_link("event", chosen)  # always: a postmortem link names its event, whatever comes first later
 ev = analysis.event(chosen)
 
-head = st.columns([3, 1])
-with head[0]:
-    st.subheader(f"{md(ev.service)}: {ev.duration_min:.0f} min, peak p99 {ev.peak_p99_ms:,.0f} ms")
-    st.badge(ev.cause_words, color=_BADGE.get(ev.cause, "gray"))
-    if ev.misattributed:
-        st.badge("misattributed", color="red", icon=":material/report:")
-with head[1]:
-    st.download_button("Postmortem report (HTML)", data=lambda: report_html(analysis, ev, tz=v.tz),
-                       file_name=f"tidelens-{ev.id}.html", mime="text/html", on_click="ignore",
-                       icon=":material/download:", key="ev_report",
-                       help="One self-contained file: charts inline, opens offline")
+st.subheader(f"{md(ev.service)}: {ev.duration_min:.0f} min, peak p99 {ev.peak_p99_ms:,.0f} ms")
+# The badges, then the button at its label's width: in a quarter column it read "Postmortem rep...".
+head = st.container(horizontal=True, vertical_alignment="center", gap="small")
+head.badge(ev.cause_words, color=_BADGE.get(ev.cause, "gray"))
+if ev.misattributed:
+    head.badge("misattributed", color="red", icon=":material/report:")
+with head:  # made in the run with its stage shown, then downloaded
+    made_download("Postmortem report (HTML)", key="ev_report", what="Postmortem", inputs=(query, ev.id, v.tz),
+                  make=lambda stage: report_html(analysis, ev, tz=v.tz, on_stage=stage),
+                  file_name=f"tidelens-{ev.id}.html", mime="text/html",
+                  help="One self-contained file: charts inline, opens offline")
 
 said, happened = dashboard_vs_found(ev)
 p1, p2 = st.columns(2)

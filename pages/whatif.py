@@ -25,7 +25,8 @@ from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.calibrate import Calibration
 from analytics.whatif.agree import agreement
 from analytics.whatif.transforms import apply_transforms, transform_specs, transforms_from, transforms_of
-from analytics.whatif.ledger import policy_table, typical_day
+from analytics.whatif.ledger import answer_sentence, policy_table, typical_day
+from analytics.units import minutes_text, money, slo_minutes_label
 from analytics.plan import make_plan, plan_zip
 from pages._caches import memo
 from pages._change import change_section
@@ -48,6 +49,9 @@ def cached_preset(name: str, days: int):
 
 v = page_setup()
 st.title("What-if: pool policies")
+# The answer first (the best policy and what it removes), filled once the replays below have run:
+# on a projector the controls took the whole first screen.
+answer = st.container(key="headline")
 ss = st.session_state
 qp = st.query_params
 
@@ -269,10 +273,12 @@ if cal is not None:
         st.error("The replay does not reproduce what happened on this store: " + md("; ".join(bt["misses"]))
                  + ". The policies below are a model the store does not confirm.", icon=":material/error:")
     k = kpi_row(4)
-    k[0].metric("Violation minutes, observed", f"{bt['observed_violation_minutes']:,.0f}",
+    k[0].metric(slo_minutes_label([cal.scenario.service_name], cal.scenario.span_h, "observed"),
+                f"{bt['observed_violation_minutes']:,.0f}",
                 border=True, help="Minutes the store's p99 was over the SLO (a step without requests "
                                   "is not over), over the whole range")
-    k[1].metric("Violation minutes, replayed", f"{bt['model_violation_minutes']:,.0f}",
+    k[1].metric(slo_minutes_label([cal.scenario.service_name], cal.scenario.span_h, "replayed"),
+                f"{bt['model_violation_minutes']:,.0f}",
                 delta=f"{bt['violation_minutes_error']:+.0%}", delta_color="off", border=True,
                 help="The same period replayed by the model under the shared policy, with the batch "
                      "runs that really ran, each step counted with the chance its p99 would read over "
@@ -313,16 +319,17 @@ if cal is not None:  # the Tail events page's attribution, over the same days, b
         st.info(md(agreed.sentence()), icon=":material/balance:")
 best_name = best_policy({n: r.summary for n, r in results.items()})
 best = next(r for r in table.iter_rows(named=True) if r["policy"] == best_name)
-k = kpi_row(3)
-k[0].metric("Fewest violation minutes, modelled", f"{best['policy']}: {best['violation_minutes']:,.0f}",
-            border=True)
-shared = results.get("shared")
-if shared is not None:
-    k[1].metric("Shared pool: violation minutes, modelled",
-                f"{shared.summary.violation_minutes:,.0f}", border=True)
-    k[2].metric("Shared pool: externality",
-                f"${shared.summary.externality_cost:,.0f}", border=True,
-                help="Violation minutes priced and charged to the team that caused them")
+with answer:
+    st.success(md(answer_sentence(results, best_name, scn)), icon=":material/lightbulb:")
+    k = kpi_row(3)
+    k[0].metric("Best policy, modelled", f"{best['policy']}: {minutes_text(best['violation_minutes'])}",
+                border=True, help="The fewest minutes over the SLO (ties: the cheaper), over the days modelled")
+    shared = results.get("shared")
+    if shared is not None:
+        k[1].metric(slo_minutes_label([scn.service_name], scn.span_h, "modelled, shared pool"),
+                    f"{shared.summary.violation_minutes:,.0f}", border=True)
+        k[2].metric("Shared pool: externality", money(shared.summary.externality_cost), border=True,
+                    help="Violation minutes priced and charged to the team that caused them")
 num = st.column_config.NumberColumn
 columns = {
     "policy": st.column_config.TextColumn("Policy", pinned=True),

@@ -51,6 +51,15 @@ def metric(at: AppTest, label: str) -> str:
     raise AssertionError(f"no metric {label!r}: {[m.label for m in at.metric]}")
 
 
+def scoped_metric(at: AppTest, how: str):
+    """The metric of minutes over the SLO counted ``how`` ("observed", "replayed", "modelled,
+    shared pool"): its label names its scope (:func:`analytics.units.slo_minutes_label`)."""
+    for m in at.metric:
+        if m.label.startswith("Minutes over the SLO (") and m.label.endswith(f", {how})"):
+            return m
+    raise AssertionError(f"no minutes over the SLO {how}: {[m.label for m in at.metric]}")
+
+
 def open_settings(at: AppTest) -> AppTest:
     """Open the sidebar's "View settings" panel (it runs its widgets only when open)."""
     at.session_state["v_open"] = True

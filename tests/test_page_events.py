@@ -67,7 +67,16 @@ def test_page_lists_events_and_explains_one(morning_db) -> None:
     assert "read as" in texts  # what the dashboard said
     md = " ".join(m.value for m in at.markdown)
     assert "What happened" in md and "What the dashboard said" in md
-    assert any(b.proto.label.startswith("Postmortem report") for b in at.get("download_button"))
+    # The postmortem takes seconds: a button makes it in the run (its stage in a status), then
+    # its download is in the button's place.
+    assert not at.get("download_button")
+    at.button(key="ev_report_make").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [b.proto.label for b in at.get("download_button")] == ["Download: Postmortem report (HTML)"]
+    assert at.session_state["ev_report_made"][1].startswith("<!DOCTYPE html>")
+    # The headline above the controls: how many, and the longest event, with its time and cause.
+    headline = next(m.value for m in at.markdown if "tail event" in m.value and "The longest" in m.value)
+    assert f"{n_events} tail events" in headline, headline
     # Evidence and method are drawn only when their tab is picked.
     assert [t.label for t in at.tabs] == ["Timeline and attribution", "Evidence", "Method and thresholds"]
     assert len(tables(at)) == 1 and not at.dataframe  # the events table only, static
@@ -134,6 +143,21 @@ def test_the_chosen_event_is_in_the_link(morning_db) -> None:
     again.switch_page("pages/events.py").run()
     assert not again.exception
     assert event_chooser(again).value == last_id
+
+
+def test_a_link_to_an_event_these_settings_do_not_find_says_so(morning_db) -> None:
+    """An id from a link made under another detection rule is said to be missing, not silently
+    swapped for another event."""
+    db, slo = morning_db
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params.update({"source": "duckdb", "db": str(db), "slo": slo, "event": "ev-000000000000"})
+    at.run()
+    at.switch_page("pages/events.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = [w.value for w in at.warning if "ev-000000000000" in w.value]
+    assert said and "not among this range's events with these settings" in said[0], [w.value for w in at.warning]
+    chooser = event_chooser(at)
+    assert chooser.format_func(chooser.value) == chooser.options[0]  # the first event, said so
 
 
 def _rule_label(at: AppTest) -> str:

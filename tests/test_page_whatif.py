@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from analytics.whatif import PRESETS, form  # noqa: E402
 
-from apptest_helpers import drawn_table, isolate, metric as _metric, open_page, tables  # noqa: E402
+from apptest_helpers import drawn_table, isolate, metric as _metric, open_page, scoped_metric, tables  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +41,7 @@ def _policies(at: AppTest):
 
 def test_launches_with_the_morning_story(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp")
-    assert _num(_metric(at, "Shared pool: violation minutes, modelled")) > 300
+    assert _num(scoped_metric(at, "modelled, shared pool").value) > 300
     assert _num(_metric(at, "Shared pool: externality")) > 0
     table = _policies(at)
     assert list(table.index) == ["shared", "polite", "preemption", "tidal", "partitioned",
@@ -57,12 +57,12 @@ def test_launches_with_the_morning_story(tmp_path: Path) -> None:
 
 def test_slider_and_policy_choice_change_the_numbers(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp")
-    before = _num(_metric(at, "Shared pool: violation minutes, modelled"))
+    before = _num(scoped_metric(at, "modelled, shared pool").value)
     at.session_state["w_grp_pool"] = True
     at.run()
     at.number_input(key="w_f.pool.gpus").set_value(80).run()
     assert not at.exception
-    after = _num(_metric(at, "Shared pool: violation minutes, modelled"))
+    after = _num(scoped_metric(at, "modelled, shared pool").value)
     assert after < before
     assert at.query_params["w_pool.gpus"] == "80"
     at.pills(key="w_pol").set_value(["shared", "tidal"]).run()
@@ -150,11 +150,11 @@ def test_a_folded_group_keeps_a_changed_value(tmp_path: Path) -> None:
     at.session_state["w_grp_pool"] = True
     at.run()
     at.number_input(key="w_f.pool.gpus").set_value(80).run()
-    changed = _num(_metric(at, "Shared pool: violation minutes, modelled"))
+    changed = _num(scoped_metric(at, "modelled, shared pool").value)
     at.session_state["w_grp_pool"] = False
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    assert _num(_metric(at, "Shared pool: violation minutes, modelled")) == changed
+    assert _num(scoped_metric(at, "modelled, shared pool").value) == changed
     assert at.query_params["w_pool.gpus"] == "80"
 
 

@@ -56,6 +56,9 @@ def test_review_html_is_one_offline_file_with_every_section(db, tmp_path, capsys
     assert not re.search(r'<(script|link|img|iframe)[^>]+(src|href)="(https?:)?//', text)
     # the findings say what the numbers say
     assert f"A pool of {numbers['pool_gpus']:,.0f} GPUs" in findings[0]
+    # the Overview's sentence, its minutes naming their scope; the Rhythm page's, its hours a clock's
+    assert re.search(r"over the SLO for [\d,]+ minutes \(any of \d services, observed: ", findings[0]), findings[0]
+    assert re.search(r"peaks at \d\d:\d\d \(UTC\); batch typically starts at \d\d:\d\d ", findings[1]), findings[1]
     ev = numbers["events"]
     assert findings[2].startswith(f"{ev['count']} tail events")
     assert f"{ev['misattributed']} were batch contention a dashboard would blame on users" in findings[2]
@@ -191,7 +194,7 @@ def test_the_review_works_on_a_range_longer_than_the_whatif_replays(db, monkeypa
     best = numbers["whatif"]["best_policy"]
     assert best == whatif["best_policy"] and best in numbers["whatif"]["policies"]
     finding = re.findall(r'<p class="finding">([^<]*)</p>', text)[3]
-    assert (f"{best} would have" in finding) or "does not reproduce" in finding
+    assert (f": {best}, " in finding) or "does not reproduce" in finding  # the What-if page's answer sentence
 
 
 def test_the_review_and_the_table_name_the_same_best_policy(db) -> None:

@@ -61,7 +61,7 @@ def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz:
                              line=dict(color=OKABE_ITO["vermillion"], width=2.5)), row=2, col=1)
     fig.add_trace(go.Scatter(x=x, y=w["explained_ms"], mode="lines", name="load-explained L(T, C)",
                              line=dict(color=OKABE_ITO["sky_blue"], width=2, dash="dash")), row=2, col=1)
-    fig.add_trace(go.Scatter(x=x, y=w["baseline_ms"], mode="lines", name="normal traffic, no batch L(T0, C0)",
+    fig.add_trace(go.Scatter(x=x, y=w["baseline_ms"], mode="lines", name="normal, no batch L(T0, C0)",
                              line=dict(color=OKABE_ITO["bluish_green"], width=2, dash="dot")), row=2, col=1)
     if ev.slo_ms == ev.slo_ms:  # not NaN
         # A trace, not add_hline: hline annotations land at 10^y on a log axis.
@@ -121,10 +121,11 @@ def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz:
 
 
 ROW_GAP = 0.06
-# The legend below the time axis, in columns of this width: its 16 entries beside the figure took
-# a third of a projector's width from the plots. The margin below holds eight rows of them (a
-# 1280x720 projector's two columns) and the time axis, so the legend never pushes it.
-LEGEND_ENTRY_PX = 300
+# The legend below the time axis, in columns of this width (its longest entry's): its entries
+# beside the figure took a third of a projector's width from the plots. The margin below holds
+# seven rows of them (a 1280x720 projector's two columns) and the time axis, so the legend never
+# pushes it.
+LEGEND_ENTRY_PX = 280
 LEGEND_BOTTOM_PX = 320
 ROW_TITLES = ("Traffic vs its norm band", "p99 vs SLO and load-explained latency", "GPUs held, by class",
               "Free GPUs", "Replicas: desired vs ready")

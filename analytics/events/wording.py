@@ -122,6 +122,32 @@ def dashboard_vs_found(ev: Event) -> tuple[str, str]:
     return said, happened
 
 
+def top_event(events: list[Event]) -> Event | None:
+    """The event a meeting asks about first: the longest, then the higher peak p99."""
+    return max(events, key=lambda e: (e.duration_min, e.peak_p99_ms), default=None)
+
+
+def events_headline(events: list[Event], tz: str = "UTC") -> str:
+    """The Tail events page's answer in one sentence: how many, of which causes, and the top
+    event (:func:`top_event`) with its time in ``tz``, its length, peak and cause."""
+    top = top_event(events)
+    if top is None:
+        return "No tail events in this range."
+    batch = sum(e.cause == "batch_contention" for e in events)
+    wrong = sum(e.misattributed for e in events)
+    counts = (f"{len(events):,} tail event{'s' if len(events) != 1 else ''}: {batch:,} batch contention"
+              + (f" ({wrong:,} a dashboard blames on users)" if wrong else ""))
+    return (f"{counts}. The longest: {top.service} at {format_time(top.start_ms, tz)} ({tz}), "
+            f"{duration_text(top.duration_min)} with p99 up to {ms_text(top.peak_p99_ms)}: {top.cause_words}"
+            + (", misattributed" if top.misattributed else "") + ".")
+
+
+def missing_event_words(event_id: str) -> str:
+    """What a page says of a link's event that these settings do not find."""
+    return (f"The link's event {event_id} is not among this range's events with these settings (an event's id "
+            "depends on the range, the SLO, the step and the detection rule): showing the first event instead.")
+
+
 def _free_when_asked(e: dict[str, Any]) -> str:
     """``"0 of 64 GPUs"`` (the pool's size beside the free count), ``"0 GPUs"`` without it.
 

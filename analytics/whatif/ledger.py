@@ -12,6 +12,7 @@ from analytics.measures import best_policy, gpu_hours, split_violation_by_team, 
 from analytics.whatif.outputs import PolicyResult
 from analytics.whatif.params import PoolScenario
 from analytics.times import step_start_ms
+from analytics.units import minutes_text, money, span_text
 
 
 def policy_table(results: dict[str, PolicyResult]) -> pl.DataFrame:
@@ -46,6 +47,27 @@ def policy_table(results: dict[str, PolicyResult]) -> pl.DataFrame:
         fewest["best"] = "fewest minutes"  # over the SLO; short, to fit its column on a projector
         cheapest["best"] = (cheapest["best"] + " · " if cheapest["best"] else "") + "cheapest"
     return pl.DataFrame(rows)
+
+
+def answer_sentence(results: dict[str, PolicyResult], best: str, scn: PoolScenario) -> str:
+    """The What-if's answer in one sentence a meeting can quote: the best policy (``best``, as the
+    caller judged it), its minutes over the SLO and what it removes against the shared pool, with
+    the scope (service, span, modelled).
+
+    >>> from analytics.whatif import PRESETS, compare
+    >>> scn = PRESETS["morning-ramp"](2)
+    >>> res = compare(scn, ("shared", "partitioned"))
+    >>> answer_sentence(res, "partitioned", scn)  # doctest: +ELLIPSIS
+    'Best policy for morning-ramp over 2 days: partitioned, ... min over the SLO where the shared pool has ... min (... fewer), modelled.'
+    """
+    mine = results[best].summary.violation_minutes
+    head = f"Best policy for {scn.service_name} over {span_text(scn.span_h)}: {best}, {minutes_text(mine)} over the SLO"
+    shared = results.get("shared")
+    if shared is None or best == "shared":
+        return head + (", the shared pool's own" if best == "shared" else "") + ", modelled."
+    theirs = shared.summary.violation_minutes
+    return (f"{head} where the shared pool has {minutes_text(theirs)} "
+            f"({minutes_text(max(theirs - mine, 0.0)).removesuffix(' min')} fewer), modelled.")
 
 
 def typical_day(scn: PoolScenario, results: dict[str, PolicyResult], bin_min: int = 5) -> pl.DataFrame:
@@ -123,6 +145,9 @@ def bills(scn: PoolScenario, results: dict[str, PolicyResult]) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+PERIOD_WORDS = {24.0: "day", 168.0: "week"}
+
+
 @dataclass(frozen=True)
 class LedgerSummary:
     """What the Chargeback page shows above a ledger: totals and who is billed the most."""
@@ -131,12 +156,57 @@ class LedgerSummary:
     violation_minutes: float
     charged_to_others: float     # cost of minutes caused by teams other than the service's own
     top_payer: str | None        # the other team billed the most, if any
-    top_payer_cost: float
-    table: pl.DataFrame          # period_start (UTC datetime), team, violation_minutes, cost
+    top_payer_cost: float        # over the whole span, every period added up
+    table: pl.DataFrame          # the ledger as a meeting reads it (:func:`ledger_table`)
+    span_h: float | None = None  # the hours the ledger covers (None: unknown)
+    period_h: float = 24.0
+
+    def top_payer_bill(self) -> str:
+        """The top payer's bill, said over the span it covers and per period: the card said
+        "for the day" under a seven-day sum.
+
+        >>> LedgerSummary(pl.DataFrame(), 0.0, 0.0, "ml", 9830.4, pl.DataFrame(), 168.0).top_payer_bill()
+        '$9,830 over 7 days ($1,404 a day)'
+        """
+        total = money(self.top_payer_cost)
+        if not self.span_h:
+            return f"{total} over the period modelled"
+        per = PERIOD_WORDS.get(self.period_h, f"{self.period_h:g} h")
+        return (f"{total} over {span_text(self.span_h)} "
+                f"({money(self.top_payer_cost * self.period_h / self.span_h)} a {per})")
+
+    def headline(self, policy: str, service: str) -> str:
+        """Chargeback's answer in one sentence: who pays, how much, for what, under ``policy``.
+
+        >>> LedgerSummary(pl.DataFrame(), 0.0, 0.0, "ml", 9830.4, pl.DataFrame(), 168.0).headline("shared", "chat")
+        'Under shared, ml is billed the most: $9,830 over 7 days ($1,404 a day), for the minutes over the SLO its work cost chat (modelled).'
+        """
+        if self.top_payer is None:
+            return (f"Under {policy}, no other team's work cost {service} a minute over the SLO "
+                    f"({minutes_text(self.violation_minutes)} of its own, modelled).")
+        return (f"Under {policy}, {self.top_payer} is billed the most: {self.top_payer_bill()}, for the minutes "
+                f"over the SLO its work cost {service} (modelled).")
 
 
-def summarise_ledger(book: pl.DataFrame, own_team: str) -> LedgerSummary:
-    """Totals of a :func:`ledger` frame, separating the service's own team from the others.
+def ledger_table(book: pl.DataFrame, period_h: float = 24.0) -> pl.DataFrame:
+    """The ledger as a meeting reads it: the period as a date (UTC, as :func:`ledger` cuts it),
+    the team, whole minutes over the SLO (modelled) and whole dollars.
+
+    >>> book = pl.DataFrame({"period_start_ms": [0], "team": ["ml"], "violation_minutes": [87.423],
+    ...                      "cost": [4371.1479]})
+    >>> ledger_table(book).row(0)
+    (datetime.date(1970, 1, 1), 'ml', 87.0, 4371.0)
+    """
+    per = PERIOD_WORDS.get(period_h, "period")
+    return book.select(pl.from_epoch("period_start_ms", time_unit="ms").dt.date().alias(f"{per} (UTC)"),
+                       "team", pl.col("violation_minutes").round(0).alias("minutes over the SLO, modelled"),
+                       pl.col("cost").round(0).alias("cost ($)"))
+
+
+def summarise_ledger(book: pl.DataFrame, own_team: str, *, span_h: float | None = None,
+                     period_h: float = 24.0) -> LedgerSummary:
+    """Totals of a :func:`ledger` frame (cut in ``period_h`` periods over ``span_h`` hours),
+    separating the service's own team from the others.
 
     >>> book = pl.DataFrame({"period_start_ms": [0, 0], "team": ["ml", "serving"],
     ...                      "violation_minutes": [10.0, 2.0], "cost": [500.0, 100.0]})
@@ -147,11 +217,9 @@ def summarise_ledger(book: pl.DataFrame, own_team: str) -> LedgerSummary:
     by_team = (book.group_by("team").agg(pl.col("violation_minutes").sum(), pl.col("cost").sum())
                .sort("cost", descending=True))
     others = by_team.filter(pl.col("team") != own_team)
-    table = book.with_columns(pl.from_epoch("period_start_ms", time_unit="ms")
-                              .dt.replace_time_zone("UTC").alias("period_start")
-                              ).select("period_start", "team", "violation_minutes", "cost")
     return LedgerSummary(
         by_team=by_team, violation_minutes=float(by_team["violation_minutes"].sum()),
         charged_to_others=float(others["cost"].sum()),
         top_payer=others["team"][0] if others.height else None,
-        top_payer_cost=float(others["cost"][0]) if others.height else 0.0, table=table)
+        top_payer_cost=float(others["cost"][0]) if others.height else 0.0,
+        table=ledger_table(book, period_h), span_h=span_h, period_h=period_h)

@@ -241,6 +241,17 @@ class PoolScenario:
     def step_h(self) -> float:
         return self.step_s / 3600.0
 
+    @property
+    def service_name(self) -> str:
+        """The service modelled, as a label names it: the store's (``store:NAME``), else the
+        scenario's own name (a preset's)."""
+        return self.name.removeprefix("store:")
+
+    @property
+    def span_h(self) -> float:
+        """The hours the scenario covers (every step's)."""
+        return self.steps * self.step_h
+
     def hour_of_day(self) -> np.ndarray:
         """Hour of day (UTC, float) at the start of each step."""
         return utc_hour(step_start_ms(self.ts_ms(), self.step_s * 1000))
