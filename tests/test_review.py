@@ -92,20 +92,27 @@ def test_review_numbers_are_the_other_commands_numbers(db, capsys) -> None:
 def test_the_overview_download_is_the_cli_review(db, capsys) -> None:
     from streamlit.testing.v1 import AppTest
 
-    from pages._queries import review_for, review_html_for
+    from analytics.review import STAGES
+    from pages._queries import review_for
 
     at = AppTest.from_file(str(APP), default_timeout=180)
     at.query_params.update({"source": "duckdb", "db": str(db)})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    # the button sits on the Overview, its file made on the click (deferred)
-    assert [b.proto.label for b in at.get("download_button")] == ["Capacity review (HTML)"]
+    # The review takes seconds: a button makes it in the run (its stage in a status, never a
+    # silent wait), then its download is in the button's place.
+    assert not at.get("download_button")
+    at.button(key="ov_review_make").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [b.proto.label for b in at.get("download_button")] == ["Download: Capacity review (HTML)"]
     v, src = at.session_state["view"], at.session_state["view_source"]
-    page = review_for(v, src).numbers().as_dict()
+    heard: list[str] = []
+    page = review_for(v, src, heard.append).numbers().as_dict()
+    assert heard == [STAGES[s] for s in ("timelines", "events", "rhythm", "calibration", "policies", "change")], heard
     cli = _cli_json(capsys, "review", "--db", str(db), "--json")
     for key in ("pool_gpus", "gpu_hours", "minutes_over_slo", "slo_ms", "events", "whatif", "missing"):
         assert page[key] == cli[key], key
-    html_text = review_html_for(v, src)
+    html_text = at.session_state["ov_review_made"][1]
     assert "<h1>Capacity review</h1>" in html_text and html.escape(src.label) in html_text
     assert re.findall(r"<h2>([^<]*)</h2>", html_text) == [s.replace("&", "&amp;") for s in SECTIONS]
 
