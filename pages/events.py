@@ -102,7 +102,9 @@ k[3].metric("Misattributed", sum(e.misattributed for e in events), border=True,
             help="Batch contention that a dashboard (or the incident record) blames on users")
 show_table(table, key="ev_table", rows=EVENT_ROWS, column_order=shown_columns, column_config={  # its download is a CSV
     "start": st.column_config.DatetimeColumn("start", format="YYYY-MM-DD HH:mm",
-                                             help=f"In {v.tz}, as the page says above")})
+                                             help=f"In {v.tz}, as the page says above"),
+    "peak p99 (ms)": st.column_config.NumberColumn(format="%,d"),
+    "SLO (ms)": st.column_config.NumberColumn(format="%,g")})
 
 # Each event as the table shows it.
 labels = {e.id: f"{starts[e.id]:%Y-%m-%d %H:%M} · {e.service} · {e.cause_words}"

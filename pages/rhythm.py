@@ -75,11 +75,11 @@ for note in data.assumption_notes:
 chosen = data.chosen
 if chosen.summary is None or chosen.decomposition is None:
     if chosen.profile is not None:  # under two days: the hours it has, said to be no rhythm
-        st.info(md(f"{ONE_DAY_NOTE.capitalize()}: {chosen.error}"), icon=":material/hourglass_empty:")
+        headline.info(md(f"{ONE_DAY_NOTE.capitalize()}: {chosen.error}"), icon=":material/hourglass_empty:")
         show_chart(lambda: one_day_figure(chosen.profile, label=chosen.signal.label, tz=v.tz),
                    chosen.profile, "rhythm-hour-of-day", memo_key=(query, chosen.signal.name))
     else:
-        st.warning(md(chosen.error or "Not enough data for a rhythm."), icon=":material/hourglass_empty:")
+        headline.warning(md(chosen.error or "Not enough data for a rhythm."), icon=":material/hourglass_empty:")
     st.stop()
 s = chosen.summary
 headline.markdown(md(rhythm_headline(s, chosen.signal.label)))

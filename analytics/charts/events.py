@@ -114,18 +114,16 @@ def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz:
                   fillcolor=CAUSE_COLORS.get(ev.cause, "#777777"), opacity=0.08, line_width=0)
     fig.update_xaxes(title_text=f"time ({zone_label(tz)})", row=5, col=1)
     fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=-0.12, yanchor="top", traceorder="normal",
-                                  entrywidth=LEGEND_ENTRY_PX, entrywidthmode="pixels"),
+                                  entrywidth=0.5, entrywidthmode="fraction"),
                       margin=dict(b=LEGEND_BOTTOM_PX))
     return escape_figure(apply_theme(fig, title=f"{plot_text(ev.service)}: {ev.cause_words} "
                                                f"(peak p99 {ev.peak_p99_ms:,.0f} ms)", height=height))
 
 
 ROW_GAP = 0.06
-# The legend below the time axis, in columns of this width (its longest entry's): its entries
-# beside the figure took a third of a projector's width from the plots. The margin below holds
-# seven rows of them (a 1280x720 projector's two columns) and the time axis, so the legend never
-# pushes it.
-LEGEND_ENTRY_PX = 280
+# The legend below the time axis, in two columns (half the plot's width each: its longest entry
+# fits a 1280x720 projector's half): beside the figure its entries took a third of the width
+# from the plots. The margin below holds its seven rows and the time axis, so it never pushes.
 LEGEND_BOTTOM_PX = 320
 ROW_TITLES = ("Traffic vs its norm band", "p99 vs SLO and load-explained latency", "GPUs held, by class",
               "Free GPUs", "Replicas: desired vs ready")
