@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timezone
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
@@ -67,11 +67,11 @@ class OverviewSummary:
         """The hours the range's steps cover."""
         return self.steps * self.step_s / 3600
 
-    @property
-    def slo_minutes_label(self) -> str:
+    def slo_minutes_label(self, name: Callable[[str], str] = str) -> str:
         """What :attr:`slo_violation_min` counts, named (:func:`analytics.units.slo_minutes_label`):
-        steps any service was over, over the range, observed."""
-        return slo_minutes_label(list(self.slo_violation_min_by_service), self.span_h, "observed")
+        steps any service was over, over the range, observed; each service's name through
+        ``name`` (a page's Markdown escape: names are data)."""
+        return slo_minutes_label([name(n) for n in self.slo_violation_min_by_service], self.span_h, "observed")
 
 
 def _per_step_totals(pool: pl.DataFrame) -> pl.DataFrame:

@@ -297,7 +297,7 @@ def _pool_section(r: Review) -> ReviewSection:
             ["Pool GPU-hours (capacity)", f"{s.gpu_hours:,.0f}"],
             *[[f"GPU-hours, {c}", f"{h:,.0f}"] for c, h in held.items()],
             ["Mean allocation", _pct(s.allocation_pct)], ["Mean activity", _pct(s.activity_pct)],
-            [s.slo_minutes_label, f"{s.slo_violation_min:,.0f}"],
+            [s.slo_minutes_label(), f"{s.slo_violation_min:,.0f}"],
             *[[f"{slo_minutes_label([n], s.span_h, 'observed')}, SLO {r.slo_ms.get(n, 0):g} ms",
                f"{m:,.0f}"] for n, m in s.slo_violation_min_by_service.items()]]
     fig = None

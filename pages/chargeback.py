@@ -108,7 +108,7 @@ book = ledger(scn, {policy: results[policy]}, PERIODS_H[period])
 summary = summarise_ledger(book, scn.service.team, span_h=scn.span_h, period_h=PERIODS_H[period])
 headline.markdown(md(summary.headline(policy, scn.service_name)))
 k = kpi_row(3)
-k[0].metric(slo_minutes_label([scn.service_name], scn.span_h, f"modelled, {policy}"),
+k[0].metric(slo_minutes_label([md(scn.service_name)], scn.span_h, f"modelled, {policy}"),
             f"{summary.violation_minutes:,.0f}", border=True,
             help=f"The model's minutes over the SLO under {policy}, over every {period} modelled; the What-if "
                  "page's backtest sets the replay beside what was observed")

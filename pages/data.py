@@ -96,7 +96,8 @@ st.subheader("Sources")
 when = st.column_config.DatetimeColumn
 show_table(sources.with_columns(pl.col("first_ts", "last_ts").dt.replace_time_zone("UTC")),  # the store's are UTC
            key="sources_table", column_order=("name", "format", "status", "samples", "first_ts", "last_ts"),
-           column_config={"first_ts": when("first", format="YYYY-MM-DD HH:mm", timezone=v.tz),
+           column_config={"samples": st.column_config.NumberColumn(format="%,d"),
+                          "first_ts": when("first", format="YYYY-MM-DD HH:mm", timezone=v.tz),
                           "last_ts": when("last", format="YYYY-MM-DD HH:mm", timezone=v.tz)})
 every_column = st.expander("Every column of the sources", key="src_every", on_change="rerun")
 if every_column.open:
@@ -110,12 +111,11 @@ if metrics.height == 0:
     st.info("No metric series: the store holds request logs only (below)." if request_logs.height
             else "The store holds no samples yet.", icon=":material/info:")
 else:
-    left, right = st.columns([3, 2])
-    with left:
-        show_chart(inventory_figure(metrics), metrics, "series-per-metric")
-    with right:  # a list beside the chart (a store's dozens of metrics scroll in its box)
-        metric = choose("Metric", metrics["metric"].to_list(), key="inv_metric", widget="radio",
-                        horizontal=False, height=400)
+    # The chart the page's width (a metric's name is long), the list of metrics under it (a
+    # store's dozens scroll in its box).
+    show_chart(inventory_figure(metrics), metrics, "series-per-metric")
+    metric = choose("Metric", metrics["metric"].to_list(), key="inv_metric", widget="radio",
+                    horizontal=False, height=260)
     series = cached_series(src.path, src.version, metric)
     show_table(label_inventory(series), key="labels_table")  # the page's width: a column's cut it
     every = st.expander(f"Series of {metric}", key="inv_series", on_change="rerun")

@@ -83,7 +83,7 @@ if timelines is not None:
                                   "as a share of the pool's GPU-hours")
     k[2].metric("Mean activity", "-" if s.activity_pct is None else f"{s.activity_pct:.0f}%",
                 border=True, help="GPU activity (GR_ENGINE_ACTIVE or GPU_UTIL), GPU-weighted")
-    k[3].metric(s.slo_minutes_label, f"{s.slo_violation_min:,.0f}", border=True,
+    k[3].metric(s.slo_minutes_label(md), f"{s.slo_violation_min:,.0f}", border=True,
                 help="Minutes in which at least one service's p99 was above its SLO: "
                      + (", ".join(f"{md(n)} {m:,.0f}" for n, m in s.slo_violation_min_by_service.items())
                         or "no latency data"))

@@ -273,11 +273,11 @@ if cal is not None:
         st.error("The replay does not reproduce what happened on this store: " + md("; ".join(bt["misses"]))
                  + ". The policies below are a model the store does not confirm.", icon=":material/error:")
     k = kpi_row(4)
-    k[0].metric(slo_minutes_label([cal.scenario.service_name], cal.scenario.span_h, "observed"),
+    k[0].metric(slo_minutes_label([md(cal.scenario.service_name)], cal.scenario.span_h, "observed"),
                 f"{bt['observed_violation_minutes']:,.0f}",
                 border=True, help="Minutes the store's p99 was over the SLO (a step without requests "
                                   "is not over), over the whole range")
-    k[1].metric(slo_minutes_label([cal.scenario.service_name], cal.scenario.span_h, "replayed"),
+    k[1].metric(slo_minutes_label([md(cal.scenario.service_name)], cal.scenario.span_h, "replayed"),
                 f"{bt['model_violation_minutes']:,.0f}",
                 delta=f"{bt['violation_minutes_error']:+.0%}", delta_color="off", border=True,
                 help="The same period replayed by the model under the shared policy, with the batch "
@@ -326,7 +326,7 @@ with answer:
                 border=True, help="The fewest minutes over the SLO (ties: the cheaper), over the days modelled")
     shared = results.get("shared")
     if shared is not None:
-        k[1].metric(slo_minutes_label([scn.service_name], scn.span_h, "modelled, shared pool"),
+        k[1].metric(slo_minutes_label([md(scn.service_name)], scn.span_h, "modelled, shared pool"),
                     f"{shared.summary.violation_minutes:,.0f}", border=True)
         k[2].metric("Shared pool: externality", money(shared.summary.externality_cost), border=True,
                     help="Violation minutes priced and charged to the team that caused them")
