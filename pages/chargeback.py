@@ -123,7 +123,7 @@ k[2].metric("Billed the most", md(summary.top_payer) if summary.top_payer else "
             help="The team whose workloads caused the most violation minutes of other teams' services")
 show_table(summary.table, key="cb_ledger", column_config={  # its download is a CSV
     "cost ($)": st.column_config.NumberColumn("cost", format="$%,.0f"),
-    "minutes over the SLO, modelled": st.column_config.NumberColumn(format="%,.0f")})
+    "minutes over the SLO, modelled": st.column_config.NumberColumn(format="%,.1f")})
 
 st.subheader("What each team would pay, by policy")
 bill = bills(scn, results)

@@ -52,7 +52,7 @@ def test_batch_team_pays_for_the_morning_tails(tmp_path: Path) -> None:
     drawn = drawn_table(tables(at)[0])
     assert list(drawn.columns) == ["day (UTC)", "team", "minutes over the SLO, modelled", "cost"]
     assert all(re.fullmatch(r"\$[\d,]+", c) for c in drawn["cost"]), list(drawn["cost"])
-    assert all(re.fullmatch(r"[\d,]+", c) for c in drawn["minutes over the SLO, modelled"])
+    assert all(re.fullmatch(r"[\d,]+\.\d", c) for c in drawn["minutes over the SLO, modelled"])
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\d", c) for c in drawn["day (UTC)"]), list(drawn["day (UTC)"])
     plan = tables(at)[1].value
     assert list(plan["Pool"]) == ["A", "B", "C"]

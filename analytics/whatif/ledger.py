@@ -190,16 +190,17 @@ class LedgerSummary:
 
 def ledger_table(book: pl.DataFrame, period_h: float = 24.0) -> pl.DataFrame:
     """The ledger as a meeting reads it: the period as a date (UTC, as :func:`ledger` cuts it),
-    the team, whole minutes over the SLO (modelled) and whole dollars.
+    the team, minutes over the SLO (modelled) to a tenth (a fraction of a minute still costs:
+    "0 minutes, $21" read as a mistake) and whole dollars.
 
     >>> book = pl.DataFrame({"period_start_ms": [0], "team": ["ml"], "violation_minutes": [87.423],
     ...                      "cost": [4371.1479]})
     >>> ledger_table(book).row(0)
-    (datetime.date(1970, 1, 1), 'ml', 87.0, 4371.0)
+    (datetime.date(1970, 1, 1), 'ml', 87.4, 4371.0)
     """
     per = PERIOD_WORDS.get(period_h, "period")
     return book.select(pl.from_epoch("period_start_ms", time_unit="ms").dt.date().alias(f"{per} (UTC)"),
-                       "team", pl.col("violation_minutes").round(0).alias("minutes over the SLO, modelled"),
+                       "team", pl.col("violation_minutes").round(1).alias("minutes over the SLO, modelled"),
                        pl.col("cost").round(0).alias("cost ($)"))
 
 
