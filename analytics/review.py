@@ -36,7 +36,7 @@ from analytics.rhythm.summary import rhythm_headline
 from analytics.slo import SloTable, resolve_slos
 from analytics.text import escape_figure
 from analytics.timeline import Timelines, store_timelines
-from analytics.times import format_span, iso_utc
+from analytics.times import format_span, format_time
 from analytics.units import hour_text, hour_window_text, money, slo_minutes_label, span_text
 from analytics.whatif import POLICIES, compare
 from analytics.whatif.agree import Agreement, agreement
@@ -346,10 +346,10 @@ def _events_section(r: Review) -> ReviewSection:
                                                        sorted(causes.items(), key=lambda x: -x[1]))
                + f"; {mis} {'was' if mis == 1 else 'were'} batch contention a dashboard would blame "
                  "on users.")
-    rows = [[iso_utc(e.start_ms), e.service, e.cause_words, f"{e.duration_min:.0f}",
+    rows = [[format_time(e.start_ms, r.tz), e.service, e.cause_words, f"{e.duration_min:.0f}",
              f"{e.peak_p99_ms:,.0f}", f"{e.slo_ms:g}", "yes" if e.misattributed else "", e.id] for e in evs]
     return ReviewSection("Tail events", finding, paragraphs=list(r.events.notes), tables=[(
-        ["start (UTC)", "service", "cause", "minutes", "peak p99 (ms)", "SLO (ms)", "misattributed", "id"],
+        [f"start ({r.tz})", "service", "cause", "minutes", "peak p99 (ms)", "SLO (ms)", "misattributed", "id"],
         rows)])
 
 
