@@ -46,6 +46,7 @@ LOCK_WAIT_ENV = "TIDELENS_LOCK_WAIT_S"
 PREFETCH_ENV = "TIDELENS_PREFETCH"
 TOKEN_ENV = "TIDELENS_TOKEN"
 GRAFANA_TOKEN_ENV = "TIDELENS_GRAFANA_TOKEN"
+RESULT_CACHE_ENVS = ("TIDELENS_CACHE_DIR", "TIDELENS_CACHE_MB")
 # The bounds on one load (analytics.limits.IngestLimits, a field each).
 LIMIT_ENVS = ("TIDELENS_MAX_GZIP_RATIO", "TIDELENS_MAX_DECOMPRESSED_BYTES", "TIDELENS_MAX_LINE_BYTES",
               "TIDELENS_MAX_SERIES_PER_SOURCE", "TIDELENS_MAX_SERVICES_PER_SOURCE", "TIDELENS_MAX_COLUMNS",
@@ -57,6 +58,7 @@ ENV_SETTINGS: dict[str, str] = {
     TIME_WINDOW_ENV: "analytics.sink", LOCK_WAIT_ENV: "analytics.store_file", PREFETCH_ENV: "pages._prefetch",
     TOKEN_ENV: "serve", GRAFANA_TOKEN_ENV: "analytics.cli.export_cmd",
     **{name: "analytics.limits" for name in LIMIT_ENVS},
+    **{name: "analytics.resultcache" for name in RESULT_CACHE_ENVS},
 }
 
 PREVIOUS_SUFFIX = ".prev"

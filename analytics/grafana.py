@@ -3,6 +3,10 @@
 - :func:`event_annotations`: each tail event as an annotation of Grafana's HTTP API (``time``,
   ``timeEnd``, tags ``tidelens``, ``tidelens-event:<id>``, ``service:<name>``, ``cause:<cause>``
   and ``misattributed`` or ``attributed``; the text: shares and the one-line finding);
+- :func:`forecast_annotations`: each collision window the forecast expects ahead, as an annotation
+  in the future (tags ``tidelens``, ``tidelens-forecast``, ``tidelens-event:forecast-<service>-<day>``,
+  ``service:<name>``; the text: the chance, the minutes, the runs and the change tonight that avoids
+  it); posted again as the night goes on, the same window is updated, never duplicated;
 - :func:`dashboard_model`: a dashboard drawing the pool story from the user's own Prometheus with
   the PromQL ``tidelens pull`` uses (GPUs held by the classes this store's workload map gave each
   namespace, p99 against each service's SLO, desired vs ready replicas, batch holders, the pages
@@ -38,6 +42,7 @@ from analytics.workloads import classify_workloads
 
 if TYPE_CHECKING:
     from analytics.events import EventsAnalysis
+    from analytics.forecast.model import Forecast
     from analytics.store import Store
 
 TAG = "tidelens"
@@ -74,6 +79,28 @@ def event_annotations(analysis: "EventsAnalysis", *, dashboard_uid: str | None =
             "text": (f"{ev.service}: {ev.cause_words} for {ev.duration_min:.0f} min, peak p99 "
                      f"{ev.peak_p99_ms:,.0f} ms (SLO {ev.slo_ms:g} ms). {happened} Shares: {shares or 'n/a'}."
                      + (f" A dashboard would have said: {said}" if ev.misattributed else "")),
+        }
+        if dashboard_uid:
+            item["dashboardUID"] = dashboard_uid
+        out.append(item)
+    return out
+
+
+def forecast_annotations(fc: "Forecast", *, dashboard_uid: str | None = None) -> list[dict[str, Any]]:
+    """One annotation per collision window the forecast expects (``time``/``timeEnd``: the window's
+    median start and end, in the future), tagged so that the next forecast of the same service and
+    day updates it (:func:`post_annotations` finds it by its ``tidelens-event:`` tag)."""
+    out = []
+    for w in fc.windows():
+        act = next((a for a in fc.actions if a.day == w.day and a.recommended), None)
+        rng = (f" ({w.minutes_range[0]:,.0f}-{w.minutes_range[1]:,.0f})" if w.minutes_range else "")
+        item: dict[str, Any] = {
+            "time": int(w.start_ms), "timeEnd": int(w.end_ms),
+            "tags": [TAG, "tidelens-forecast", event_tag(f"forecast-{w.service}-{w.day.replace('-', '')}"),
+                     f"service:{w.service}"],
+            "text": (f"Forecast: {w.service} collides with batch ({', '.join(w.runs) or 'batch'}) with a "
+                     f"{w.probability:.0%} chance; {w.minutes_expected:,.0f} minutes over the SLO that day{rng}."
+                     + (f" Tonight: {act.text}." if act else "")),
         }
         if dashboard_uid:
             item["dashboardUID"] = dashboard_uid

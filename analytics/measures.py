@@ -85,6 +85,18 @@ def step_minutes(steps: float | np.ndarray, *, step_s: int) -> float | np.ndarra
     return steps * (step_s / 60.0)
 
 
+def whole_steps_range(lo_min: float, hi_min: float, *, step_s: int) -> tuple[float, float]:
+    """A range of minutes over the SLO out to whole steps (its low end down, its high end up):
+    the store counts whole steps over the SLO, a replay's minutes are expectations.
+
+    >>> whole_steps_range(7.2, 12.1, step_s=300)
+    (5.0, 15.0)
+    """
+    step_min = float(step_minutes(1, step_s=step_s))
+    return (float(step_minutes(np.floor(lo_min / step_min + 1e-9), step_s=step_s)),
+            float(step_minutes(np.ceil(hi_min / step_min - 1e-9), step_s=step_s)))
+
+
 def minutes_over_slo(p99_ms: np.ndarray, slo_ms: float, *, step_s: int) -> float:
     """Minutes of steps over the SLO (:func:`over_slo`) at ``step_s`` seconds a step."""
     return float(step_minutes(float(over_slo(p99_ms, slo_ms).sum()), step_s=step_s))

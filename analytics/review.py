@@ -4,7 +4,9 @@ Five sections, each with a one-sentence finding, its numbers and (where one help
 the pool (size, GPU-hours by class, minutes over the SLO), the rhythm and the collision of
 batch with the morning ramp, the tail events (causes, those a dashboard would misattribute),
 the what-if (the backtest first, then the policies side by side, modelled) and the chargeback
-bill (what each team would pay, by policy). Every number comes from the function the pages
+bill (what each team would pay, by policy); then, when there is one, before and after the latest
+change of policy; and last, the forecast of the collisions ahead of the range's end and the
+change tonight that avoids each (modelled). Every number comes from the function the pages
 use for it (:mod:`analytics.overview`, :mod:`analytics.events`, :mod:`analytics.rhythm`,
 :mod:`analytics.whatif`), so the report, the pages and ``tidelens review --json`` agree.
 
@@ -20,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from analytics.change.basis import kueue_signals
 from analytics.change.findings import change_section, review_change
 from analytics.charts.overview import pool_story_figure
 from analytics.charts.rhythm import hour_of_week_figure
@@ -28,6 +31,10 @@ from analytics.document import Document, Section, render_html, write_document
 from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.pipeline import analyse_timelines
+from analytics.forecast.action import Action
+from analytics.forecast.answer import ForecastAnswer, forecast_timelines, latest_change
+from analytics.forecast.model import DayForecast, ForecastConfig
+from analytics.forecast.report import forecast_section
 from analytics.measures import best_policy
 from analytics.overview import pool_headline, summarise, thin_for_display
 from analytics.rhythm import RhythmConfig
@@ -36,7 +43,7 @@ from analytics.rhythm.summary import rhythm_headline
 from analytics.slo import SloTable, resolve_slos
 from analytics.text import escape_figure
 from analytics.timeline import Timelines, store_timelines
-from analytics.times import format_span, format_time
+from analytics.times import format_span, format_time, iso_utc
 from analytics.units import hour_text, hour_window_text, money, slo_minutes_label, span_text
 from analytics.whatif import POLICIES, compare
 from analytics.whatif.agree import Agreement, agreement
@@ -63,7 +70,7 @@ ReviewSection = Section
 STAGES = {"timelines": "reading the pool and the services", "events": "finding the tail events",
           "rhythm": "decomposing the rhythm", "calibration": "calibrating the what-if on the store",
           "policies": "replaying the pool policies", "change": "comparing before and after the change",
-          "render": "drawing the report"}
+          "forecast": "forecasting the nights ahead", "render": "drawing the report"}
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,20 @@ class WhatifNumbers:
 
 
 @dataclass(frozen=True)
+class ForecastNumbers:
+    """The review's forecast: when it was made (the range's end), its first whole day ahead and
+    the changes tonight tried against that day's collisions (:mod:`analytics.forecast`)."""
+
+    at_ms: int
+    next_day: DayForecast | None
+    actions: list[Action]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"at": iso_utc(self.at_ms), "next_day": self.next_day.as_json() if self.next_day else None,
+                "actions": [a.as_json() for a in self.actions]}
+
+
+@dataclass(frozen=True)
 class ReviewNumbers:
     """The report's numbers (``tidelens review --json`` prints :meth:`as_dict`), each from the
     analysis that computed it: the overview's KPIs, the events' counts, the what-if's summaries,
@@ -116,6 +137,7 @@ class ReviewNumbers:
     events: EventCounts | None = None
     whatif: WhatifNumbers | None = None
     change: "ChangeComparison | None" = None
+    forecast: "ForecastNumbers | None" = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -129,6 +151,8 @@ class ReviewNumbers:
             out["whatif"] = self.whatif.as_dict()
         if self.change is not None:
             out["change"] = self.change.as_dict()
+        if self.forecast is not None:
+            out["forecast"] = self.forecast.as_dict()
         return out
 
 
@@ -151,6 +175,7 @@ class Review:
     missing: dict[str, str] = field(default_factory=dict)  # part -> why it is not shown
     map_digest: str = ""  # the workload map it was computed with (analytics.workloads.map_digest)
     change: "ChangeComparison | None" = None  # before/after the latest recorded change (analytics.change)
+    forecast: ForecastAnswer | None = None  # the collisions ahead of the range's end (analytics.forecast)
     best_policy: str | None = None  # the what-if's (analytics.measures.best_policy), as the page names it
     # Tail events' batch-contention minutes beside what partitioning removes, over the days the
     # what-if replays (analytics.whatif.agree.agreement: the What-if page's and Chargeback's sentence).
@@ -171,6 +196,10 @@ class Review:
                 pool_gpus=self.calibration.scenario.pool.gpus,
                 policies={n: r.summary for n, r in self.results.items()}, best_policy=self.best_policy,
                 agreement=self.agreement)
+        forecast = None
+        if self.forecast is not None:
+            fc = self.forecast.forecast
+            forecast = ForecastNumbers(at_ms=fc.at_ms, next_day=fc.next_day(), actions=list(fc.actions))
         return ReviewNumbers(
             store=self.label, range=self.span, step_s=self.step_s, pool_gpus=s.pool_gpus_max,
             gpu_hours={"capacity": round(s.gpu_hours, 1),
@@ -178,7 +207,7 @@ class Review:
             allocation_pct=s.allocation_pct, activity_pct=s.activity_pct,
             minutes_over_slo={"any_service": s.slo_violation_min, **s.slo_violation_min_by_service},
             slo_ms=self.slo_ms, missing=self.missing, map_digest=self.map_digest,
-            events=events, whatif=whatif, change=self.change)
+            events=events, whatif=whatif, change=self.change, forecast=forecast)
 
 
 def _count(items: Any) -> dict[str, int]:
@@ -205,6 +234,7 @@ def build_review(timelines: Timelines, *, step_s: int, slos: SloTable,
                  calibration: Callable[[str], "Calibration"] | None = None,
                  map_digest: str = "",
                  change: Callable[["EventsAnalysis | None"], "ChangeComparison | None"] | None = None,
+                 forecast: Callable[[], ForecastAnswer] | None = None,
                  on_stage: Callable[[str], None] = lambda _words: None) -> Review:
     """The review of one range from its timelines and the analyses' calls.
 
@@ -247,6 +277,9 @@ def build_review(timelines: Timelines, *, step_s: int, slos: SloTable,
     if change is not None:  # before/after a recorded change, its events the review's own
         on_stage(STAGES["change"])
         review.change = _attempt("before and after the change", missing, lambda: change(review.events))
+    if forecast is not None and services:
+        on_stage(STAGES["forecast"])
+        review.forecast = _attempt("forecast", missing, forecast)
     return review
 
 
@@ -274,6 +307,8 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
         calibration=lambda name: calibrate_timelines(tl, service=name, step_s=step_s, slos=table),
         change=lambda evs: review_change(store, step_s=step_s, slos=table, start_ms=start_ms,
                                          end_ms=end_ms, wmap=wmap, events=evs),
+        forecast=lambda: forecast_timelines(tl, slos=table, cfg=ForecastConfig(step_s=step_s),
+                                            kueue=kueue_signals(store), change=latest_change(store, end_ms)),
         on_stage=on_stage)
 
 
@@ -285,8 +320,9 @@ def _pct(x: float | None) -> str:
 def review_sections(r: Review) -> list[ReviewSection]:
     """The report's sections, in reading order."""
 
-    return [_pool_section(r), _rhythm_section(r), _events_section(r), _whatif_section(r),
-            _chargeback_section(r)] + ([change_section(r.change)] if r.change is not None else [])
+    return ([_pool_section(r), _rhythm_section(r), _events_section(r), _whatif_section(r),
+             _chargeback_section(r)] + ([change_section(r.change)] if r.change is not None else [])
+            + ([forecast_section(r.forecast, r.tz)] if r.forecast is not None else []))
 
 
 def _pool_section(r: Review) -> ReviewSection:

@@ -16,12 +16,14 @@ against its repeat (cached).
 
 Usage::
 
-    .venv/bin/python bench/change.py [--story] [--drag] [--seeds 4,5] [--days 14] [--day 7]
+    .venv/bin/python bench/change.py [--story] [--drag] [--seeds 4,5] [--days 14] [--day 7] [--json ROWS.json]
+    .venv/bin/python bench/change.py --calibrate ROWS.json...   # the range's calibration, cross-fitted
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -31,10 +33,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
+import numpy as np  # noqa: E402
+
 from analytics.change.basis import change_basis  # noqa: E402
 from analytics.change.candidates import propose_from  # noqa: E402
 from analytics.change.compare import CompareConfig, compare_change  # noqa: E402
 from analytics.change.record import PolicyChange  # noqa: E402
+from analytics.change.score import PREDICTION_FLOOR_MIN  # noqa: E402
+from analytics.ranges import RangeCalibration  # noqa: E402
 from analytics.slo import resolve_slos  # noqa: E402
 from analytics.store import Store  # noqa: E402
 
@@ -47,7 +53,41 @@ def _range(rng: list[float] | None) -> str:
     return f"{rng[0]:,.0f}-{rng[1]:,.0f}" if rng else "none"
 
 
-def story(seeds: list[int], days: int, day: int, weekly: bool = False) -> None:
+def calibrate(paths: list[str]) -> None:
+    """The range's calibration from kept rows (``--json``): split conformal on each half of the
+    seeds, scored on the other half (cross-fitted coverage), and on all of them (the constant
+    ``analytics.change.score.RANGE_CALIBRATION`` carries), with its tails together (the rule it
+    ships) and apart (the forecast's rule) side by side."""
+    rows = [r for p in paths for r in json.loads(Path(p).read_text()) if r["raw"]]
+    seeds = sorted({r["seed"] for r in rows})
+    halves = (seeds[: len(seeds) // 2], seeds[len(seeds) // 2:])
+
+    def fit(part: list[dict], tails: str) -> RangeCalibration | None:
+        return RangeCalibration.fit(np.array([r["raw"][0] for r in part]), np.array([r["raw"][1] for r in part]),
+                                    np.array([r["observed"] for r in part]), floor=PREDICTION_FLOOR_MIN, tails=tails)
+
+    def covered(cal: RangeCalibration | None, part: list[dict]) -> int:
+        ranges = [cal.apply(*r["raw"]) if cal else r["raw"] for r in part]
+        return sum(lo <= r["observed"] <= hi for (lo, hi), r in zip(ranges, part))
+
+    print("| tails | fitted on seeds | widths moved below / above | scored on seeds | rows | inside, raw "
+          "| inside, calibrated |")
+    print("|---|---|---|---|---|---|---|")
+    for tails in ("together", "apart"):
+        for a, b in (halves, halves[::-1]):
+            cal = fit([r for r in rows if r["seed"] in a], tails)
+            for weekly in sorted({r["weekly"] for r in rows}):
+                t = [r for r in rows if r["seed"] in b and r["weekly"] == weekly]
+                print(f"| {tails} | {','.join(map(str, a))} | {-cal.q_lo:+.3f} / {cal.q_hi:+.3f} "
+                      f"| {','.join(map(str, b))} ({'weekly' if weekly else 'random'} surges) | {len(t)} "
+                      f"| {covered(None, t)} | {covered(cal, t)} |")
+    for tails in ("together", "apart"):
+        cal = fit(rows, tails)
+        print(f"\n{tails}, all {len(rows)} rows: q_lo = {cal.q_lo:.4f}, q_hi = {cal.q_hi:.4f} (n {cal.n}); inside, "
+              f"raw {covered(None, rows)}, calibrated {covered(cal, rows)} (in-sample)")
+
+
+def story(seeds: list[int], days: int, day: int, weekly: bool = False, keep: str | None = None) -> None:
     from analytics.change.findings import change_section
     from analytics.sample import load_into, simulate, truth
     from analytics.sample.cluster import PoolChange
@@ -59,6 +99,7 @@ def story(seeds: list[int], days: int, day: int, weekly: bool = False) -> None:
           "| replay within | review |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     tally = {"rows": 0, "strict": 0, "range": 0, "either": 0, "given": 0, "replay": 0, "truth": 0}
+    kept: list[dict] = json.loads(Path(keep).read_text()) if keep and Path(keep).exists() else []
     for seed in seeds:
         for policy in ("partitioned", "tidal"):
             t0 = time.perf_counter()
@@ -75,14 +116,15 @@ def story(seeds: list[int], days: int, day: int, weekly: bool = False) -> None:
             change = PolicyChange(at_ms=tr["at_ms"], policy=policy, reservation_gpus=tr.get("reservation_gpus"),
                                   tidal_window=tuple(tr["tidal_window"]) if "tidal_window" in tr else None)
             for svc in ("chat-vllm", "recommender"):
-                out = compare_change(basis, tr["at_ms"], CompareConfig(before_days=day, after_days=days - day,
-                                                                       service=svc), change)
+                comparison = compare_change(basis, tr["at_ms"], CompareConfig(before_days=day, after_days=days - day,
+                                                                              service=svc), change)
+                section = change_section(comparison)
+                out = comparison.as_dict()  # the JSON of `tidelens change compare --json`
                 mb, ma = out["before"]["minutes_over_slo"][svc], out["after"]["minutes_over_slo"][svc]
                 tb, ta = tr["minutes_over_slo"]["before"][svc], tr["minutes_over_slo"]["after"][svc]
                 ok_b, ok_a = _near(mb, tb, 0.15, 0.0), _near(ma, ta, 0.15, 0.0)
                 w = out.get("within", {})
                 rep = out.get("after_replay", {})
-                section = change_section(out)
                 rows = {r[0]: r for t in section.tables for r in t[1]}
                 review_same = (rows["after (observed)"][1] == f"{out['after']['violation_minutes']:,.1f}"
                                and rows["after, replayed under the enacted policy"][1]
@@ -99,6 +141,13 @@ def story(seeds: list[int], days: int, day: int, weekly: bool = False) -> None:
                       f"{rep.get('batch_gpu_hours', 0):,.0f} / {rep.get('observed_batch_gpu_hours', 0):,.0f} GPU-h | "
                       f"{'yes' if w.get('after_replay') else 'no: ' + '; '.join(rep.get('misses', []))} | "
                       f"{'same' if review_same else 'DIFFERS'} |")
+                if keep:
+                    kept.append({"seed": seed, "policy": policy, "service": svc, "weekly": weekly,
+                                 "raw": out["predicted"].get("range_raw_violation_minutes"),
+                                 "range": out["predicted"].get("range_violation_minutes"),
+                                 "predicted": out["predicted"]["violation_minutes"],
+                                 "observed": out["after"]["violation_minutes"]})
+                    Path(keep).write_text(json.dumps(kept, indent=1))
                 tally["rows"] += 1
                 tally["strict"] += bool(w.get("prediction_violation_minutes"))
                 tally["range"] += bool(w.get("prediction_range_violation_minutes"))
@@ -154,14 +203,20 @@ def main() -> None:
     ap.add_argument("--day", type=int, default=7, help="the change's day (0 = the first; 7 = day 8)")
     ap.add_argument("--weekly-surges", action="store_true",
                     help="the surges recur every week alike: the weeks differ only by the policy")
+    ap.add_argument("--json", default=None, help="keep each row's range and outcome in this file (appended)")
+    ap.add_argument("--calibrate", nargs="+", default=None, metavar="ROWS.json",
+                    help="fit the range's calibration on kept rows and print its cross-fitted coverage")
     a = ap.parse_args()
+    if a.calibrate:
+        calibrate(a.calibrate)
+        return
     if not (a.story or a.drag):
         a.story = a.drag = True
     if a.drag:
         drag()
         print()
     if a.story:
-        story([int(s) for s in a.seeds.split(",")], a.days, a.day, a.weekly_surges)
+        story([int(s) for s in a.seeds.split(",")], a.days, a.day, a.weekly_surges, a.json)
 
 
 if __name__ == "__main__":

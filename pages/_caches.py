@@ -1,6 +1,7 @@
 """The app's caches: the store's cheap reads (keyed by the file's version, so a new load
-invalidates them), the disk-and-memory cache of heavy results (:func:`persisted`), and the
-timelines every page reads, with zooms cut from the whole span.
+invalidates them), the memory layer of heavy results (:func:`persisted`) over the library's one
+result cache on disk (:mod:`analytics.resultcache`, which the CLI and notebooks read too), and
+the timelines every page reads, with zooms cut from the whole span.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import logging
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 import polars as pl
@@ -27,7 +27,7 @@ from analytics.timeline import (
     class_rules,
     signal_report,
     slice_timelines,
-    timelines,
+    store_timelines,
 )
 from analytics.timeline.provenance import request_log_summary
 from analytics.workloads import classify_workloads
@@ -128,40 +128,32 @@ def library_version() -> str:
     return code_digest()
 
 
-def persisted(spinner: str | bool, *, max_entries: int = 8,
-              disk_entries: int | None = None) -> Callable[[F], F]:
-    """Cache a page's heavy analytics call in memory and on disk, keyed by its arguments and
-    by the content of the library's code (:func:`library_version`).
+def persisted(spinner: str | bool, *, max_entries: int = 8) -> Callable[[F], F]:
+    """Cache a page's heavy analytics call in memory, keyed by its arguments and by the content
+    of the library's code (:func:`library_version`).
 
     In memory the result is one object shared by every session and rerun (``st.cache_data``
-    alone would unpickle it on each rerun); on disk it outlives a restarted server, so a
-    colleague opening the link tomorrow does not wait for the decomposition again. A change to
-    the library's code, or to the store file (its version is an argument), misses.
-    ``max_entries`` bounds the memory layer, ``disk_entries`` (default the same) the files.
+    would unpickle it on each rerun). Below it is the library's one result cache
+    (:mod:`analytics.resultcache`, on disk): the timelines, events, rhythm and calibrations the
+    call reads are kept there, keyed by the store's content, so a restarted server, the CLI and a
+    notebook read what this server computed, and it reads what they did. A change to the
+    library's code, or to the store file (its version is an argument), misses.
+    ``max_entries`` bounds the memory layer.
     """
-    kept_on_disk = max_entries if disk_entries is None else disk_entries
 
     def wrap(fn: F) -> F:
-        # The decorated function's own source is part of the key: Streamlit keys both caches
-        # by the generic wrappers below, whose source never changes.
+        # The decorated function's own source is part of the key: Streamlit keys the cache by
+        # the generic wrapper below, whose source never changes.
         own_version = hashlib.sha1(inspect.getsource(fn).encode()).hexdigest()[:12]
 
-        def compute(code_version: str, *args: Any) -> Any:
-            value = fn(*args)
-            _prune_disk_cache(on_disk, kept_on_disk - 1)  # room for the file about to be written
-            return value
-
         def load(code_version: str, *args: Any) -> Any:
-            return on_disk(code_version, *args)
+            return fn(*args)
 
         # Streamlit keys a cache by the function's module, qualified name and source: give each
-        # wrapped function's two caches names of their own.
-        for inner, kind in ((compute, "disk"), (load, "memory")):
-            inner.__module__ = fn.__module__
-            inner.__qualname__ = f"{fn.__qualname__}[{kind}]"
-        on_disk = st.cache_data(show_spinner=spinner, max_entries=kept_on_disk,
-                                persist="disk")(compute)
-        in_memory = st.cache_resource(show_spinner=False, max_entries=max_entries)(load)
+        # wrapped function's cache a name of its own.
+        load.__module__ = fn.__module__
+        load.__qualname__ = f"{fn.__qualname__}[memory]"
+        in_memory = st.cache_resource(show_spinner=spinner, max_entries=max_entries)(load)
 
         @functools.wraps(fn)
         def call(*args: Any) -> Any:
@@ -170,23 +162,6 @@ def persisted(spinner: str | bool, *, max_entries: int = 8,
         return call  # type: ignore[return-value]
 
     return wrap
-
-
-def _prune_disk_cache(cached: Any, keep: int) -> None:
-    """Keep the ``keep`` newest disk files of one cached function.
-
-    Streamlit's ``max_entries`` bounds the memory layer only; every store version, code version
-    and slider position would otherwise leave a file in ``~/.streamlit/cache`` for good.
-    """
-    from streamlit.file_util import get_streamlit_file_path
-
-    key = getattr(cached, "_function_key", None)  # Streamlit's name for the function's files
-    if not key:
-        return
-    files = sorted(Path(get_streamlit_file_path("cache")).glob(f"{key}-*.memo"),
-                   key=lambda f: f.stat().st_mtime, reverse=True)
-    for old in files[max(keep, 0):]:
-        old.unlink(missing_ok=True)
 
 
 def cached_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
@@ -236,15 +211,14 @@ def _cut_timelines(path: str, version: str, start_ms: int | None, end_ms: int | 
     return slice_timelines(whole, step_s, start_ms, end_ms)
 
 
-# Eight in memory (tens of MB each for three weeks; polars frames are not mutated in place),
-# sixteen on disk.
-@persisted("Building timelines (first time for this source, range and step)...",
-           max_entries=8, disk_entries=16)
+# Eight in memory (tens of MB each for three weeks; polars frames are not mutated in place);
+# on disk, the library's one result cache, which the CLI reads too.
+@persisted("Building timelines (first time for this source, range and step)...", max_entries=8)
 def _built_timelines(path: str, version: str, start_ms: int | None, end_ms: int | None,
                      step_s: int, map_version: str) -> Timelines:
     cfg = TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
     with open_store(path) as store:
-        return timelines(store, cfg, load_workload_map())  # one device pass for all three
+        return store_timelines(store, cfg, load_workload_map())  # one device pass for all three
 
 
 # -- what a page draws from a cached result ---------------------------------------------------

@@ -12,6 +12,7 @@ PAGES: tuple[tuple[str, str, str, str], ...] = (
     ("pages/rhythm.py", "Rhythm", ":material/waves:", "rhythm"),
     ("pages/events.py", "Tail events", ":material/troubleshoot:", "events"),
     ("pages/whatif.py", "What-if", ":material/tune:", "whatif"),
+    ("pages/forecast.py", "Forecast", ":material/event_upcoming:", "forecast"),
     ("pages/chargeback.py", "Chargeback", ":material/receipt_long:", "chargeback"),
     ("pages/data.py", "Data", ":material/database:", "data"),
 )
@@ -26,6 +27,7 @@ FIRST_RENDER_ELEMENTS: dict[str, tuple[str, ...]] = {
     "events": ("PlotlyChart", "Metric", "Html", "Slider", "Radio", "Button"),
     "whatif": ("PlotlyChart", "Metric", "Html", "Radio", "NumberInput", "ButtonGroup", "Slider",
                "Checkbox"),
+    "forecast": ("PlotlyChart", "Metric", "Html", "Button"),
     "chargeback": ("PlotlyChart", "Metric", "Html", "Radio", "NumberInput"),
     "data": ("PlotlyChart", "Html", "TextInput", "FileUploader", "Radio"),
 }

@@ -198,11 +198,17 @@ class Prefetcher:
 PREFETCH = Prefetcher()
 
 
+def background_allowed() -> bool:
+    """Whether the server computes ahead of a click (``TIDELENS_PREFETCH=0``: only on a click, as the
+    AppTests and a busy shared server want it)."""
+    return env_setting(PREFETCH_ENV) != "0"
+
+
 def prefetch_after_run(page: str = "") -> None:
     """Queue the prefetch for the view this run drew (``app.py`` calls it after the page,
     whose url path is ``page``, also when the page stopped early)."""
     found = take_run_view()
-    if env_setting(PREFETCH_ENV) == "0" or found is None:  # "0": off (the AppTests do)
+    if not background_allowed() or found is None:
         return
     v, src, state = found
     if src.problem or not src.path:

@@ -1,7 +1,7 @@
 """The analysis pages' questions as query objects, and the cached heavy calls that answer them.
 
 One query object per analysis page (:class:`RhythmQuery`, :class:`EventsQuery`,
-:class:`CalibrationQuery`): keyword-only, built by ``from_view`` from the view settings and the
+:class:`CalibrationQuery`, :class:`ForecastQuery`): keyword-only, built by ``from_view`` from the view settings and the
 page's widget values, with the analysis config's own defaults for a widget not drawn. The
 page and the background prefetch (``pages/_prefetch.py``) build the same object for the same
 view, so what the prefetch computes is exactly what the page asks for; ``run()`` makes the
@@ -19,10 +19,13 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Mapping
 
 import streamlit as st
 
+from analytics.change.basis import kueue_signals
 from analytics.errors import TidelensError
 from analytics.events import load_incidents
 from analytics.events.config import EventsConfig
 from analytics.events.pipeline import analyse_timelines
+from analytics.forecast.answer import ForecastAnswer, forecast_timelines, latest_change
+from analytics.forecast.model import ForecastConfig
 from analytics.review import STAGES, build_review, review_html
 from analytics.rhythm.config import RhythmConfig
 from analytics.rhythm.digest import rhythm_page_data
@@ -164,6 +167,24 @@ def _say_stage(words: str) -> None:
         say(words)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ForecastQuery(ViewQuery):
+    """The Forecast page's question: the collisions ahead of the view's end, and (``backtest``)
+    the forecast scored on the view's days, its ranges calibrated on them."""
+
+    slos: SloTable
+    horizon_h: float = ForecastConfig.horizon_h
+    backtest: bool = False
+
+    @classmethod
+    def from_view(cls, v: ViewSettings, src: DataSource, *, backtest: bool = False) -> "ForecastQuery":
+        return cls(**cls.on_view(v, src), slos=v.slos, backtest=backtest)
+
+    def run(self) -> ForecastAnswer:
+        return cached_forecast(self.path, self.version, self.start_ms, self.end_ms, self.step_s,
+                               self.map_version, self.slos, self.horizon_h, self.backtest)
+
+
 # -- the heavy calls ------------------------------------------------------------------------
 @persisted("Decomposing the rhythm...", max_entries=32)
 def cached_rhythm(path: str, version: str, signal: str | None, step_s: int, start_ms: int | None,
@@ -192,6 +213,16 @@ def cached_events(path: str, version: str, start_ms: int | None, end_ms: int | N
     incidents = load_incidents(incidents_name or "upload.csv", incidents_csv) if incidents_csv else None
     # The same call as the CLI's analyse_store; the notes come from the timelines' facts.
     return analyse_timelines(timelines, cfg, incidents, slos=slos)
+
+
+@persisted("Forecasting the collisions ahead...", max_entries=8)
+def cached_forecast(path: str, version: str, start_ms: int | None, end_ms: int | None, step_s: int,
+                    map_version: str, slos: SloTable, horizon_h: float, backtest: bool) -> ForecastAnswer:
+    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    with open_store(path) as store:
+        kueue, change = kueue_signals(store), latest_change(store, end_ms)
+    return forecast_timelines(tl, slos=slos, cfg=ForecastConfig(horizon_h=horizon_h, step_s=step_s), kueue=kueue,
+                              change=change, with_backtest=backtest)
 
 
 # What-if and Chargeback share one calibration per (source, range, step, service, SLO).
@@ -259,7 +290,9 @@ def review_for(v: ViewSettings, src: DataSource,
         events=EventsQuery.from_view(v, src, {}).run, rhythm=RhythmQuery.from_view(v, src, {}).run,
         calibration=lambda name: CalibrationQuery.from_view(v, src, name).run(),
         map_digest=tl.facts.map_digest,  # the map the timelines were classed with
-        change=lambda _events: change_for_review(v, src), on_stage=on_stage)
+        change=lambda _events: change_for_review(v, src),
+        forecast=ForecastQuery.from_view(v, src).run,  # the Forecast page's, without its backtest
+        on_stage=on_stage)
 
 
 def review_html_for(v: ViewSettings, src: DataSource, on_stage: Callable[[str], None] = lambda _words: None) -> str:

@@ -13,12 +13,13 @@ from analytics.text import md
 from analytics.units import money, slo_minutes_label, span_text
 from analytics.charts.whatif import bills_figure
 from analytics.errors import TidelensError
-from analytics.whatif import POLICIES, POLICY_HELP, PRESETS, capacity_plan, compare, reservation
+from analytics.whatif import POLICIES, POLICY_HELP, PRESETS, capacity_plan, reservation
 from analytics.whatif.agree import agreement
 from analytics.whatif.transforms import apply_transforms, transforms_from, transforms_of
 from analytics.whatif import form
 from analytics.whatif.form import MODEL_DAYS
 from analytics.whatif.ledger import bills, ledger, summarise_ledger
+from analytics.whatif.reuse import compare_reusing
 from pages._caches import memo
 from pages._queries import EventsQuery, store_calibration_or_stop
 from pages._show import choose, kpi_row, show_chart, show_table, show_table_with_notes
@@ -79,7 +80,7 @@ qp["w_src"] = kind
 if kind == STORE and ss.get("cb_svc"):
     qp["w_svc"] = ss["cb_svc"]
 
-results = memo(("compare", scn.fingerprint(), tuple(POLICIES)), lambda: compare(scn, POLICIES))
+results = memo(("compare", scn.fingerprint(), tuple(POLICIES)), lambda: compare_reusing(scn, tuple(POLICIES)))
 st.caption(f"{md(scn.description)} · SLO p99 {scn.service.slo_ms:g} ms · {scn.pool.gpus} GPUs")
 if transforms_of(scn):
     st.warning("Forward-looking what-if, not what happened: " + md("; ".join(transforms_of(scn))),

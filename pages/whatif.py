@@ -18,7 +18,7 @@ from analytics.charts.whatif import (backtest_figure, bands_figure, headroom_fig
 from analytics.errors import TidelensError
 from analytics.measures import best_policy
 from analytics.whatif import (POLICIES, POLICY_HELP, PRESETS, PoolParams, ServiceParams,
-                            burst_bands, compare, field_specs, headroom_by_hour, next_gpus,
+                            burst_bands, field_specs, headroom_by_hour, next_gpus,
                             scenario_from_toml, scenario_to_toml)
 from analytics.whatif import form, reservation
 from analytics.whatif.form import MODEL_DAYS
@@ -26,6 +26,7 @@ from analytics.whatif.calibrate import Calibration
 from analytics.whatif.agree import agreement
 from analytics.whatif.transforms import apply_transforms, transform_specs, transforms_from, transforms_of
 from analytics.whatif.ledger import answer_sentence, policy_table, typical_day
+from analytics.whatif.reuse import compare_reusing
 from analytics.units import minutes_text, money, slo_minutes_label
 from analytics.plan import make_plan, plan_zip
 from pages._caches import memo
@@ -300,9 +301,10 @@ if cal is not None:
             show_table([{"parameter": p, "source": s} for p, s in sorted(scn.provenance.items())],
                        key="w_provenance")
 
-# One replay per scenario and policies for every session (Chargeback's too): pages._caches.memo.
+# One replay per scenario and policies for every session (Chargeback's too): pages._caches.memo;
+# a slider step replays only the policies that read what it moved (analytics.whatif.reuse).
 replayed = (scn.fingerprint(), tuple(policies))
-results = memo(("compare", *replayed), lambda: compare(scn, tuple(policies)))
+results = memo(("compare", *replayed), lambda: compare_reusing(scn, tuple(policies)))
 table = policy_table(results)
 st.subheader("Policies side by side")
 st.caption("Every policy moves the batch runs that happened (each arriving when it did, with its GPUs "

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from analytics.store import Store
+from apptest_helpers import morning_store
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -26,6 +27,46 @@ os.environ.setdefault("TIDELENS_TIME_WINDOW", "1970-01-01,now+1d")
 # are confined to (analytics.data_dir) is therefore the system's temporary folder, which holds
 # them. tests/test_data_dir.py sets its own to show the fence.
 os.environ.setdefault("TIDELENS_DATA_DIR", tempfile.gettempdir())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _result_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The one result cache (analytics.resultcache) in this run's temporary folder, never the
+    user's: each worker its own, shared by its tests (keys name the store file and its content,
+    so a test's store is never another's); the CLI's subprocesses inherit it."""
+    os.environ["TIDELENS_CACHE_DIR"] = str(tmp_path_factory.mktemp("results"))
+
+
+@pytest.fixture(scope="session")
+def morning_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three weekdays of the simulator's morning story on 64 GPUs (seed 7) in a store file, built
+    once per worker for every module that reads it (apptest_helpers.morning_store): the
+    cross-page and cross-command tests, the review's, the timelines owner's, Grafana's and the
+    forecast's. Read only: a test that loads into a store copies it first."""
+    return morning_store(tmp_path_factory.mktemp("morning") / "morning.duckdb")
+
+
+@pytest.fixture(scope="session")
+def simulated_store(tmp_path_factory: pytest.TempPathFactory):
+    """``simulated_store(scenario, days=, gpus=, seed=)``: a store file of that simulation and its
+    truth (analytics.sample.truth), built once per worker per arguments for every module that asks
+    (the same run was simulated and loaded by several modules). Read only: a test that loads into
+    the store copies it first."""
+    from analytics.sample import load_into, simulate, truth
+
+    built: dict[tuple, tuple[Path, dict]] = {}
+
+    def build(scenario: str = "morning", **kw) -> tuple[Path, dict]:
+        key = (scenario, tuple(sorted(kw.items())))
+        if key not in built:
+            res = simulate(scenario, **kw)
+            path = tmp_path_factory.mktemp(f"sim-{scenario}") / f"{scenario}.duckdb"
+            with Store(path) as st:
+                load_into(st, res)
+            built[key] = (path, truth(res))
+        return built[key]
+
+    return build
 
 
 @pytest.fixture

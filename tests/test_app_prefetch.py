@@ -45,6 +45,7 @@ def heavy_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setenv("TIDELENS_UPLOADS_DB", str(tmp_path / "uploads.duckdb"))
     monkeypatch.setenv("TIDELENS_CONFIG", str(tmp_path / "tidelens.toml"))
     monkeypatch.setenv(prefetch.PREFETCH_ENV, "1")
+    monkeypatch.setenv("TIDELENS_CACHE_DIR", str(tmp_path / "results"))  # nothing computed before
     prefetcher = prefetch.Prefetcher(delay_s=0.0)
     monkeypatch.setattr(prefetch, "PREFETCH", prefetcher)
     calls: list[tuple[str, int | None, str]] = []
@@ -59,7 +60,7 @@ def heavy_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
         monkeypatch.setattr(module, name, wrapper)
 
     # Counted where the pages call them (a page's module holds the name it imported).
-    counted(importlib.import_module("pages._caches"), "timelines", lambda a, k: a[1].step_s)
+    counted(importlib.import_module("pages._caches"), "store_timelines", lambda a, k: a[1].step_s)
     counted(importlib.import_module("pages._queries"), "rhythm_page_data", lambda a, k: k["step_s"])
     counted(importlib.import_module("pages._queries"), "analyse_timelines",
             lambda a, k: a[1].step_s)  # the Tail events page's one call
@@ -90,13 +91,13 @@ def test_other_pages_and_steps_are_ready_before_the_click(pool_db: Path, heavy_c
     at = _opened(pool_db)
     assert at.title[0].value == "Overview"
     # The Overview computed its own timelines in the script's thread...
-    assert [(n, s) for n, s, thread in calls if thread != prefetch.THREAD_NAME] == [("timelines", 60)]
+    assert [(n, s) for n, s, thread in calls if thread != prefetch.THREAD_NAME] == [("store_timelines", 60)]
     assert prefetcher.wait_idle(300), "the prefetch did not finish"
     assert not prefetcher.failures, list(prefetcher.failures)
     # ...and the prefetch everything the other pages and steps need, once each.
     fetched = sorted((name, step) for name, step, thread in calls if thread == prefetch.THREAD_NAME)
     assert fetched == sorted([("analyse_timelines", 60), ("calibrate_frames", 60), ("rhythm_page_data", 60),
-                              *(("timelines", s) for s in STEP_CHOICES_S if s != 60)])
+                              *(("store_timelines", s) for s in STEP_CHOICES_S if s != 60)])
 
     made_by_pages = len([c for c in calls if c[2] != prefetch.THREAD_NAME])
     for page in PAGES:
@@ -141,20 +142,20 @@ def test_a_zoom_is_cut_from_the_whole_span(pool_db: Path, heavy_calls, monkeypat
     calls, _ = heavy_calls
     monkeypatch.setenv(prefetch.PREFETCH_ENV, "0")
     at = _opened(pool_db)
-    assert [c[:2] for c in calls] == [("timelines", 60)]
+    assert [c[:2] for c in calls] == [("store_timelines", 60)]
     open_settings(at)
     lo, hi = at.sidebar.slider(key="v_range").value
     zoom = (lo + (hi - lo) / 3, lo + (hi - lo) / 2)
     at.sidebar.slider(key="v_range").set_value(zoom).run()
     _no_exception(at)
     assert at.query_params.get("start") and at.query_params.get("end")
-    assert [c[:2] for c in calls] == [("timelines", 60)], "the zoom read the store again"
+    assert [c[:2] for c in calls] == [("store_timelines", 60)], "the zoom read the store again"
     zoomed_kpis = {m.label: m.value for m in at.metric}
     # Streamlit's memory cache may drop the whole span (8 entries, shared): a zoom still cuts.
     st.cache_resource.clear()
     at.sidebar.slider(key="v_range").set_value((lo + (hi - lo) / 4, hi)).run()
     _no_exception(at)
-    assert [c[:2] for c in calls] == [("timelines", 60)], "a dropped whole span was rebuilt"
+    assert [c[:2] for c in calls] == [("store_timelines", 60)], "a dropped whole span was rebuilt"
     at.sidebar.slider(key="v_range").set_value(zoom).run()
     assert {m.label: m.value for m in at.metric} == zoomed_kpis
 

@@ -235,7 +235,7 @@ def pushed_margins(page) -> list[str]:
     return page.evaluate(PUSHED_MARGIN_JS)
 
 
-NAV_TITLES = ["Overview", "Rhythm", "Tail events", "What-if", "Chargeback", "Data"]
+NAV_TITLES = ["Overview", "Rhythm", "Tail events", "What-if", "Forecast", "Chargeback", "Data"]
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 

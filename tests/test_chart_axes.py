@@ -77,17 +77,15 @@ def test_the_theme_assigned_unvalidated_is_the_template_plotly_would_validate() 
         fig.update_layout(height="tall")
 
 
-def test_event_story_has_a_log_p99_row_and_one_band_over_the_event_on_every_row() -> None:
+def test_event_story_has_a_log_p99_row_and_one_band_over_the_event_on_every_row(simulated_store) -> None:
     from analytics.charts.events import CAUSE_COLORS, event_figure
     from analytics.charts.theme import display_ts
     from analytics.events.pipeline import analyse_store
-    from analytics.sample import load_into, simulate, truth
     from analytics.store import Store
 
-    res = simulate("morning", days=2, gpus=64, seed=4)
-    with Store(":memory:") as st:
-        load_into(st, res)
-        analysis = analyse_store(st, slos=SloTable.from_ms({k: v["p99_ms"] for k, v in truth(res)["slos"].items()}))
+    db, tr = simulated_store("morning", days=2, gpus=64, seed=4)  # the session's one build
+    with Store(db, read_only=True) as st:
+        analysis = analyse_store(st, slos=SloTable.from_ms({k: v["p99_ms"] for k, v in tr["slos"].items()}))
     ev = max(analysis.events, key=lambda e: e.peak_p99_ms)
     fig = event_figure(analysis.event_window(ev), analysis.holdings_window(ev), ev, tz="Asia/Tokyo")
     _log_axis_ok(fig.layout.yaxis2, ev.slo_ms, ev.peak_p99_ms)

@@ -7,23 +7,18 @@ import json
 import pytest
 
 from analytics.cli import main
-from analytics.sample.export import load_into, truth
-from analytics.sample.sim import simulate
 from analytics.store import Store
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def sample_db(tmp_path_factory):
-    res = simulate("morning", days=3, gpus=64, seed=4)
-    path = tmp_path_factory.mktemp("events") / "morning.duckdb"
-    with Store(path) as st:
-        load_into(st, res)
-    cfg = path.with_name("tidelens.toml")
-    slos = {k: v["p99_ms"] for k, v in truth(res)["slos"].items()}
+def sample_db(tmp_path_factory, simulated_store):
+    path, tr = simulated_store("morning", days=3, gpus=64, seed=4)  # the session's one build
+    cfg = tmp_path_factory.mktemp("events") / "tidelens.toml"
+    slos = {k: v["p99_ms"] for k, v in tr["slos"].items()}
     cfg.write_text("[slo]\n" + "".join(f'"{k}" = {v}\n' for k, v in slos.items()))
-    return path, cfg, truth(res)
+    return path, cfg, tr
 
 
 def _events(capsys, *args: str) -> list[dict]:

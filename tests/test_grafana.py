@@ -23,7 +23,7 @@ from analytics.cli import main
 from analytics.grafana import GrafanaError, post_annotations
 from analytics.outbound import HttpConfig
 from analytics.times import iso_utc
-from apptest_helpers import isolated_cli, morning_store
+from apptest_helpers import isolated_cli
 from plugins.prometheus import prometheus  # noqa: F401  (the session fixture)
 
 TOKEN = "glsa_s3cr3t-token-value"
@@ -40,8 +40,8 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory) -> Path:
-    return morning_store(tmp_path_factory.mktemp("grafana") / "morning.duckdb")
+def db(morning_db: Path) -> Path:
+    return morning_db  # the session's one build of this store (tests/conftest.py), read only
 
 
 def _export(capsys, db: Path, out: Path, *extra: str) -> dict:

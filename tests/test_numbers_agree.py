@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from apptest_helpers import event_chooser, isolated_cli, metric, morning_store, scoped_metric, tables
+from apptest_helpers import event_chooser, isolated_cli, metric, scoped_metric, tables
 
 from analytics.cli import main
 
@@ -26,8 +26,8 @@ APP = Path(__file__).resolve().parent.parent / "app.py"
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory) -> Path:
-    return morning_store(tmp_path_factory.mktemp("agree") / "morning.duckdb")
+def db(morning_db: Path) -> Path:
+    return morning_db  # the session's one build of this store (tests/conftest.py), read only
 
 
 @pytest.fixture(autouse=True)

@@ -9,9 +9,6 @@ import pytest
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from analytics.sample.export import load_into, truth  # noqa: E402
-from analytics.sample.sim import simulate  # noqa: E402
-from analytics.store import Store  # noqa: E402
 from apptest_helpers import click_option, event_chooser, tables  # noqa: E402
 from pages._show import TABLE_ROWS  # noqa: E402
 
@@ -27,12 +24,9 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def morning_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    res = simulate("morning", days=3, gpus=64, seed=4)
-    db = tmp_path_factory.mktemp("events_page") / "morning.duckdb"
-    with Store(db) as st:
-        load_into(st, res)
-    slo = ",".join(f"{k}:{v['p99_ms']:g}" for k, v in truth(res)["slos"].items())
+def morning_db(simulated_store) -> tuple[Path, str]:
+    db, tr = simulated_store("morning", days=3, gpus=64, seed=4)  # the session's one build
+    slo = ",".join(f"{k}:{v['p99_ms']:g}" for k, v in tr["slos"].items())
     return db, slo
 
 

@@ -281,11 +281,12 @@ def test_cli_plan_writes_the_folder_and_its_numbers(tmp_path: Path, capsys) -> N
 
 
 @pytest.mark.slow
-def test_the_plan_from_a_store_uses_the_what_ifs_reservation(tmp_path: Path, capsys, monkeypatch) -> None:
-    from apptest_helpers import isolated_cli, morning_store
+def test_the_plan_from_a_store_uses_the_what_ifs_reservation(tmp_path: Path, capsys, monkeypatch,
+                                                             morning_db: Path) -> None:
+    from apptest_helpers import isolated_cli
 
     isolated_cli(monkeypatch, tmp_path)
-    db = morning_store(tmp_path / "m.duckdb")
+    db = morning_db
     assert main(["whatif", "--db", str(db), "--json", "--policy", "partitioned"]) == 0
     whatif = json.loads(capsys.readouterr().out)["scenario"]
     assert main(["plan", "--db", str(db), "--policy", "partitioned", "--out", str(tmp_path / "p"),

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from apptest_helpers import isolated_cli, morning_store
+from apptest_helpers import isolated_cli
 from test_hostile_labels import FORMULA, SERVICE, TEAM, hostile_scrapes
 
 from analytics.cli import main
@@ -24,12 +24,13 @@ from analytics.slo import SloTable
 
 pytestmark = [pytest.mark.slow]
 APP = Path(__file__).resolve().parent.parent / "app.py"
-SECTIONS = ["The pool", "Rhythm and collision", "Tail events", "What-if (modelled)", "Chargeback (modelled)"]
+SECTIONS = ["The pool", "Rhythm and collision", "Tail events", "What-if (modelled)", "Chargeback (modelled)",
+            "Forecast (modelled)"]
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory) -> Path:
-    return morning_store(tmp_path_factory.mktemp("review") / "morning.duckdb")
+def db(morning_db: Path) -> Path:
+    return morning_db  # the session's one build of this store (tests/conftest.py), read only
 
 
 @pytest.fixture(autouse=True)
@@ -49,10 +50,10 @@ def test_review_html_is_one_offline_file_with_every_section(db, tmp_path, capsys
     text = out.read_text(encoding="utf-8")
     assert re.findall(r"<h2>([^<]*)</h2>", text) == [s.replace("&", "&amp;") for s in SECTIONS]
     findings = re.findall(r'<p class="finding">([^<]*)</p>', text)
-    assert len(findings) == 5 and all(f.endswith(".") for f in findings)
+    assert len(findings) == 6 and all(f.endswith(".") for f in findings)
     # plotly.js embedded once, and nothing fetched from anywhere
     assert len(re.findall(r"plotly\.js v\d", text)) == 1
-    assert text.count('class="plotly-graph-div"') == 4  # pool story, hour of week, typical day, bills
+    assert text.count('class="plotly-graph-div"') == 5  # pool story, hour of week, typical day, bills, the horizon ahead
     assert not re.search(r'<(script|link|img|iframe)[^>]+(src|href)="(https?:)?//', text)
     # the findings say what the numbers say
     assert f"A pool of {numbers['pool_gpus']:,.0f} GPUs" in findings[0]
@@ -87,6 +88,10 @@ def test_review_numbers_are_the_other_commands_numbers(db, capsys) -> None:
     assert review["gpu_hours"]["batch"] == pytest.approx(whatif["backtest"]["observed_batch_gpu_hours"], abs=0.05)
     capacity = review["gpu_hours"].pop("capacity")
     assert sum(review["gpu_hours"].values()) == pytest.approx(capacity, abs=0.5)
+    # the last section is `tidelens forecast`'s at the store's end: the same next day and actions
+    forecast = _cli_json(capsys, "forecast", "--db", str(db), "--json")["forecast"]
+    nxt = next(d for d in forecast["days"] if d["day"] == review["forecast"]["next_day"]["day"])
+    assert review["forecast"]["next_day"] == nxt and review["forecast"]["actions"] == forecast["actions"]
 
 
 def test_the_overview_download_is_the_cli_review(db, capsys) -> None:
@@ -108,9 +113,10 @@ def test_the_overview_download_is_the_cli_review(db, capsys) -> None:
     v, src = at.session_state["view"], at.session_state["view_source"]
     heard: list[str] = []
     page = review_for(v, src, heard.append).numbers().as_dict()
-    assert heard == [STAGES[s] for s in ("timelines", "events", "rhythm", "calibration", "policies", "change")], heard
+    assert heard == [STAGES[s] for s in ("timelines", "events", "rhythm", "calibration", "policies", "change",
+                                         "forecast")], heard
     cli = _cli_json(capsys, "review", "--db", str(db), "--json")
-    for key in ("pool_gpus", "gpu_hours", "minutes_over_slo", "slo_ms", "events", "whatif", "missing"):
+    for key in ("pool_gpus", "gpu_hours", "minutes_over_slo", "slo_ms", "events", "whatif", "missing", "forecast"):
         assert page[key] == cli[key], key
     html_text = at.session_state["ov_review_made"][1]
     assert "<h1>Capacity review</h1>" in html_text and html.escape(src.label) in html_text
@@ -156,7 +162,7 @@ def test_review_markdown_writes_its_charts_beside_it(db, tmp_path, capsys) -> No
     out = tmp_path / "review.md"
     assert main(["review", "--db", str(db), "--out", str(out)]) == 0
     written = [line.split(" ", 1)[1] for line in capsys.readouterr().out.splitlines() if line.startswith("wrote ")]
-    assert written[0] == str(out) and len(written) == 5
+    assert written[0] == str(out) and len(written) == 6
     text = out.read_text()
     for name in written[1:]:
         assert Path(name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -192,7 +198,7 @@ def test_the_review_works_on_a_range_longer_than_the_whatif_replays(db, monkeypa
     numbers = json.loads(captured.out)  # stdout is the JSON alone; the written path on stderr
     assert f"wrote {out}" in captured.err
     text = out.read_text(encoding="utf-8")
-    assert text.count('class="plotly-graph-div"') == 4
+    assert text.count('class="plotly-graph-div"') == 5
     whatif = _cli_json(capsys, "whatif", "--db", str(db), "--service", numbers["whatif"]["service"],
                        "--days", "2", "--json")
     for name, summary in whatif["policies"].items():

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from apptest_helpers import morning_store
-
 import analytics.timeline.cache as owner
 from analytics.events import EventsConfig
 from analytics.events.pipeline import analyse_store, analyse_timelines
@@ -23,12 +21,12 @@ pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory) -> Path:
-    return morning_store(tmp_path_factory.mktemp("owner") / "morning.duckdb")
+def db(morning_db: Path) -> Path:
+    return morning_db  # the session's one build of this store (tests/conftest.py), read only
 
 
 @pytest.fixture
-def builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+def builds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple]:
     """Every timeline build the owner makes, with its range; the owner's cache starts empty."""
     made: list[tuple] = []
     real = owner.timelines
@@ -38,7 +36,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
         return real(store, cfg, wmap, **kw)
 
     monkeypatch.setattr(owner, "timelines", counted)
-    monkeypatch.setattr(owner, "_cache", type(owner._cache)())
+    monkeypatch.setenv("TIDELENS_CACHE_DIR", str(tmp_path))  # an empty result cache
     return made
 
 

@@ -278,3 +278,19 @@ def test_one_checkpoint_interval_for_every_job(morning: dict) -> None:
                     "preemption").summary.checkpoint_interval_min == own  # -1: each job's own
     fixed = simulate(replace(scn, pool=replace(scn.pool, checkpoint_interval_min=30.0)), "preemption").summary
     assert set(fixed.checkpoint_interval_min.values()) == {30.0}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=0, max_size=60),
+       st.integers(1, 70), st.sampled_from(["max", "min"]))
+def test_the_trailing_window_is_scipys(values: list[float], window: int, op: str) -> None:
+    """The policies' trailing max/min (numpy windows, no scipy import on a replay) equals scipy's
+    filter with the first value repeated before the start, on the same inputs."""
+    from scipy.ndimage import maximum_filter1d, minimum_filter1d
+
+    from analytics.whatif.policies import _trailing
+
+    x = np.array(values, dtype=float)
+    want = x.copy() if window <= 1 or not x.size else (maximum_filter1d if op == "max" else minimum_filter1d)(
+        x, window, mode="nearest", origin=(window - 1) // 2)
+    assert np.array_equal(_trailing(x, window, op), want)

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from analytics.workloads import WorkloadMap
 
 # The prediction's range is the before-period's day-to-day variation only (not the model's error).
-DAY_RANGE_LABEL = "  its day-to-day range: after-periods made of the before-period's days (10th-90th percentile)"
+DAY_RANGE_LABEL = ("  its 80% range: after-periods made of the before-period's days (10th-90th percentile), "
+                   "calibrated on the project's own changes")
 MEASURES: tuple[tuple[str, str], ...] = (
     ("violation_minutes", "minutes over the SLO, {service}"),
     ("minutes_over_slo_any", "minutes over the SLO, any service"),

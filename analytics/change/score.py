@@ -6,8 +6,9 @@ scaled to the after-period's length, against the after-period observed: within 2
 minutes (:data:`PREDICTION_TOLERANCE`, :data:`PREDICTION_FLOOR_MIN`; the What-if's agreement
 bounds). A week is not its average: the prediction carries a **range**, the 10th to 90th
 percentile of after-periods drawn day by day from the before-period's own replayed days (a
-weekday from its weekdays, a weekend day from its weekend days; :func:`prediction_range`), and
-whether the observed after-period is inside it. Beside it, **predicted_given_after_inputs**:
+weekday from its weekdays, a weekend day from its weekend days; :func:`prediction_range`),
+calibrated as the forecast's ranges are (:data:`RANGE_CALIBRATION`), and whether the observed
+after-period is inside it. Beside it, **predicted_given_after_inputs**:
 the same before-period model on the after-period's traffic and batch runs, which splits a miss
 into the inputs' part and the model's, and on each of them alone (:func:`input_split`), which
 names the input that moved it. (b) **after_replay**: the after-period calibrated and replayed
@@ -26,7 +27,8 @@ import numpy as np
 from analytics.change.comparison import ChangeScore, PeriodNumbers
 from analytics.change.record import apply_change
 from analytics.errors import TidelensError
-from analytics.measures import step_minutes
+from analytics.measures import step_minutes, whole_steps_range
+from analytics.ranges import RangeCalibration
 from analytics.times import step_start_ms, utc_hour, utc_weekday
 from analytics.whatif.backtest import (
     BACKTEST_BATCH_FLOOR_GPU_H,
@@ -55,6 +57,16 @@ RANGE_QUANTILES = (0.10, 0.90)  # the prediction's range: 80% of the weeks the b
 RANGE_DRAWS = 2000
 RANGE_MIN_DAYS = 3  # whole before-days needed to draw a range from
 DAY_MS = 86_400_000
+# What makes the day-to-day range an 80% range (analytics.ranges, the forecast's calibration): the
+# widening, in the raw range's widths (at least PREDICTION_FLOOR_MIN), that put 80% of the project's
+# own change bench's after-periods inside it, both edges by one score (tails together: 32 rows ask
+# too much of each tail's 90th percentile). Fitted by `bench/change.py --calibrate` on its 32 rows
+# with surges on random weekdays (8 seeds x 2 policies x 2 services, kept 2026-12-07); each half of
+# the seeds scored with the other half's fit put 24 of 32 inside (13 raw), docs/verdicts.md. A store
+# has no past changes of its own to calibrate on. (7 / 15: the score the fit reads is a row 7 minutes
+# outside a range narrower than the 15-minute floor.)
+RANGE_CALIBRATION = RangeCalibration(q_lo=7 / 15, q_hi=7 / 15, n=32, floor=PREDICTION_FLOOR_MIN, tails="together",
+                                     what="after-periods of the project's change bench (bench/change.py)")
 
 
 def calibrated(basis: "ChangeBasis", span: tuple[int, int], service: str
@@ -112,10 +124,16 @@ def prediction_range(violation: np.ndarray, start_ts_ms: int, step_s: int, after
         pool = pool if pool.size else minutes[whole]
         total += part * pool[rng.integers(0, pool.size, size=draws)]
     lo, hi = np.quantile(total, RANGE_QUANTILES)
-    # The store counts whole steps over the SLO; the replay's minutes are expectations.
-    step_min = step_minutes(1, step_s=step_s)
-    return (float(step_minutes(np.floor(lo / step_min + 1e-9), step_s=step_s)),
-            float(step_minutes(np.ceil(hi / step_min - 1e-9), step_s=step_s)))
+    return whole_steps_range(float(lo), float(hi), step_s=step_s)
+
+
+def calibrated_range(raw: tuple[float, float], step_s: int) -> tuple[float, float]:
+    """The day-to-day range (:func:`prediction_range`) widened by :data:`RANGE_CALIBRATION`, out to whole steps.
+
+    >>> calibrated_range((10.0, 20.0), 60), calibrated_range((0.0, 76.0), 300)  # 7 of the 15-minute floor; 0.47 x 76
+    ((3.0, 27.0), (0.0, 115.0))
+    """
+    return whole_steps_range(*RANGE_CALIBRATION.apply(*raw), step_s=step_s)
 
 
 def _within(model: float, observed: float, tol: float, floor: float) -> bool:
@@ -258,15 +276,18 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
     scale = after.days / before.days if before.days else 0.0
     run_b = simulate(apply_change(scn_b, change), change.policy)
     pred = run_b.summary
-    rng_ = prediction_range(run_b.series["violation"], scn_b.start_ts_ms, scn_b.step_s, after_span)
+    raw = prediction_range(run_b.series["violation"], scn_b.start_ts_ms, scn_b.step_s, after_span)
+    rng_ = calibrated_range(raw, scn_b.step_s) if raw else None
     predicted = {"violation_minutes": float(pred.violation_minutes) * scale,
                  "batch_gpu_hours": float(pred.batch_gpu_hours) * scale,
                  "from": f"the {before.days:.3g} days before, replayed under {change.policy} and scaled "
                          f"to the {after.days:.3g} days after",
                  "range_violation_minutes": list(rng_) if rng_ else None,
+                 "range_raw_violation_minutes": list(raw) if raw else None,
                  "range_from": (f"{RANGE_QUANTILES[0]:.0%}-{RANGE_QUANTILES[1]:.0%} of {RANGE_DRAWS:,} after-periods drawn "
                                 "day by day from the before-period's replayed days (weekdays from weekdays, weekend "
-                                "from weekend)" if rng_ else f"fewer than {RANGE_MIN_DAYS} whole days before: no range")}
+                                f"from weekend), {RANGE_CALIBRATION.describe()}" if rng_
+                                else f"fewer than {RANGE_MIN_DAYS} whole days before: no range")}
     req_b = before.requests.get(service, 0.0)
     predicted["violation_minutes_per_million_requests"] = (
         float(pred.violation_minutes) / (req_b / 1e6) if req_b > 0 else None)
@@ -316,12 +337,12 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
                     f"{predicted['violation_minutes']:,.0f} minutes over the SLO for {service}; "
                     f"{observed_v:,.0f} were observed.")
         if rng_:
-            said.append(f"The before-period's own days make such an after-period {rng_[0]:,.0f} to {rng_[1]:,.0f} "
-                        f"minutes ({RANGE_QUANTILES[0]:.0%} to {RANGE_QUANTILES[1]:.0%} of those drawn from them): "
-                        + (f"{observed_v:,.0f} is inside it, a period those days could make."
+            said.append(f"Its 80% range, the before-period's days drawn into after-periods and calibrated on the "
+                        f"project's own changes, is {rng_[0]:,.0f} to {rng_[1]:,.0f} minutes: "
+                        + (f"{observed_v:,.0f} is inside it."
                            if within["prediction_range_violation_minutes"] else
-                           f"{observed_v:,.0f} is {'above' if observed_v > rng_[1] else 'below'} it, a period "
-                           "unlike the before-period's days."))
+                           f"{observed_v:,.0f} is {'above' if observed_v > rng_[1] else 'below'} it, one of the "
+                           "one in five after-periods an 80% range leaves out."))
         said.append(f"Given the traffic and batch runs that came, the same model says "
                     f"{given_inputs['violation_minutes']:,.0f} minutes: "
                     + ("the miss is the inputs', not the model's." if within[
@@ -331,7 +352,7 @@ def score_change(basis: "ChangeBasis", change: "PolicyChange", before_span: tupl
         said.append(f"The what-if, from the before-period alone, predicted {predicted['violation_minutes']:,.0f} "
                     f"minutes over the SLO for {service} under {change.policy}; {observed_v:,.0f} were observed "
                     f"(within {PREDICTION_TOLERANCE:.0%} or {PREDICTION_FLOOR_MIN:g} minutes"
-                    + (f"; its days make {rng_[0]:,.0f} to {rng_[1]:,.0f}" if rng_ else "") + ").")
+                    + (f"; its 80% range {rng_[0]:,.0f} to {rng_[1]:,.0f}" if rng_ else "") + ").")
     if not within["after_replay"]:
         said.append("The after-period replayed under the enacted policy misses what happened: "
                     + ("; ".join(diff) if diff else "no single part stands out") + " ("

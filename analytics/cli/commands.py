@@ -28,6 +28,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("analytics.cli.events_cmd", "postmortem report of one tail event (.html or .md)"),
     "change": ("analytics.cli.change_cmd", "record a change of the pool's policy, list them, see the candidates in "
                                           "the data, and compare before with after (the what-if scored)"),
+    "forecast": ("analytics.cli.forecast_cmd", "tomorrow's collisions of inference with batch: when, how likely, how "
+                                              "many minutes over the SLO, the change tonight that avoids each; "
+                                              "--backtest scores it on every day of the store"),
     "review": ("analytics.cli.review_cmd", "capacity-review report of a range: pool, rhythm, tail events, "
                                           "what-if, chargeback (.html or .md)"),
 }

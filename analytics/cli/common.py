@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import polars as pl
 
@@ -102,6 +103,14 @@ def config_path(args: argparse.Namespace) -> Path | None:
     Raises ConfigError when ``--config`` names a file that is not there.
     """
     return find_config(args.config)
+
+
+def check_zone(tz: str) -> None:
+    """``--tz``: an IANA zone, else :class:`ConfigError` naming the flag."""
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"--tz {tz[:80]!r} is not an IANA time zone (e.g. Europe/Berlin, UTC)") from None
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

@@ -20,13 +20,16 @@ from analytics.change.record import list_changes
 from analytics.cli.commands import command_help
 from analytics.cli.common import MEMORY, add_config, add_db, add_json, config_path, open_to_read, print_json
 from analytics.config import GRAFANA_TOKEN_ENV, env_setting
-from analytics.errors import ConfigError
+from analytics.errors import ConfigError, TidelensError
 from analytics.events import EventsAnalysis, EventsConfig, analyse_store
+from analytics.forecast.answer import forecast_store
+from analytics.forecast.model import ForecastConfig
 from analytics.grafana import (
     GRAFANA_CONFIG,
     check_uid,
     dashboard_model,
     event_annotations,
+    forecast_annotations,
     post_annotations,
 )
 from analytics.outbound import HttpConfig
@@ -84,6 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rule-label", action="append", default=[], metavar="KEY=VALUE",
                    help="alerts: a label of the PrometheusRule, for the Prometheus' ruleSelector (repeatable, "
                         "e.g. release=prometheus)")
+    p.add_argument("--forecast", action="store_true",
+                   help="grafana: also the collision windows `tidelens forecast` expects after the store's end, "
+                        "as annotations in the future (tag tidelens-forecast; posted again, each is updated)")
     p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                    help=_help("timeout_s") + " (default 10)")
     p.add_argument("--retries", type=int, default=2, help=_help("retries") + " (default 2; never a POST "
@@ -117,17 +123,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     token = _grafana_token(args)
     config = config_path(args)
     wmap = load_map(config)
+    step_s = parse_step_s(args.step, "--step")
     with open_to_read(args) as store:
         slos = resolve_slos(store, config=config)
-        analysis = analyse_store(store, EventsConfig(step_s=parse_step_s(args.step, "--step")), wmap, slos=slos)
+        analysis = analyse_store(store, EventsConfig(step_s=step_s), wmap, slos=slos)
         model = dashboard_model(store, wmap=wmap, slos_ms=analysis.slos_ms)
     annotations = event_annotations(analysis, dashboard_uid=args.dashboard_uid)
+    no_forecast = None
+    if args.forecast:
+        try:
+            with open_to_read(args) as store:
+                ahead = forecast_store(store, cfg=ForecastConfig(step_s=step_s), slos=slos, wmap=wmap)
+            annotations += forecast_annotations(ahead.forecast, dashboard_uid=args.dashboard_uid)
+        except TidelensError as exc:  # the events and the dashboard stand without it
+            no_forecast = f"no forecast annotations: {exc}"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "annotations.json").write_text(json.dumps(annotations, indent=2), encoding="utf-8")
     (out / "dashboard.json").write_text(json.dumps(model, indent=2), encoding="utf-8")
     report: dict = {"annotations": len(annotations), "panels": len(model.get("panels", [])),
                     "files": [str(out / "annotations.json"), str(out / "dashboard.json")]}
+    if no_forecast:
+        report["forecast"] = no_forecast
     if args.url:
         config = replace(GRAFANA_CONFIG, timeout_s=args.timeout, retries=args.retries)
         report["posted"] = post_annotations(args.url, token, annotations, config=config)
@@ -136,6 +153,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         for f in report["files"]:
             print(f"wrote {f}")
+        if no_forecast:
+            print(no_forecast)
         for done in report.get("posted", []):
             print(f"{done['action']} annotation {done['id']} for event {done['event']}")
     return 0

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_config, add_db, add_json, add_slos, config_path, open_to_read, print_json
+from analytics.cli.common import add_config, add_db, add_json, add_slos, check_zone, config_path, open_to_read, print_json
 from analytics.cli.events_cmd import _ms
 from analytics.cli.progress import Progress
 from analytics.document import output_format
@@ -32,22 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_review)
 
 
-def _check_zone(tz: str) -> None:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"--tz {tz!r} is not an IANA time zone (e.g. Europe/Berlin, UTC)") from None
-
-
 def cmd_review(args: argparse.Namespace) -> int:
     if not args.out and not args.json:
         raise ConfigError("say where the review goes: --out review.html (or .md), or --json for its numbers")
     if args.out:
-
         output_format(args.out, "review")  # before the minutes of analysis, not after
-    _check_zone(args.tz)
+    check_zone(args.tz)
     config = config_path(args)
     written = []
     with Progress("review", args) as stage:

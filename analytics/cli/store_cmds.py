@@ -8,6 +8,7 @@ import argparse
 from analytics.audit import audit_dicts, audit_rows
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, open_to_read, print_json, print_table
+from analytics.resultcache import CACHE_MB_ENV, usage
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,6 +36,11 @@ def cmd_sources(args: argparse.Namespace) -> int:
         print_json(frame.to_dicts())
     else:
         print_table(frame.drop("content_hash"))
+        used = usage()
+        print("result cache: off" if used.folder is None else
+              f"result cache (timelines, events, rhythm, calibrations of every store; the app's too): "
+              f"{used.folder}, {used.files} files, {used.bytes / 2**20:,.1f} MiB of "
+              f"{used.limit_bytes / 2**20:,.0f} MiB (${CACHE_MB_ENV})")
     return 0
 
 

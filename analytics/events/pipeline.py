@@ -15,6 +15,7 @@ from analytics.events.analysis import EventsAnalysis, analyse, detected_ids
 from analytics.events.buckets import slo_bucket_notes
 from analytics.events.config import EventsConfig
 from analytics.timeline import Timelines, store_timelines
+from analytics.timeline.cache import timelines_origin
 from analytics.timeline.provenance import latency_source_notes
 
 if TYPE_CHECKING:
@@ -37,6 +38,10 @@ def analyse_store(store: "Store", cfg: EventsConfig | None = None, wmap: "Worklo
         by the relative rule (``cfg.relative_k``).
     """
     cfg = cfg or EventsConfig()
+    origin = timelines_origin(store, cfg.timeline_config(), wmap)
+    found = origin.peek("events", (cfg, slos, incidents)) if origin is not None else None
+    if found is not None:  # computed before (analyse_timelines' key): the timelines are not read
+        return found  # type: ignore[no-any-return]
     return analyse_timelines(store_timelines(store, cfg.timeline_config(), wmap), cfg, incidents, slos=slos)
 
 
@@ -44,15 +49,21 @@ def analyse_timelines(timelines: Timelines, cfg: EventsConfig, incidents: pl.Dat
                       slos: "SloTable | None" = None) -> EventsAnalysis:
     """:func:`analytics.events.analyse` on timelines already built (the app's shared ones, or
     :func:`analyse_store`'s), with the notes their facts add (:func:`facts_notes`): the one call
-    the Tail events page, the review and ``tidelens events`` make. The store is not read."""
+    the Tail events page, the review and ``tidelens events`` make. The store is not read; the
+    result is computed once per timelines and settings (:meth:`Timelines.remembered`) and shared,
+    never to be changed in place."""
 
-    result = analyse(timelines.services, timelines.pool, timelines.holdings, cfg=cfg,
-                     slos=slos, incidents=incidents)
-    facts = timelines.facts
-    if facts is not None:
-        result.notes.extend(facts_notes(facts, timelines.services, result.slos_ms))
-        result.map_digest = facts.map_digest  # which map classed the GPUs (the audit record's)
-    return result
+    def build() -> EventsAnalysis:
+        result = analyse(timelines.services, timelines.pool, timelines.holdings, cfg=cfg,
+                         slos=slos, incidents=incidents)
+        facts = timelines.facts
+        if facts is not None:
+            result.notes.extend(facts_notes(facts, timelines.services, result.slos_ms))
+            result.map_digest = facts.map_digest  # which map classed the GPUs (the audit record's)
+        return result
+
+    # Once per timelines and settings, whichever surface asks first (analytics.resultcache).
+    return timelines.remembered("events", (cfg, slos, incidents), build)
 
 
 def timelines_event_ids(timelines: Timelines, cfg: EventsConfig, *,

@@ -14,7 +14,8 @@ from analytics.rhythm.decompose import Decomposition, decompose
 from analytics.rhythm.inputs import RhythmSignal, SignalSource
 from analytics.rhythm.summary import RhythmSummary, daily_profile, hour_of_week, summarise
 from analytics.store import Store
-from analytics.timeline import Timelines
+from analytics.timeline import TimelineConfig, Timelines
+from analytics.timeline.cache import timelines_origin
 
 ONE_DAY_NOTE = "one day: not a rhythm yet"
 # Hours of the day a short range must cover before its hour-of-day profile is worth a chart.
@@ -87,10 +88,24 @@ def _short_profile(frame: pl.DataFrame, cfg: RhythmConfig) -> pl.DataFrame | Non
 
 
 def rhythm_report(store: Store, cfg: RhythmConfig | None = None, *, signals: list[str] | None = None,
-                  step_s: int = 60) -> list[SignalRhythm]:
-    """The rhythm of the named signals, or of every traffic and batch signal of the store."""
+                  step_s: int = 60, wmap: Any = None) -> list[SignalRhythm]:
+    """The rhythm of the named signals, or of every traffic and batch signal of the store
+    (``wmap``: the workload map that classes batch, ``None`` the defaults); computed once per
+    store content and settings, and shared (never changed in place)."""
     cfg = cfg or RhythmConfig()
-    source = SignalSource(store, step_s=step_s)
+    # Once per store content, step, map, signals and settings (analytics.resultcache); a warm
+    # call reads the answer without reading the timelines.
+    origin = timelines_origin(store, TimelineConfig(step_s=step_s), wmap)
+    found = origin.peek("rhythm", (signals, cfg)) if origin is not None else None
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    source = SignalSource(store, step_s=step_s, wmap=wmap)
+    return source.timelines().remembered("rhythm", (signals, cfg),
+                                         lambda: _signals_rhythm(source, cfg, signals))
+
+
+def _signals_rhythm(source: SignalSource, cfg: RhythmConfig, signals: list[str] | None) -> list[SignalRhythm]:
+    store = source.store
     if signals:
         chosen = [source.find(name) for name in signals]
     else:
@@ -129,6 +144,12 @@ def rhythm_page_data(store: Store, cfg: RhythmConfig, *, signal: str | None = No
     """
     source = SignalSource(store, step_s=step_s, start_ms=start_ms, end_ms=end_ms, wmap=wmap,
                           timelines=timelines)
+    # Once per store content, range, map, signal and settings (analytics.resultcache).
+    return source.timelines().remembered("rhythm-page", (signal, cfg),
+                                         lambda: _page_data(source, cfg, signal))
+
+
+def _page_data(source: SignalSource, cfg: RhythmConfig, signal: str | None) -> RhythmPageData:
     signals = source.signals()
     if not signals:
         return RhythmPageData(signals=[], chosen=None, assumption_notes=list(source.problems))

@@ -7,21 +7,20 @@ Signal names:
 - ``metric:<name>``: a request-rate gauge loaded as such (e.g. a long CSV of a service's
   requests per second), summed over its series per step.
 
-The timelines are computed at most once per :class:`SignalSource`.
+The timelines are the one cache's (:func:`analytics.timeline.store_timelines`), or the caller's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import polars as pl
 
-from analytics import timeline
 from analytics.errors import NotEnoughDataError
 from analytics.sql import rhythm as q
 from analytics.store import Store
-from analytics.timeline import TimelineFacts, Timelines
+from analytics.timeline import TimelineFacts, Timelines, store_timelines
 from analytics.timeline.config import TimelineConfig
 from analytics.timeline.facts import service_gauge_metrics
 from analytics.timeline.service import service_series
@@ -45,12 +44,6 @@ class RhythmSignal:
     @property
     def label(self) -> str:
         return f"{self.entity}: {KIND_LABELS.get(self.kind, self.kind)}"
-
-
-def _timeline_function(name: str) -> Callable[..., pl.DataFrame]:
-    """``analytics.timeline.service_timeline`` or ``pool_timeline`` (imported where used)."""
-
-    return getattr(timeline, name)
 
 
 class SignalSource:
@@ -80,8 +73,7 @@ class SignalSource:
         self.end_ms = end_ms
         self.problems: list[str] = []
         self._signals: list[RhythmSignal] | None = None
-        self._service: pl.DataFrame | None = timelines.services if timelines is not None else None
-        self._pool: pl.DataFrame | None = timelines.pool if timelines is not None else None
+        self._timelines = timelines
         self._facts: TimelineFacts | None = timelines.facts if timelines is not None else None
 
     def _service_gauges(self) -> set[str]:
@@ -92,24 +84,20 @@ class SignalSource:
         return set(service_gauge_metrics(service_series(self.store, self.wmap or WorkloadMap())[0],
                                          self.store))
 
-    def _timeline(self, which: str) -> pl.DataFrame:
-        cached = self._service if which == "service_timeline" else self._pool
-        if cached is not None:
-            return cached
-
-        frame = _timeline_function(which)(self.store, TimelineConfig(
-            step_s=self.step_s, start_ms=self.start_ms, end_ms=self.end_ms), self.wmap)
-        if which == "service_timeline":
-            self._service = frame
-        else:
-            self._pool = frame
-        return frame
+    def timelines(self) -> Timelines:
+        """The timelines of this step and range: the caller's, else the one cache's
+        (:func:`analytics.timeline.store_timelines`: one pass for the pool and the services)."""
+        if self._timelines is None:
+            self._timelines = store_timelines(self.store, TimelineConfig(
+                step_s=self.step_s, start_ms=self.start_ms, end_ms=self.end_ms), self.wmap)
+            self._facts = self._timelines.facts
+        return self._timelines
 
     def service_timeline(self) -> pl.DataFrame:
-        return self._timeline("service_timeline")
+        return self.timelines().services
 
     def pool_timeline(self) -> pl.DataFrame:
-        return self._timeline("pool_timeline")
+        return self.timelines().pool
 
     def signals(self) -> list[RhythmSignal]:
         """Every signal the store can give, traffic first."""

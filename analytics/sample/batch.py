@@ -53,6 +53,7 @@ def plan_jobs(cfg: BatchConfig, days: int, start_day_ord: int, rng: np.random.Ge
         # The night after Monday..Friday's work days: Tuesday..Saturday 02:00 belong to weekdays;
         # we run it on weekday mornings (Mon-Fri) so it collides with weekday ramps.
         ft_draw, ft_len = rng.random(), rng.uniform(*cfg.finetune_hours)
+        ft_len += cfg.finetune_drift_h_per_day * max(0, d - cfg.finetune_drift_from_day)
         if cfg.finetune and weekday < 5 and ft_draw < cfg.finetune_weekday_prob:
             jobs.append(BatchJob(
                 job_id=f"{FINETUNE}-{_day_tag(start_day_ord, d)}", job=FINETUNE, namespace="ml-training",

@@ -69,6 +69,10 @@ class BatchConfig:
     finetune_hours: tuple[float, float] = field(default=(8.0, 9.0), metadata=_help("range of fine-tune run times, hours"))
     finetune_max_gpus: int = field(default=48, metadata=_help("most GPUs the fine-tune takes"))
     finetune_leave_free: int = field(default=6, metadata=_help("GPUs the elastic fine-tune leaves free when admitted"))
+    finetune_drift_h_per_day: float = field(default=0.0, metadata=_help(
+        "each day from finetune_drift_from_day the fine-tune runs this many hours longer than the day before "
+        "(its length drifts; 0 = no drift)"))
+    finetune_drift_from_day: int = field(default=0, metadata=_help("the day (0 = the first) the fine-tune's drift starts"))
     jobs_per_day: float = field(default=3.0, metadata=_help("mean number of other training/eval jobs submitted per day"))
     job_gpus: tuple[int, ...] = field(default=(1, 2, 4), metadata=_help("GPU counts other jobs ask for"))
     job_hours: tuple[float, float] = field(default=(1.0, 5.0), metadata=_help("range of other jobs' run times, hours"))

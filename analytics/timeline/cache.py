@@ -1,57 +1,47 @@
-"""The one owner of built timelines outside the app: a small in-process cache of :func:`timelines`.
+"""The one owner of built timelines: :func:`timelines` through the one result cache.
 
-The CLI's ``events``, ``review`` and ``whatif`` commands, the capacity review, the backtest, a
-notebook or a test asking twice about the same store pay for the timelines (and the store facts
-read with them) once. The key is the file, its loaded sources (ids, content hashes, counts, load
-times), the step, the range and the workload map: loading anything new changes the sources and so
-the key; ``:memory:`` stores are never cached (no file identifies them). The app keeps its own
-copies across sessions and restarts (``pages/_caches.py``) but builds them with the same call.
+The CLI's ``events``, ``review``, ``whatif`` and ``rhythm``, the app's pages, the capacity review,
+the backtest and a notebook asking about the same store, range, step and map read the timelines
+(and the store facts read with them) computed once, in this process or another
+(:mod:`analytics.resultcache`: keyed by the store's loaded sources, so loading anything new
+misses). ``:memory:`` stores are never cached (no file identifies them). The timelines carry
+their :class:`~analytics.timeline.combined.TimelinesOrigin`, so what is computed from them (the
+events, a calibration, a rhythm) is cached under the same key.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+import dataclasses
+from typing import TYPE_CHECKING
 
-import polars as pl
-
-from analytics.timeline.combined import Timelines, timelines
+from analytics.resultcache import canonical, digest, remembered, scope_of
+from analytics.timeline.combined import Timelines, TimelinesOrigin, timelines
 from analytics.timeline.config import TimelineConfig
+
+from analytics.workloads import WorkloadMap
 
 if TYPE_CHECKING:
     from analytics.store import Store
-    from analytics.workloads import WorkloadMap
-
-CACHE_SIZE = 4
-_cache: "OrderedDict[tuple[Any, ...], Timelines]" = OrderedDict()
-_lock = threading.Lock()
 
 
-def cache_key(store: "Store", cfg: TimelineConfig, wmap: "WorkloadMap | None") -> tuple[Any, ...] | None:
+def timelines_origin(store: "Store", cfg: TimelineConfig,
+                     wmap: "WorkloadMap | None") -> TimelinesOrigin | None:
     """What identifies one store's timelines (``None`` for an in-memory store)."""
-    if store.path == ":memory:":
+    scope = scope_of(store)
+    if scope is None:
         return None
-    src = store.sources()
-    sources = tuple(src.select("id", "content_hash", "status", "samples", pl.col("loaded_at").cast(pl.Utf8)).rows())
-    return (os.path.realpath(store.path), sources, cfg.step_s, cfg.start_ms, cfg.end_ms, repr(wmap))
+    # None is the default map (as timelines() takes it).
+    return TimelinesOrigin(scope, int(cfg.step_s), cfg.start_ms, cfg.end_ms,
+                           digest(canonical(wmap or WorkloadMap())))
 
 
 def store_timelines(store: "Store", cfg: TimelineConfig = TimelineConfig(),
                     wmap: "WorkloadMap | None" = None) -> Timelines:
     """The :class:`Timelines` of ``store`` at ``cfg``'s step and range, built once per store
-    file, its sources, the range and the map (:func:`timelines`); the frames are shared, never
-    to be changed in place (polars frames are not)."""
-    key = cache_key(store, cfg, wmap)
-    with _lock:
-        if key is not None and key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-    out = timelines(store, cfg, wmap)
-    if key is not None:
-        with _lock:
-            _cache[key] = out
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
-    return out
+    content, range, map and code (:func:`timelines`); the frames are shared, never to be
+    changed in place (polars frames are not)."""
+    origin = timelines_origin(store, cfg, wmap)
+    if origin is None:
+        return timelines(store, cfg, wmap)
+    return remembered(origin.scope, "timelines", origin,
+                      lambda: dataclasses.replace(timelines(store, cfg, wmap), origin=origin))

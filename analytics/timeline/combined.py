@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import polars as pl
 
+from analytics.resultcache import Scope, peek, remembered
 from analytics.sql.requests import HAS_REQUESTS_TABLE
 from analytics.store import Store
 from analytics.timeline.config import TimelineConfig
@@ -25,16 +26,45 @@ from analytics.timeline.pool import device_pass, empty_holdings, empty_pool, poo
 from analytics.timeline.service import SERVICE_SCHEMA, autoscaler_by_pool, service_frame, service_series
 from analytics.workloads import WorkloadMap, classify_pods
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TimelinesOrigin:
+    """What built one :class:`Timelines`: the store's content (:class:`analytics.resultcache.Scope`),
+    the step, the range as asked (milliseconds, ``None`` open) and the workload map. A result
+    computed from the timelines is cached under it (:meth:`Timelines.remembered`)."""
+
+    scope: Scope
+    step_s: int
+    start_ms: int | None
+    end_ms: int | None
+    map_digest: str
+
+    def peek(self, kind: str, settings: Any) -> Any:
+        """What :meth:`Timelines.remembered` keeps for ``kind`` and ``settings`` of these timelines,
+        or ``None``: a warm command's answer without reading the timelines themselves."""
+        return peek(self.scope, kind, (self, settings))
+
 
 @dataclass(frozen=True)
 class Timelines:
     """The pool timeline, the holdings behind it and the service timeline, at one step and range,
-    with what the pass learned of the store beside them (:class:`TimelineFacts`)."""
+    with what the pass learned of the store beside them (:class:`TimelineFacts`), and what built
+    them (``origin``; ``None`` for frames no store file identifies, which are never cached)."""
 
     pool: pl.DataFrame
     holdings: pl.DataFrame
     services: pl.DataFrame
     facts: TimelineFacts = TimelineFacts()
+    origin: TimelinesOrigin | None = None
+
+    def remembered(self, kind: str, settings: Any, build: Callable[[], T]) -> T:
+        """``build()`` computed once per these timelines' origin and ``settings`` in the one result
+        cache (:func:`analytics.resultcache.remembered`); computed every time without an origin."""
+        if self.origin is None:
+            return build()
+        return remembered(self.origin.scope, kind, (self.origin, settings), build)
 
     def service_names(self) -> list[str]:
         """The services of the service timeline, sorted."""

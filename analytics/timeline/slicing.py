@@ -9,6 +9,8 @@ sub-range's grid: the app cuts a zoom from the range it has instead of reading t
 
 from __future__ import annotations
 
+import dataclasses
+
 import polars as pl
 
 from analytics.timeline.combined import Timelines
@@ -33,8 +35,12 @@ def slice_timelines(whole: Timelines, step_s: int, start_ms: int | None,
     # The sub-range's steps as analytics.timeline.counters.step_range places them.
     lo = pl.lit(True) if start_ms is None else pl.col("ts") >= _ts(step_end(step_ms, start_ms))
     hi = pl.lit(True) if end_ms is None else pl.col("ts") <= _ts(step_end(step_ms, end_ms))
+    # Equal to building the sub-range, so cached as the sub-range built: what the page computes
+    # from a zoom, the CLI asked for that range reads.
+    origin = (None if whole.origin is None
+              else dataclasses.replace(whole.origin, start_ms=start_ms, end_ms=end_ms))
     return Timelines(whole.pool.filter(lo & hi), whole.holdings.filter(lo & hi),
-                     whole.services.filter(lo & hi), whole.facts)
+                     whole.services.filter(lo & hi), whole.facts, origin)
 
 
 def _ts(ms: int) -> pl.Expr:

@@ -19,7 +19,9 @@ import polars as pl
 from analytics.measures import gpus_per_replica, pool_size, warmup_steps
 from analytics.slo import SloTable
 from analytics.sql.whatif import GPU_MODELS
+from analytics.resultcache import remembered
 from analytics.timeline import TimelineConfig, Timelines, store_timelines
+from analytics.timeline.cache import timelines_origin
 from analytics.whatif.backtest import backtest_from
 from analytics.whatif.fit import (
     ServiceFit,
@@ -29,7 +31,7 @@ from analytics.whatif.fit import (
     ready_cap,
     replica_cap,
 )
-from analytics.whatif.observe import Observation, observe, observed_jobs
+from analytics.whatif.observe import Observation, observe, observed_jobs, pick_service
 from analytics.whatif.params import MAX_SLO_MS, BatchParams, PoolParams, PoolScenario, ServiceParams
 
 
@@ -250,12 +252,17 @@ def calibrate_timelines(tl: Timelines, *, service: str | None = None, step_s: in
                         on_stage: Callable[[str], None] = lambda _words: None) -> Calibration:
     """:func:`calibrate_frames` on a timelines dict (``analytics.timeline.store_timelines``, the
     app's cache), the GPU model taken from its facts: what the What-if page, the review and
-    ``tidelens whatif`` call."""
+    ``tidelens whatif`` call. Computed once per timelines, service and SLO table
+    (:meth:`Timelines.remembered`); the result is shared, never to be changed in place."""
     facts = tl.facts
-    return calibrate_frames(tl.services, tl.pool, tl.holdings, service=service, step_s=step_s,
-                            slos=slos, observed_policy=observed_policy,
-                            gpu_model=gpu_model_from(facts.gpu_models) if facts is not None else None,
-                            on_stage=on_stage)
+    # Once per (store content, range, step, map, service, SLO table, code) for every surface:
+    # a pool's every service calibrated by the What-if is each read again by the CLI, and the
+    # default service is named first, so `tidelens whatif` and the review share its calibration.
+    name = service or pick_service(tl.services, slos)
+    return tl.remembered("calibration", (name, step_s, slos, observed_policy), lambda: calibrate_frames(
+        tl.services, tl.pool, tl.holdings, service=name, step_s=step_s, slos=slos,
+        observed_policy=observed_policy,
+        gpu_model=gpu_model_from(facts.gpu_models) if facts is not None else None, on_stage=on_stage))
 
 
 def calibrate(store: Any, *, pool: str | None = None, service: str | None = None,
@@ -305,7 +312,17 @@ def calibrate_store(store: Any, *, service: str | None = None, start_ms: int | N
                     end_ms: int | None = None, step_s: int = 60,
                     slos: SloTable | None = None, wmap: Any = None,
                     observed_policy: str = "shared") -> Calibration:
-    """``calibrate`` and ``backtest`` in one pass over the timelines."""
-    tl = store_timelines(store, TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms), wmap)
+    """``calibrate`` and ``backtest`` in one pass over the timelines; a calibration computed
+    before (:func:`calibrate_timelines`' key) is read without reading the timelines."""
+    cfg = TimelineConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
+    origin = timelines_origin(store, cfg, wmap)
+    if origin is not None:
+        # The default service is named once per timelines and SLO table, a small result of its own.
+        name = service or remembered(origin.scope, "default-service", (origin, slos),
+                                     lambda: pick_service(store_timelines(store, cfg, wmap).services, slos))
+        found = origin.peek("calibration", (name, step_s, slos, observed_policy))
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+    tl = store_timelines(store, cfg, wmap)
     return calibrate_timelines(tl, service=service,
                                step_s=step_s, slos=slos, observed_policy=observed_policy)

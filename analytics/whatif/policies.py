@@ -68,14 +68,15 @@ class CapacityTrace:
 
 def _trailing(x: np.ndarray, window: int, op: str) -> np.ndarray:
     """Trailing max/min over ``window`` steps (the step itself and the ones before)."""
-    if window <= 1:
+    if window <= 1 or x.shape[0] == 0:
         return x.copy()
-    # origin (w-1)//2 shifts scipy's centred window to end at the step; 'nearest' repeats
-    # the first value before the start (the period starts in steady state).
-    from scipy.ndimage import maximum_filter1d, minimum_filter1d  # loaded on the first replay
-
-    f = maximum_filter1d if op == "max" else minimum_filter1d
-    return f(x, window, mode="nearest", origin=(window - 1) // 2)
+    # The first value repeats before the start (the period starts in steady state), as scipy's
+    # maximum_filter1d(mode="nearest", origin=(window - 1) // 2) has it; numpy's windows spare
+    # every replay scipy.ndimage's import (a second of a warm `tidelens review` under load), and
+    # the windows are minutes of steps, so the window's pass costs less than the import.
+    padded = np.concatenate([np.full(window - 1, x[0], dtype=x.dtype), x])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, window)
+    return windows.max(axis=1) if op == "max" else windows.min(axis=1)
 
 
 def _in_window(hours: np.ndarray, start_h: float, end_h: float) -> np.ndarray | None:
