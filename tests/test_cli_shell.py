@@ -61,7 +61,8 @@ def test_no_db_reads_the_bundled_sample_and_says_so(no_default_store: Path, caps
 
 
 @pytest.mark.parametrize("argv", [["sources"], ["series"], ["audit"], ["rhythm", "--json"], ["signals"],
-                                  ["classify"], ["timeline", "--kind", "pool"], ["change", "list"]])
+                                  ["classify"], ["timeline", "--kind", "pool"], ["change", "list"],
+                                  ["forecast"], ["export", "grafana", "--out", "g"]])
 def test_a_store_that_is_not_there_is_refused_and_not_created(argv: list[str], tmp_path: Path, capsys) -> None:
     db = tmp_path / "nope.duckdb"
     assert main([*argv, "--db", str(db)]) == 2
