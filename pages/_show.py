@@ -305,9 +305,9 @@ def made_download(label: str, *, key: str, inputs: Any, make: Callable[[Callable
                         help=f"{help} (made on the click, its progress shown; then a download)"):
         return
     slot = st.empty()
-    with slot.status(f"{what}: starting", expanded=False) as box:
-        data = make(lambda words: box.update(label=f"{what}: {words}"))
-        box.update(label=f"{what}: ready", state="complete")
+    with slot.status(f"{md(what)}: starting", expanded=False) as box:  # a label is Markdown; names are data
+        data = make(lambda words: box.update(label=f"{md(what)}: {md(words)}"))
+        box.update(label=f"{md(what)}: ready", state="complete")
     ss[f"{key}_made"] = (inputs, data)
     st.rerun()  # the download button in the button's place
 
@@ -316,7 +316,7 @@ def with_status(what: str, work: Callable[[Callable[[str], None]], Any]) -> Any:
     """``work``'s result, with a status saying its stage while it runs (``work`` hears each
     stage's words); the status goes once it is done."""
     slot = st.empty()
-    with slot.status(f"{what}: starting", expanded=False) as box:
-        out = work(lambda words: box.update(label=f"{what}: {words}"))
+    with slot.status(f"{md(what)}: starting", expanded=False) as box:  # a label is Markdown; names are data
+        out = work(lambda words: box.update(label=f"{md(what)}: {md(words)}"))
     slot.empty()
     return out
