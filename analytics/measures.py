@@ -25,9 +25,11 @@ share are defined here once and every caller goes through these functions:
   (:func:`gpus_per_replica`);
 - **desired replicas where no autoscaler is linked**: inferred from traffic with the load per
   replica of uncontended, settled steps (:func:`infer_desired`).
-- **the best policy** of a what-if: the fewest whole minutes over the SLO, ties to the cheaper,
-  then to the earlier name (:func:`best_policy`); the What-if page, the capacity review and
-  both CLIs' ``best_policy`` read it from here.
+- **the best policy** of a pool: one decision for every service on it, judged by one rule
+  (:func:`best_policy`): the fewest whole minutes over the SLO summed over the pool's services,
+  each against its own SLO (:func:`pool_outcomes`), ties to the least batch work forgone, then
+  to the cheaper, then to the earlier name. The What-if page, Chargeback, the capacity review
+  and ``tidelens whatif``/``review`` read it from here (a single service is a pool of one).
 
 >>> import numpy as np
 >>> over_slo(np.array([50.0, 150.0, np.nan]), 100.0).tolist()
@@ -97,6 +99,20 @@ def whole_steps_range(lo_min: float, hi_min: float, *, step_s: int) -> tuple[flo
             float(step_minutes(np.ceil(hi_min / step_min - 1e-9), step_s=step_s)))
 
 
+def over_slo_label(scope: str, *, modelled: bool, period: str = "") -> str:
+    """The label of a number of minutes over the SLO, naming what it counts: which services
+    (``scope``), observed or modelled, and over which ``period`` when the label is read away
+    from its range. Minutes over the SLO of different scopes are different numbers; a label
+    without its scope reads as a contradiction beside another.
+
+    >>> over_slo_label("any service", modelled=False)
+    'Minutes over the SLO, any service, observed'
+    >>> over_slo_label("chat-vllm", modelled=True, period="last 7 days")
+    'Minutes over the SLO, chat-vllm, modelled, last 7 days'
+    """
+    return f"Minutes over the SLO, {scope}, {'modelled' if modelled else 'observed'}" + (f", {period}" if period else "")
+
+
 def minutes_over_slo(p99_ms: np.ndarray, slo_ms: float, *, step_s: int) -> float:
     """Minutes of steps over the SLO (:func:`over_slo`) at ``step_s`` seconds a step."""
     return float(step_minutes(float(over_slo(p99_ms, slo_ms).sum()), step_s=step_s))
@@ -137,32 +153,107 @@ def minutes_over_slo_any(steps: pl.DataFrame, *, step_s: int) -> float:
 
 
 class PolicyOutcome(Protocol):
-    """What :func:`best_policy` reads of a policy's summary (:class:`analytics.whatif.outputs.PolicySummary`)."""
+    """What :func:`best_policy` reads of a policy's outcome: one service's replay
+    (:class:`analytics.whatif.outputs.PolicySummary`) or a pool's (:class:`PoolOutcome`)."""
 
     @property
     def violation_minutes(self) -> float: ...
 
     @property
+    def batch_lost_gpu_hours(self) -> float: ...
+
+    @property
+    def batch_unfinished_gpu_hours(self) -> float: ...
+
+    @property
     def cost_total(self) -> float: ...
 
 
-def best_policy(summaries: Mapping[str, PolicyOutcome]) -> str | None:
-    """The policy with the fewest whole minutes over the SLO (ties: the lower ``cost_total``,
-    then the earlier name), from each policy's summary; ``None`` for no policies.
+@dataclass(frozen=True)
+class PoolOutcome:
+    """One policy's outcome for a whole pool (:func:`pool_outcomes`): what :func:`best_policy`
+    judges a pool by."""
 
-    Whole minutes: a modelled fraction of one (a step's chance of reading over) is no lead.
+    violation_minutes: float  # every service's minutes over its own SLO, summed
+    violation_minutes_by_service: dict[str, float]  # the breakdown, adding up to the above
+    batch_lost_gpu_hours: float  # of the service replay that forgoes the most batch work
+    batch_unfinished_gpu_hours: float
+    cost_total: float  # the dearest of the replays' GPU cost
+
+
+def pool_outcomes(by_service: Mapping[str, Mapping[str, PolicyOutcome]]) -> dict[str, PoolOutcome]:
+    """Each policy's outcome for the pool, from each service's replay of it (``service ->
+    policy -> outcome``): the policies every service was replayed under, in the first service's
+    order.
+
+    The minutes are added: each service's minutes over its own SLO (a minute two services are
+    both over counts twice: each is a promise broken to its own users), so the per-service rows
+    add up to the pool's. Every service's replay models the same pool and the same batch runs
+    from that service's side (the other services' GPUs held as observed), so the batch work
+    forgone (lost and left unfinished) and the GPU cost are the largest any replay shows: the
+    figure a pool owner has to defend.
 
     >>> from types import SimpleNamespace as S
-    >>> best_policy({"shared": S(violation_minutes=10.4, cost_total=500.0),
-    ...              "partitioned": S(violation_minutes=10.2, cost_total=900.0)})
+    >>> def o(m, lost=0.0, cost=100.0):
+    ...     return S(violation_minutes=m, batch_lost_gpu_hours=lost, batch_unfinished_gpu_hours=0.0, cost_total=cost)
+    >>> out = pool_outcomes({"chat": {"shared": o(40.0), "mig": o(10.0, 3.0)},
+    ...                      "rec": {"shared": o(20.0), "mig": o(25.0, 1.0, 90.0)}})
+    >>> {p: (x.violation_minutes, x.batch_lost_gpu_hours, x.cost_total) for p, x in out.items()}
+    {'shared': (60.0, 0.0, 100.0), 'mig': (35.0, 3.0, 100.0)}
+    >>> out["mig"].violation_minutes_by_service
+    {'chat': 10.0, 'rec': 25.0}
+    """
+    if not by_service:
+        return {}
+    names = list(by_service)
+    policies = [p for p in by_service[names[0]] if all(p in by_service[s] for s in names)]
+    out: dict[str, PoolOutcome] = {}
+    for p in policies:
+        each = {s: by_service[s][p] for s in names}
+        worst = max(names, key=lambda s: (_forgone(each[s]), s))
+        out[p] = PoolOutcome(
+            violation_minutes=float(sum(float(x.violation_minutes) for x in each.values())),
+            violation_minutes_by_service={s: float(x.violation_minutes) for s, x in each.items()},
+            batch_lost_gpu_hours=float(each[worst].batch_lost_gpu_hours),
+            batch_unfinished_gpu_hours=float(each[worst].batch_unfinished_gpu_hours),
+            cost_total=float(max(float(x.cost_total) for x in each.values())))
+    return out
+
+
+def _forgone(x: PolicyOutcome) -> float:
+    """Batch work a policy forgoes: GPU-hours thrown away (evictions, interruptions) and left
+    unfinished at the period's end."""
+    return float(x.batch_lost_gpu_hours) + float(x.batch_unfinished_gpu_hours)
+
+
+def best_policy(outcomes: Mapping[str, PolicyOutcome]) -> str | None:
+    """The pool's best policy: the fewest whole minutes over the SLO (for a pool, every
+    service's minutes over its own SLO summed: :func:`pool_outcomes`); ties to the least batch
+    work forgone (whole GPU-hours lost and left unfinished), then to the lower ``cost_total``,
+    then to the earlier name. ``None`` for no policies.
+
+    Why this order: a minute over the SLO is a promise broken to a service's users, which the
+    serving team answers for, whichever service it is; among policies that break as many,
+    the one that keeps more of the batch team's work costs the pool less than the GPU bill
+    says (work lost is redone on GPUs the bill counts again), and money decides only what is
+    equal to both teams. Whole minutes and whole GPU-hours: a modelled fraction of one (a
+    step's chance of reading over) is no lead.
+
+    >>> from types import SimpleNamespace as S
+    >>> def o(m, cost, forgone=0.0):
+    ...     return S(violation_minutes=m, cost_total=cost, batch_lost_gpu_hours=forgone, batch_unfinished_gpu_hours=0.0)
+    >>> best_policy({"shared": o(10.4, 500.0), "partitioned": o(10.2, 900.0)})
     'shared'
-    >>> best_policy({"b": S(violation_minutes=3.0, cost_total=1.0), "a": S(violation_minutes=3.0, cost_total=1.0)})
+    >>> best_policy({"partitioned": o(3.4, 600.0, 36.2), "tidal": o(3.2, 900.0, 5.0)})
+    'tidal'
+    >>> best_policy({"b": o(3.0, 1.0), "a": o(3.0, 1.0)})
     'a'
     """
-    if not summaries:
+    if not outcomes:
         return None
-    return min(summaries, key=lambda n: (round(float(summaries[n].violation_minutes)),
-                                         float(summaries[n].cost_total), n))
+    return min(outcomes, key=lambda n: (round(float(outcomes[n].violation_minutes)),
+                                        round(_forgone(outcomes[n])),
+                                        float(outcomes[n].cost_total), n))
 
 
 def minutes_over_slo_by_service(steps: pl.DataFrame, *, step_s: int) -> dict[str, float]:

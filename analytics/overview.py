@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timezone
-from typing import Any, Callable
+from typing import Any
 
 import polars as pl
 
@@ -29,7 +29,7 @@ from analytics.signals import SIGNALS
 from analytics.slo import SloTable
 from analytics.timeline.config import CLASS_COLUMNS as POOL_CLASSES
 from analytics.times import format_span
-from analytics.units import minutes_text, slo_minutes_label, span_text
+from analytics.units import minutes_text, span_text
 
 # GPU classes in the order every chart stacks them (bottom to top) and every legend lists them:
 # the pool timeline's own list (one definition).
@@ -66,12 +66,6 @@ class OverviewSummary:
     def span_h(self) -> float:
         """The hours the range's steps cover."""
         return self.steps * self.step_s / 3600
-
-    def slo_minutes_label(self, name: Callable[[str], str] = str) -> str:
-        """What :attr:`slo_violation_min` counts, named (:func:`analytics.units.slo_minutes_label`):
-        steps any service was over, over the range, observed; each service's name through
-        ``name`` (a page's Markdown escape: names are data)."""
-        return slo_minutes_label([name(n) for n in self.slo_violation_min_by_service], self.span_h, "observed")
 
 
 def _per_step_totals(pool: pl.DataFrame) -> pl.DataFrame:
@@ -198,15 +192,13 @@ def pool_headline(s: OverviewSummary) -> str:
     >>> pool_headline(OverviewSummary(steps=10080, step_s=60, pool_gpus_max=64, pool_gpus_mean=64,
     ...     allocation_pct=75.0, activity_pct=50.0, gpu_hours=10752, slo_violation_min=1033,
     ...     slo_violation_min_by_service={"chat": 570.0, "rec": 546.0}, class_share=share))
-    'A pool of 64 GPUs over 7 days: batch held 40% of its GPU-hours, inference 35%, 25% sat idle; p99 was over the SLO for 1,033 minutes (any of 2 services, observed: chat 570 min, rec 546 min).'
+    "A pool of 64 GPUs over 7 days: batch held 40% of its GPU-hours, inference 35%, 25% sat idle; some service's p99 was over its SLO for 1,033 minutes, observed (chat 570 min, rec 546 min)."
     """
     if s.steps == 0:
         return "No steps in this range: nothing to summarise."
     share = dict(s.class_share.select("cls", "share").iter_rows()) if s.class_share.height else {}
     per = ", ".join(f"{n} {minutes_text(m)}" for n, m in s.slo_violation_min_by_service.items())
-    who = (f"{next(iter(s.slo_violation_min_by_service))}, observed" if len(s.slo_violation_min_by_service) == 1
-           else f"any of {len(s.slo_violation_min_by_service)} services, observed: {per}")
-    over = (f"p99 was over the SLO for {s.slo_violation_min:,.0f} minutes ({who})" if per
+    over = (f"some service's p99 was over its SLO for {s.slo_violation_min:,.0f} minutes, observed ({per})" if per
             else "no latency data to judge an SLO by")
     return (f"A pool of {s.pool_gpus_max:,.0f} GPUs over {span_text(s.span_h)}: batch held "
             f"{share.get('batch', 0):.0%} of its GPU-hours, inference {share.get('inference', 0):.0%}, "

@@ -35,7 +35,7 @@ from analytics.forecast.action import Action
 from analytics.forecast.answer import ForecastAnswer, forecast_timelines, latest_change
 from analytics.forecast.model import DayForecast, ForecastConfig
 from analytics.forecast.report import forecast_section
-from analytics.measures import best_policy
+from analytics.measures import over_slo_label
 from analytics.overview import pool_headline, summarise, thin_for_display
 from analytics.rhythm import RhythmConfig
 from analytics.rhythm.digest import rhythm_page_data
@@ -44,13 +44,13 @@ from analytics.slo import SloTable, resolve_slos
 from analytics.text import escape_figure
 from analytics.timeline import Timelines, store_timelines
 from analytics.times import format_span, format_time, iso_utc
-from analytics.units import hour_text, hour_window_text, money, slo_minutes_label, span_text
+from analytics.units import hour_text, hour_window_text
 from analytics.whatif import POLICIES, compare
-from analytics.whatif.agree import Agreement, agreement
+from analytics.whatif.agree import Agreement, pool_agreement
+from analytics.whatif.answer import PoolAnswer, answer_for, calibrate_pool, in_words
 from analytics.whatif.calibrate import calibrate_timelines
-from analytics.whatif.form import MODEL_DAYS, last_days
-from analytics.whatif.ledger import answer_sentence, bills, typical_day
-from analytics.whatif.observe import pick_service
+from analytics.whatif.form import MODEL_DAYS
+from analytics.whatif.ledger import bills, typical_day
 from analytics.whatif.outputs import PolicySummary
 
 if TYPE_CHECKING:
@@ -85,8 +85,10 @@ class EventCounts:
 
 @dataclass(frozen=True)
 class WhatifNumbers:
-    """The what-if of the review: the service modelled, its backtest, each policy's summary, the
-    best policy and the tail events' agreement with it."""
+    """The what-if of the review: the pool's answer (``best_policy`` and ``pool``: every service
+    of the pool, each against its own SLO) and the tail events' agreement with it, beside one
+    service's breakdown (``service``: the one most often above its SLO, its backtest and each
+    policy's summary)."""
 
     service: str
     backtest: dict[str, Any]  # analytics.whatif.backtest.backtest_from's, without the frame
@@ -94,12 +96,15 @@ class WhatifNumbers:
     policies: dict[str, PolicySummary]
     best_policy: str | None
     agreement: Agreement | None = None
+    pool: PoolAnswer | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = {"service": self.service, "backtest": self.backtest, "pool_gpus": self.pool_gpus,
                "policies": {n: s.as_dict() for n, s in self.policies.items()}, "best_policy": self.best_policy}
         if self.agreement is not None:
             out["agreement"] = self.agreement.as_dict()
+        if self.pool is not None:
+            out["pool"] = self.pool.as_dict()
         return out
 
 
@@ -169,16 +174,21 @@ class Review:
     slo_ms: dict[str, float | None]  # the SLO each service was judged by
     events: "EventsAnalysis | None" = None
     rhythm: "RhythmPageData | None" = None
-    calibration: "Calibration | None" = None
-    results: dict[str, Any] = field(default_factory=dict)  # policy -> PolicyResult (modelled)
+    calibration: "Calibration | None" = None  # the breakdown's service (the one most often over its SLO)
+    results: dict[str, Any] = field(default_factory=dict)  # policy -> PolicyResult of that service (modelled)
     scenario: "PoolScenario | None" = None  # what ``results`` replayed (the range's last days)
+    # The pool's default answer: every service of the pool replayed, judged by the one rule
+    # (analytics.whatif.answer; the What-if page's, Chargeback's and `tidelens whatif`'s).
+    answer: PoolAnswer | None = None
+    backtests: dict[str, dict[str, Any]] = field(default_factory=dict)  # each service's, without the frame
     missing: dict[str, str] = field(default_factory=dict)  # part -> why it is not shown
     map_digest: str = ""  # the workload map it was computed with (analytics.workloads.map_digest)
     change: "ChangeComparison | None" = None  # before/after the latest recorded change (analytics.change)
     forecast: ForecastAnswer | None = None  # the collisions ahead of the range's end (analytics.forecast)
-    best_policy: str | None = None  # the what-if's (analytics.measures.best_policy), as the page names it
+    best_policy: str | None = None  # the pool's (analytics.measures.best_policy), as the pages name it
     # Tail events' batch-contention minutes beside what partitioning removes, over the days the
-    # what-if replays (analytics.whatif.agree.agreement: the What-if page's and Chargeback's sentence).
+    # what-if replays, the pool's services together (analytics.whatif.agree.pool_agreement: the
+    # What-if page's and Chargeback's sentence).
     agreement: Agreement | None = None
 
     def numbers(self) -> ReviewNumbers:
@@ -195,7 +205,7 @@ class Review:
                 backtest={k: v for k, v in self.calibration.backtest.items() if k != "frame"},
                 pool_gpus=self.calibration.scenario.pool.gpus,
                 policies={n: r.summary for n, r in self.results.items()}, best_policy=self.best_policy,
-                agreement=self.agreement)
+                agreement=self.agreement, pool=self.answer)
         forecast = None
         if self.forecast is not None:
             fc = self.forecast.forecast
@@ -240,9 +250,11 @@ def build_review(timelines: Timelines, *, step_s: int, slos: SloTable,
 
     ``slos``: every service's SLO (the view's, or ``resolve_slos``'s). ``events``,
     ``rhythm`` and ``calibration`` are the callers' own (cached) calls, made here; one that
-    raises a :class:`TidelensError` leaves its section saying why. The what-if models the
-    service :func:`analytics.whatif.observe.pick_service` picks (the CLI's default): the one
-    most often above its SLO. ``on_stage`` hears each part's name as it starts (the page's
+    raises a :class:`TidelensError` leaves its section saying why. The what-if calibrates every
+    service of the pool (``calibration`` per service) and says the pool's answer
+    (:func:`analytics.whatif.answer.answer_for`); the service
+    :func:`analytics.whatif.observe.pick_service` picks (the one most often above its SLO) is
+    the breakdown shown beside it. ``on_stage`` hears each part's name as it starts (the page's
     status, the CLI's progress line: a review takes seconds on a cold server).
     """
 
@@ -258,19 +270,24 @@ def build_review(timelines: Timelines, *, step_s: int, slos: SloTable,
         on_stage(STAGES["rhythm"])
         review.rhythm = _attempt("rhythm", missing, rhythm)
     if calibration is not None and services:
-
-        name = pick_service(timelines.services, slos)
         on_stage(STAGES["calibration"])
-        review.calibration = _attempt("what-if", missing, lambda: calibration(name))
-        if review.calibration is not None:
-            # The scenario the policies replay goes with their results: the typical day and the
-            # bills read its steps (the calibration's is the whole range, longer than the model's).
-            review.scenario = last_days(review.calibration.scenario, MODEL_DAYS)
+        pool = _attempt("what-if", missing, lambda: calibrate_pool(timelines.services, slos, calibration))
+        if pool is not None:
+            for name, why in pool.not_modelled.items():
+                missing[f"what-if, {name}"] = why
+            review.calibration = pool.calibrations[pool.picked]
+            review.backtests = {n: {k: v for k, v in c.backtest.items() if k != "frame"}
+                                for n, c in pool.calibrations.items()}
             on_stage(STAGES["policies"])
-            review.results = compare(review.scenario, POLICIES)
-            review.best_policy = best_policy({n: r.summary for n, r in review.results.items()})
+            review.answer = answer_for(pool, days=MODEL_DAYS, policies=POLICIES,
+                                       replay=lambda s: compare(s, POLICIES))
+            # The breakdown's scenario goes with its results: the typical day and the bills read
+            # its steps (the calibration's is the whole range, longer than the model's).
+            mine = next(r for r in review.answer.replays if r.service == pool.picked)
+            review.scenario, review.results = mine.scenario, dict(mine.results)
+            review.best_policy = review.answer.best_policy
             if review.events is not None:
-                review.agreement = agreement(review.events, review.scenario, review.results)
+                review.agreement = pool_agreement(review.events, review.answer)
     elif calibration is not None:
         missing["what-if"] = ("no inference service with traffic and latency in this range: "
                               "nothing to calibrate")
@@ -333,9 +350,9 @@ def _pool_section(r: Review) -> ReviewSection:
             ["Pool GPU-hours (capacity)", f"{s.gpu_hours:,.0f}"],
             *[[f"GPU-hours, {c}", f"{h:,.0f}"] for c, h in held.items()],
             ["Mean allocation", _pct(s.allocation_pct)], ["Mean activity", _pct(s.activity_pct)],
-            [s.slo_minutes_label(), f"{s.slo_violation_min:,.0f}"],
-            *[[f"{slo_minutes_label([n], s.span_h, 'observed')}, SLO {r.slo_ms.get(n, 0):g} ms",
-               f"{m:,.0f}"] for n, m in s.slo_violation_min_by_service.items()]]
+            [over_slo_label("any service", modelled=False), f"{s.slo_violation_min:,.0f}"],
+            *[[f"{over_slo_label(n, modelled=False)} (SLO {r.slo_ms.get(n, 0):g} ms)", f"{m:,.0f}"]
+              for n, m in s.slo_violation_min_by_service.items()]]
     fig = None
     if s.steps:
         c, v, _ = thin_for_display(s.classes, s.violations, step_s=r.step_s)
@@ -390,60 +407,72 @@ def _events_section(r: Review) -> ReviewSection:
 
 
 def _whatif_section(r: Review) -> ReviewSection:
-    if r.calibration is None:
+    if r.calibration is None or r.answer is None:
         why = r.missing.get("what-if", "not computed")
         return ReviewSection("What-if", f"No what-if shown: the store cannot be calibrated ({why}).")
 
-    bt = r.calibration.backtest
+    answer, scn = r.answer, r.scenario
     svc = r.calibration.observation.service
-    check = (f"Backtest ({svc}, the observed period replayed under the shared policy): "
-             f"{bt['model_violation_minutes']:,.0f} violation minutes replayed vs "
-             f"{bt['observed_violation_minutes']:,.0f} observed; batch {bt['model_batch_gpu_hours']:,.0f} "
-             f"GPU-hours replayed vs {bt['observed_batch_gpu_hours']:,.0f} observed.")
-    names = list(r.results)
-    best = r.best_policy
-    scn = r.scenario
-    if bt.get("within", False):
-        finding = answer_sentence(r.results, best, scn)  # the What-if page's words
-    else:  # said before any policy, as on the What-if page
-        finding = (f"The model does not reproduce what {svc} went through ("
-                   + "; ".join(bt.get("misses", [])) + "), so its policies are directions, not amounts.")
+    checks = [f"Backtest ({name}, the observed period replayed under the shared policy): "
+              f"{bt['model_violation_minutes']:,.0f} minutes over its SLO replayed vs "
+              f"{bt['observed_violation_minutes']:,.0f} observed; batch {bt['model_batch_gpu_hours']:,.0f} "
+              f"GPU-hours replayed vs {bt['observed_batch_gpu_hours']:,.0f} observed."
+              for name, bt in r.backtests.items()]
+    misses = {name: bt for name, bt in r.backtests.items() if not bt.get("within", False)}
+    finding = answer.sentence()
+    if misses:  # said before any policy, as on the What-if page
+        finding = (f"The model does not reproduce what {in_words(list(misses))} went through ("
+                   + "; ".join(m for bt in misses.values() for m in bt.get("misses", []))
+                   + "), so its policies are directions, not amounts. " + finding)
+    pool = answer.breakdown()
+    each = [c for c in pool.columns if c.startswith("minutes, ")]
+    pool_rows = [[row["policy"], f"{row['violation_minutes']:,.0f}", *[f"{row[c]:,.0f}" for c in each],
+                  f"{row['batch_forgone_gpu_hours']:,.0f}", f"${row['cost_total']:,.0f}", row["best"]]
+                 for row in pool.iter_rows(named=True)]
+    slo = {rep.service: rep.slo_ms for rep in answer.replays}
     # Batch work done and left unfinished beside the minutes: no policy looks good by dropping batch.
     rows = [[n, f"{s.violation_minutes:,.0f}", f"{s.slo_compliance:.1%}", f"{s.p99_ms:,.0f}",
              f"{s.pool_utilization:.0%}", f"{s.batch_goodput_gpu_hours:,.0f}",
              f"{s.batch_unfinished_gpu_hours:,.0f}", f"${s.externality_cost:,.0f}"]
-            for n, s in ((n, r.results[n].summary) for n in names)]
+            for n, s in ((n, res.summary) for n, res in r.results.items())]
     agreed = r.agreement
-    paragraphs = [check] + ([agreed.sentence()] if agreed is not None else []) + [(
-        f"{scn.pool.gpus} GPUs in the pool, SLO p99 {scn.service.slo_ms:g} ms; every policy moves the "
-        "batch runs that happened over the last days of the range.")]
-    return ReviewSection("What-if (modelled)", finding, paragraphs=paragraphs, tables=[(
-            ["policy", "violation minutes", "SLO compliance", "p99 (ms)", "pool utilization",
-             "batch done (GPU-h)", "batch unfinished (GPU-h)", "externality"], rows)],
-        figure=typical_day_figure(typical_day(scn, r.results), scn.service.slo_ms),
+    paragraphs = checks + ([agreed.sentence()] if agreed is not None else []) + [(
+        f"{scn.pool.gpus} GPUs in the pool; every policy moves the batch runs that happened over the last days "
+        "of the range, and each service is replayed on its own traffic while the others hold the GPUs they "
+        "held. The first table is the pool (the answer's minutes, each service's beside them); the second "
+        f"and the chart are {svc} alone (SLO p99 {scn.service.slo_ms:g} ms), a breakdown.")]
+    return ReviewSection("What-if (modelled)", finding, paragraphs=paragraphs, tables=[
+        (["policy", f"minutes over the SLO, pool '{answer.pool}' (all services)",
+          *[f"{c} (SLO {slo[c.split(', ', 1)[1]]:g} ms)" for c in each],
+          "batch forgone (GPU-h)", "GPU cost", "best"], pool_rows),
+        ([f"policy ({svc} alone)", f"minutes over the SLO, {svc}", "SLO compliance", "p99 (ms)",
+          "pool utilization", "batch done (GPU-h)", "batch unfinished (GPU-h)", "externality"], rows)],
+        figure=typical_day_figure(typical_day(scn, r.results), scn.service.slo_ms, scope=f"{svc}'s p99"),
         figure_name="whatif-typical-day")
 
 
 def _chargeback_section(r: Review) -> ReviewSection:
-    if r.calibration is None or not r.results:
+    if r.calibration is None or not r.results or r.answer is None:
         return ReviewSection("Chargeback", "No bill: it is priced on the what-if, which the store cannot support.")
 
-    bill = bills(r.scenario, r.results)
-    shared = bill.filter(bill["policy"] == "shared").sort("externality_cost", descending=True)
-    own = r.calibration.scenario.service.team
-    finding = "Under the shared pool nobody else's work cost the service a violation minute."
-    if shared.height and shared["externality_cost"][0] > 0 and shared["team"][0] != own:
-        svc = r.calibration.observation.service
-        finding = (f"Under the shared pool {shared['team'][0]} would pay {money(shared['externality_cost'][0])} "
-                   f"over {span_text(r.scenario.span_h)} for the violation minutes its work caused {svc} (team {own}; modelled).")
-    if not r.calibration.backtest.get("within", False):
+    answer = r.answer
+    services = in_words(answer.services)
+    finding = f"Under the shared pool nobody else's work cost {services} a minute over the SLO."
+    if answer.payer is not None:
+        finding = (f"Under the shared pool {answer.payer} would pay ${answer.payer_cost:,.0f} for the "
+                   f"{answer.payer_minutes:,.0f} minutes over the SLO its work caused {services} (modelled).")
+    if any(not bt.get("within", False) for bt in r.backtests.values()):
         finding += " The model misses its backtest (see the what-if): a direction, not an amount."
+    svc = r.calibration.observation.service
+    bill = bills(r.scenario, r.results)
     rows = [[p, t, f"{g:,.0f}", f"${c:,.0f}", f"${x:,.0f}", f"${tot:,.0f}"]
             for p, t, g, c, x, tot in bill.select("policy", "team", "gpu_hours", "gpu_cost",
                                                   "externality_cost", "total").iter_rows()]
-    return ReviewSection("Chargeback (modelled)", finding, tables=[(
-        ["policy", "team", "GPU-hours", "GPU cost", "externality", "total"], rows)],
-        figure=bills_figure(bill), figure_name="chargeback-bills")
+    return ReviewSection("Chargeback (modelled)", finding, paragraphs=[
+        f"The bills below are {svc}'s replay (a breakdown): its team's GPU-hours, the batch teams' and the "
+        f"minutes over {svc}'s SLO each caused."], tables=[(
+            ["policy", "team", "GPU-hours", "GPU cost", "externality", "total"], rows)],
+        figure=bills_figure(bill, scope=f"{svc}'s replay"), figure_name="chargeback-bills")
 
 
 # -- rendering ----------------------------------------------------------------------------------

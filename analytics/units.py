@@ -123,21 +123,6 @@ def span_text(hours: Any) -> str:
     return f"{days} day" + ("" if days == "1" else "s")
 
 
-def slo_minutes_label(services: Sequence[str], span_h: Any, how: str) -> str:
-    """The one label of a count of minutes over the SLO, naming its scope: which services (a
-    pool's minutes count a step when any of them is over), over how long, ``observed`` or
-    ``modelled`` (or ``replayed``). Six different counts read "Minutes over the SLO" alike.
-
-    >>> slo_minutes_label(["chat-vllm"], 168, "modelled")
-    'Minutes over the SLO (chat-vllm, 7 days, modelled)'
-    >>> slo_minutes_label(["a", "b", "c"], 720, "observed")
-    'Minutes over the SLO (any of 3 services, 30 days, observed)'
-    """
-    names = list(services)
-    who = names[0] if len(names) == 1 else f"any of {len(names)} services" if names else "no service"
-    return f"Minutes over the SLO ({who}, {span_text(span_h)}, {how})"
-
-
 def gpus_text(x: Any) -> str:
     """GPUs: whole when whole, else one decimal (a mean): ``64 GPUs``, ``0.1 GPUs``, ``1 GPU``.
 

@@ -23,7 +23,7 @@ from analytics.change.candidates import propose_from
 from analytics.change.compare import CompareConfig, compare_change
 from analytics.change.comparison import ChangeComparison
 from analytics.change.record import PolicyChange, list_changes, parse_window
-from analytics.change.findings import finding, measure_rows, score_rows
+from analytics.change.findings import finding, measure_rows, score_header, score_rows
 from analytics.errors import TidelensError
 from analytics.fieldhelp import fields_help
 from analytics.slo import SloTable
@@ -159,8 +159,7 @@ def change_section(v: Any, src: Any) -> None:
     show_table(pl.DataFrame(measure_rows(out), schema=["measure", "before", "after"], orient="row"),
                key="w_change_table")
     if out.scored:
-        show_table(pl.DataFrame(score_rows(out), schema=["the what-if, scored", "violation minutes", "batch GPU-hours"],
-                                orient="row"), key="w_change_score_table")
+        show_table(pl.DataFrame(score_rows(out), schema=score_header(out), orient="row"), key="w_change_score_table")
 
 
 def change_for_review(v: Any, src: Any) -> ChangeComparison | None:

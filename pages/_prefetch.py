@@ -67,10 +67,10 @@ def prefetch_jobs(v: ViewSettings, src: DataSource, state: Any, page: str = "") 
     events = EventsQuery.from_view(v, src, state if page == "events" else {})
     svc = state.get("w_svc")
 
-    def calibrate() -> None:
+    def calibrate() -> None:  # every service of the pool: the What-if's answer is judged over them all
         services = CalibrationQuery.services(v, src)
         if services:
-            CalibrationQuery.from_view(v, src, svc if svc in services else services[0]).run()
+            CalibrationQuery.pool(v, src, svc if svc in services else None)
 
     def at_step(s: int) -> Job:
         return Job(("timelines", path, version, v.start_ms, v.end_ms, s, mv),

@@ -33,8 +33,12 @@ from analytics.slo import SloTable
 from analytics.text import md
 from analytics.times import format_span
 from analytics.view import ViewSettings
+from analytics.whatif.answer import PoolAnswer, PoolCalibration, answer_for, calibrate_pool, scenario_answer
 from analytics.whatif.calibrate import calibrate_timelines
-from pages._caches import cached_timelines, cached_totals, outside_a_run, persisted
+from analytics.whatif.outputs import compare
+from analytics.whatif.transforms import Transforms
+from analytics.whatif.observe import pick_service
+from pages._caches import cached_timelines, cached_totals, memo, outside_a_run, persisted
 from pages._change import change_for_review
 from pages._show import choose, with_status
 from pages._store import DataSource, config_version, load_workload_map, open_store
@@ -155,6 +159,29 @@ class CalibrationQuery(ViewQuery):
         return cal
 
 
+    @staticmethod
+    def pool(v: ViewSettings, src: DataSource, service: str | None = None,
+             on_stage: Callable[[str], None] | None = None) -> PoolCalibration:
+        """Every service of ``service``'s pool (default: the pool of the service most often
+        above its SLO) calibrated, each its own cached call (:meth:`run`): what the pool's answer
+        is judged over; each service's stages said to ``on_stage`` (after its name)."""
+        assert src.path is not None
+        tl = cached_timelines(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version())
+
+        def run(name: str) -> Any:
+            said = None if on_stage is None else (lambda words: on_stage(f"{name}, {words}"))
+            return CalibrationQuery.from_view(v, src, name).run(said)
+
+        return calibrate_pool(tl.services, v.slos, run, service=service)
+
+    @staticmethod
+    def picked(v: ViewSettings, src: DataSource) -> str | None:
+        """The service shown first as the breakdown: the one most often above its SLO."""
+        assert src.path is not None
+        return cached_picked_service(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
+                                     config_version(), v.slos)
+
+
 # Who hears a calibration's stages in this thread (a cached call takes no callable: its
 # arguments are its key), and the calibrations this process has made or loaded.
 _HEARD = threading.local()
@@ -243,10 +270,20 @@ def cached_services(path: str, version: str, start_ms: int | None, end_ms: int |
     return tl.service_names()
 
 
-def store_calibration_or_stop(src: DataSource, v: ViewSettings, column: Any, key: str) -> Any:
-    """The store's calibration for the service chosen in ``column`` (a radio under ``key``);
-    with no service to calibrate, or a calibration that fails, an error saying which signal is
-    missing and ``st.stop()``: a page never shows a preset's numbers under the store's name."""
+@st.cache_data(show_spinner=False, max_entries=4)
+def cached_picked_service(path: str, version: str, start_ms: int | None, end_ms: int | None,
+                          step_s: int, map_version: str, slos: SloTable) -> str | None:
+    tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
+    return pick_service(tl.services, slos) if tl.service_names() else None
+
+
+def store_pool_or_stop(src: DataSource, v: ViewSettings, column: Any, key: str) -> tuple[Any, PoolCalibration]:
+    """The store's pool, every service calibrated (:meth:`CalibrationQuery.pool`: the pool's
+    answer is judged over them all), and the calibration of the service chosen in ``column`` (a
+    radio under ``key``: the breakdown shown beside the answer, by default the service most
+    often above its SLO); with no service to calibrate, or a chosen service whose calibration
+    fails, an error saying which signal is missing and ``st.stop()``: a page never shows a
+    preset's numbers under the store's name."""
 
     ss = st.session_state
     services = CalibrationQuery.services(v, src)
@@ -258,19 +295,41 @@ def store_calibration_or_stop(src: DataSource, v: ViewSettings, column: Any, key
         st.stop()
     # A radio, never a selectbox: a page's first render affords none (pages/_show.choose); many
     # services scroll in a box.
-    name = choose("Service", services, key=key, where=column, widget="radio",
+    name = choose("Breakdown: service", services, key=key, where=column, widget="radio",
                   height=None if len(services) <= SERVICES_INLINE else 160,
-                  help="The inference service the model replays")
-    query = CalibrationQuery.from_view(v, src, name)
+                  default=CalibrationQuery.picked(v, src),
+                  help="The pool's answer is judged over every service on it, each against its own SLO; "
+                       "this picks the service whose backtest, tables and charts are shown beside it")
     try:
-        if query.first_time():  # seconds on a cold server: its stage shown
-            return with_status(f"Calibrating the model on {name} (first time for this range)", query.run)
-        return query.run()
+        if CalibrationQuery.from_view(v, src, name).first_time():  # seconds on a cold server: its stage shown
+            pool = with_status("Calibrating the model on the pool's services (first time for this range)",
+                               lambda stage: CalibrationQuery.pool(v, src, name, stage))
+        else:
+            pool = CalibrationQuery.pool(v, src, name)
+        return pool.calibrations[name], pool
     except TidelensError as exc:
         st.error(f"The store cannot be calibrated: {md(str(exc).rstrip('. '))}. Choose a preset above to "
                  "explore one.",
                  icon=":material/error:")
         st.stop()
+
+
+def pool_answer_for(v: ViewSettings, src: DataSource, pool: PoolCalibration | None, scn: Any,
+                    results: Any, *, days: int, policies: tuple[str, ...], transforms: Transforms) -> PoolAnswer:
+    """The answer the What-if page and Chargeback open on, made once per view and scenario for
+    every session (:func:`pages._caches.memo`): over every service of the store's ``pool`` (each
+    replay cached by its scenario, ``scn`` and its ``results`` standing for the edited service),
+    or ``scn`` alone for a preset or a file (``pool`` None)."""
+    if pool is None:
+        return scenario_answer(scn, results)
+
+    def replay(s: Any) -> Any:
+        return memo(("compare", s.fingerprint(), policies), lambda: compare(s, policies))
+
+    return memo(("answer", src.path, src.version, config_version(), v.start_ms, v.end_ms, v.step_s, v.slos,
+                 days, scn.fingerprint(), policies, transforms),
+                lambda: answer_for(pool, days=days, policies=policies, edited=scn.modelled_service(),
+                                   scenario=scn, transforms=transforms, replay=replay))
 
 
 def review_for(v: ViewSettings, src: DataSource,

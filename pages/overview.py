@@ -6,6 +6,7 @@ import streamlit as st
 
 from analytics.charts.overview import pool_story_figure, share_figure
 from analytics.errors import TidelensError
+from analytics.measures import over_slo_label
 from analytics.overview import (
     describe_class_rules,
     describe_signals,
@@ -83,8 +84,9 @@ if timelines is not None:
                                   "as a share of the pool's GPU-hours")
     k[2].metric("Mean activity", "-" if s.activity_pct is None else f"{s.activity_pct:.0f}%",
                 border=True, help="GPU activity (GR_ENGINE_ACTIVE or GPU_UTIL), GPU-weighted")
-    k[3].metric(s.slo_minutes_label(md), f"{s.slo_violation_min:,.0f}", border=True,
-                help="Minutes in which at least one service's p99 was above its SLO: "
+    k[3].metric(over_slo_label("any service", modelled=False), f"{s.slo_violation_min:,.0f}", border=True,
+                help="Minutes of the range in which at least one service's p99 was above its own SLO "
+                     "(a minute counts once), observed; each service's: "
                      + (", ".join(f"{md(n)} {m:,.0f}" for n, m in s.slo_violation_min_by_service.items())
                         or "no latency data"))
     held = s.gpu_hours_by_class

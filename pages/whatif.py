@@ -16,22 +16,22 @@ from analytics.text import md
 from analytics.charts.whatif import (backtest_figure, bands_figure, headroom_figure, next_gpus_figure,
                                      typical_day_figure)
 from analytics.errors import TidelensError
-from analytics.measures import best_policy
+from analytics.measures import over_slo_label
 from analytics.whatif import (POLICIES, POLICY_HELP, PRESETS, PoolParams, ServiceParams,
                             burst_bands, field_specs, headroom_by_hour, next_gpus,
                             scenario_from_toml, scenario_to_toml)
 from analytics.whatif import form, reservation
 from analytics.whatif.form import MODEL_DAYS
+from analytics.whatif.answer import PoolCalibration
 from analytics.whatif.calibrate import Calibration
-from analytics.whatif.agree import agreement
+from analytics.whatif.agree import pool_agreement
 from analytics.whatif.transforms import apply_transforms, transform_specs, transforms_from, transforms_of
-from analytics.whatif.ledger import answer_sentence, policy_table, typical_day
+from analytics.whatif.ledger import policy_table, typical_day
 from analytics.whatif.reuse import compare_reusing
-from analytics.units import minutes_text, money, slo_minutes_label
 from analytics.plan import make_plan, plan_zip
 from pages._caches import memo
 from pages._change import change_section
-from pages._queries import EventsQuery, in_background, rerun_when_done, store_calibration_or_stop
+from pages._queries import EventsQuery, in_background, pool_answer_for, rerun_when_done, store_pool_or_stop
 from pages._show import choose, kpi_row, show_chart, show_table
 from pages._sidebar import page_setup, source
 
@@ -50,9 +50,9 @@ def cached_preset(name: str, days: int):
 
 v = page_setup()
 st.title("What-if: pool policies")
-# The answer first (the best policy and what it removes), filled once the replays below have run:
-# on a projector the controls took the whole first screen.
-answer = st.container(key="headline")
+# The answer first (the pool's best policy and what it removes), filled once the replays below
+# have run: on a projector the controls took the whole first screen.
+answer_box = st.container(key="headline")
 ss = st.session_state
 qp = st.query_params
 
@@ -82,8 +82,9 @@ kind = top[0].radio("Start from", sources, key="w_src",
                     help="The store's own traffic and pool, calibrated; or a preset story")
 
 cal: Calibration | None = None
+pool: PoolCalibration | None = None
 if kind == STORE:
-    cal = store_calibration_or_stop(src, v, top[1], "w_svc")
+    cal, pool = store_pool_or_stop(src, v, top[1], "w_svc")
 if kind == STORE and cal is not None:
     if "w_days" not in ss:
         ss["w_days"] = int(qp.get("w_days", MODEL_DAYS)) if str(qp.get("w_days", "")).isdigit() \
@@ -269,17 +270,16 @@ if scn.others_gpus is not None and scn.others_gpus.max() > 0:
 
 if cal is not None:
     bt = cal.backtest
-    st.subheader("Backtest: the observed period replayed under the observed policy")
+    svc = cal.observation.service
+    st.subheader(f"Backtest of {md(svc)}: the observed period replayed under the observed policy")
     if not bt["within"]:
         st.error("The replay does not reproduce what happened on this store: " + md("; ".join(bt["misses"]))
                  + ". The policies below are a model the store does not confirm.", icon=":material/error:")
     k = kpi_row(4)
-    k[0].metric(slo_minutes_label([md(cal.scenario.service_name)], cal.scenario.span_h, "observed"),
-                f"{bt['observed_violation_minutes']:,.0f}",
-                border=True, help="Minutes the store's p99 was over the SLO (a step without requests "
-                                  "is not over), over the whole range")
-    k[1].metric(slo_minutes_label([md(cal.scenario.service_name)], cal.scenario.span_h, "replayed"),
-                f"{bt['model_violation_minutes']:,.0f}",
+    k[0].metric(over_slo_label(svc, modelled=False), f"{bt['observed_violation_minutes']:,.0f}",
+                border=True, help=f"Minutes {md(svc)}'s p99 was over its SLO in the store (a step without "
+                                  "requests is not over), over the whole range")
+    k[1].metric(over_slo_label(svc, modelled=True), f"{bt['model_violation_minutes']:,.0f}",
                 delta=f"{bt['violation_minutes_error']:+.0%}", delta_color="off", border=True,
                 help="The same period replayed by the model under the shared policy, with the batch "
                      "runs that really ran, each step counted with the chance its p99 would read over "
@@ -305,8 +305,14 @@ if cal is not None:
 # a slider step replays only the policies that read what it moved (analytics.whatif.reuse).
 replayed = (scn.fingerprint(), tuple(policies))
 results = memo(("compare", *replayed), lambda: compare_reusing(scn, tuple(policies)))
-table = policy_table(results)
-st.subheader("Policies side by side")
+answer = pool_answer_for(v, src, pool, scn, results, days=int(ss.get("w_days", MODEL_DAYS)),
+                         policies=tuple(policies), transforms=chosen_t)  # every service of the pool
+with answer_box:
+    st.success(md(answer.sentence()), icon=":material/check_circle:")
+    heads = answer.headlines()
+    for col, h in zip(kpi_row(len(heads)), heads):
+        col.metric(md(h.label), md(h.value), delta=h.delta, delta_color="off", delta_arrow="off", border=True,
+                   help=h.help)
 st.caption("Every policy moves the batch runs that happened (each arriving when it did, with its GPUs "
            "and its work), by its rule; a run that waits, is evicted or deferred carries its work into "
            "the next day, and what is left at the end is counted unfinished.")
@@ -317,31 +323,34 @@ if cal is not None:  # the Tail events page's attribution, over the same days, b
     except TidelensError as exc:  # the table stands without the sentence
         st.caption(f"Tail events could not be compared: {md(exc)}")
     else:
-        agreed = memo(("agree", *replayed, asked), lambda: agreement(found, scn, results))
+        agreed = memo(("agree", *replayed, asked, answer.pool, tuple(answer.services)),
+                      lambda: pool_agreement(found, answer))
         st.info(md(agreed.sentence()), icon=":material/balance:")
-best_name = best_policy({n: r.summary for n, r in results.items()})
-best = next(r for r in table.iter_rows(named=True) if r["policy"] == best_name)
-with answer:
-    st.success(md(answer_sentence(results, best_name, scn)), icon=":material/lightbulb:")
-    k = kpi_row(3)
-    k[0].metric("Best policy, modelled", f"{best['policy']}: {minutes_text(best['violation_minutes'])}",
-                border=True, help="The fewest minutes over the SLO (ties: the cheaper), over the days modelled")
-    shared = results.get("shared")
-    if shared is not None:
-        k[1].metric(slo_minutes_label([md(scn.service_name)], scn.span_h, "modelled, shared pool"),
-                    f"{shared.summary.violation_minutes:,.0f}", border=True)
-        k[2].metric("Shared pool: externality", money(shared.summary.externality_cost), border=True,
-                    help="Violation minutes priced and charged to the team that caused them")
+breakdown = answer.breakdown()
+show_table(breakdown, key="w_table_pool", column_config={
+    "policy": st.column_config.TextColumn("Policy", pinned=True),
+    "best": st.column_config.TextColumn("Best", width=160),
+    "violation_minutes": st.column_config.NumberColumn(over_slo_label(f"pool '{answer.pool}'", modelled=True),
+                                                       format="%,.0f", help=md(answer.scope())),
+    **{c: st.column_config.NumberColumn(c.capitalize(), format="%,.0f") for c in breakdown.columns
+       if c.startswith("minutes, ")},
+    "batch_forgone_gpu_hours": st.column_config.NumberColumn(
+        "Batch forgone (GPU-h)", format="%,.0f", help="Batch work lost and left unfinished (the rule's first tie-break)"),
+    "cost_total": st.column_config.NumberColumn("GPU cost", format="$%,.0f")})
+table = policy_table(results, best=answer.best_policy)
+name = scn.modelled_service()
+st.subheader(f"Breakdown: {md(name)} alone, the policies side by side")
 num = st.column_config.NumberColumn
 columns = {
     "policy": st.column_config.TextColumn("Policy", pinned=True),
     # Sized for its longest value: a column of mostly empty cells is sized by its typical cell.
-    "best": st.column_config.TextColumn("Best", width=200, help="Fewest minutes over the SLO (ties: the "
-                                        "cheaper), and the lowest total cost"),
+    "best": st.column_config.TextColumn("Best", width=200, help="The pool's best policy (every service, by "
+                                        "the one rule), and the lowest total cost for this service's replay"),
     "p99_ms": num("p99 (ms)", format="%,.0f", help="The period's p99 latency, modelled"),
     "worst_minute_p99_ms": num("Worst minute (ms)", format="%,.0f", help="The worst minute's p99, modelled"),
     "slo_compliance": num("Within SLO", format="percent", help="Share of requests within the SLO"),
-    "violation_minutes": num("Violation minutes", format="%,.0f", help="Minutes the p99 would read over the SLO, modelled: each "
+    "violation_minutes": num(over_slo_label(name, modelled=True), format="%,.0f",
+                             help=f"Minutes {md(name)}'s p99 would read over its SLO, modelled: each "
                              "step counted with its chance (the reading noise under Advanced)"),
     "pool_utilization": num("Pool allocated", format="percent", help="GPU-hours held / the pool's"),
     "pool_utilization_active": num("Pool busy", format="percent", help="GPU-hours doing work / the pool's"),
@@ -387,7 +396,7 @@ job = in_background(f"whatif-next-gpus-{ss['w_session']}", next_key, lambda: nex
 if day_tab.open:
     with day_tab:
         day = memo(("typical_day", *replayed), lambda: typical_day(scn, results))
-        show_chart(lambda: typical_day_figure(day, scn.service.slo_ms), day, "whatif-typical-day",
+        show_chart(lambda: typical_day_figure(day, scn.service.slo_ms, scope=f"{name}'s p99"), day, "whatif-typical-day",
                    memo_key=replayed)
 if next_tab.open:
     with next_tab:
@@ -398,7 +407,7 @@ if next_tab.open:
             st.warning(f"What the next GPUs buy: {md(job.exception())}", icon=":material/warning:")
         else:
             front = job.result()
-            show_chart(lambda: next_gpus_figure(front), front, "whatif-next-gpus", memo_key=next_key)
+            show_chart(lambda: next_gpus_figure(front, scope=name), front, "whatif-next-gpus", memo_key=next_key)
             st.caption("Each point is the pool at another size (the reservation as set, or automatic at "
                        "each size), replayed under each policy; a pool too small for the batch job shows "
                        "few violation minutes only because batch never ran: its goodput is in the hover.")
@@ -418,7 +427,7 @@ real = st.expander("Make it real: the manifests that enforce a policy", icon=":m
 if real.open:
     with real:
         c = st.columns([2, 1])
-        chosen = choose("Policy to enforce", policies, key="w_plan_policy", where=c[0], default=best["policy"],
+        chosen = choose("Policy to enforce", policies, key="w_plan_policy", where=c[0], default=answer.best_policy,
                         help="Kueue queues, quotas and preemption; the batch window's CronJobs; "
                                      "the MIG or time-slicing config: with the numbers modelled above")
         scheduler = c[1].radio("Scheduler", ["kueue", "kai"], horizontal=True, key="w_plan_scheduler",

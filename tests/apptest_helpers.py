@@ -44,20 +44,22 @@ def open_store_page(page: str, db: Path, tab: str | None = None) -> AppTest:
     return at
 
 
+def open_store_link(db: Path, page: str, **params: str) -> AppTest:
+    """Run ``page`` as a link to the DuckDB store ``db`` with ``params`` would, no exception
+    allowed: what the cross-page agreement tests open."""
+    at = AppTest.from_file(str(APP), default_timeout=240)
+    at.query_params.update({"source": "duckdb", "db": str(db), **params})
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def metric(at: AppTest, label: str) -> str:
     for m in at.metric:
         if m.label == label:
             return m.value
     raise AssertionError(f"no metric {label!r}: {[m.label for m in at.metric]}")
-
-
-def scoped_metric(at: AppTest, how: str):
-    """The metric of minutes over the SLO counted ``how`` ("observed", "replayed", "modelled,
-    shared pool"): its label names its scope (:func:`analytics.units.slo_minutes_label`)."""
-    for m in at.metric:
-        if m.label.startswith("Minutes over the SLO (") and m.label.endswith(f", {how})"):
-            return m
-    raise AssertionError(f"no minutes over the SLO {how}: {[m.label for m in at.metric]}")
 
 
 def open_settings(at: AppTest) -> AppTest:

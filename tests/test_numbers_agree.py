@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from apptest_helpers import event_chooser, isolated_cli, metric, scoped_metric, tables
+from apptest_helpers import event_chooser, isolated_cli, metric, open_store_link, tables
 
 from analytics.cli import main
 
 pytestmark = [pytest.mark.slow]
-APP = Path(__file__).resolve().parent.parent / "app.py"
 
 
 @pytest.fixture(scope="module")
@@ -35,15 +34,7 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     isolated_cli(monkeypatch, tmp_path)
 
 
-def _page(db: Path, page: str, **params: str):
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(str(APP), default_timeout=180)
-    at.query_params.update({"source": "duckdb", "db": str(db), **params})
-    at.run()
-    at.switch_page(page).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+_page = open_store_link
 
 
 def test_events_and_ids_are_the_same_in_the_app_and_the_cli(db, capsys, tmp_path):
@@ -66,8 +57,9 @@ def test_events_and_ids_are_the_same_in_the_app_and_the_cli(db, capsys, tmp_path
 
 def test_minutes_over_the_slo_and_pool_size_agree_across_pages_and_cli(db, capsys):
     overview = _page(db, "pages/overview.py")
-    per_service = next(m.help for m in overview.metric if m.label.startswith("Minutes over the SLO (any of 2"))
-    minutes = {name: float(n.replace(",", "")) for name, n in re.findall(r"([\w-]+) ([\d,]+)", per_service)}
+    per_service = next(m.help for m in overview.metric if m.label == "Minutes over the SLO, any service, observed")
+    minutes = {name: float(n.replace(",", "")) for name, n in re.findall(r"([\w-]+) ([\d,]+)",
+                                                                       per_service.split("each service's: ")[1])}
     assert set(minutes) == {"chat-vllm", "recommender"} and min(minutes.values()) > 0
     pool = metric(overview, "Pool size")
     assert pool == "64 GPUs"
@@ -77,7 +69,8 @@ def test_minutes_over_the_slo_and_pool_size_agree_across_pages_and_cli(db, capsy
         assert out["backtest"]["observed_violation_minutes"] == minutes[service]
         assert out["scenario"]["pool_gpus"] == 64
         whatif = _page(db, "pages/whatif.py", w_src="store", w_svc=service)
-        assert float(scoped_metric(whatif, "observed").value.replace(",", "")) == minutes[service]
+        observed = metric(whatif, f"Minutes over the SLO, {service}, observed")
+        assert float(observed.replace(",", "")) == minutes[service]
         assert any("· 64 GPUs ·" in c.value for c in whatif.caption)
 
 

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from analytics.whatif import PRESETS, form  # noqa: E402
 
-from apptest_helpers import drawn_table, isolate, metric as _metric, open_page, scoped_metric, tables  # noqa: E402
+from apptest_helpers import drawn_table, isolate, metric as _metric, open_page, tables  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -26,6 +26,10 @@ def _page(tmp_path: Path, **params: str) -> AppTest:
     return open_page("pages/whatif.py", tmp_path, **params)
 
 
+SHARED = "Minutes over the SLO, pool, shared, modelled"  # the pool's answer: a preset's one service
+MINUTES = "Minutes over the SLO, morning-ramp, modelled"  # the breakdown's column: the preset's service
+
+
 def _num(text: str) -> float:
     return float(text.replace("$", "").replace(",", ""))
 
@@ -34,22 +38,30 @@ def _policies(at: AppTest):
     """The policies' numbers as the page draws them: its three static tables (the service's, the
     cost's, the batch's) side by side, by policy, under their headers; no grid on the page."""
     assert not at.dataframe
-    service, cost, batch = tables(at)[0].value, tables(at)[1].value, tables(at)[2].value
+    drawn = {t.key: t for t in tables(at)}
+    service, cost, batch = (drawn[k].value for k in ("w_table_service", "w_table_cost", "w_table_batch"))
     assert list(service["Policy"]) == list(cost["Policy"]) == list(batch["Policy"])
     return service.merge(cost, on="Policy").merge(batch, on="Policy").set_index("Policy")
 
 
 def test_launches_with_the_morning_story(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp")
-    assert _num(scoped_metric(at, "modelled, shared pool").value) > 300
-    assert _num(_metric(at, "Shared pool: externality")) > 0
+    assert _num(_metric(at, SHARED)) > 300
+    # a preset is a pool of one: its answer is its own rows' best, and the batch team pays
+    assert _metric(at, "Who pays, shared pool") == "ml-research"
+    from analytics.measures import best_policy
+    from analytics.whatif import compare
+
+    rows = {n: r.summary for n, r in compare(PRESETS["morning-ramp"](7)).items()}
+    assert _metric(at, "Best policy, pool 'morning-ramp'") == best_policy(rows)
     table = _policies(at)
     assert list(table.index) == ["shared", "polite", "preemption", "tidal", "partitioned",
                                  "mig", "timeslice"]
-    assert table.loc["partitioned", "Violation minutes"] == 0
+    assert table.loc["partitioned", MINUTES] == 0
     # drawn as the columns say: minutes and milliseconds with thousands, shares in percent, money in dollars
-    service, cost = drawn_table(tables(at)[0]), drawn_table(tables(at)[1])
-    assert all(re.fullmatch(r"\d{1,3}(,\d{3})*", x) for x in [*service["Violation minutes"], *service["p99 (ms)"]])
+    drawn = {t.key: t for t in tables(at)}
+    service, cost = drawn_table(drawn["w_table_service"]), drawn_table(drawn["w_table_cost"])
+    assert all(re.fullmatch(r"\d{1,3}(,\d{3})*", x) for x in [*service[MINUTES], *service["p99 (ms)"]])
     assert all(re.fullmatch(r"\d{1,3}\.\d\d%", x) for x in [*service["Within SLO"], *cost["Pool allocated"]])
     assert all(re.fullmatch(r"\$\d{1,3}(,\d{3})*", x) for x in cost["GPU cost"])
     assert all(re.fullmatch(r"\$\d+\.\d\d", x) for x in cost["Per useful GPU-h"])
@@ -57,12 +69,12 @@ def test_launches_with_the_morning_story(tmp_path: Path) -> None:
 
 def test_slider_and_policy_choice_change_the_numbers(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp")
-    before = _num(scoped_metric(at, "modelled, shared pool").value)
+    before = _num(_metric(at, SHARED))
     at.session_state["w_grp_pool"] = True
     at.run()
     at.number_input(key="w_f.pool.gpus").set_value(80).run()
     assert not at.exception
-    after = _num(scoped_metric(at, "modelled, shared pool").value)
+    after = _num(_metric(at, SHARED))
     assert after < before
     assert at.query_params["w_pool.gpus"] == "80"
     at.pills(key="w_pol").set_value(["shared", "tidal"]).run()
@@ -82,14 +94,14 @@ def test_a_copied_link_reopens_the_scenario(tmp_path: Path) -> None:
     assert link["w_service.warmup_min"] == "20"
     again = _page(tmp_path, **link)
     # Folded, the group still applies the link's value; opened, its widget shows it.
-    assert (_policies(again)["Violation minutes"].tolist()
-            == _policies(first)["Violation minutes"].tolist())
+    assert (_policies(again)[MINUTES].tolist()
+            == _policies(first)[MINUTES].tolist())
     again.session_state["w_grp_service"] = True
     again.run()
     assert again.number_input(key="w_f.service.warmup_min").value == 20.0
     assert list(_policies(again).index) == ["shared", "polite"]
-    assert (_policies(again)["Violation minutes"].tolist()
-            == _policies(first)["Violation minutes"].tolist())
+    assert (_policies(again)[MINUTES].tolist()
+            == _policies(first)[MINUTES].tolist())
 
 
 def test_preset_switch_and_tidal_story(tmp_path: Path) -> None:
@@ -142,7 +154,7 @@ def test_what_the_next_gpus_buy_is_drawn_once_computed_in_the_background(tmp_pat
     table = _policies(at)
     now = front.filter(front["current"])
     for pol, minutes in zip(now["policy"], now["violation_minutes"]):
-        assert minutes == table.loc[pol, "Violation minutes"]
+        assert minutes == table.loc[pol, MINUTES]
 
 
 def test_a_folded_group_keeps_a_changed_value(tmp_path: Path) -> None:
@@ -150,11 +162,11 @@ def test_a_folded_group_keeps_a_changed_value(tmp_path: Path) -> None:
     at.session_state["w_grp_pool"] = True
     at.run()
     at.number_input(key="w_f.pool.gpus").set_value(80).run()
-    changed = _num(scoped_metric(at, "modelled, shared pool").value)
+    changed = _num(_metric(at, SHARED))
     at.session_state["w_grp_pool"] = False
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    assert _num(scoped_metric(at, "modelled, shared pool").value) == changed
+    assert _num(_metric(at, SHARED)) == changed
     assert at.query_params["w_pool.gpus"] == "80"
 
 
@@ -261,7 +273,7 @@ def test_the_reservation_decision_moves_partitioned_and_the_link(tmp_path: Path)
     assert preset > 0  # the preset states its reservation: the manual slider shows it
     assert at.toggle(key="w_res_auto").value is False
     assert at.slider(key="w_f.pool.reservation_gpus").value == preset
-    assert _policies(at).loc["partitioned", "Violation minutes"] == 0
+    assert _policies(at).loc["partitioned", MINUTES] == 0
     at.toggle(key="w_res_auto").set_value(True).run()
     auto = [m for m in at.metric if m.label == "GPUs reserved for inference"]
     assert len(auto) == 1 and auto[0].value.endswith(" GPUs")
@@ -272,10 +284,10 @@ def test_the_reservation_decision_moves_partitioned_and_the_link(tmp_path: Path)
     slider.set_value(max(preset // 4, 1)).run()
     assert not at.exception
     starved = _policies(at)
-    assert starved.loc["partitioned", "Violation minutes"] > 0  # a quarter of it is too little
+    assert starved.loc["partitioned", MINUTES] > 0  # a quarter of it is too little
     assert at.query_params["w_pool.reservation_gpus"] == str(max(preset // 4, 1))
     # exactly one row is the best on violation minutes, one the cheapest
-    assert starved["Best"].str.contains("fewest minutes").sum() == 1
+    assert starved["Best"].str.contains("best for the pool").sum() == 1
     assert starved["Best"].str.contains("cheapest").sum() == 1
 
 

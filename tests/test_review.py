@@ -206,20 +206,24 @@ def test_the_review_works_on_a_range_longer_than_the_whatif_replays(db, monkeypa
     # one best policy, named by the review's finding and by both commands' JSON
     best = numbers["whatif"]["best_policy"]
     assert best == whatif["best_policy"] and best in numbers["whatif"]["policies"]
-    finding = re.findall(r'<p class="finding">([^<]*)</p>', text)[3]
-    assert (f": {best}, " in finding) or "does not reproduce" in finding  # the What-if page's answer sentence
+    finding = html.unescape(re.findall(r'<p class="finding">([^<]*)</p>', text)[3])
+    assert "Best policy for pool 'default' (chat-vllm and recommender, each against its own SLO, " in finding
+    assert f"over the last 2 days): {best}, " in finding
 
 
 def test_the_review_and_the_table_name_the_same_best_policy(db) -> None:
-    from analytics.measures import best_policy
+    from analytics.measures import best_policy, pool_outcomes
     from analytics.whatif.ledger import policy_table
 
     with Store(db, read_only=True) as st:
         review = review_store(st)
-    summaries = {n: r.summary for n, r in review.results.items()}
-    table = policy_table(review.results)
-    marked = [row["policy"] for row in table.iter_rows(named=True) if "fewest" in row["best"]]
-    assert marked == [best_policy(summaries)] == [review.best_policy]
+    # the pool's: every service replayed, judged by the one rule; the breakdown's table marks it
+    by_service = {r.service: {n: x.summary for n, x in r.results.items()} for r in review.answer.replays}
+    assert set(by_service) == {"chat-vllm", "recommender"}
+    table = policy_table(review.results, best=review.best_policy)
+    marked = [row["policy"] for row in table.iter_rows(named=True) if "best for the pool" in row["best"]]
+    assert marked == [best_policy(pool_outcomes(by_service))] == [review.best_policy]
+    summaries = by_service[review.calibration.observation.service]
     # whole minutes first, then the cheaper: a tenth of a minute is no lead over $400
     near = {"shared": replace(summaries["shared"], violation_minutes=10.4, cost_total=500.0),
             "partitioned": replace(summaries["shared"], violation_minutes=10.2, cost_total=900.0)}
@@ -257,13 +261,13 @@ def test_a_right_to_left_override_is_shown_not_obeyed_in_both_reports(tmp_path) 
 def test_the_review_says_what_the_whatif_page_says(db, capsys) -> None:
     """The capacity review carries the What-if page's sentence (Tail events' batch minutes beside
     what partitioning removes) from the same function, in its JSON and its what-if section."""
-    from analytics.whatif.agree import agreement
+    from analytics.whatif.agree import pool_agreement
 
     with Store(db, read_only=True) as st:
         review = review_store(st)
     agreed = review.agreement
     assert agreed is not None and agreed.events >= 1
-    again = agreement(review.events, review.scenario, review.results)
+    again = pool_agreement(review.events, review.answer)
     assert agreed.as_dict() == again.as_dict()
     numbers = review.numbers().whatif
     assert numbers is not None and numbers.agreement is not None

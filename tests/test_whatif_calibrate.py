@@ -15,7 +15,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from analytics.cli import main
-from apptest_helpers import scoped_metric, tables
+from apptest_helpers import tables
 from analytics.whatif import PRESETS, compare
 from analytics.whatif.calibrate import calibrate_frames, gpu_model_of, mig_model_for
 from analytics.sample import load_into, simulate
@@ -189,8 +189,9 @@ def test_whatif_page_on_the_store_shows_the_backtest(sim_db, monkeypatch, tmp_pa
     at.switch_page("pages/whatif.py").run()
     assert not at.exception, [e.value for e in at.exception]
     shown = {m.label: m for m in at.metric}
-    assert float(scoped_metric(at, "observed").value.replace(",", "")) > 60
-    error = scoped_metric(at, "replayed").delta
+    observed, replayed = "Minutes over the SLO, recommender, observed", "Minutes over the SLO, recommender, modelled"
+    assert float(shown[observed].value.replace(",", "")) > 60
+    error = shown[replayed].delta
     assert abs(float(error.rstrip("%"))) <= 15, error
     # batch GPU-hours side by side: the runs that really ran, replayed
     held = float(shown["Batch GPU-hours, observed"].value.replace(",", ""))
@@ -199,14 +200,14 @@ def test_whatif_page_on_the_store_shows_the_backtest(sim_db, monkeypatch, tmp_pa
     assert not at.error  # within both bounds: no warning before the policies
     def policies():
         assert not at.dataframe  # a static table
-        return next(df.value for df in tables(at) if "Policy" in df.value.columns)
+        return next(df.value for df in tables(at) if df.key == "w_table_service")
 
     table = policies()
-    assert len(table) == 7 and table["Violation minutes"].max() > 0
+    assert len(table) == 7 and table[replayed].max() > 0
     # The 3 days are the days modelled: the table's shared row is the backtest's replay, and beside
     # the table the Tail events page's batch minutes against what partitioning removes.
-    shared = float(table.set_index("Policy")["Violation minutes"]["shared"])
-    assert abs(shared - float(scoped_metric(at, "replayed").value.replace(",", ""))) <= 0.5
+    shared = float(table.set_index("Policy")[replayed]["shared"])
+    assert abs(shared - float(shown[replayed].value.replace(",", ""))) <= 0.5
     said = " ".join(i.value for i in at.info)
     assert "Tail events attribute" in said and "partitioned with" in said and "of the shared" in said
     assert not at.warning  # what happened: no forward-looking what-if unless chosen
@@ -217,11 +218,11 @@ def test_whatif_page_on_the_store_shows_the_backtest(sim_db, monkeypatch, tmp_pa
     sources = next(df.value for df in tables(at) if "parameter" in df.value.columns)
     assert (sources["source"] != "user").all() and len(sources) > 5
     # A slider move re-runs the model only (calibration is cached) and changes the answer.
-    before = table.set_index("Policy")["Violation minutes"]["shared"]
+    before = table.set_index("Policy")[replayed]["shared"]
     at.session_state["w_grp_pool"] = True
     at.run()
     at.number_input(key="w_f.pool.gpus").set_value(70).run()
-    after = policies().set_index("Policy")["Violation minutes"]["shared"]
+    after = policies().set_index("Policy")[replayed]["shared"]
     assert after < before
     assert at.query_params["w_pool.gpus"] == "70" and at.query_params["w_src"] == "store"
     # A forward-looking what-if is a choice, named above the tables and in the link.

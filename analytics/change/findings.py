@@ -58,6 +58,11 @@ def measure_rows(out: ChangeComparison) -> list[list[str]]:
     return rows
 
 
+def score_header(out: ChangeComparison) -> list[str]:
+    """The headers of :func:`score_rows`: its minutes are the compared service's, observed and modelled."""
+    return ["the what-if, scored", f"minutes over the SLO, {out.service}", "batch GPU-hours"]
+
+
 def score_rows(out: ChangeComparison) -> list[list[str]]:
     """before, after, predicted, after_replay (and the old policy): minutes and batch GPU-hours."""
     rows = [[label, _num(side.violation_minutes), _num(side.batch_gpu_hours)]
@@ -106,7 +111,7 @@ def change_section(out: ChangeComparison) -> Section:
     paragraphs += [f"Not shown: {k}: {v}" for k, v in out.missing.items()]
     tables = [(["measure", "before", "after"], measure_rows(out))]
     if out.scored:
-        tables.append((["the what-if, scored", "violation minutes", "batch GPU-hours"], score_rows(out)))
+        tables.append((score_header(out), score_rows(out)))
     return Section("Before and after the change", finding(out), paragraphs=paragraphs, tables=tables)
 
 

@@ -22,8 +22,18 @@ def _slo_trace(fig: go.Figure, x: pl.Series, slo_ms: float) -> None:
                                  line=dict(color=SLO_COLOR, dash="dash"), hoverinfo="skip"))
 
 
-def typical_day_figure(day: pl.DataFrame, slo_ms: float) -> go.Figure:
-    """Median p99 by hour of day (UTC), one line per policy, against the SLO."""
+def _titled(title: str, scope: str) -> str:
+    """A figure's title with the scope its numbers are for (which service, what period).
+
+    >>> _titled("A typical day under each policy", "chat-vllm"), _titled("Bills", "")
+    ('A typical day under each policy: chat-vllm', 'Bills')
+    """
+    return f"{title}: {scope}" if scope else title
+
+
+def typical_day_figure(day: pl.DataFrame, slo_ms: float, scope: str = "") -> go.Figure:
+    """Median p99 by hour of day (UTC), one line per policy, against the SLO; ``scope`` names
+    the service whose p99 it is."""
     fig = go.Figure()
     for i, pol in enumerate(day["policy"].unique(maintain_order=True).to_list()):
         part = day.filter(pl.col("policy") == pol)
@@ -35,7 +45,7 @@ def typical_day_figure(day: pl.DataFrame, slo_ms: float) -> go.Figure:
                              line=dict(color=SLO_COLOR, dash="dash"), hoverinfo="skip"))
     log_ms_axis(fig, [*day["p99_ms"].to_list(), slo_ms], title="p99 (median over days, log)")
     fig.update_xaxes(title="hour of day (UTC)", range=[0, 24], dtick=3)
-    return apply_theme(fig, title="A typical day under each policy", height=460)
+    return apply_theme(fig, title=_titled("A typical day under each policy", scope), height=460)
 
 
 def headroom_figure(head: pl.DataFrame, policy: str) -> go.Figure:
@@ -80,9 +90,10 @@ def backtest_figure(frame: pl.DataFrame, slo_ms: float, tz: str = "UTC") -> go.F
     return apply_theme(fig, title="Backtest: observed vs replayed p99", height=400)
 
 
-def next_gpus_figure(front: pl.DataFrame) -> go.Figure:
+def next_gpus_figure(front: pl.DataFrame, scope: str = "") -> go.Figure:
     """What the next GPUs buy: violation minutes against the pool's GPU cost, one line per
-    policy, a point per pool size (hover: GPUs, batch goodput); the pool as it is ringed."""
+    policy, a point per pool size (hover: GPUs, batch goodput); the pool as it is ringed;
+    ``scope`` names the service whose minutes they are."""
     fig = go.Figure()
     for i, pol in enumerate(front["policy"].unique(maintain_order=True).to_list()):
         part = front.filter(pl.col("policy") == pol)
@@ -99,12 +110,13 @@ def next_gpus_figure(front: pl.DataFrame) -> go.Figure:
                                  marker=dict(size=16, symbol="circle-open", color="#000000",
                                              line=dict(width=2))))
     fig.update_xaxes(title="GPU cost over the period ($)", tickprefix="$", separatethousands=True)
-    fig.update_yaxes(title="violation minutes (modelled)", separatethousands=True, rangemode="tozero")
-    return apply_theme(fig, title="What the next GPUs buy: half to 1.5x the pool", height=460)
+    fig.update_yaxes(title="minutes over the SLO (modelled)", separatethousands=True, rangemode="tozero")
+    return apply_theme(fig, title=_titled("What the next GPUs buy: half to 1.5x the pool", scope), height=460)
 
 
-def bills_figure(bills: pl.DataFrame) -> go.Figure:
-    """What each team pays under each policy: GPU cost and externality, stacked by team."""
+def bills_figure(bills: pl.DataFrame, scope: str = "") -> go.Figure:
+    """What each team pays under each policy: GPU cost and externality, stacked by team;
+    ``scope`` names the service whose replay it is."""
     fig = go.Figure()
     teams = bills["team"].unique(maintain_order=True).to_list()
     for i, team in enumerate(teams):
@@ -116,4 +128,4 @@ def bills_figure(bills: pl.DataFrame) -> go.Figure:
                              marker_pattern_shape="/"))
     fig.update_layout(barmode="stack")
     fig.update_yaxes(title="$ over the period")
-    return apply_theme(fig, title="What each team pays, by policy", height=460)
+    return apply_theme(fig, title=_titled("What each team pays, by policy", scope), height=460)

@@ -12,12 +12,14 @@ from analytics.cli.commands import command_help
 from analytics.cli.common import add_config, add_json, add_slos, config_path, open_to_read, print_json, print_table
 from analytics.cli.progress import Progress
 from analytics.errors import ConfigError
-from analytics.measures import best_policy
 from analytics.slo import SloTable, parse_service_slos, resolve_slos
+from analytics.timeline import TimelineConfig, store_timelines
 from analytics.whatif import (POLICIES, PRESETS, SUMMARY_KEYS, PoolScenario, compare, reservation,
                               scenario_from_toml)
-from analytics.whatif.calibrate import calibrate_store
+from analytics.whatif.answer import PoolAnswer, PoolCalibration, answer_for, calibrate_pool, scenario_answer
+from analytics.whatif.calibrate import Calibration, calibrate_timelines
 from analytics.whatif.form import MODEL_DAYS, last_days
+from analytics.whatif.observe import pick_service
 from analytics.whatif.transforms import Transforms, apply_transforms, transform_specs, transforms_of
 from analytics.workloads import load_map
 from analytics.store import DEFAULT_DB, Store
@@ -42,8 +44,9 @@ def add_scenario_source(p: argparse.ArgumentParser) -> None:
                         f"period's last days the what-ifs replay (default {MODEL_DAYS}, as the "
                         "What-if page; the backtest always replays the whole period)")
     p.add_argument("--service", default=None,
-                   help="with --db: the inference service to model (default: the one most "
-                        "often above its SLO)")
+                   help="with --db: the inference service whose rows are shown (default: the one most "
+                        "often above its SLO); the best policy is the pool's, judged over every "
+                        "service on it")
     p.add_argument("--step", type=int, default=60, metavar="SECONDS",
                    help="with --db: timeline step in seconds (default 60)")
     add_config(p, "[slo] and the workload map (with --db; the What-if page reads the same)")
@@ -96,9 +99,13 @@ def load_scenario(args: argparse.Namespace) -> PoolScenario:
         scn = dataclasses.replace(scn, service=dataclasses.replace(scn.service,
                                                                    slo_ms=args.slo_ms))
         scn.provenance = {**scn.provenance, "service.slo_ms": "user (--slo-ms)"}
-    chosen = Transforms(**{spec["name"]: getattr(args, spec["name"], spec["default"])
-                           for spec in transform_specs()})
-    return apply_transforms(scn, chosen)
+    return apply_transforms(scn, _transforms(args))
+
+
+def _transforms(args: argparse.Namespace) -> Transforms:
+    """The forward-looking what-ifs the flags chose."""
+    return Transforms(**{spec["name"]: getattr(args, spec["name"], spec["default"])
+                         for spec in transform_specs()})
 
 
 def _slos(args: argparse.Namespace, store: Store) -> SloTable:
@@ -108,13 +115,36 @@ def _slos(args: argparse.Namespace, store: Store) -> SloTable:
 
 
 def _calibrated(args: argparse.Namespace) -> PoolScenario:
+    """The scenario of ``--service`` (else the service most often above its SLO); the pool's
+    other services are calibrated when the answer asks for them (``args._pool``), never for
+    ``tidelens plan``, which enforces one scenario."""
     with open_to_read(args, hint=", use --preset for a built-in scenario") as store:
         # The workload map the app calibrates with, so that the CLI and the page agree.
         wmap = load_map(config_path(args))
-        cal = calibrate_store(store, service=args.service, step_s=args.step, slos=_slos(args, store),
-                              wmap=wmap)
+        slos = _slos(args, store)
+        tl = store_timelines(store, TimelineConfig(step_s=args.step), wmap)
+
+    def calibrate(name: str) -> Calibration:
+        return calibrate_timelines(tl, service=name, step_s=args.step, slos=slos)
+
+    name = args.service or pick_service(tl.services, slos)
+    cal = calibrate(name)
     args._backtest = {k: v for k, v in cal.backtest.items() if k != "frame"}
+    args._pool = lambda: calibrate_pool(tl.services, slos, lambda n: cal if n == name else calibrate(n),
+                                        service=name)
     return last_days(cal.scenario, args.days or MODEL_DAYS)
+
+
+def _answer(args: argparse.Namespace, scn: PoolScenario, policies: tuple[str, ...],
+            results: dict) -> PoolAnswer:
+    """The pool's answer: every service of the store's pool (``scn``'s edits and transforms
+    standing for the pool's), or the one service of a preset or a scenario file."""
+    pool: PoolCalibration | None = getattr(args, "_pool", lambda: None)()
+    if pool is None:
+        return scenario_answer(scn, results)
+    return answer_for(pool, days=args.days or MODEL_DAYS, policies=policies, edited=pool.picked, scenario=scn,
+                      transforms=_transforms(args),
+                      replay=lambda s: results if s is scn else compare(s, policies))
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
@@ -124,6 +154,8 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         policies = tuple(dict.fromkeys(args.policy)) if args.policy else POLICIES
         stage("replaying the pool policies")
         results = compare(scn, policies)
+        stage("the pool's answer: every service of the pool")
+        answer = _answer(args, scn, policies, results)
     reserved, why = reservation(scn)
     out = {
         "scenario": {"name": scn.name, "description": scn.description, "steps": scn.steps,
@@ -134,7 +166,10 @@ def cmd_whatif(args: argparse.Namespace) -> int:
                      "transforms": transforms_of(scn)},
         "policies": {name: {**r.summary.as_dict(), "externality": r.externality}
                      for name, r in results.items()},
-        "best_policy": best_policy({name: r.summary for name, r in results.items()}),
+        # The pool's: every service on it, each against its own SLO (the scenario's rows above
+        # are one service's, a breakdown).
+        "best_policy": answer.best_policy,
+        "pool": answer.as_dict(),
     }
     if getattr(args, "_backtest", None) is not None:
         out["backtest"] = args._backtest
@@ -143,7 +178,10 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         return 0
     rows = [{"policy": name, **{k: getattr(r.summary, k) for k in SUMMARY_KEYS}}
             for name, r in results.items()]
-    print(f"{scn.name}: {scn.description} ({scn.steps} steps of {scn.step_s} s, "
+    print(answer.sentence())
+    print_table(answer.breakdown())
+    print()
+    print(f"Breakdown, {scn.modelled_service()}: {scn.description} ({scn.steps} steps of {scn.step_s} s, "
           f"SLO p99 {scn.service.slo_ms:g} ms; inference reservation {reserved} GPUs: {why})")
     bt = getattr(args, "_backtest", None)
     if bt is not None:
@@ -154,7 +192,8 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         for miss in bt["misses"]:
             print(f"WARNING: the replay misses what happened: {miss}; the policies below are a "
                   "model this store does not confirm")
+    print(f"each policy's violation_minutes: {scn.modelled_service()}'s minutes over its SLO alone, modelled")
     print_table(pl.DataFrame(rows))
-    print(f"best policy (fewest whole minutes over the SLO, ties to the cheaper): "
-          f"{out['best_policy']}")
+    print(f"best policy for the pool ({answer.scope()}; fewest whole minutes over the SLO, ties to "
+          f"the least batch work forgone, then the cheaper): {answer.best_policy}")
     return 0

@@ -10,6 +10,7 @@ other (the app's sample, 28M samples on 2 cores: about a fifth less wall time).
 
 from __future__ import annotations
 
+import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
@@ -73,6 +74,21 @@ class Timelines:
     def estimated_bytes(self) -> int:
         """The frames' memory (what a cache of timelines budgets)."""
         return sum(f.estimated_size() for f in (self.pool, self.holdings, self.services))
+
+    def digest(self) -> str:
+        """A digest of the three frames' content and the GPU models (equal timelines, equal
+        digests, within one process: polars' row hash is not promised across versions): what a
+        cache of a result computed from the timelines is keyed on, whoever built them (the
+        app's cache or :func:`analytics.timeline.store_timelines`). About 30 ms for three weeks.
+
+        Floats count to 9 significant digits: two builds of one store differ in the last bits of
+        a sum (DuckDB adds in parallel, in no fixed order), which is not a different store."""
+        h = hashlib.sha1(repr(self.facts.gpu_models).encode())
+        for frame in (self.pool, self.holdings, self.services):
+            h.update(repr(frame.schema).encode())
+            rounded = frame.with_columns(pl.col(pl.Float64).round_sig_figs(9))
+            h.update(rounded.hash_rows(seed=0).to_numpy().tobytes())
+        return h.hexdigest()
 
 
 

@@ -1,10 +1,12 @@
 """The one sentence the What-if, Tail events and review pages must agree on.
 
-"Tail events attribute N minutes of this range to batch contention; partitioned with R reserved
-GPUs removes M of the shared minutes." N comes from the tail events (each event's minutes over
-the SLO weighted by its batch-contention share, over the modelled period); M is the shared row's
-minutes over the SLO less the partitioned row's, both replays of the runs that happened. When
-the model and the attribution tell the same story, M is close to N.
+"Tail events attribute N minutes of this range on these services to batch contention;
+partitioned with R reserved GPUs removes M of the shared minutes." N comes from the tail events
+(each event's minutes over the SLO weighted by its batch-contention share, over the modelled
+period); M is the shared row's minutes over the SLO less the partitioned row's, both replays of
+the runs that happened. When the model and the attribution tell the same story, M is close to N.
+For a pool (:func:`pool_agreement`), both are summed over its services, as its answer's minutes
+are (:mod:`analytics.whatif.answer`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import polars as pl
 
 from analytics.measures import minutes_over_slo
 from analytics.times import step_start_ms
+from analytics.whatif.answer import PoolAnswer, in_words
 from analytics.whatif.outputs import PolicyResult, compare
 from analytics.whatif.params import PoolScenario
 from analytics.whatif.policies import reservation
@@ -111,9 +114,9 @@ class Agreement:
 
     def sentence(self) -> str:
         days = f"{self.period_days:.0f} day{'s' if round(self.period_days) != 1 else ''}"
-        return (f"Tail events attribute {self.tail_batch_minutes:,.0f} minutes of these {days} to batch "
-                f"contention; partitioned with {self.reserved_gpus} reserved GPUs removes "
-                f"{self.removed_minutes:,.0f} of the shared {self.shared_minutes:,.0f} minutes.")
+        return (f"Tail events attribute {self.tail_batch_minutes:,.0f} minutes over the SLO of these {days} "
+                f"on {self.service} to batch contention; partitioned with {self.reserved_gpus} reserved GPUs "
+                f"removes {self.removed_minutes:,.0f} of the shared pool's {self.shared_minutes:,.0f}, modelled.")
 
     def as_dict(self) -> dict[str, Any]:
         return {"service": self.service, "tail_batch_minutes": self.tail_batch_minutes,
@@ -132,7 +135,7 @@ def agreement(found: TailEvents, scn: PoolScenario,
     ``results`` are the policy table's replays when it has them (``compare``); the shared and
     partitioned rows missing from it are replayed here.
     """
-    service = scn.name.split(":", 1)[1] if scn.name.startswith("store:") else None
+    service = scn.modelled_service() if scn.name.startswith("store:") else None
     have = dict(results or {})
     missing = tuple(p for p in ("shared", "partitioned") if p not in have)
     if missing:
@@ -146,3 +149,15 @@ def agreement(found: TailEvents, scn: PoolScenario,
                      events=len(mine), shared_minutes=float(have["shared"].summary.violation_minutes),
                      partitioned_minutes=float(have["partitioned"].summary.violation_minutes),
                      reserved_gpus=reservation(scn)[0], period_days=scn.steps * scn.step_s / 86400.0)
+
+
+def pool_agreement(found: TailEvents, answer: PoolAnswer) -> Agreement:
+    """:func:`agreement` over every service of the pool's answer, summed: N over the services'
+    events, M the pool's shared minutes less its partitioned ones (each service against its
+    own SLO), R the services' reservations together."""
+    parts = [agreement(found, r.scenario, r.results) for r in answer.replays]
+    return Agreement(service=in_words(answer.services), tail_batch_minutes=sum(a.tail_batch_minutes for a in parts),
+                     events=sum(a.events for a in parts),
+                     shared_minutes=sum(a.shared_minutes for a in parts),
+                     partitioned_minutes=sum(a.partitioned_minutes for a in parts),
+                     reserved_gpus=sum(a.reserved_gpus for a in parts), period_days=answer.period_days)

@@ -10,6 +10,8 @@ every policy moves by its rule. The check of the model against what happened is
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
@@ -246,6 +248,13 @@ def calibrate_frames(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.D
     return Calibration(scn, bt, obs, fit)
 
 
+# Timelines built from frames (a notebook's, a test's) have no store behind them for the result
+# cache to key on: those are calibrated once per their content (Timelines.digest) in this process.
+CALIBRATIONS_KEPT = 16
+_CALIBRATIONS: OrderedDict[tuple[Any, ...], Calibration] = OrderedDict()
+_CALIBRATIONS_LOCK = threading.Lock()
+
+
 def calibrate_timelines(tl: Timelines, *, service: str | None = None, step_s: int = 60,
                         slos: SloTable | None = None,
                         observed_policy: str = "shared",
@@ -253,16 +262,34 @@ def calibrate_timelines(tl: Timelines, *, service: str | None = None, step_s: in
     """:func:`calibrate_frames` on a timelines dict (``analytics.timeline.store_timelines``, the
     app's cache), the GPU model taken from its facts: what the What-if page, the review and
     ``tidelens whatif`` call. Computed once per timelines, service and SLO table
-    (:meth:`Timelines.remembered`); the result is shared, never to be changed in place."""
+    (:meth:`Timelines.remembered`; timelines with no store behind them once per their content in
+    this process); the result is shared, never to be changed in place."""
     facts = tl.facts
     # Once per (store content, range, step, map, service, SLO table, code) for every surface:
     # a pool's every service calibrated by the What-if is each read again by the CLI, and the
     # default service is named first, so `tidelens whatif` and the review share its calibration.
     name = service or pick_service(tl.services, slos)
-    return tl.remembered("calibration", (name, step_s, slos, observed_policy), lambda: calibrate_frames(
-        tl.services, tl.pool, tl.holdings, service=name, step_s=step_s, slos=slos,
-        observed_policy=observed_policy,
-        gpu_model=gpu_model_from(facts.gpu_models) if facts is not None else None, on_stage=on_stage))
+
+    def build() -> Calibration:
+        return calibrate_frames(tl.services, tl.pool, tl.holdings, service=name, step_s=step_s, slos=slos,
+                                observed_policy=observed_policy,
+                                gpu_model=gpu_model_from(facts.gpu_models) if facts is not None else None,
+                                on_stage=on_stage)
+
+    if tl.origin is not None:
+        return tl.remembered("calibration", (name, step_s, slos, observed_policy), build)
+    # The SLOs by their values: where each came from (a flag, the sidebar) calibrates alike.
+    key = (tl.digest(), name, step_s, slos.items() if slos is not None else None, observed_policy)
+    with _CALIBRATIONS_LOCK:
+        if key in _CALIBRATIONS:
+            _CALIBRATIONS.move_to_end(key)
+            return _CALIBRATIONS[key]
+    cal = build()  # outside the lock: another service's calibration need not wait
+    with _CALIBRATIONS_LOCK:
+        _CALIBRATIONS[key] = cal
+        while len(_CALIBRATIONS) > CALIBRATIONS_KEPT:
+            _CALIBRATIONS.popitem(last=False)
+    return cal
 
 
 def calibrate(store: Any, *, pool: str | None = None, service: str | None = None,

@@ -3,6 +3,7 @@ externality ledger by team and period, and what each team would pay under each p
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,15 +13,16 @@ from analytics.measures import best_policy, gpu_hours, split_violation_by_team, 
 from analytics.whatif.outputs import PolicyResult
 from analytics.whatif.params import PoolScenario
 from analytics.times import step_start_ms
-from analytics.units import minutes_text, money, span_text
+from analytics.units import money, span_text
 
 
-def policy_table(results: dict[str, PolicyResult]) -> pl.DataFrame:
+def policy_table(results: dict[str, PolicyResult], best: str | None = None) -> pl.DataFrame:
     """One row per policy: p99, compliance, violation minutes, utilization, batch work done,
     lost, and unfinished at the period's end, runs not finished, the median and worst queueing
     delay (hours from a run's arrival to its start), cost, and
-    ``best``: which policy has the fewest violation minutes (:func:`analytics.measures.best_policy`)
-    and which the lowest total cost, for a table a room reads at a glance.
+    ``best``: the best policy (:func:`analytics.measures.best_policy` over these results, or
+    ``best``: the pool's, when these are one service's rows beside the pool's answer) and which
+    the lowest total cost, for a table a room reads at a glance.
     """
     rows = []
     for name, r in results.items():
@@ -41,33 +43,15 @@ def policy_table(results: dict[str, PolicyResult]) -> pl.DataFrame:
                      "cost_per_useful_gpu_hour": s.cost_per_useful_gpu_hour,
                      "externality_cost": s.externality_cost})
     if rows:
-        best = best_policy({name: r.summary for name, r in results.items()})
-        fewest = next(r for r in rows if r["policy"] == best)
+        pool = best is not None
+        best = best if pool else best_policy({name: r.summary for name, r in results.items()})
+        # Short, to fit its column on a projector: the pool's answer, or these rows' own best.
+        for row in rows:
+            if row["policy"] == best:
+                row["best"] = "best for the pool" if pool else "fewest minutes"
         cheapest = min(rows, key=lambda r: (r["cost_total"], r["violation_minutes"]))
-        fewest["best"] = "fewest minutes"  # over the SLO; short, to fit its column on a projector
         cheapest["best"] = (cheapest["best"] + " · " if cheapest["best"] else "") + "cheapest"
     return pl.DataFrame(rows)
-
-
-def answer_sentence(results: dict[str, PolicyResult], best: str, scn: PoolScenario) -> str:
-    """The What-if's answer in one sentence a meeting can quote: the best policy (``best``, as the
-    caller judged it), its minutes over the SLO and what it removes against the shared pool, with
-    the scope (service, span, modelled).
-
-    >>> from analytics.whatif import PRESETS, compare
-    >>> scn = PRESETS["morning-ramp"](2)
-    >>> res = compare(scn, ("shared", "partitioned"))
-    >>> answer_sentence(res, "partitioned", scn)  # doctest: +ELLIPSIS
-    'Best policy for morning-ramp over 2 days: partitioned, ... min over the SLO where the shared pool has ... min (... fewer), modelled.'
-    """
-    mine = results[best].summary.violation_minutes
-    head = f"Best policy for {scn.service_name} over {span_text(scn.span_h)}: {best}, {minutes_text(mine)} over the SLO"
-    shared = results.get("shared")
-    if shared is None or best == "shared":
-        return head + (", the shared pool's own" if best == "shared" else "") + ", modelled."
-    theirs = shared.summary.violation_minutes
-    return (f"{head} where the shared pool has {minutes_text(theirs)} "
-            f"({minutes_text(max(theirs - mine, 0.0)).removesuffix(' min')} fewer), modelled.")
 
 
 def typical_day(scn: PoolScenario, results: dict[str, PolicyResult], bin_min: int = 5) -> pl.DataFrame:
@@ -84,15 +68,17 @@ def typical_day(scn: PoolScenario, results: dict[str, PolicyResult], bin_min: in
     return out.with_columns((pl.col("minute") / 60.0).alias("hour"))
 
 
-def ledger(scn: PoolScenario, results: dict[str, PolicyResult], period_h: float = 24.0
+def ledger(scn: PoolScenario, results: Mapping[str, PolicyResult], period_h: float = 24.0
            ) -> pl.DataFrame:
     """Violation minutes and their price by policy, team and period (default: day, UTC).
 
-    Columns ``policy``, ``period_start_ms``, ``team``, ``violation_minutes``, ``cost``; what
-    no other team caused stays with the service's own team (the split of
+    Columns ``policy``, ``period_start_ms``, ``service`` (the one ``scn`` models), ``team``,
+    ``own`` (the team is the service's own), ``violation_minutes``, ``cost``; what no other
+    team caused stays with the service's own team (the split of
     :func:`analytics.measures.split_violation_by_team`, the externality's).
     """
     price = scn.pool.violation_price_per_min
+    service = scn.modelled_service()
     ts = scn.ts_ms()
     period_ms = int(period_h * 3_600_000)
     period = (step_start_ms(ts, scn.step_s * 1000) // period_ms) * period_ms
@@ -105,14 +91,26 @@ def ledger(scn: PoolScenario, results: dict[str, PolicyResult], period_h: float 
             rows.append(pl.DataFrame({"policy": name, "period_start_ms": period, "team": team,
                                       "violation_minutes": step_minutes(x, step_s=scn.step_s)}))
     if not rows:
-        return pl.DataFrame(schema={"policy": pl.Utf8, "period_start_ms": pl.Int64,
-                                    "team": pl.Utf8, "violation_minutes": pl.Float64,
-                                    "cost": pl.Float64})
+        return pl.DataFrame(schema=LEDGER_SCHEMA)
     out = (pl.concat(rows).group_by("policy", "period_start_ms", "team")
            .agg(pl.col("violation_minutes").sum())
            .filter(pl.col("violation_minutes") > 0)
-           .with_columns((pl.col("violation_minutes") * price).alias("cost")))
-    return out.sort("policy", "period_start_ms", "team")
+           .with_columns(pl.lit(service).alias("service"), (pl.col("team") == scn.service.team).alias("own"),
+                         (pl.col("violation_minutes") * price).alias("cost")))
+    return out.select(list(LEDGER_SCHEMA)).sort("policy", "period_start_ms", "team")
+
+
+LEDGER_SCHEMA = {"policy": pl.Utf8, "period_start_ms": pl.Int64, "service": pl.Utf8, "team": pl.Utf8,
+                 "own": pl.Boolean, "violation_minutes": pl.Float64, "cost": pl.Float64}
+
+
+def pool_ledger(replays: Iterable[tuple[PoolScenario, Mapping[str, PolicyResult]]], policy: str,
+                period_h: float = 24.0) -> pl.DataFrame:
+    """:func:`ledger` of every service of a pool under ``policy`` (each service's scenario and
+    its replays), one frame: each service's minutes over its own SLO, by team and period."""
+    parts = [ledger(scn, {policy: results[policy]}, period_h) for scn, results in replays if policy in results]
+    return (pl.concat(parts) if parts else pl.DataFrame(schema=LEDGER_SCHEMA)).sort(
+        "policy", "period_start_ms", "service", "team")
 
 
 def bills(scn: PoolScenario, results: dict[str, PolicyResult]) -> pl.DataFrame:
@@ -154,9 +152,10 @@ class LedgerSummary:
 
     by_team: pl.DataFrame        # team, violation_minutes, cost; most expensive first
     violation_minutes: float
-    charged_to_others: float     # cost of minutes caused by teams other than the service's own
+    charged_to_others: float     # cost of minutes caused by teams other than each service's own
     top_payer: str | None        # the other team billed the most, if any
     top_payer_cost: float        # over the whole span, every period added up
+    top_payer_minutes: float     # the minutes of other teams' services its work caused
     table: pl.DataFrame          # the ledger as a meeting reads it (:func:`ledger_table`)
     span_h: float | None = None  # the hours the ledger covers (None: unknown)
     period_h: float = 24.0
@@ -165,7 +164,7 @@ class LedgerSummary:
         """The top payer's bill, said over the span it covers and per period: the card said
         "for the day" under a seven-day sum.
 
-        >>> LedgerSummary(pl.DataFrame(), 0.0, 0.0, "ml", 9830.4, pl.DataFrame(), 168.0).top_payer_bill()
+        >>> LedgerSummary(pl.DataFrame(), 0.0, 0.0, "ml", 9830.4, 200.0, pl.DataFrame(), 168.0).top_payer_bill()
         '$9,830 over 7 days ($1,404 a day)'
         """
         total = money(self.top_payer_cost)
@@ -175,52 +174,44 @@ class LedgerSummary:
         return (f"{total} over {span_text(self.span_h)} "
                 f"({money(self.top_payer_cost * self.period_h / self.span_h)} a {per})")
 
-    def headline(self, policy: str, service: str) -> str:
-        """Chargeback's answer in one sentence: who pays, how much, for what, under ``policy``.
-
-        >>> LedgerSummary(pl.DataFrame(), 0.0, 0.0, "ml", 9830.4, pl.DataFrame(), 168.0).headline("shared", "chat")
-        'Under shared, ml is billed the most: $9,830 over 7 days ($1,404 a day), for the minutes over the SLO its work cost chat (modelled).'
-        """
-        if self.top_payer is None:
-            return (f"Under {policy}, no other team's work cost {service} a minute over the SLO "
-                    f"({minutes_text(self.violation_minutes)} of its own, modelled).")
-        return (f"Under {policy}, {self.top_payer} is billed the most: {self.top_payer_bill()}, for the minutes "
-                f"over the SLO its work cost {service} (modelled).")
-
 
 def ledger_table(book: pl.DataFrame, period_h: float = 24.0) -> pl.DataFrame:
     """The ledger as a meeting reads it: the period as a date (UTC, as :func:`ledger` cuts it),
-    the team, minutes over the SLO (modelled) to a tenth (a fraction of a minute still costs:
-    "0 minutes, $21" read as a mistake) and whole dollars.
+    the service and the team, minutes over the SLO (modelled) to a tenth (a fraction of a minute
+    still costs: "0 minutes, $21" read as a mistake) and whole dollars.
 
-    >>> book = pl.DataFrame({"period_start_ms": [0], "team": ["ml"], "violation_minutes": [87.423],
-    ...                      "cost": [4371.1479]})
+    >>> book = pl.DataFrame({"period_start_ms": [0], "service": ["chat"], "team": ["ml"],
+    ...                      "violation_minutes": [87.423], "cost": [4371.1479]})
     >>> ledger_table(book).row(0)
-    (datetime.date(1970, 1, 1), 'ml', 87.4, 4371.0)
+    (datetime.date(1970, 1, 1), 'chat', 'ml', 87.4, 4371.0)
     """
     per = PERIOD_WORDS.get(period_h, "period")
     return book.select(pl.from_epoch("period_start_ms", time_unit="ms").dt.date().alias(f"{per} (UTC)"),
-                       "team", pl.col("violation_minutes").round(1).alias("minutes over the SLO, modelled"),
+                       "service", "team", pl.col("violation_minutes").round(1).alias("minutes over the SLO, modelled"),
                        pl.col("cost").round(0).alias("cost ($)"))
 
 
-def summarise_ledger(book: pl.DataFrame, own_team: str, *, span_h: float | None = None,
-                     period_h: float = 24.0) -> LedgerSummary:
-    """Totals of a :func:`ledger` frame (cut in ``period_h`` periods over ``span_h`` hours),
-    separating the service's own team from the others.
+def summarise_ledger(book: pl.DataFrame, *, span_h: float | None = None, period_h: float = 24.0) -> LedgerSummary:
+    """Totals of a :func:`ledger` (or :func:`pool_ledger`) frame, cut in ``period_h`` periods
+    over ``span_h`` hours, separating each service's own team from the others: who pays is the
+    team other than a service's own billed the most (ties to the earlier name), the one
+    definition the pool's answer names too.
 
-    >>> book = pl.DataFrame({"period_start_ms": [0, 0], "team": ["ml", "serving"],
-    ...                      "violation_minutes": [10.0, 2.0], "cost": [500.0, 100.0]})
-    >>> s = summarise_ledger(book, "serving")
-    >>> (s.violation_minutes, s.charged_to_others, s.top_payer)
-    (12.0, 500.0, 'ml')
+    >>> book = pl.DataFrame({"period_start_ms": [0, 0], "service": ["chat", "chat"], "team": ["ml", "serving"],
+    ...                      "own": [False, True], "violation_minutes": [10.0, 2.0], "cost": [500.0, 100.0]})
+    >>> s = summarise_ledger(book)
+    >>> (s.violation_minutes, s.charged_to_others, s.top_payer, s.top_payer_minutes)
+    (12.0, 500.0, 'ml', 10.0)
     """
     by_team = (book.group_by("team").agg(pl.col("violation_minutes").sum(), pl.col("cost").sum())
-               .sort("cost", descending=True))
-    others = by_team.filter(pl.col("team") != own_team)
+               .sort(["cost", "team"], descending=[True, False]))
+    others = (book.filter(~pl.col("own")).group_by("team")
+              .agg(pl.col("violation_minutes").sum(), pl.col("cost").sum())
+              .filter(pl.col("cost") > 0).sort(["cost", "team"], descending=[True, False]))
     return LedgerSummary(
         by_team=by_team, violation_minutes=float(by_team["violation_minutes"].sum()),
         charged_to_others=float(others["cost"].sum()),
         top_payer=others["team"][0] if others.height else None,
         top_payer_cost=float(others["cost"][0]) if others.height else 0.0,
+        top_payer_minutes=float(others["violation_minutes"][0]) if others.height else 0.0,
         table=ledger_table(book, period_h), span_h=span_h, period_h=period_h)

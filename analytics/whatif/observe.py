@@ -99,6 +99,36 @@ def pick_service(services: pl.DataFrame, slos: SloTable | None) -> str:
     return best
 
 
+def service_pools(services: pl.DataFrame) -> dict[str, str]:
+    """Each service's pool: the one most of its steps name (``default`` when none does), as
+    :func:`observe` takes it; services in name order."""
+    out: dict[str, str] = {}
+    for name in sorted(services["service"].drop_nulls().unique().to_list()):
+        seen = services.filter(pl.col("service") == name)["pool"].drop_nulls()
+        out[name] = str(seen.mode().sort()[0]) if seen.len() else "default"
+    return out
+
+
+def pool_services(services: pl.DataFrame, slos: SloTable | None,
+                  service: str | None = None) -> tuple[str, list[str]]:
+    """The pool the default answer is for, and every inference service on it (name order): the
+    pool of ``service``, by default of the service most often above its SLO (:func:`pick_service`).
+    A pool's policy is one decision for all of them (:func:`analytics.measures.best_policy`).
+
+    Raises
+    ------
+    NotEnoughDataError
+        The service timeline has no services.
+    """
+    pools = service_pools(services)
+    name = service or pick_service(services, slos)
+    if name not in pools:
+        raise NotEnoughDataError(f"service {name!r} is not in the service timeline; services "
+                                 f"there: {', '.join(pools) or 'none'}")
+    pool = pools[name]
+    return pool, [s for s, p in pools.items() if p == pool]
+
+
 def observe(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame, *,
             service: str | None = None, step_s: int = 60,
             slos: SloTable | None = None) -> Observation:
@@ -125,8 +155,7 @@ def observe(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
         raise NotEnoughDataError(f"service {name!r} is not in the service timeline; services "
                                  f"there: {', '.join(known) or 'none'}")
     s = services.filter(pl.col("service") == name).sort("ts_ms")
-    pools_seen = s["pool"].drop_nulls()
-    pool = str(pools_seen.mode().sort()[0]) if pools_seen.len() else "default"
+    pool = service_pools(s)[name]
     if s.filter(pl.col("rps").fill_null(0.0) > 0).height < MIN_STEPS:
         raise NotEnoughDataError(f"service {name!r} has fewer than {MIN_STEPS} steps with "
                                  "traffic in this range; widen the range")

@@ -227,6 +227,15 @@ class PoolScenario:
         h.update(repr((self.start_ts_ms, self.step_s, self.service, self.batch, self.pool)).encode())
         return h.hexdigest()
 
+    def modelled_service(self) -> str:
+        """The service the scenario models: ``store:<service>`` for a calibrated one, else its
+        name (a preset's or a saved file's one service).
+
+        >>> PoolScenario(traffic_rps=[1.0], name="store:chat-vllm").modelled_service()
+        'chat-vllm'
+        """
+        return self.name.split(":", 1)[1] if self.name.startswith("store:") else self.name
+
     def others(self) -> np.ndarray:
         """GPUs held by others at each step (zeros when the scenario has none)."""
         if self.others_gpus is None:
@@ -240,17 +249,6 @@ class PoolScenario:
     @property
     def step_h(self) -> float:
         return self.step_s / 3600.0
-
-    @property
-    def service_name(self) -> str:
-        """The service modelled, as a label names it: the store's (``store:NAME``), else the
-        scenario's own name (a preset's)."""
-        return self.name.removeprefix("store:")
-
-    @property
-    def span_h(self) -> float:
-        """The hours the scenario covers (every step's)."""
-        return self.steps * self.step_h
 
     def hour_of_day(self) -> np.ndarray:
         """Hour of day (UTC, float) at the start of each step."""
