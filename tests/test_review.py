@@ -58,7 +58,8 @@ def test_review_html_is_one_offline_file_with_every_section(db, tmp_path, capsys
     # the findings say what the numbers say
     assert f"A pool of {numbers['pool_gpus']:,.0f} GPUs" in findings[0]
     # the Overview's sentence, its minutes naming their scope; the Rhythm page's, its hours a clock's
-    assert re.search(r"over the SLO for [\d,]+ minutes \(any of \d services, observed: ", findings[0]), findings[0]
+    assert re.search(r"some service's p99 was over its SLO for [\d,]+ minutes, observed \(chat-vllm [\d,]+ min, ",
+                     html.unescape(findings[0])), findings[0]
     assert re.search(r"peaks at \d\d:\d\d \(UTC\); batch typically starts at \d\d:\d\d ", findings[1]), findings[1]
     ev = numbers["events"]
     assert findings[2].startswith(f"{ev['count']} tail events")
