@@ -12,6 +12,8 @@ Missing values (nulls) are left out, never taken as zero.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timezone
+from typing import Any
 
 import polars as pl
 
@@ -27,6 +29,7 @@ from analytics.signals import SIGNALS
 from analytics.slo import SloTable
 from analytics.timeline.config import CLASS_COLUMNS as POOL_CLASSES
 from analytics.times import format_span
+from analytics.units import minutes_text, span_text
 
 # GPU classes in the order every chart stacks them (bottom to top) and every legend lists them:
 # the pool timeline's own list (one definition).
@@ -58,6 +61,11 @@ class OverviewSummary:
         """GPU-hours of each class in :data:`WORKLOAD_CLASSES` order (idle included; 0 if absent)."""
         got = dict(self.class_share.select("cls", "gpu_hours").iter_rows()) if self.class_share.height else {}
         return {c: float(got.get(c, 0.0)) for c in WORKLOAD_CLASSES}
+
+    @property
+    def span_h(self) -> float:
+        """The hours the range's steps cover."""
+        return self.steps * self.step_s / 3600
 
 
 def _per_step_totals(pool: pl.DataFrame) -> pl.DataFrame:
@@ -174,6 +182,50 @@ def class_long(pool: pl.DataFrame) -> pl.DataFrame:
                           variable_name="cls", value_name="gpus")
     return long.with_columns(pl.col("cls").str.strip_prefix("gpus_"),
                              pl.col("gpus").cast(pl.Float64)).sort("ts")
+
+
+def pool_headline(s: OverviewSummary) -> str:
+    """The Overview's answer in one sentence (the review's finding on the pool too): the pool,
+    who held its GPU-hours, and the minutes over the SLO with their scope.
+
+    >>> share = pl.DataFrame({"cls": ["batch", "inference", "idle"], "share": [0.4, 0.35, 0.25]})
+    >>> pool_headline(OverviewSummary(steps=10080, step_s=60, pool_gpus_max=64, pool_gpus_mean=64,
+    ...     allocation_pct=75.0, activity_pct=50.0, gpu_hours=10752, slo_violation_min=1033,
+    ...     slo_violation_min_by_service={"chat": 570.0, "rec": 546.0}, class_share=share))
+    "A pool of 64 GPUs over 7 days: batch held 40% of its GPU-hours, inference 35%, 25% sat idle; some service's p99 was over its SLO for 1,033 minutes, observed (chat 570 min, rec 546 min)."
+    """
+    if s.steps == 0:
+        return "No steps in this range: nothing to summarise."
+    share = dict(s.class_share.select("cls", "share").iter_rows()) if s.class_share.height else {}
+    per = ", ".join(f"{n} {minutes_text(m)}" for n, m in s.slo_violation_min_by_service.items())
+    over = (f"some service's p99 was over its SLO for {s.slo_violation_min:,.0f} minutes, observed ({per})" if per
+            else "no latency data to judge an SLO by")
+    return (f"A pool of {s.pool_gpus_max:,.0f} GPUs over {span_text(s.span_h)}: batch held "
+            f"{share.get('batch', 0):.0%} of its GPU-hours, inference {share.get('inference', 0):.0%}, "
+            f"{share.get('idle', 0):.0%} sat idle; {over}.")
+
+
+def store_headline(sources: pl.DataFrame, metrics: pl.DataFrame, tz: str) -> str:
+    """What a store holds, in one sentence (the Data page's answer): its sources, metrics and
+    the time they cover, in zone ``tz``.
+
+    >>> from datetime import datetime
+    >>> src = pl.DataFrame({"name": ["a.prom", "b.csv"], "first_ts": [datetime(2026, 10, 1), datetime(2026, 10, 2)],
+    ...                     "last_ts": [datetime(2026, 10, 8), datetime(2026, 10, 5)]})
+    >>> store_headline(src, pl.DataFrame({"metric": ["x", "y", "z"]}), "UTC")
+    '2 sources, 3 metrics: Oct 1 00:00 → Oct 8 00:00 UTC.'
+    """
+    if sources.height == 0:
+        return "The store is empty: add data below."
+    first, last = sources["first_ts"].min(), sources["last_ts"].max()
+    span = "" if first is None or last is None else f": {format_span(_epoch_ms(first), _epoch_ms(last), tz)}"
+    n = metrics.height
+    return f"{sources.height:,} source{'s' if sources.height != 1 else ''}, {n:,} metric{'s' if n != 1 else ''}{span}."
+
+
+def _epoch_ms(ts: Any) -> int:
+    """A naive UTC datetime (the store's) as epoch milliseconds."""
+    return int(ts.replace(tzinfo=timezone.utc).timestamp() * 1000)
 
 
 def label_inventory(series: pl.DataFrame, *, examples: int = 3, examples_chars: int = 48) -> pl.DataFrame:

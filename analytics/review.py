@@ -36,13 +36,15 @@ from analytics.forecast.model import DayForecast, ForecastConfig
 from analytics.forecast.outlook import ForecastAnswer, forecast_timelines, latest_change
 from analytics.forecast.report import forecast_section
 from analytics.measures import over_slo_label
-from analytics.overview import summarise, thin_for_display
+from analytics.overview import pool_headline, summarise, thin_for_display
 from analytics.rhythm import RhythmConfig
 from analytics.rhythm.digest import rhythm_page_data
+from analytics.rhythm.summary import rhythm_headline
 from analytics.slo import SloTable, resolve_slos
 from analytics.text import escape_figure
 from analytics.timeline import Timelines, store_timelines
-from analytics.times import format_span, iso_utc
+from analytics.times import format_span, format_time, iso_utc
+from analytics.units import hour_text, hour_window_text
 from analytics.whatif import POLICIES, compare
 from analytics.whatif.agree import Agreement, pool_agreement
 from analytics.whatif.answer import PoolAnswer, answer_for, calibrate_pool, in_words
@@ -63,6 +65,11 @@ if TYPE_CHECKING:
 
 # A review section is the one renderer's section (a finding, paragraphs, tables, a figure).
 ReviewSection = Section
+# What a review is doing, stage by stage, in the words its status line shows.
+STAGES = {"timelines": "reading the pool and the services", "events": "finding the tail events",
+          "rhythm": "decomposing the rhythm", "calibration": "calibrating the what-if on the store",
+          "policies": "replaying the pool policies", "change": "comparing before and after the change",
+          "forecast": "forecasting the nights ahead", "render": "drawing the report"}
 
 
 @dataclass(frozen=True)
@@ -236,7 +243,8 @@ def build_review(timelines: Timelines, *, step_s: int, slos: SloTable,
                  calibration: Callable[[str], "Calibration"] | None = None,
                  map_digest: str = "",
                  change: Callable[["EventsAnalysis | None"], "ChangeComparison | None"] | None = None,
-                 forecast: Callable[[], ForecastAnswer] | None = None) -> Review:
+                 forecast: Callable[[], ForecastAnswer] | None = None,
+                 on_stage: Callable[[str], None] = lambda _words: None) -> Review:
     """The review of one range from its timelines and the analyses' calls.
 
     ``slos``: every service's SLO (the view's, or ``resolve_slos``'s). ``events``,
@@ -245,7 +253,8 @@ def build_review(timelines: Timelines, *, step_s: int, slos: SloTable,
     service of the pool (``calibration`` per service) and says the pool's answer
     (:func:`analytics.whatif.answer.answer_for`); the service
     :func:`analytics.whatif.observe.pick_service` picks (the one most often above its SLO) is
-    the breakdown shown beside it.
+    the breakdown shown beside it. ``on_stage`` hears each part's name as it starts (the page's
+    status, the CLI's progress line: a review takes seconds on a cold server).
     """
 
     summary = summarise(timelines.pool, timelines.holdings, timelines.services, slos, step_s)
@@ -254,10 +263,13 @@ def build_review(timelines: Timelines, *, step_s: int, slos: SloTable,
                     slo_ms=slos.for_services(services), map_digest=map_digest)
     missing = review.missing
     if events is not None:
+        on_stage(STAGES["events"])
         review.events = _attempt("tail events", missing, events)
     if rhythm is not None:
+        on_stage(STAGES["rhythm"])
         review.rhythm = _attempt("rhythm", missing, rhythm)
     if calibration is not None and services:
+        on_stage(STAGES["calibration"])
         pool = _attempt("what-if", missing, lambda: calibrate_pool(timelines.services, slos, calibration))
         if pool is not None:
             for name, why in pool.not_modelled.items():
@@ -265,6 +277,7 @@ def build_review(timelines: Timelines, *, step_s: int, slos: SloTable,
             review.calibration = pool.calibrations[pool.picked]
             review.backtests = {n: {k: v for k, v in c.backtest.items() if k != "frame"}
                                 for n, c in pool.calibrations.items()}
+            on_stage(STAGES["policies"])
             review.answer = answer_for(pool, days=MODEL_DAYS, policies=POLICIES,
                                        replay=lambda s: compare(s, POLICIES))
             # The breakdown's scenario goes with its results: the typical day and the bills read
@@ -278,18 +291,23 @@ def build_review(timelines: Timelines, *, step_s: int, slos: SloTable,
         missing["what-if"] = ("no inference service with traffic and latency in this range: "
                               "nothing to calibrate")
     if change is not None:  # before/after a recorded change, its events the review's own
+        on_stage(STAGES["change"])
         review.change = _attempt("before and after the change", missing, lambda: change(review.events))
     if forecast is not None and services:
+        on_stage(STAGES["forecast"])
         review.forecast = _attempt("forecast", missing, forecast)
     return review
 
 
 def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = None,
                  end_ms: int | None = None, slos: SloTable | None = None,
-                 wmap: "WorkloadMap | None" = None, tz: str = "UTC") -> Review:
-    """The review of a store's range, computed as ``tidelens events``/``whatif``/``rhythm`` do."""
+                 wmap: "WorkloadMap | None" = None, tz: str = "UTC",
+                 on_stage: Callable[[str], None] = lambda _words: None) -> Review:
+    """The review of a store's range, computed as ``tidelens events``/``whatif``/``rhythm`` do;
+    ``on_stage`` as :func:`build_review`'s."""
 
     cfg = EventsConfig(step_s=step_s, start_ms=start_ms, end_ms=end_ms)
+    on_stage(STAGES["timelines"])
     tl = store_timelines(store, cfg.timeline_config(), wmap)
     table = slos if slos is not None else resolve_slos(store)
     totals = store.totals()
@@ -306,16 +324,13 @@ def review_store(store: "Store", *, step_s: int = 60, start_ms: int | None = Non
         change=lambda evs: review_change(store, step_s=step_s, slos=table, start_ms=start_ms,
                                          end_ms=end_ms, wmap=wmap, events=evs),
         forecast=lambda: forecast_timelines(tl, slos=table, cfg=ForecastConfig(step_s=step_s),
-                                            kueue=kueue_signals(store), change=latest_change(store, end_ms)))
+                                            kueue=kueue_signals(store), change=latest_change(store, end_ms)),
+        on_stage=on_stage)
 
 
 # -- sections -----------------------------------------------------------------------------------
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.0f}%"
-
-
-def _hour(h: float | None) -> str:
-    return "n/a" if h is None else f"{int(h) % 24:02d}:00"
 
 
 def review_sections(r: Review) -> list[ReviewSection]:
@@ -329,11 +344,7 @@ def review_sections(r: Review) -> list[ReviewSection]:
 def _pool_section(r: Review) -> ReviewSection:
     s = r.summary
     held = s.gpu_hours_by_class
-    share = dict(s.class_share.select("cls", "share").iter_rows())
-    over = ", ".join(f"{n} {m:,.0f} min" for n, m in s.slo_violation_min_by_service.items()) or "no latency data"
-    finding = (f"A pool of {s.pool_gpus_max:,.0f} GPUs: batch held {share.get('batch', 0):.0%} of its "
-               f"GPU-hours, inference {share.get('inference', 0):.0%}, {share.get('idle', 0):.0%} sat idle; "
-               f"some service's p99 was over its SLO for {s.slo_violation_min:,.0f} minutes, observed ({over}).")
+    finding = pool_headline(s)  # the Overview's sentence
     rows = [["Pool size", f"{s.pool_gpus_max:,.0f} GPUs"],
             ["Pool GPU-hours (capacity)", f"{s.gpu_hours:,.0f}"],
             *[[f"GPU-hours, {c}", f"{h:,.0f}"] for c, h in held.items()],
@@ -356,20 +367,16 @@ def _rhythm_section(r: Review) -> ReviewSection:
 
     s = r.rhythm.chosen.summary
     tw = s.tidal_window
-    rows = [["Signal", r.rhythm.chosen.signal.label], [f"Peak hour ({s.timezone})", _hour(s.peak_hour)],
-            [f"Trough hour ({s.timezone})", _hour(s.trough_hour)],
+    rows = [["Signal", r.rhythm.chosen.signal.label], [f"Peak hour ({s.timezone})", hour_text(s.peak_hour)],
+            [f"Trough hour ({s.timezone})", hour_text(s.trough_hour)],
             ["Trough / peak", "n/a" if s.trough_to_peak is None else f"{s.trough_to_peak:.0%}"],
-            ["Tidal window", "none" if tw is None else f"{tw['start_hour']:02d}-{tw['end_hour']:02d}"]]
-    finding = f"{r.rhythm.chosen.signal.label} peaks at {_hour(s.peak_hour)} ({s.timezone})"
+            ["Tidal window", "none" if tw is None else hour_window_text(tw["start_hour"], tw["end_hour"])]]
+    finding = rhythm_headline(s, r.rhythm.chosen.signal.label)  # the Rhythm page's sentence
     b = s.batch
     if b is not None:
-        rows += [["Batch typically starts", _hour(b.typical_start_hour)],
+        rows += [[f"Batch typically starts ({s.timezone})", hour_text(b.typical_start_hour)],
                  ["Batch median hold", "n/a" if b.median_hold_h is None else f"{b.median_hold_h:.1f} h"],
                  ["Days batch held GPUs into the ramp", f"{b.collision_days} of {b.days}"]]
-        finding += (f"; batch typically starts at {_hour(b.typical_start_hour)} and still held GPUs "
-                    f"into the morning ramp on {b.collision_days} of {b.days} days.")
-    else:
-        finding += "; no batch holdings in its pool to collide with."
     fig = None
     if r.rhythm.traffic_how is not None:
         fig = hour_of_week_figure(r.rhythm.traffic_how, r.rhythm.batch_how, tz=r.tz)
@@ -391,10 +398,10 @@ def _events_section(r: Review) -> ReviewSection:
                                                        sorted(causes.items(), key=lambda x: -x[1]))
                + f"; {mis} {'was' if mis == 1 else 'were'} batch contention a dashboard would blame "
                  "on users.")
-    rows = [[iso_utc(e.start_ms), e.service, e.cause_words, f"{e.duration_min:.0f}",
+    rows = [[format_time(e.start_ms, r.tz), e.service, e.cause_words, f"{e.duration_min:.0f}",
              f"{e.peak_p99_ms:,.0f}", f"{e.slo_ms:g}", "yes" if e.misattributed else "", e.id] for e in evs]
     return ReviewSection("Tail events", finding, paragraphs=list(r.events.notes), tables=[(
-        ["start (UTC)", "service", "cause", "minutes", "peak p99 (ms)", "SLO (ms)", "misattributed", "id"],
+        [f"start ({r.tz})", "service", "cause", "minutes", "peak p99 (ms)", "SLO (ms)", "misattributed", "id"],
         rows)])
 
 

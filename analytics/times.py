@@ -195,6 +195,15 @@ def from_local_naive(dt: datetime, tz: str) -> int:
     return int(round(dt.timestamp() * 1000))
 
 
+def format_time(ts_ms: int, tz: str) -> str:
+    """One instant as the pages' tables show it, in zone ``tz`` (the zone said beside it).
+
+    >>> format_time(0, "UTC"), format_time(0, "Europe/Berlin")
+    ('1970-01-01 00:00', '1970-01-01 01:00')
+    """
+    return f"{local_naive(ts_ms, tz):%Y-%m-%d %H:%M}"
+
+
 def format_span(start_ms: int, end_ms: int, tz: str) -> str:
     """A range as people read it in zone ``tz``: the year only when the range crosses one.
 

@@ -41,8 +41,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from test_browser import (APP_IDLE, wait_settled, CHROMIUM, CHROMIUM_ARGS, cut_off,  # noqa: E402
-                          first_render_s, free_port, registered_pages, wait_healthy)
+from test_browser import (APP_IDLE, CUT_BUTTONS_JS, OPERATOR_TOKEN, wait_settled, CHROMIUM,  # noqa: E402
+                          CHROMIUM_ARGS, answer_off_screen, as_operator, cut_off, first_render_s, free_port,
+                          registered_pages, wait_healthy)
 
 # The floor for any charted page: Streamlit's own page load plus Plotly.js drawing one small chart.
 PEER_APP = ('import plotly.graph_objects as go\nimport streamlit as st\nst.title("Peer")\n'
@@ -88,11 +89,15 @@ def _render_s(browser, url: str, *, chart: bool, shot: Path | None = None,
     and with ``cut``, what the page draws cut off appended to it."""
     page = browser.new_page(viewport={"width": size[0], "height": size[1]})
     try:
+        if shot is not None:  # the screenshots of a local install: its operator's (serve.py's token)
+            as_operator(page, url.split("/", 3)[0] + "//" + url.split("/", 3)[2])
         elapsed = first_render_s(page, url, chart=chart)
         if shot is not None:
             page.screenshot(path=str(shot))
         if cut is not None:
-            cut.extend(cut_off(page))
+            cut.extend(cut_off(page) + page.evaluate(CUT_BUTTONS_JS))
+            off = answer_off_screen(page, chart=chart)
+            cut.extend([f"the answer: {off}"] if off else [])
         return elapsed
     finally:
         page.close()
@@ -235,7 +240,8 @@ def _slider_s(browser, url: str, key: str, *, presses: int = 3, read_s: float = 
 
 def _screenshots(browser, app_url: str, qs: str) -> int:
     """Every page at each of :data:`SHOT_SIZES`, after a first open that warms its caches; 1
-    when any page draws a KPI or table cut off (listed), else 0."""
+    when any page draws a KPI, table or button cut off, or its answer below the fold (listed),
+    else 0."""
     out = ROOT / "docs" / "screenshots"
     failed = 0
     for path, name in registered_pages():
@@ -271,8 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slider-only", action="store_true",
                     help="only the What-if decision slider against the peer's slider (quick)")
     ap.add_argument("--screenshots", action="store_true",
-                    help="only save each page (warm) at 1600x1000 and 1280x720 to "
-                         "docs/screenshots/sample-<page>-<W>x<H>.png; exit 1 if a KPI or table is cut off")
+                    help="only save each page (warm, as the local operator) at 1600x1000 and 1280x720 to "
+                         "docs/screenshots/sample-<page>-<W>x<H>.png; exit 1 if a KPI, table or button "
+                         "is cut off or a page's answer is not on its first screen")
     args = ap.parse_args(argv)
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} missing: apt-get install chromium", file=sys.stderr)
@@ -305,9 +312,18 @@ def main(argv: list[str] | None = None) -> int:
     # The app's own home: its disk caches start empty ("first" open ever), then survive a
     # restart ("restart"), as on a user's machine.
     env = {"TIDELENS_UPLOADS_DB": str(tmp / "uploads.duckdb"), "TIDELENS_CONFIG": str(tmp / "t.toml"),
-           "HOME": str(tmp / "home")}
+           "HOME": str(tmp / "home"), "TIDELENS_TOKEN": OPERATOR_TOKEN}
     (tmp / "home").mkdir()
     app_url, app_proc = _serve(ROOT / "serve.py", env)
+    if args.screenshots:  # the app alone: no peer to time against
+        try:
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                failed = _screenshots(browser, app_url, qs)
+                browser.close()
+                return failed
+        finally:
+            app_proc.terminate()
     peer_url, peer_proc = _serve(peer_file, env)
     slider_url, slider_proc = _serve(slider_file, env)
     fair_url, fair_proc = _serve(fair_file, env)
@@ -320,10 +336,6 @@ def main(argv: list[str] | None = None) -> int:
                 _slider_report(browser, slider_url, app_url, query)
                 browser.close()
                 return 0
-            if args.screenshots:
-                failed = _screenshots(browser, app_url, qs)
-                browser.close()
-                return failed
             _render_s(browser, peer_url, chart=True)  # warm the browser's own caches
             _render_s(browser, fair_url, chart=True)
             peer = statistics.median(_render_s(browser, peer_url, chart=True)

@@ -128,7 +128,7 @@ def library_version() -> str:
     return code_digest()
 
 
-def persisted(spinner: str, *, max_entries: int = 8) -> Callable[[F], F]:
+def persisted(spinner: str | bool, *, max_entries: int = 8) -> Callable[[F], F]:
     """Cache a page's heavy analytics call in memory, keyed by its arguments and by the content
     of the library's code (:func:`library_version`).
 

@@ -116,7 +116,7 @@ def change_section(v: Any, src: Any) -> None:
             row = st.columns([5, 1])
             row[0].markdown(md(f"{cand.change.describe()}: {cand.evidence}" + (" (recorded)" if cand.recorded else "")))
             if (may_record and not cand.recorded
-                    and row[1].button("Record", key=f"w_change_cand_{i}", icon=":material/check:")):
+                    and row[1].button("Record", key=f"w_change_cand_{i}_go", icon=":material/check:")):
                 _record(who, src.path, replace(cand.change, source="a candidate the user confirmed"))
     if may_record:
         with st.popover("Record a change", icon=":material/add:"):
@@ -130,12 +130,19 @@ def change_section(v: Any, src: Any) -> None:
     chosen = choose("Change", list(range(len(recorded))), key="w_change_pick", widget="radio",
                     format_func=lambda i: recorded[i].describe(), default=len(recorded) - 1)
     change = recorded[chosen]
+    # Their values live in the session (page_setup carries w_* keys across pages): a widget given
+    # a default as well warned "created with a default value but also had its value set via the
+    # Session State API" once a change was recorded. The defaults go in the session instead.
+    ss = st.session_state
+    for key, default in (("w_change_shift", 0), ("w_change_before", 7.0), ("w_change_after", 7.0),
+                         ("w_change_score", False)):
+        ss.setdefault(key, default)
     c = st.columns(4)
-    shift_h = c[0].slider("Move the change (hours)", -72, 72, 0, key="w_change_shift",
+    shift_h = c[0].slider("Move the change (hours)", -72, 72, key="w_change_shift",
                           help="drag the change's time to see the periods either side of another moment")
-    before = c[1].slider("Days before", 0.5, 28.0, 7.0, 0.5, key="w_change_before", help=CMP_HELP["before_days"])
-    after = c[2].slider("Days after", 0.5, 28.0, 7.0, 0.5, key="w_change_after", help=CMP_HELP["after_days"])
-    score = c[3].toggle("Score the what-if", key="w_change_score", value=False,
+    before = c[1].slider("Days before", 0.5, 28.0, step=0.5, key="w_change_before", help=CMP_HELP["before_days"])
+    after = c[2].slider("Days after", 0.5, 28.0, step=0.5, key="w_change_after", help=CMP_HELP["after_days"])
+    score = c[3].toggle("Score the what-if", key="w_change_score",
                         help="calibrate both periods and replay them (seconds the first time for a period)")
     at = change.at_ms + shift_h * 3_600_000
     basis = basis_for(*args)

@@ -22,9 +22,9 @@ PAGES: tuple[tuple[str, str, str, str], ...] = (
 # instead of one after another as the page's elements arrive; tests/test_browser.py fails when
 # a page's first render fetches an element module not listed here.
 FIRST_RENDER_ELEMENTS: dict[str, tuple[str, ...]] = {
-    "overview": ("PlotlyChart", "Metric", "DownloadButton"),
+    "overview": ("PlotlyChart", "Metric", "Button"),
     "rhythm": ("PlotlyChart", "Metric", "ButtonGroup", "Slider"),
-    "events": ("PlotlyChart", "Metric", "Html", "Slider", "Radio", "DownloadButton"),
+    "events": ("PlotlyChart", "Metric", "Html", "Slider", "Radio", "Button"),
     "whatif": ("PlotlyChart", "Metric", "Html", "Radio", "NumberInput", "ButtonGroup", "Slider",
                "Checkbox"),
     "forecast": ("PlotlyChart", "Metric", "Html", "Button"),

@@ -26,7 +26,7 @@ from analytics.events.config import EventsConfig
 from analytics.events.pipeline import analyse_timelines
 from analytics.forecast.outlook import ForecastAnswer, forecast_timelines, latest_change
 from analytics.forecast.model import ForecastConfig
-from analytics.review import build_review, review_html
+from analytics.review import STAGES, build_review, review_html
 from analytics.rhythm.config import RhythmConfig
 from analytics.rhythm.digest import rhythm_page_data
 from analytics.slo import SloTable
@@ -40,7 +40,7 @@ from analytics.whatif.transforms import Transforms
 from analytics.whatif.observe import pick_service
 from pages._caches import cached_timelines, cached_totals, memo, outside_a_run, persisted
 from pages._change import change_for_review
-from pages._show import choose
+from pages._show import choose, with_status
 from pages._store import DataSource, config_version, load_workload_map, open_store
 
 if TYPE_CHECKING:
@@ -143,19 +143,36 @@ class CalibrationQuery(ViewQuery):
         return cached_services(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
                                config_version())
 
-    def run(self) -> Any:  # analytics.whatif.calibrate.Calibration
-        return cached_calibration(self.path, self.version, self.start_ms, self.end_ms,
-                                  self.step_s, self.map_version, self.service, self.slos)
+    def first_time(self) -> bool:
+        """Whether this process has not made (or loaded) this calibration yet: seconds to wait."""
+        return self not in _CALIBRATED
+
+    def run(self, on_stage: Callable[[str], None] | None = None) -> Any:  # analytics.whatif.calibrate.Calibration
+        """The calibration, its stages said to ``on_stage`` when it is made."""
+        _HEARD.say = on_stage
+        try:
+            cal = cached_calibration(self.path, self.version, self.start_ms, self.end_ms,
+                                     self.step_s, self.map_version, self.service, self.slos)
+        finally:
+            _HEARD.say = None
+        _CALIBRATED.add(self)
+        return cal
+
 
     @staticmethod
-    def pool(v: ViewSettings, src: DataSource, service: str | None = None) -> PoolCalibration:
+    def pool(v: ViewSettings, src: DataSource, service: str | None = None,
+             on_stage: Callable[[str], None] | None = None) -> PoolCalibration:
         """Every service of ``service``'s pool (default: the pool of the service most often
         above its SLO) calibrated, each its own cached call (:meth:`run`): what the pool's answer
-        is judged over."""
+        is judged over; each service's stages said to ``on_stage`` (after its name)."""
         assert src.path is not None
         tl = cached_timelines(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version())
-        return calibrate_pool(tl.services, v.slos, lambda name: CalibrationQuery.from_view(v, src, name).run(),
-                              service=service)
+
+        def run(name: str) -> Any:
+            said = None if on_stage is None else (lambda words: on_stage(f"{name}, {words}"))
+            return CalibrationQuery.from_view(v, src, name).run(said)
+
+        return calibrate_pool(tl.services, v.slos, run, service=service)
 
     @staticmethod
     def picked(v: ViewSettings, src: DataSource) -> str | None:
@@ -163,6 +180,18 @@ class CalibrationQuery(ViewQuery):
         assert src.path is not None
         return cached_picked_service(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
                                      config_version(), v.slos)
+
+
+# Who hears a calibration's stages in this thread (a cached call takes no callable: its
+# arguments are its key), and the calibrations this process has made or loaded.
+_HEARD = threading.local()
+_CALIBRATED: set[CalibrationQuery] = set()
+
+
+def _say_stage(words: str) -> None:
+    say = getattr(_HEARD, "say", None)
+    if say is not None:
+        say(words)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -224,13 +253,14 @@ def cached_forecast(path: str, version: str, start_ms: int | None, end_ms: int |
 
 
 # What-if and Chargeback share one calibration per (source, range, step, service, SLO).
-@persisted("Calibrating the model on the store (first time for this range)...")
+# Its stages in the page's status (store_calibration_or_stop), not a spinner.
+@persisted(False)
 def cached_calibration(path: str, version: str, start_ms: int | None, end_ms: int | None,
                        step_s: int, map_version: str, service: str | None,
                        slos: SloTable) -> Any:  # analytics.whatif.calibrate.Calibration
 
     tl = cached_timelines(path, version, start_ms, end_ms, step_s, map_version)
-    return calibrate_timelines(tl, service=service, step_s=step_s, slos=slos)
+    return calibrate_timelines(tl, service=service, step_s=step_s, slos=slos, on_stage=_say_stage)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -270,7 +300,11 @@ def store_pool_or_stop(src: DataSource, v: ViewSettings, column: Any, key: str) 
                   help="The pool's answer is judged over every service on it, each against its own SLO; "
                        "this picks the service whose backtest, tables and charts are shown beside it")
     try:
-        pool = CalibrationQuery.pool(v, src, name)
+        if CalibrationQuery.from_view(v, src, name).first_time():  # seconds on a cold server: its stage shown
+            pool = with_status("Calibrating the model on the pool's services (first time for this range)",
+                               lambda stage: CalibrationQuery.pool(v, src, name, stage))
+        else:
+            pool = CalibrationQuery.pool(v, src, name)
         return pool.calibrations[name], pool
     except TidelensError as exc:
         st.error(f"The store cannot be calibrated: {md(str(exc).rstrip('. '))}. Choose a preset above to "
@@ -297,11 +331,14 @@ def pool_answer_for(v: ViewSettings, src: DataSource, pool: PoolCalibration | No
                                    scenario=scn, transforms=transforms, replay=replay))
 
 
-def review_for(v: ViewSettings, src: DataSource) -> Any:  # analytics.review.Review
+def review_for(v: ViewSettings, src: DataSource,
+               on_stage: Callable[[str], None] = lambda _words: None) -> Any:  # analytics.review.Review
     """The capacity review of a view, from the same cached calls the pages make (the Rhythm,
-    Tail events and What-if pages with their defaults), so the report repeats their numbers."""
+    Tail events and What-if pages with their defaults), so the report repeats their numbers;
+    ``on_stage`` hears each part's name as it starts (:data:`analytics.review.STAGES`)."""
 
     assert src.path is not None
+    on_stage(STAGES["timelines"])
     tl = cached_timelines(src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version())
     totals = cached_totals(src.path, src.version)
     first, last = totals.get("first_ts_ms"), totals.get("last_ts_ms")
@@ -312,15 +349,17 @@ def review_for(v: ViewSettings, src: DataSource) -> Any:  # analytics.review.Rev
         calibration=lambda name: CalibrationQuery.from_view(v, src, name).run(),
         map_digest=tl.facts.map_digest,  # the map the timelines were classed with
         change=lambda _events: change_for_review(v, src),
-        forecast=ForecastQuery.from_view(v, src).run)  # the Forecast page's, without its backtest
+        forecast=ForecastQuery.from_view(v, src).run,  # the Forecast page's, without its backtest
+        on_stage=on_stage)
 
 
-def review_html_for(v: ViewSettings, src: DataSource) -> str:
-    """:func:`review_for` as the self-contained HTML file (a download button's deferred data:
-    Streamlit calls it on the click, outside the script run)."""
+def review_html_for(v: ViewSettings, src: DataSource, on_stage: Callable[[str], None] = lambda _words: None) -> str:
+    """:func:`review_for` as the self-contained HTML file, its stages (drawing the report the
+    last) said to ``on_stage``."""
 
-    with outside_a_run():
-        return review_html(review_for(v, src))
+    review = review_for(v, src, on_stage)
+    on_stage(STAGES["render"])
+    return review_html(review)
 
 
 # -- work a page shows when it is ready -----------------------------------------------------

@@ -17,6 +17,7 @@ import streamlit as st
 
 from analytics.charts import PLOTLY_CONFIG, figure_image
 from analytics.text import escape_figure, html_text, md, safe_csv, safe_table
+from analytics.units import number_text
 from pages._caches import memo
 
 
@@ -69,8 +70,11 @@ def _printf(fmt: str, x: Any) -> str:
 
 
 def _number_text(x: Any, fmt: str | None) -> str:
-    """A number as ``st.dataframe`` shows it under ``fmt`` (None: its default)."""
-    if fmt in (None, "", "plain"):
+    """A number as ``st.dataframe`` shows it under ``fmt``; with none, a fraction as a meeting
+    reads it (:func:`analytics.units.number_text`: ``4,371``, ``87.4``), never ``4371.1479``."""
+    if fmt in (None, ""):
+        return str(x) if isinstance(x, int) else number_text(x)
+    if fmt == "plain":
         return str(x) if isinstance(x, int) else f"{x:.4f}".rstrip("0").rstrip(".")
     if fmt == "dollar":
         return f"${x:,.2f}"
@@ -277,3 +281,42 @@ def choose(label: str, options: Any, *, key: str, where: Any = None, format_func
         box = where.container(height=height) if height else where
         value = box.radio(label, options, key=key, format_func=shown, horizontal=horizontal, help=help)
     return fallback if value is None else value
+
+
+# -- work that takes seconds ------------------------------------------------------------------
+def made_download(label: str, *, key: str, inputs: Any, make: Callable[[Callable[[str], None]], Any],
+                  what: str, file_name: str, mime: str, help: str, where: Any = None) -> None:
+    """A file that takes seconds to make (the capacity review, a postmortem): a button that makes
+    it in the run, a status above the page saying its stage while it does (``make`` hears each
+    stage's words), then the file's download button in the button's place, kept while ``inputs``
+    (everything the file depends on) hold.
+
+    A deferred download made the file on the click with no sign of it for 10-24 s on a cold
+    server, and people clicked again.
+    """
+    ss = st.session_state
+    where = where or st
+    made = ss.get(f"{key}_made")
+    if made is not None and made[0] == inputs:
+        where.download_button(f"Download: {label}", data=made[1], file_name=file_name, mime=mime, key=key,
+                              on_click="ignore", icon=":material/download:", width="content", help=help)
+        return
+    if not where.button(label, key=f"{key}_make", icon=":material/description:", width="content",
+                        help=f"{help} (made on the click, its progress shown; then a download)"):
+        return
+    slot = st.empty()
+    with slot.status(f"{md(what)}: starting", expanded=False) as box:  # a label is Markdown; names are data
+        data = make(lambda words: box.update(label=f"{md(what)}: {md(words)}"))
+        box.update(label=f"{md(what)}: ready", state="complete")
+    ss[f"{key}_made"] = (inputs, data)
+    st.rerun()  # the download button in the button's place
+
+
+def with_status(what: str, work: Callable[[Callable[[str], None]], Any]) -> Any:
+    """``work``'s result, with a status saying its stage while it runs (``work`` hears each
+    stage's words); the status goes once it is done."""
+    slot = st.empty()
+    with slot.status(f"{md(what)}: starting", expanded=False) as box:  # a label is Markdown; names are data
+        out = work(lambda words: box.update(label=f"{md(what)}: {md(words)}"))
+    slot.empty()
+    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from analytics.text import md
+from analytics.units import money
 from analytics.charts.whatif import bills_figure
 from analytics.errors import TidelensError
 from analytics.measures import over_slo_label
@@ -32,6 +33,8 @@ PERIODS_H = {"day": 24.0, "week": 168.0}
 
 v = page_setup()
 st.title("Chargeback")
+# The answer (the pool's best policy and who pays) above the controls, filled once it is known.
+headline = st.container(key="headline")
 ss = st.session_state
 qp = st.query_params
 
@@ -87,7 +90,7 @@ if kind == STORE and ss.get("cb_svc"):
 results = memo(("compare", scn.fingerprint(), tuple(POLICIES)), lambda: compare_reusing(scn, tuple(POLICIES)))
 # The What-if page's answer: every service of the pool, from the same cached replays.
 answer = pool_answer_for(v, src, pool, scn, results, days=days, policies=tuple(POLICIES), transforms=chosen_t)
-st.success(md(answer.sentence()), icon=":material/check_circle:")
+headline.success(md(answer.sentence()), icon=":material/check_circle:")
 st.caption(f"{md(scn.description)} · SLO p99 {scn.service.slo_ms:g} ms · {scn.pool.gpus} GPUs")
 if transforms_of(scn):
     st.warning("Forward-looking what-if, not what happened: " + md("; ".join(transforms_of(scn))),
@@ -114,21 +117,22 @@ keep_in_link("cb_policy", policy, default=list(POLICIES)[0])
 keep_in_link("cb_period", period, default=list(PERIODS_H)[0])
 # Every service of the pool, each its minutes over its own SLO (one service alone for a preset).
 book = pool_ledger(((r.scenario, r.results) for r in answer.replays), policy, PERIODS_H[period])
-summary = summarise_ledger(book)
+summary = summarise_ledger(book, span_h=answer.period_days * 24, period_h=PERIODS_H[period])
 k = kpi_row(3)
 k[0].metric(over_slo_label("pool", modelled=True), f"{summary.violation_minutes:,.0f}",
             border=True, help=f"{md(answer.scope())}, under {policy}; the What-if page's backtest sets the "
                               "replay beside what was observed")
-k[1].metric("Charged to other teams", f"${summary.charged_to_others:,.0f}", border=True,
+k[1].metric("Charged to other teams", money(summary.charged_to_others), border=True,
             help="Minutes caused by another team's workload holding or sharing the GPUs")
 # The team is the metric's value and its bill the delta line: "team: $35,123" in one value was cut
 # off on a projector.
 k[2].metric("Billed the most", md(summary.top_payer) if summary.top_payer else "nobody else",
-            delta=f"${summary.top_payer_cost:,.0f} over the {answer.period_days:.3g} days modelled"
-            if summary.top_payer else None,
+            delta=summary.top_payer_bill() if summary.top_payer else None,
             delta_color="off", delta_arrow="off", border=True,
             help="The team whose workloads caused the most violation minutes of other teams' services")
-show_table(summary.table, key="cb_ledger")  # its download is a CSV
+show_table(summary.table, key="cb_ledger", column_config={  # its download is a CSV
+    "cost ($)": st.column_config.NumberColumn("cost", format="$%,.0f"),
+    "minutes over the SLO, modelled": st.column_config.NumberColumn(format="%,.1f")})
 
 name = scn.modelled_service()
 st.subheader(f"Breakdown: what each team would pay in {md(name)}'s replay, by policy")
@@ -146,4 +150,4 @@ show_table_with_notes(plan, label="pool", note="purpose", key="cb_plan", column_
     "price_per_gpu_h": st.column_config.NumberColumn("Price per GPU-hour", format="dollar"),
     "cost_per_day": st.column_config.NumberColumn("Cost per day", format="dollar")})
 st.caption(f"Plan: {int(plan['gpus'].sum())} GPUs against {scn.pool.gpus} today, "
-           f"${plan['cost_per_day'].sum():,.0f} a day.")
+           f"{money(plan['cost_per_day'].sum())} a day.")

@@ -15,7 +15,7 @@ import streamlit as st
 from analytics.access import ENABLE_EDITING, NO_OPERATOR_LINK, allows
 from analytics.charts.data import coverage_figure, inventory_figure
 from analytics.errors import ConfigError
-from analytics.overview import label_inventory
+from analytics.overview import label_inventory, store_headline
 from analytics.text import code, md
 from pages._access import identity
 from pages._caches import cached_inventory, cached_links, cached_request_logs, cached_series
@@ -30,6 +30,8 @@ from pages._store import config_file, config_version, upload_target
 
 v = page_setup()
 st.title("Data")
+# What the store holds, in a sentence, above the forms that add to it (filled once it is read).
+headline = st.container(key="headline")
 
 ss = st.session_state
 who = identity()
@@ -87,13 +89,15 @@ if src.problem or not src.path:
     st.stop()
 
 sources, metrics = cached_inventory(src.path, src.version)
+headline.markdown(md(store_headline(sources, metrics, v.tz)))
 st.subheader("Sources")
 # The columns a room reads; the rest (ids, series, counts of duplicates and blanks, notes) in a
 # panel: all fourteen were twice a 1280x720 projector's width.
 when = st.column_config.DatetimeColumn
 show_table(sources.with_columns(pl.col("first_ts", "last_ts").dt.replace_time_zone("UTC")),  # the store's are UTC
            key="sources_table", column_order=("name", "format", "status", "samples", "first_ts", "last_ts"),
-           column_config={"first_ts": when("first", format="YYYY-MM-DD HH:mm", timezone=v.tz),
+           column_config={"samples": st.column_config.NumberColumn(format="%,d"),
+                          "first_ts": when("first", format="YYYY-MM-DD HH:mm", timezone=v.tz),
                           "last_ts": when("last", format="YYYY-MM-DD HH:mm", timezone=v.tz)})
 every_column = st.expander("Every column of the sources", key="src_every", on_change="rerun")
 if every_column.open:
@@ -107,12 +111,11 @@ if metrics.height == 0:
     st.info("No metric series: the store holds request logs only (below)." if request_logs.height
             else "The store holds no samples yet.", icon=":material/info:")
 else:
-    left, right = st.columns([3, 2])
-    with left:
-        show_chart(inventory_figure(metrics), metrics, "series-per-metric")
-    with right:  # a list beside the chart (a store's dozens of metrics scroll in its box)
-        metric = choose("Metric", metrics["metric"].to_list(), key="inv_metric", widget="radio",
-                        horizontal=False, height=400)
+    # The chart the page's width (a metric's name is long), the list of metrics under it (a
+    # store's dozens scroll in its box).
+    show_chart(inventory_figure(metrics), metrics, "series-per-metric")
+    metric = choose("Metric", metrics["metric"].to_list(), key="inv_metric", widget="radio",
+                    horizontal=False, height=260)
     series = cached_series(src.path, src.version, metric)
     show_table(label_inventory(series), key="labels_table")  # the page's width: a column's cut it
     every = st.expander(f"Series of {metric}", key="inv_series", on_change="rerun")

@@ -9,14 +9,16 @@ from analytics.charts.events import attribution_data, attribution_figure, event_
 from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.evidence import regression_rows
-from analytics.events.wording import dashboard_vs_found, method_text
+from analytics.events.wording import (HOLDER_COLUMNS, counterfactual_sentences, dashboard_vs_found, evidence_facts,
+                                     events_headline, holder_rows, method_text, missing_event_words,
+                                     regression_method, regression_sentence)
 from analytics.fieldhelp import fields_help
 from analytics.postmortem import report_html
 from analytics.text import md, visible
 from analytics.times import local_naive
 from analytics.view import format_step
 from pages._queries import EventsQuery
-from pages._show import choose, kpi_row, show_chart, show_table
+from pages._show import choose, kpi_row, made_download, show_chart, show_table
 from pages._sidebar import keep_in_link, require_source, seed_from_link, view
 
 _HELP = fields_help(EventsConfig)
@@ -34,6 +36,9 @@ if src is None:
 st.caption(f"{md(src.label)} · step {format_step(v.step_s)} · times in {v.tz} · p99 judged against the SLO, "
            f"never against its own daily profile")
 
+# The answer first (how many, and the longest event), filled once the analysis below has run:
+# the detection rule's panel, the KPIs and the table come after it.
+headline = st.container(key="headline")
 ss = st.session_state
 seed_from_link("ev_min_dur", "ev_min", float, lambda x: 1.0 <= x <= 240.0, default=EventsQuery.min_duration_min)
 seed_from_link("ev_gap", "ev_gap", float, lambda x: 0.0 <= x <= 240.0, default=EventsQuery.merge_gap_min)
@@ -73,6 +78,7 @@ for note in analysis.notes:
     st.caption(f"Note: {md(note)}")
 
 events = analysis.events
+headline.markdown(md(events_headline(events, v.tz)))
 if not events:
     st.success("No tail events in this range: every service's p99 stayed within its SLO "
                f"(runs shorter than {min_dur:g} min ignored).", icon=":material/check_circle:")
@@ -96,11 +102,17 @@ k[3].metric("Misattributed", sum(e.misattributed for e in events), border=True,
             help="Batch contention that a dashboard (or the incident record) blames on users")
 show_table(table, key="ev_table", rows=EVENT_ROWS, column_order=shown_columns, column_config={  # its download is a CSV
     "start": st.column_config.DatetimeColumn("start", format="YYYY-MM-DD HH:mm",
-                                             help=f"In {v.tz}, as the page says above")})
+                                             help=f"In {v.tz}, as the page says above"),
+    "peak p99 (ms)": st.column_config.NumberColumn(format="%,d"),
+    "SLO (ms)": st.column_config.NumberColumn(format="%,g")})
 
 # Each event as the table shows it.
 labels = {e.id: f"{starts[e.id]:%Y-%m-%d %H:%M} · {e.service} · {e.cause_words}"
           + (" · misattributed" if e.misattributed else "") for e in events}
+if "_seeded_ev_chosen" not in ss and st.query_params.get("event") not in (None, *labels):
+    # A link's event these settings do not find (an id depends on the detection rule, the SLO and
+    # the step): said, where it silently showed another event.
+    st.warning(md(missing_event_words(st.query_params["event"])), icon=":material/link_off:")
 seed_from_link("ev_chosen", "event", valid=labels.__contains__)
 # A few events are a list to pick from; dozens, a slider through them in time (a radio of 40 adds
 # ~0.5 s to a new tab, a slider of options ~0.1-0.3 s: bench/elements.py). Its labels are plain text.
@@ -115,17 +127,17 @@ else:
 keep_in_link("event", chosen)  # always: a postmortem link names its event, whatever comes first later
 ev = analysis.event(chosen)
 
-head = st.columns([3, 1])
-with head[0]:
-    st.subheader(f"{md(ev.service)}: {ev.duration_min:.0f} min, peak p99 {ev.peak_p99_ms:,.0f} ms")
-    st.badge(ev.cause_words, color=_BADGE.get(ev.cause, "gray"))
-    if ev.misattributed:
-        st.badge("misattributed", color="red", icon=":material/report:")
-with head[1]:
-    st.download_button("Postmortem report (HTML)", data=lambda: report_html(analysis, ev, tz=v.tz),
-                       file_name=f"tidelens-{ev.id}.html", mime="text/html", on_click="ignore",
-                       icon=":material/download:", key="ev_report",
-                       help="One self-contained file: charts inline, opens offline")
+st.subheader(f"{md(ev.service)}: {ev.duration_min:.0f} min, peak p99 {ev.peak_p99_ms:,.0f} ms")
+# The badges, then the button at its label's width: in a quarter column it read "Postmortem rep...".
+head = st.container(horizontal=True, vertical_alignment="center", gap="small")
+head.badge(ev.cause_words, color=_BADGE.get(ev.cause, "gray"))
+if ev.misattributed:
+    head.badge("misattributed", color="red", icon=":material/report:")
+with head:  # made in the run with its stage shown, then downloaded
+    made_download("Postmortem report (HTML)", key="ev_report", what="Postmortem", inputs=(query, ev.id, v.tz),
+                  make=lambda stage: report_html(analysis, ev, tz=v.tz, on_stage=stage),
+                  file_name=f"tidelens-{ev.id}.html", mime="text/html",
+                  help="One self-contained file: charts inline, opens offline")
 
 said, happened = dashboard_vs_found(ev)
 p1, p2 = st.columns(2)
@@ -149,29 +161,21 @@ if timeline_tab.open:
                    memo_key=(query, ev.id))
 if evidence_tab.open:
     with evidence_tab:
-        e = ev.evidence
         st.markdown("**Who held the pool's GPUs at the start, and since when**")
-        show_table(pl.DataFrame(e.get("holders_at_start") or [], schema={
-            "cls": pl.Utf8, "team": pl.Utf8, "workload": pl.Utf8, "gpus": pl.Float64,
-            "held_since": pl.Utf8, "hours_held": pl.Float64}), key="ev_holders")
-        facts = {k_: e.get(k_) for k_ in (
-            "free_gpus_when_asked", "asked_at", "desired_replicas_source", "desired_replicas_at_start",
-            "ready_replicas_at_start",
-            "desired_replicas_at_peak", "ready_replicas_at_peak", "replicas_without_batch_at_peak",
-            "warmup_min", "warmup_source", "autoscaler_reaction", "scale_up_min_without_batch",
-            "traffic_rps_at_peak", "traffic_norm_rps_at_peak", "traffic_above_band_share", "traffic_surge_min",
-            "p99_observed_ms_at_peak", "p99_load_explained_ms_at_peak")}
-        if e.get("surge_check"):
-            facts["surge against the store's own surges without batch"] = e["surge_check"]["says"]
-        facts.update({f"counterfactual: {k_}": v_
-                      for k_, v_ in (e.get("counterfactual_p99_ms_at_peak") or {}).items()})
+        show_table(pl.DataFrame(holder_rows(ev, v.tz), schema={c: pl.Utf8 for c in HOLDER_COLUMNS}),
+                   key="ev_holders")
         st.markdown("**Evidence**")
-        show_table(pl.DataFrame({"fact": list(facts), "value": [str(x) for x in facts.values()]}),
-                   key="ev_facts")
-        reg = e.get("regression") or {}
+        show_table(pl.DataFrame(evidence_facts(ev, v.tz), schema=["fact", "value"], orient="row"), key="ev_facts")
+        st.markdown("**What p99 would have been at the peak**")
+        st.markdown("\n".join(f"- {md(line)}" for line in counterfactual_sentences(ev)))
+        reg = ev.evidence.get("regression") or {}
         if reg.get("coef"):
-            st.markdown(f"**Regression** — {reg['model']}, {reg['n']} steps, {reg['errors']}")
-            show_table(regression_rows(reg), key="ev_regression")
+            st.markdown(md(regression_sentence(reg) or ""))
+            fold = st.expander("Method: the regression", icon=":material/functions:", key="ev_method_reg",
+                               on_change="rerun")
+            if fold.open:
+                fold.caption(md(regression_method(reg)))
+                show_table(regression_rows(reg), key="ev_regression", where=fold)
 if method_tab.open:
     with method_tab:
         for para in method_text(analysis.cfg, analysis):

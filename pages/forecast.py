@@ -42,7 +42,8 @@ if day is None:
     st.info("The horizon holds no day to forecast.", icon=":material/info:")
     st.stop()
 best = next((a for a in fc.actions if a.day == day.day and a.recommended), None)
-k = kpi_row(4)
+with st.container(key="headline"):  # the answer first, above the chart and the tables
+    k = kpi_row(4)
 k[0].metric(f"Collision, {day.day}", f"{day.collision_probability:.0%}", border=True,
             help="The chance that a service's p99 goes over its SLO because batch holds the GPUs it needs "
                  "(the outcomes of the night replayed by the what-if, each with its weight)")

@@ -11,6 +11,7 @@ from analytics.overview import (
     describe_class_rules,
     describe_signals,
     no_steps_message,
+    pool_headline,
     pool_story_data,
     summarise,
     thin_for_display,
@@ -20,7 +21,7 @@ from analytics.timeline import Timelines
 from analytics.view import format_step
 from pages._caches import cached_inventory, cached_signal_report, cached_timelines, cached_totals, memo
 from pages._queries import review_html_for
-from pages._show import kpi_row, show_chart, show_table
+from pages._show import kpi_row, made_download, show_chart, show_table
 from pages._sidebar import page_setup, require_source
 from pages._store import config_version
 
@@ -30,13 +31,18 @@ st.title("Overview")
 src = require_source()
 if src is None:
     st.stop()
-head = st.columns([4, 1], vertical_alignment="center")
-head[0].caption(f"{md(src.label)} · step {format_step(v.step_s)} · times in {v.tz}")
-head[1].download_button("Capacity review (HTML)", data=lambda: review_html_for(v, src),
-                        file_name="tidelens-review.html", mime="text/html", on_click="ignore",
-                        icon=":material/download:", key="ov_review", width="stretch",
-                        help="One self-contained file for the meeting: the pool, the rhythm, the tail "
-                             "events, the what-if and the bill for this range; opens offline")
+# The caption takes the row, the button its label's width: in a fifth of a 1280x720 projector's
+# row the label read "Capacity r...".
+head = st.container(horizontal=True, vertical_alignment="center", gap="small")
+head.caption(f"{md(src.label)} · step {format_step(v.step_s)} · times in {v.tz}")
+with head:
+    # Made in the run with its stage shown (10-24 s on a cold server), then downloaded.
+    made_download("Capacity review (HTML)", key="ov_review", what="Capacity review",
+                  inputs=(src.path, src.version, v.start_ms, v.end_ms, v.step_s, v.tz, config_version(),
+                          v.slos.items()),
+                  make=lambda stage: review_html_for(v, src, stage), file_name="tidelens-review.html",
+                  mime="text/html", help="One self-contained file for the meeting: the pool, the rhythm, "
+                                          "the tail events, the what-if and the bill for this range; opens offline")
 
 try:
     timelines = cached_timelines(src.path, src.version, v.start_ms, v.end_ms, v.step_s,
@@ -61,6 +67,15 @@ def _story(tl: Timelines) -> tuple:
 if timelines is not None:
     s, charts = memo(("overview", src.path, src.version, v.start_ms, v.end_ms, v.step_s, config_version(),
                       v.slos.items(), v.tz), lambda: _story(timelines))
+    # The answer first: the sentence and the chart, then the KPIs behind them (on a projector the
+    # KPIs took the first screen and the chart began below it).
+    if s.steps:
+        st.container(key="headline").markdown(md(pool_headline(s)))
+        story_fig, story_data, thinned, share_fig, share_data = charts
+        show_chart(story_fig, story_data, "pool-story")
+        if thinned > 1:
+            st.caption(f"Drawn in {format_step(thinned * v.step_s)} buckets (GPUs averaged, p99 at its "
+                       f"maximum); the KPIs and the CSV use every {format_step(v.step_s)} step.")
     k = kpi_row(5)
     k[0].metric("Pool size", f"{s.pool_gpus_max:,.0f} GPUs", border=True,
                 help="Most GPUs in the pool(s) at any step of the range")
@@ -86,11 +101,6 @@ if timelines is not None:
                                     totals.get("first_ts_ms"), totals.get("last_ts_ms"), v.tz)),
                 icon=":material/info:")
     else:
-        story_fig, story_data, k, share_fig, share_data = charts
-        show_chart(story_fig, story_data, "pool-story")
-        if k > 1:
-            st.caption(f"Drawn in {format_step(k * v.step_s)} buckets (GPUs averaged, p99 at its "
-                       f"maximum); the KPIs and the CSV use every {format_step(v.step_s)} step.")
         st.caption(md(describe_class_rules(timelines.facts.class_rules)))  # read in the timeline pass
         show_chart(share_fig, share_data, "gpu-hour-shares")
 

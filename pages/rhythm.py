@@ -15,17 +15,15 @@ from analytics.charts.rhythm import (
 from analytics.errors import TidelensError
 from analytics.rhythm import RhythmConfig, config_help
 from analytics.rhythm.digest import ONE_DAY_NOTE
+from analytics.rhythm.summary import rhythm_headline
 from analytics.text import md
+from analytics.units import hour_text, hour_window_text
 from analytics.view import format_step
 from pages._queries import RHYTHM_RESOLUTIONS_S, RhythmQuery
 from pages._show import choose, kpi_row, show_chart
 from pages._sidebar import keep_in_link, require_source, seed_from_link, view
 
 HELP = config_help()
-
-
-def _hour(h: int | None) -> str:
-    return "-" if h is None else f"{h:02d}:00"
 
 
 st.title("Rhythm")
@@ -35,7 +33,9 @@ if src is None:
     st.stop()
 st.caption(f"{md(src.label)} · step {format_step(v.step_s)} · hours in {v.tz}")
 
-# The signal's choice is drawn first (above the settings) once the analysis says which there are.
+# The answer first (when the signal peaks, when batch starts), then the signal's choice (drawn
+# above the settings once the analysis says which there are): both filled after the analysis.
+headline = st.container(key="headline")
 signal_box = st.container()
 c = st.columns([2, 1, 1])
 seed_from_link("rhythm_resolution", "rh_res", int, RHYTHM_RESOLUTIONS_S.__contains__,
@@ -75,20 +75,21 @@ for note in data.assumption_notes:
 chosen = data.chosen
 if chosen.summary is None or chosen.decomposition is None:
     if chosen.profile is not None:  # under two days: the hours it has, said to be no rhythm
-        st.info(md(f"{ONE_DAY_NOTE.capitalize()}: {chosen.error}"), icon=":material/hourglass_empty:")
+        headline.info(md(f"{ONE_DAY_NOTE.capitalize()}: {chosen.error}"), icon=":material/hourglass_empty:")
         show_chart(lambda: one_day_figure(chosen.profile, label=chosen.signal.label, tz=v.tz),
                    chosen.profile, "rhythm-hour-of-day", memo_key=(query, chosen.signal.name))
     else:
-        st.warning(md(chosen.error or "Not enough data for a rhythm."), icon=":material/hourglass_empty:")
+        headline.warning(md(chosen.error or "Not enough data for a rhythm."), icon=":material/hourglass_empty:")
     st.stop()
 s = chosen.summary
+headline.markdown(md(rhythm_headline(s, chosen.signal.label)))
 tw = s.tidal_window
 k = kpi_row(5)
-k[0].metric(f"Peak hour ({s.timezone})", _hour(s.peak_hour), border=True,
+k[0].metric(f"Peak hour ({s.timezone})", hour_text(s.peak_hour), border=True,
             help="Hour of day with the highest expected value (trend + daily + weekly, averaged)")
-k[1].metric(f"Trough hour ({s.timezone})", _hour(s.trough_hour), border=True)
+k[1].metric(f"Trough hour ({s.timezone})", hour_text(s.trough_hour), border=True)
 k[2].metric("Trough / peak", "-" if s.trough_to_peak is None else f"{s.trough_to_peak:.0%}", border=True)
-k[3].metric("Tidal window", "none" if tw is None else f"{tw['start_hour']:02d}-{tw['end_hour']:02d}",
+k[3].metric("Tidal window", "none" if tw is None else hour_window_text(tw["start_hour"], tw["end_hour"]),
             border=True, help=f"Hours [start, end) when the profile stays below {tidal_share:.0%} "
                               f"of its peak; may cross midnight")
 k[4].metric("Weekend / weekday", "-" if s.weekend_to_weekday is None else f"{s.weekend_to_weekday:.0%}",
@@ -96,8 +97,7 @@ k[4].metric("Weekend / weekday", "-" if s.weekend_to_weekday is None else f"{s.w
 if s.batch is not None:
     b = s.batch
     kb = kpi_row(4)
-    kb[0].metric("Batch typically starts", "-" if b.typical_start_hour is None
-                 else f"{int(b.typical_start_hour):02d}:{int(b.typical_start_hour % 1 * 60):02d}", border=True)
+    kb[0].metric(f"Batch typically starts ({s.timezone})", hour_text(b.typical_start_hour), border=True)
     kb[1].metric("Batch holds (median)", "-" if b.median_hold_h is None else f"{b.median_hold_h:.1f} h",
                  border=True)
     kb[2].metric("Ramp overlapped by batch", "-" if b.ramp_overlap_share is None

@@ -50,6 +50,9 @@ def cached_preset(name: str, days: int):
 
 v = page_setup()
 st.title("What-if: pool policies")
+# The answer first (the pool's best policy and what it removes), filled once the replays below
+# have run: on a projector the controls took the whole first screen.
+answer_box = st.container(key="headline")
 ss = st.session_state
 qp = st.query_params
 
@@ -273,10 +276,10 @@ if cal is not None:
         st.error("The replay does not reproduce what happened on this store: " + md("; ".join(bt["misses"]))
                  + ". The policies below are a model the store does not confirm.", icon=":material/error:")
     k = kpi_row(4)
-    k[0].metric(over_slo_label(svc, modelled=False), f"{bt['observed_violation_minutes']:,.0f}",
+    k[0].metric(over_slo_label(md(svc), modelled=False), f"{bt['observed_violation_minutes']:,.0f}",
                 border=True, help=f"Minutes {md(svc)}'s p99 was over its SLO in the store (a step without "
                                   "requests is not over), over the whole range")
-    k[1].metric(over_slo_label(svc, modelled=True), f"{bt['model_violation_minutes']:,.0f}",
+    k[1].metric(over_slo_label(md(svc), modelled=True), f"{bt['model_violation_minutes']:,.0f}",
                 delta=f"{bt['violation_minutes_error']:+.0%}", delta_color="off", border=True,
                 help="The same period replayed by the model under the shared policy, with the batch "
                      "runs that really ran, each step counted with the chance its p99 would read over "
@@ -304,12 +307,12 @@ replayed = (scn.fingerprint(), tuple(policies))
 results = memo(("compare", *replayed), lambda: compare_reusing(scn, tuple(policies)))
 answer = pool_answer_for(v, src, pool, scn, results, days=int(ss.get("w_days", MODEL_DAYS)),
                          policies=tuple(policies), transforms=chosen_t)  # every service of the pool
-st.subheader(f"The answer for pool '{md(answer.pool)}'")
-st.success(md(answer.sentence()), icon=":material/check_circle:")
-heads = answer.headlines()
-for col, h in zip(kpi_row(len(heads)), heads):
-    col.metric(md(h.label), md(h.value), delta=h.delta, delta_color="off", delta_arrow="off", border=True,
-               help=h.help)
+with answer_box:
+    st.success(md(answer.sentence()), icon=":material/check_circle:")
+    heads = answer.headlines()
+    for col, h in zip(kpi_row(len(heads)), heads):
+        col.metric(md(h.label), md(h.value), delta=h.delta, delta_color="off", delta_arrow="off", border=True,
+                   help=md(h.help))  # it names the services: labels are data
 st.caption("Every policy moves the batch runs that happened (each arriving when it did, with its GPUs "
            "and its work), by its rule; a run that waits, is evicted or deferred carries its work into "
            "the next day, and what is left at the end is counted unfinished.")

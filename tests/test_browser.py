@@ -65,6 +65,46 @@ CUT_OFF_JS = """() => Array.from(document.querySelectorAll(
     + '[data-testid="stMetricValue"] *'))
   .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.trim()).filter(t => t)"""
 
+# A button's label drawn with an ellipsis ("Capacity r...", "Postmortem rep..." in a narrow column).
+# (The label's box clips it, with an ellipsis: its text is in a child, so every element is measured.)
+CUT_BUTTONS_JS = """() => Array.from(new Set(Array.from(document.querySelectorAll(
+    '[data-testid="stMainBlockContainer"] button, [data-testid="stSidebar"] button'))
+  .filter(b => b.offsetParent !== null)
+  .flatMap(b => Array.from(b.querySelectorAll('*')).filter(e => e.textContent.trim() && e.clientWidth > 0
+    && e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.trim()))))"""
+
+# Where a page's answer is drawn (its ``headline`` container: the sentence and its number), and
+# where its first chart starts, against the viewport's height, as the page first opens.
+HEADLINE_JS = """() => {
+  const h = document.querySelector('.st-key-headline'), c = document.querySelector('.js-plotly-plot');
+  const r = h && h.getBoundingClientRect();
+  return {text: h ? h.innerText.trim() : '', top: r ? r.top : null, bottom: r ? r.bottom : null,
+          chart_top: c ? c.getBoundingClientRect().top : null, vh: window.innerHeight};
+}"""
+
+
+# Remembers whether a status whose label starts with the given words was ever drawn (it goes
+# once its work is done, however quick).
+SAW_STATUS_JS = """words => { window.__sawStatus = false;
+  new MutationObserver((_m, obs) => {
+    for (const e of document.querySelectorAll('[data-testid="stExpander"] summary'))
+      if (e.textContent.includes(words)) { window.__sawStatus = true; obs.disconnect(); return; }
+  }).observe(document.body, {childList: true, subtree: true, characterData: true}); }"""
+
+
+def answer_off_screen(page, *, chart: bool = False) -> str:
+    """Why the page's answer is not on its first screen ('' when it is): its headline empty, or
+    not wholly inside the viewport; with ``chart``, its first chart starting below the fold."""
+    box = page.evaluate(HEADLINE_JS)
+    if not box["text"]:
+        return "no headline"
+    if box["top"] < 0 or box["bottom"] > box["vh"]:
+        return f"headline at {box['top']:.0f}-{box['bottom']:.0f} px of {box['vh']} px: {box['text'][:80]!r}"
+    if chart and (box["chart_top"] is None or box["chart_top"] > box["vh"] - 200):
+        return f"first chart starts at {box['chart_top']} px of {box['vh']} px"
+    return ""
+
+
 # Tables (and choices) a projector would cut. ``st.dataframe`` draws on a canvas, so its cells have no box to
 # measure; but its scroller is a real element (columns wider than the table's box scroll out of
 # sight), and the grid's own props (read from its canvas's React fiber, glide-data-grid's
@@ -344,10 +384,13 @@ def test_every_page_in_chromium(app_url: tuple[str, str, Path]) -> None:
                         page.locator(".st-key-csv_pool-story button").first.click()
                     csv = Path(dl.value.path()).read_text()
                     assert csv.splitlines()[0].startswith("ts,cls,gpus")
-                    # The capacity review, made on the server on the click (outside any script run:
-                    # the log check below shows it warned about nothing).
+                    # The capacity review, made in the run on the click with its stage in a status
+                    # (the log check below shows it warned about nothing), then downloaded.
+                    page.evaluate(SAW_STATUS_JS, "Capacity review: ")
+                    page.locator(".st-key-ov_review_make button").first.click()
                     with page.expect_download(timeout=120_000) as dl:
-                        page.locator(".st-key-ov_review button").first.click()
+                        page.locator(".st-key-ov_review button").first.click(timeout=120_000)
+                    assert page.evaluate("() => window.__sawStatus"), "no status while the review was made"
                     review = Path(dl.value.path()).read_text()
                     assert dl.value.suggested_filename == "tidelens-review.html"
                     assert "<h1>Capacity review</h1>" in review and review.count("<h2>") == 5
@@ -367,7 +410,7 @@ def test_every_page_in_chromium(app_url: tuple[str, str, Path]) -> None:
             page.set_viewport_size({"width": 1280, "height": 720})
             for path, name in pages:
                 open_page(page, f"{base}/{path}?{query}")
-                cut = cut_off(page)
+                cut = cut_off(page) + page.evaluate(CUT_BUTTONS_JS)
                 assert not cut, f"{name} at 1280x720: cut off: {cut}"
                 pushed = pushed_margins(page)
                 assert not pushed, f"{name} at 1280x720: {pushed}"
@@ -405,8 +448,10 @@ def test_every_page_in_chromium(app_url: tuple[str, str, Path]) -> None:
 
 def test_a_story_of_days_fits_a_projector(app_url: tuple[str, str, Path], tmp_path: Path) -> None:
     """The pages whose content needs days of a real story (a calibrated What-if with its backtest,
-    the policies' tables, the bills, the events list): at 1280x720 and 1600x1000 no KPI and no
-    table is cut off. The hour's store above cannot calibrate, so it never drew these."""
+    the policies' tables, the bills, the events list): at 1280x720 and 1600x1000 no KPI, table or
+    button label is cut off, and every page's answer (its headline: the sentence and its number,
+    the Overview's chart) is on its first screen. The hour's store above cannot calibrate, so it
+    never drew these."""
     from playwright.sync_api import sync_playwright
 
     from analytics.sample import load_into, simulate, truth
@@ -427,16 +472,19 @@ def test_a_story_of_days_fits_a_projector(app_url: tuple[str, str, Path], tmp_pa
             as_operator(page, base)
             for size in ((1280, 720), (1600, 1000)):
                 page.set_viewport_size({"width": size[0], "height": size[1]})
-                for path in ("events", "whatif", "chargeback"):
+                for path in ("overview", "rhythm", "events", "whatif", "chargeback", "data"):
                     open_page(page, f"{base}/{path}?{query}", timeout_ms=180_000)
                     assert page.locator('[data-testid="stException"]').count() == 0, path
+                    off = answer_off_screen(page, chart=path == "overview")
+                    assert not off, f"{path} at {size[0]}x{size[1]}: the answer is not on the first screen: {off}"
                     if path == "whatif":  # the store's own calibration, with its backtest
                         assert page.get_by_text(re.compile(r"^Minutes over the SLO, [\w-]+, modelled$")).count() >= 1
                         assert page.get_by_text("Best policy, pool 'default'").count() >= 1  # the pool's answer
-                    # HTML tables: a grid costs a new tab ~0.7 s, st.table up to 0.3 (bench/elements.py)
-                    assert page.locator('.tl-table table').count() >= 1, path
-                    assert page.locator('[data-testid="stDataFrame"]').count() == 0, path
-                    cut = cut_off(page)
+                    if path in ("events", "whatif", "chargeback"):
+                        # HTML tables: a grid costs a new tab ~0.7 s, st.table up to 0.3 (bench/elements.py)
+                        assert page.locator('.tl-table table').count() >= 1, path
+                        assert page.locator('[data-testid="stDataFrame"]').count() == 0, path
+                    cut = cut_off(page) + page.evaluate(CUT_BUTTONS_JS)
                     assert not cut, f"{path} at {size[0]}x{size[1]}: cut off: {cut}"
                     pushed = pushed_margins(page)
                     assert not pushed, f"{path} at {size[0]}x{size[1]}: {pushed}"

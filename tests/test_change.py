@@ -218,7 +218,12 @@ def test_the_what_if_page_records_a_candidate_and_compares(scored, partitioned, 
         from pages._change import change_section
         from pages._store import file_version
 
-        path = Path(st.session_state["db"])
+        from pages._sidebar import _page_keys
+
+        ss = st.session_state
+        for key in _page_keys(ss):  # what page_setup does on every page: the page's values carried
+            ss[key] = ss[key]
+        path = Path(ss["db"])
         change_section(ViewSettings(), SimpleNamespace(path=str(path), version=file_version(path)))
 
     at = AppTest.from_function(script, default_timeout=60)
@@ -235,6 +240,26 @@ def test_the_what_if_page_records_a_candidate_and_compares(scored, partitioned, 
                                                    "a candidate the user confirmed")
     assert "chat-vllm was over its SLO for 0 minutes" in at.info[0].value  # compared at once, unscored
     assert any("282 minutes over the SLO in the 3 days before" in m.value for m in at.markdown), [m.value for m in at.markdown]
+    # Every page carries its values across runs: a widget also given a default warned in the
+    # server's log (Streamlit's "created with a default value but also had its value set via the
+    # Session State API"). Streamlit checks that only under a server: its check is asked here.
+    import logging
+
+    from streamlit.elements.lib import policies
+
+    monkeypatch.setattr(policies.runtime, "exists", lambda: True)
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    heard: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: heard.append(record.getMessage())  # type: ignore[method-assign]
+    policies._LOGGER.addHandler(handler)  # Streamlit's loggers do not propagate
+    try:
+        at.run()
+    finally:
+        policies._LOGGER.removeHandler(handler)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not [m for m in heard if "Session State API" in m], heard
+    assert at.slider(key="w_change_shift").value == 0 and at.slider(key="w_change_before").value == 7.0
 
 
 def test_mig_instances_appearing_and_a_queue_quota_changing_are_proposed():

@@ -97,7 +97,37 @@ def test_events_table_and_report(sample_db, capsys, tmp_path):
     assert main(["report", "--db", str(db), "--config", str(cfg), "--event", ev_id, "--out", str(out)]) == 0
     assert out.exists() and ev_id in out.read_text(encoding="utf-8")
     assert main(["report", "--db", str(db), "--config", str(cfg), "--event", "ev-nope", "--out", str(out)]) == 2
-    assert "no event 'ev-nope'" in capsys.readouterr().err
+    assert "--event 'ev-nope' is not an event id" in capsys.readouterr().err
+
+
+def test_report_of_no_such_event_is_refused_before_the_attribution(sample_db, capsys, tmp_path, monkeypatch):
+    """An id these settings do not find is refused by detection alone: the norm band, the latency
+    model and the attribution (half the time of `tidelens report` on the bundled sample, after the
+    timelines) never run. Detection alone finds exactly the ids the analysis gives."""
+    from analytics.cli import events_cmd
+    from analytics.events import EventsConfig
+    from analytics.events.pipeline import analyse_timelines, timelines_event_ids
+    from analytics.slo import resolve_slos
+    from analytics.timeline import store_timelines
+    from analytics.workloads import load_map
+
+    db, cfg, _ = sample_db
+    with Store(db, read_only=True) as st:
+        slos = resolve_slos(st, config=cfg)
+        tl = store_timelines(st, EventsConfig().timeline_config(), load_map(cfg))
+    found = timelines_event_ids(tl, EventsConfig(), slos=slos)
+    assert found and found == {e.id for e in analyse_timelines(tl, EventsConfig(), slos=slos).events}
+
+    def attributed(*_args, **_kwargs):
+        raise AssertionError("the attribution ran for an event that is not there")
+
+    monkeypatch.setattr(events_cmd, "analyse_timelines", attributed)
+    out = tmp_path / "pm.html"
+    assert main(["report", "--db", str(db), "--config", str(cfg), "--event", "ev-000000000000",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--event ev-000000000000: no such event with these settings" in err
+    assert sorted(found)[0] in err and not out.exists()
 
 
 def test_bad_incident_file_names_the_line(sample_db, capsys, tmp_path):

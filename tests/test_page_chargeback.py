@@ -3,6 +3,7 @@ morning tails under the shared pool, nobody under a partition, and follows the p
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from analytics.text import md  # noqa: E402
 from analytics.whatif import PRESETS, capacity_plan  # noqa: E402
-from apptest_helpers import isolate, metric as _metric, open_page, tables  # noqa: E402
+from apptest_helpers import drawn_table, isolate, metric as _metric, open_page, tables  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -34,14 +35,22 @@ def test_batch_team_pays_for_the_morning_tails(tmp_path: Path) -> None:
     at = _page(tmp_path, w_src="morning-ramp")
     assert _metric(at, "Billed the most") == "ml-research"
     top = next(m for m in at.metric if m.label == "Billed the most")
-    # the payer's bill over the days the page models (a sum over them, never "for the day")
-    assert top.delta.startswith("$") and top.delta.endswith("over the 7 days modelled")
+    # The bill over the seven days modelled, and a day of it: never a week's sum "for the day".
+    assert re.fullmatch(r"\$[\d,]+ over 7 days \(\$[\d,]+ a day\)", top.delta), top.delta
+    total, per_day = (float(x.replace(",", "")) for x in re.findall(r"\$([\d,]+)", top.delta))
+    assert per_day == pytest.approx(total / 7, abs=1)
     charged = _num(_metric(at, "Charged to other teams"))
     assert charged > 0
     assert not at.dataframe and not at.selectbox  # a first render affords neither (bench/elements.py)
     ledger = tables(at)[0].value
     assert set(ledger["team"]) >= {"ml-research"}
-    assert ledger["cost"].sum() >= charged
+    assert ledger["cost"].sum() >= charged - len(ledger)  # whole dollars a row
+    # money, minutes and dates, never 87.423 or 4371.1479
+    drawn = drawn_table(tables(at)[0])
+    assert list(drawn.columns) == ["day (UTC)", "service", "team", "minutes over the SLO, modelled", "cost"]
+    assert all(re.fullmatch(r"\$[\d,]+", c) for c in drawn["cost"]), list(drawn["cost"])
+    assert all(re.fullmatch(r"[\d,]+\.\d", c) for c in drawn["minutes over the SLO, modelled"])
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d", c) for c in drawn["day (UTC)"]), list(drawn["day (UTC)"])
     plan = tables(at)[1].value
     assert list(plan["Pool"]) == ["A", "B", "C"]
     # each pool's purpose is a list item under the table, not a cell a projector cuts

@@ -61,7 +61,16 @@ def test_page_lists_events_and_explains_one(morning_db) -> None:
     assert "read as" in texts  # what the dashboard said
     md = " ".join(m.value for m in at.markdown)
     assert "What happened" in md and "What the dashboard said" in md
-    assert any(b.proto.label.startswith("Postmortem report") for b in at.get("download_button"))
+    # The postmortem takes seconds: a button makes it in the run (its stage in a status), then
+    # its download is in the button's place.
+    assert not at.get("download_button")
+    at.button(key="ev_report_make").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [b.proto.label for b in at.get("download_button")] == ["Download: Postmortem report (HTML)"]
+    assert at.session_state["ev_report_made"][1].startswith("<!DOCTYPE html>")
+    # The headline above the controls: how many, and the longest event, with its time and cause.
+    headline = next(m.value for m in at.markdown if "tail event" in m.value and "The longest" in m.value)
+    assert f"{n_events} tail events" in headline, headline
     # Evidence and method are drawn only when their tab is picked.
     assert [t.label for t in at.tabs] == ["Timeline and attribution", "Evidence", "Method and thresholds"]
     assert len(tables(at)) == 1 and not at.dataframe  # the events table only, static
@@ -70,14 +79,25 @@ def test_page_lists_events_and_explains_one(morning_db) -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert not at.get("plotly_chart")
     evidence = {df.value.columns[0]: df.value for df in tables(at)[1:]}
-    assert {"cls", "fact"} <= set(evidence)
+    assert {"team", "fact"} <= set(evidence)
+    # Read aloud: labelled quantities with their units, never the JSON's keys.
     facts = dict(zip(evidence["fact"]["fact"], evidence["fact"]["value"]))
-    assert "free_gpus_when_asked" in facts and "p99_observed_ms_at_peak" in facts
-    assert "term" in evidence, list(evidence)  # the regression: readable numbers, never 38 zeros
-    reg = evidence["term"]
-    assert list(reg.columns) == ["term", "estimate", "95% CI", "p-value"]
+    assert not any("_" in f for f in facts), list(facts)
+    free = facts["GPUs free when the autoscaler asked"]
+    assert " of " in free and "GPU" in free, free
+    assert facts["p99 at the peak with normal traffic and no batch"].endswith(" ms")
+    assert all(h.endswith(("min", " h")) for h in evidence["team"]["held for"]), list(evidence["team"]["held for"])
+    md = " ".join(m.value for m in at.markdown)
+    assert "With normal traffic and no batch" in md and "counterfactual" not in md
+    assert "p99 ran" in md and "for each tenth of the pool batch held" in md  # the regression's finding
+    assert "term" not in evidence and "Newey" not in md  # its model, behind the Method fold
+    at.session_state["ev_method_reg"] = True
+    at.run()
+    reg = {df.value.columns[0]: df.value for df in tables(at)[1:]}["term"]
+    assert list(reg.columns) == ["term", "estimate", "95% CI", "p-value"]  # readable numbers, never 38 zeros
     assert all(p == "< 0.001" or len(p) <= 5 for p in reg["p-value"]), list(reg["p-value"])
     assert all(len(x) <= 10 for x in reg["estimate"]), list(reg["estimate"])
+    assert any("Newey-West" in c.value for c in at.caption)
     at.session_state["ev_view"] = "Method and thresholds"
     at.run()
     assert any("Shapley" in m.value or "SLO" in m.value for m in at.markdown)
@@ -117,6 +137,21 @@ def test_the_chosen_event_is_in_the_link(morning_db) -> None:
     again.switch_page("pages/events.py").run()
     assert not again.exception
     assert event_chooser(again).value == last_id
+
+
+def test_a_link_to_an_event_these_settings_do_not_find_says_so(morning_db) -> None:
+    """An id from a link made under another detection rule is said to be missing, not silently
+    swapped for another event."""
+    db, slo = morning_db
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params.update({"source": "duckdb", "db": str(db), "slo": slo, "event": "ev-000000000000"})
+    at.run()
+    at.switch_page("pages/events.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = [w.value for w in at.warning if "ev-000000000000" in w.value]
+    assert said and "not among this range's events with these settings" in said[0], [w.value for w in at.warning]
+    chooser = event_chooser(at)
+    assert chooser.format_func(chooser.value) == chooser.options[0]  # the first event, said so
 
 
 def _rule_label(at: AppTest) -> str:

@@ -84,6 +84,20 @@ def test_dashboard_vs_found_names_the_batch_holder(evil):
     said, happened = dashboard_vs_found(ev)
     assert "user behaviour" in said
     assert "batch held" in happened and "ft" + EVIL in happened  # raw here; renderers escape
+    # The two cards agree: the rise the dashboard read is the daily ramp, inside the hour's norm.
+    assert "daily ramp" in said and "the norm for that hour, inside its band" in happened, (said, happened)
+    assert re.search(r"the pool had \d+ of \d+ GPUs free when it asked", happened), happened
+
+
+def test_evidence_reads_as_labelled_quantities(evil):
+    """The report's evidence is what a meeting reads aloud: labels and units, times in the report's
+    zone, the regression's finding as a sentence with its model beside it, no JSON keys."""
+    res, ev = evil
+    text = report_html(res, ev, tz="Europe/Berlin")
+    assert "GPUs free when the autoscaler asked" in text and "free_gpus_when_asked" not in text
+    assert "normal_traffic_without_batch" not in text and "hours_held" not in text
+    assert re.search(r"held for</th>.*?\d h</td>", text, re.S) or re.search(r"\d(\.\d)? h<", text)
+    assert "Europe/Berlin" in text and "for each tenth of the pool batch held" in text
 
 
 def test_md_escape():

@@ -57,6 +57,10 @@ def test_review_html_is_one_offline_file_with_every_section(db, tmp_path, capsys
     assert not re.search(r'<(script|link|img|iframe)[^>]+(src|href)="(https?:)?//', text)
     # the findings say what the numbers say
     assert f"A pool of {numbers['pool_gpus']:,.0f} GPUs" in findings[0]
+    # the Overview's sentence, its minutes naming their scope; the Rhythm page's, its hours a clock's
+    assert re.search(r"some service's p99 was over its SLO for [\d,]+ minutes, observed \(chat-vllm [\d,]+ min, ",
+                     html.unescape(findings[0])), findings[0]
+    assert re.search(r"peaks at \d\d:\d\d \(UTC\); batch typically starts at \d\d:\d\d ", findings[1]), findings[1]
     ev = numbers["events"]
     assert findings[2].startswith(f"{ev['count']} tail events")
     assert f"{ev['misattributed']} were batch contention a dashboard would blame on users" in findings[2]
@@ -94,20 +98,28 @@ def test_review_numbers_are_the_other_commands_numbers(db, capsys) -> None:
 def test_the_overview_download_is_the_cli_review(db, capsys) -> None:
     from streamlit.testing.v1 import AppTest
 
-    from pages._queries import review_for, review_html_for
+    from analytics.review import STAGES
+    from pages._queries import review_for
 
     at = AppTest.from_file(str(APP), default_timeout=180)
     at.query_params.update({"source": "duckdb", "db": str(db)})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    # the button sits on the Overview, its file made on the click (deferred)
-    assert [b.proto.label for b in at.get("download_button")] == ["Capacity review (HTML)"]
+    # The review takes seconds: a button makes it in the run (its stage in a status, never a
+    # silent wait), then its download is in the button's place.
+    assert not at.get("download_button")
+    at.button(key="ov_review_make").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [b.proto.label for b in at.get("download_button")] == ["Download: Capacity review (HTML)"]
     v, src = at.session_state["view"], at.session_state["view_source"]
-    page = review_for(v, src).numbers().as_dict()
+    heard: list[str] = []
+    page = review_for(v, src, heard.append).numbers().as_dict()
+    assert heard == [STAGES[s] for s in ("timelines", "events", "rhythm", "calibration", "policies", "change",
+                                         "forecast")], heard
     cli = _cli_json(capsys, "review", "--db", str(db), "--json")
     for key in ("pool_gpus", "gpu_hours", "minutes_over_slo", "slo_ms", "events", "whatif", "missing", "forecast"):
         assert page[key] == cli[key], key
-    html_text = review_html_for(v, src)
+    html_text = at.session_state["ov_review_made"][1]
     assert "<h1>Capacity review</h1>" in html_text and html.escape(src.label) in html_text
     assert re.findall(r"<h2>([^<]*)</h2>", html_text) == [s.replace("&", "&amp;") for s in SECTIONS]
 

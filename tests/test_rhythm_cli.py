@@ -86,6 +86,7 @@ def test_tidal_window_crossing_midnight_and_named_signal(tmp_path: Path, capsys:
 
 def test_unknown_signal_and_empty_store_fail_with_a_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "empty.duckdb"
+    Store(db).close()
     assert main(["rhythm", "--db", str(db), "--json"]) == 2
     assert "no request-rate or batch signal" in capsys.readouterr().err
     assert main(["rhythm", "--db", str(db), "--signal", "rps:nope", "--json"]) == 2

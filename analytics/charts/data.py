@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from analytics.text import plot_text
-from analytics.charts.theme import OKABE_ITO, apply_theme, display_ts, zone_label
+from analytics.charts.theme import FONT_SIZE, OKABE_ITO, apply_theme, display_ts, zone_label
 
 
 def inventory_figure(metrics: pl.DataFrame, *, top: int = 25, height: int | None = None) -> go.Figure:
@@ -17,7 +17,9 @@ def inventory_figure(metrics: pl.DataFrame, *, top: int = 25, height: int | None
         marker_color=OKABE_ITO["blue"], customdata=m["samples"].to_list(),
         hovertemplate="%{y}<br>%{x} series, %{customdata:,} samples<extra></extra>"))
     fig.update_xaxes(title_text="series")
-    fig.update_yaxes(autorange="reversed", automargin=True)
+    # A metric's name is long (46 characters of vLLM's): smaller than the theme's, and the page
+    # draws the chart its whole width (in a column of it the names ran off the figure).
+    fig.update_yaxes(autorange="reversed", automargin=True, tickfont=dict(size=FONT_SIZE - 4))
     return apply_theme(fig, title="Series per metric",
                        height=height or max(300, 90 + 28 * max(m.height, 1)))
 
@@ -31,11 +33,14 @@ def coverage_figure(sources: pl.DataFrame, *, tz: str = "UTC", height: int | Non
         end = display_ts(s["last_ts"], tz)
         for name, a, b, n in zip(s["name"].to_list(), start.to_list(), end.to_list(),
                                  s["samples"].to_list()):
+            # Each source's name above its bar, not beside the axis: a long name took the time
+            # axis's width and its dates overprinted.
             fig.add_trace(go.Scatter(
-                x=[a, b], y=[name, name], mode="lines+markers", showlegend=False,
+                x=[a, b], y=[name, name], mode="lines+markers+text", showlegend=False,
+                text=[name, ""], textposition="top right",  # escaped as every trace's (escape_figure)
                 line=dict(width=12, color=OKABE_ITO["bluish_green"]),
                 hovertemplate=f"{plot_text(name)}<br>%{{x}}<br>{n:,} samples<extra></extra>"))
     fig.update_xaxes(title_text=f"time ({zone_label(tz)})")
-    fig.update_yaxes(automargin=True)
+    fig.update_yaxes(showticklabels=False)
     return apply_theme(fig, title="Time covered by each source",
                        height=height or max(260, 120 + 40 * max(s.height, 1)))

@@ -12,8 +12,8 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-from analytics.charts.theme import (OKABE_ITO, SLO_COLOR, apply_theme, class_color, display_ts, log_ms_axis,
-                                    zone_label)
+from analytics.charts.theme import (OKABE_ITO, SLO_COLOR, apply_theme, class_color, display_ts,
+                                    log_ms_axis, zone_label)
 from analytics.events.event import Event
 from analytics.text import escape_figure, plot_text
 from analytics.timeline.config import CLASS_COLUMNS as WORKLOAD_CLASSES  # the order every chart stacks the classes in
@@ -29,7 +29,7 @@ _CLASS_ORDER = WORKLOAD_CLASSES
 
 
 def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz: str = "UTC",
-                 height: int = 1050) -> go.Figure:
+                 height: int = 1250) -> go.Figure:
     """The event's story on one time axis (see module docstring).
 
     Parameters
@@ -44,10 +44,8 @@ def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz:
     """
     w = window.sort("ts_ms")
     x = display_ts(w["ts_ms"], tz)
-    fig = make_subplots(rows=5, cols=1, shared_xaxes=True, vertical_spacing=0.035,
-                        row_heights=[0.2, 0.26, 0.22, 0.12, 0.2],
-                        subplot_titles=("Traffic vs its norm band", "p99 vs SLO and load-explained latency",
-                                        "GPUs held, by class", "Free GPUs", "Replicas: desired vs ready"))
+    fig = make_subplots(rows=5, cols=1, shared_xaxes=True, vertical_spacing=ROW_GAP,
+                        row_heights=[0.2, 0.26, 0.22, 0.12, 0.2], subplot_titles=ROW_TITLES)
     grey = "rgba(120,120,120,0.18)"
     fig.add_trace(go.Scatter(x=x, y=w["upper"], mode="lines", line=dict(width=0), showlegend=False,
                              hoverinfo="skip"), row=1, col=1)
@@ -63,7 +61,7 @@ def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz:
                              line=dict(color=OKABE_ITO["vermillion"], width=2.5)), row=2, col=1)
     fig.add_trace(go.Scatter(x=x, y=w["explained_ms"], mode="lines", name="load-explained L(T, C)",
                              line=dict(color=OKABE_ITO["sky_blue"], width=2, dash="dash")), row=2, col=1)
-    fig.add_trace(go.Scatter(x=x, y=w["baseline_ms"], mode="lines", name="normal traffic, no batch L(T0, C0)",
+    fig.add_trace(go.Scatter(x=x, y=w["baseline_ms"], mode="lines", name="normal, no batch L(T0, C0)",
                              line=dict(color=OKABE_ITO["bluish_green"], width=2, dash="dot")), row=2, col=1)
     if ev.slo_ms == ev.slo_ms:  # not NaN
         # A trace, not add_hline: hline annotations land at 10^y on a log axis.
@@ -92,7 +90,7 @@ def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz:
             text, ax = "batch admitted", at
         else:  # admitted before the window: say when, at the window's left edge
             text, ax = f"batch holding since {at:%b %d %H:%M}", x[0]
-        fig.add_annotation(x=ax, y=1, yref="y3 domain", text=text, showarrow=False, xanchor="left",
+        fig.add_annotation(x=ax, y=1, yref="y3 domain", text=text, showarrow=False, xanchor="left", yanchor="top",
                            bgcolor="rgba(255,255,255,0.85)", font=dict(color=class_color("batch")))
     fig.update_yaxes(title_text="GPUs", rangemode="tozero", row=3, col=1)
 
@@ -115,10 +113,20 @@ def event_figure(window: pl.DataFrame, holdings: pl.DataFrame, ev: Event, *, tz:
     fig.add_shape(type="rect", xref="x", yref="paper", x0=span[0], x1=span[1], y0=0, y1=1,
                   fillcolor=CAUSE_COLORS.get(ev.cause, "#777777"), opacity=0.08, line_width=0)
     fig.update_xaxes(title_text=f"time ({zone_label(tz)})", row=5, col=1)
-    # The right margin holds the legend's widest entry ("normal traffic, no batch L(T0, C0)").
-    fig.update_layout(legend=dict(orientation="v", y=1, x=1.02, yanchor="top"), margin=dict(r=345))
+    fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=-0.12, yanchor="top", traceorder="normal",
+                                  entrywidth=0.5, entrywidthmode="fraction"),
+                      margin=dict(b=LEGEND_BOTTOM_PX))
     return escape_figure(apply_theme(fig, title=f"{plot_text(ev.service)}: {ev.cause_words} "
                                                f"(peak p99 {ev.peak_p99_ms:,.0f} ms)", height=height))
+
+
+ROW_GAP = 0.06
+# The legend below the time axis, in two columns (half the plot's width each: its longest entry
+# fits a 1280x720 projector's half): beside the figure its entries took a third of the width
+# from the plots. The margin below holds its seven rows and the time axis, so it never pushes.
+LEGEND_BOTTOM_PX = 320
+ROW_TITLES = ("Traffic vs its norm band", "p99 vs SLO and load-explained latency", "GPUs held, by class",
+              "Free GPUs", "Replicas: desired vs ready")
 
 
 def attribution_figure(ev: Event, *, height: int = 220) -> go.Figure:

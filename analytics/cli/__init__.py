@@ -10,6 +10,7 @@ the JSON always reads JSON.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -42,12 +43,51 @@ def _json_error(message: str) -> None:
     write_json({"error": message})
 
 
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    """Every flag ``parser`` takes, its registered subcommands' too (argparse reports a
+    subcommand's unknown flag from the top parser, which does not know them)."""
+    out: list[str] = []
+    for action in parser._actions:
+        out.extend(s for s in action.option_strings if s.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                if sub._actions[1:]:  # a command registered, not only named (build_parser)
+                    out.extend(_option_strings(sub))
+    return list(dict.fromkeys(out))
+
+
+def suggest(message: str, parser: argparse.ArgumentParser) -> str:
+    """argparse's refusal of an unknown flag (or command) with the nearest one it meant, as
+    ``git`` says it: Python 3.11's argparse suggests nothing (``--bd`` for ``--db``).
+
+    >>> p = argparse.ArgumentParser(prog="x"); _ = p.add_argument("--db")
+    >>> suggest("unrecognized arguments: --bd a.duckdb", p)
+    'unrecognized arguments: --bd a.duckdb (did you mean --db?)'
+    """
+    if message.startswith("unrecognized arguments: "):
+        flags = _option_strings(parser)
+        meant = [f"{word.split('=')[0]} -> {near[0]}" for word in message.split(": ", 1)[1].split()
+                 if word.startswith("-") and (near := difflib.get_close_matches(word.split("=")[0], flags, n=1))]
+        if len(meant) == 1:
+            return f"{message} (did you mean {meant[0].split(' -> ')[1]}?)"
+        if meant:
+            return f"{message} (did you mean: {', '.join(meant)}?)"
+    elif message.startswith("argument COMMAND: invalid choice: "):
+        word = message.split("'")[1] if "'" in message else ""
+        near = difflib.get_close_matches(word, list(COMMANDS), n=1)
+        if near:
+            return f"{message} (did you mean {near[0]}?)"
+    return message
+
+
 def _parser_class(json_errors: bool) -> type[argparse.ArgumentParser]:
-    """argparse's parser (its subcommands' too), whose refusal of a flag is also a JSON error
-    object on standard output when the command line asked for ``--json``."""
+    """argparse's parser (its subcommands' too), whose refusal of a flag names the nearest flag
+    (:func:`suggest`) and is also a JSON error object on standard output when the command line
+    asked for ``--json``."""
 
     class Parser(argparse.ArgumentParser):
         def error(self, message: str) -> NoReturn:
+            message = suggest(message, self)
             if json_errors:
                 _json_error(f"{self.prog}: {message}")
             super().error(message)
@@ -87,6 +127,11 @@ class _Shown:
     def write(self, text: str) -> int:
         self._stream.write(visible(text))
         return len(text)
+
+    def write_raw(self, text: str) -> int:
+        """``text`` as it is: the CLI's own terminal control (the progress line's carriage
+        return and erase, :mod:`analytics.cli.progress`), never text from the data."""
+        return self._stream.write(text)
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._stream, name)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields
-from pathlib import Path
 
 import polars as pl
 
@@ -15,8 +14,8 @@ from analytics.change.candidates import propose
 from analytics.change.compare import CompareConfig, compare_change
 from analytics.change.record import PolicyChange, change_at, list_changes, parse_window
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_config, add_db, add_json, add_slos, config_path, print_json, print_table
-from analytics.errors import ConfigError
+from analytics.cli.common import (add_config, add_db, add_json, add_slos, config_path, open_to_read, print_json,
+                                  print_table)
 from analytics.fieldhelp import fields_help
 from analytics.slo import parse_service_slos, resolve_slos
 from analytics.store import Store
@@ -51,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
     add = verbs.add_parser("add", help="record a change of the pool's policy (the same time and policy again "
                                        "replaces its parameters)")
-    add_db(add)
+    add_db(add, writes=True)
     _add_change_flags(add, policy_required=True)
     add_json(add)
     add.set_defaults(func=cmd_add)
@@ -89,17 +88,12 @@ def _change_from(args: argparse.Namespace, at_ms: int, policy: str, source: str)
                         replicas_per_gpu=args.replicas_per_gpu, note=args.note or "", source=source).validate()
 
 
-def _store(path: str, *, write: bool = False):
-    if not write and path != ":memory:" and not Path(path).exists():
-        raise ConfigError(f"{path}: no such store; build one with `tidelens ingest --db {path} FILES` "
-                          "(or `tidelens sample`)")
-    return Store(path, read_only=not write)
 
 
 def cmd_add(args: argparse.Namespace) -> int:
     change = _change_from(args, parse_time_ms(args.at, what="--at"), args.policy, "tidelens change add")
     # Through the one write path the app takes: the change is in the audit record too.
-    record_policy_change(command_line_identity(), lambda: _store(args.db, write=True), change)
+    record_policy_change(command_line_identity(), lambda: Store(args.db), change)
     if args.json:
         print_json(change.as_dict())
     else:
@@ -108,7 +102,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    with _store(args.db) as store:
+    with open_to_read(args) as store:
         changes = [c.as_dict() for c in list_changes(store)]
     if args.json:
         print_json(changes)
@@ -120,7 +114,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_candidates(args: argparse.Namespace) -> int:
-    with _store(args.db) as store:
+    with open_to_read(args) as store:
+        path = store.path
         found = propose(store, step_s=parse_step_s(args.step, "--step"), wmap=load_map(config_path(args)), recorded=list_changes(store))
     if args.json:
         print_json([c.as_dict() for c in found])
@@ -129,14 +124,14 @@ def cmd_candidates(args: argparse.Namespace) -> int:
         print("no candidate changes in the data")
     for c in found:
         print(f"{c.change.describe()}{'  [recorded]' if c.recorded else ''}\n  evidence: {c.evidence}\n"
-              f"  to record it: {c.command(args.db)}")
+              f"  to record it: {c.command(str(path))}")
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     at = parse_time_ms(args.at, what="--at")
     cfg = CompareConfig(before_days=args.before_days, after_days=args.after_days, service=args.service or None).validate()
-    with _store(args.db) as store:
+    with open_to_read(args) as store:
         change = change_at(store, at) if args.policy is None else _change_from(args, at, args.policy, "--policy")
         slos = resolve_slos(store, config=config_path(args), every_ms=args.slo_ms,
                             per_service=parse_service_slos(args.slo), per_service_source="--slo")

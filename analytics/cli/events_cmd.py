@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+from collections.abc import Callable
 
 import polars as pl
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_config, add_db, add_json, add_slos, config_path, print_json, print_table
+from analytics.cli.common import (add_config, add_db, add_json, add_slos, config_path, open_to_read, print_json,
+                                  print_table)
+from analytics.cli.progress import Progress
+from analytics.document import output_format
 from analytics.errors import ConfigError
-from analytics.events import EventsAnalysis, EventsConfig, analyse_store, load_incidents
+from analytics.events import EventsAnalysis, EventsConfig, load_incidents
+from analytics.events.event import is_event_id
+from analytics.events.pipeline import analyse_timelines, timelines_event_ids
 from analytics.fieldhelp import fields_help
 from analytics.postmortem import write_report
 from analytics.slo import DEFAULT_SLO_MS, parse_service_slos, resolve_slos
-from analytics.store import Store
-from analytics.timeline import parse_step_s
+from analytics.timeline import parse_step_s, store_timelines
 from analytics.times import parse_time_ms
 from analytics.workloads import load_map
 
@@ -58,8 +62,11 @@ def _ms(text: str | None, flag: str) -> int | None:
     return None if text is None else parse_time_ms(text, what=flag)
 
 
-def run_analysis(args: argparse.Namespace) -> EventsAnalysis:
-    """The events analysis the flags describe (shared by ``events`` and ``report``)."""
+def run_analysis(args: argparse.Namespace, stage: Callable[[str], None] = lambda _words: None, *,
+                 event: str | None = None) -> EventsAnalysis:
+    """The events analysis the flags describe (shared by ``events`` and ``report``), its stages
+    said to ``stage``; with ``event``, an id these settings do not find is refused as soon as
+    detection alone can tell (before the norm band, the latency model and the attribution)."""
 
     config = config_path(args)
     per_service = parse_service_slos(args.slo)  # refused before the store is read
@@ -68,12 +75,24 @@ def run_analysis(args: argparse.Namespace) -> EventsAnalysis:
                        min_duration_min=args.min_duration_min, merge_gap_min=args.merge_gap_min)
     incidents = load_incidents(args.incidents) if args.incidents else None
     wmap = load_map(config)
-    if args.db != ":memory:" and not Path(args.db).exists():
-        raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
-    with Store(args.db, read_only=args.db != ":memory:") as st:
+    with open_to_read(args) as st:
         slos = resolve_slos(st, config=config, every_ms=args.slo_ms, per_service=per_service,
                             per_service_source="--slo")
-        return analyse_store(st, cfg, wmap, incidents, slos=slos)
+        stage("building the timelines")
+        timelines = store_timelines(st, cfg.timeline_config(), wmap)
+    if event is not None:
+        found = timelines_event_ids(timelines, cfg, slos=slos)
+        if found is not None and event not in found:
+            raise _no_event(event, sorted(found))
+    stage("finding and attributing the tail events")
+    return analyse_timelines(timelines, cfg, incidents, slos=slos)
+
+
+def _no_event(event: str, known: list[str]) -> ConfigError:
+    shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "") or "none"
+    return ConfigError(f"--event {event}: no such event with these settings (an id depends on the store, "
+                       f"--from/--to, --slo-ms/--slo, --step, --min-duration-min and --merge-gap-min); "
+                       f"`tidelens events` with the same flags lists them: {shown}")
 
 
 def events_table(analysis: EventsAnalysis) -> pl.DataFrame:
@@ -90,7 +109,8 @@ def events_table(analysis: EventsAnalysis) -> pl.DataFrame:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    analysis = run_analysis(args)
+    with Progress("events", args) as stage:
+        analysis = run_analysis(args, stage)
     if args.json:
         print_json([{**e.as_dict(), "map_digest": analysis.map_digest} for e in analysis.events])
     else:
@@ -101,13 +121,20 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    analysis = run_analysis(args)
-    try:
-        ev = analysis.event(args.event)
-    except KeyError:
-        known = ", ".join(e.id for e in analysis.events[:10]) or "none"
-        raise ConfigError(f"no event {args.event!r} with these settings (the id depends on --slo-ms, --step, "
-                          f"--min-duration-min, --merge-gap-min); events: {known}") from None
-    for path in write_report(analysis, ev, args.out, tz=args.tz):
+    # What can be refused without the store is refused first: an id that is no id, an output
+    # that is neither .html nor .md (the analysis takes seconds and a gigabyte of memory).
+    if not is_event_id(args.event):
+        raise ConfigError(f"--event {args.event!r} is not an event id (ev- and 12 hex digits, as "
+                          "`tidelens events` prints them)")
+    output_format(args.out, "postmortem")
+    with Progress("report", args) as stage:
+        analysis = run_analysis(args, stage, event=args.event)
+        try:
+            ev = analysis.event(args.event)
+        except KeyError:
+            raise _no_event(args.event, [e.id for e in analysis.events]) from None
+        stage("writing the postmortem")
+        written = write_report(analysis, ev, args.out, tz=args.tz)
+    for path in written:
         print(f"wrote {path}")
     return 0

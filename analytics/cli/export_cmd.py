@@ -18,7 +18,7 @@ import yaml
 
 from analytics.change.record import list_changes
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_config, add_db, add_json, config_path, print_json
+from analytics.cli.common import MEMORY, add_config, add_db, add_json, config_path, open_to_read, print_json
 from analytics.config import GRAFANA_TOKEN_ENV, env_setting
 from analytics.errors import ConfigError, TidelensError
 from analytics.events import EventsAnalysis, EventsConfig, analyse_store
@@ -121,12 +121,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.target == "alerts":
         return _export_alerts(args)
     token = _grafana_token(args)
-    if not Path(args.db).exists():
-        raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
     config = config_path(args)
     wmap = load_map(config)
     step_s = parse_step_s(args.step, "--step")
-    with Store(args.db, read_only=True) as store:
+    with open_to_read(args) as store:
         slos = resolve_slos(store, config=config)
         analysis = analyse_store(store, EventsConfig(step_s=step_s), wmap, slos=slos)
         model = dashboard_model(store, wmap=wmap, slos_ms=analysis.slos_ms)
@@ -134,7 +132,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     no_forecast = None
     if args.forecast:
         try:
-            with Store(args.db, read_only=True) as store:
+            with open_to_read(args) as store:
                 ahead = forecast_store(store, cfg=ForecastConfig(step_s=step_s), slos=slos, wmap=wmap)
             annotations += forecast_annotations(ahead.forecast, dashboard_uid=args.dashboard_uid)
         except TidelensError as exc:  # the events and the dashboard stand without it
@@ -247,11 +245,11 @@ def _export_alerts(args: argparse.Namespace) -> int:
     labels = _labels(args.rule_label)
     if step_s % cfg.interval_s:
         raise ConfigError(f"--step {args.step}: give a multiple of --interval {args.interval}")
-    if args.db == ":memory:" or not Path(args.db).exists():
-        raise ConfigError(f"--db {args.db}: no such store; the alerts take their norms, SLOs and autoscaler links "
-                          f"from one (build it with `tidelens ingest --db {args.db} FILES` or `tidelens pull`)")
+    if args.db == MEMORY:
+        raise ConfigError("--db :memory:: the alerts take their norms, SLOs and autoscaler links from a store "
+                          "(build one with `tidelens ingest --db FILE FILES` or `tidelens pull`)")
     wmap = load_map(config)
-    with Store(args.db, read_only=True) as store:
+    with open_to_read(args, hint=" or `tidelens pull`") as store:
         analysis = analyse_store(store, EventsConfig(step_s=step_s), wmap, slos=resolve_slos(store, config=config))
         got = alert_inputs(store, wmap, analysis)
     acfg = AlertsConfig(step_s=step_s, app_url=args.app_url, policy=args.policy or got["policy"],

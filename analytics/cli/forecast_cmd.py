@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import re
-from pathlib import Path
 
 import polars as pl
 
@@ -17,9 +16,11 @@ from analytics.cli.common import (
     add_slos,
     check_zone,
     config_path,
+    open_to_read,
     print_json,
     print_table,
 )
+from analytics.cli.progress import Progress
 from analytics.errors import ConfigError
 from analytics.forecast.hindcast import MIN_HISTORY_DAYS
 from analytics.forecast.model import ForecastConfig
@@ -38,7 +39,6 @@ from analytics.forecast.report import (
     window_rows,
 )
 from analytics.slo import DEFAULT_SLO_MS, parse_service_slos, resolve_slos
-from analytics.store import Store
 from analytics.timeline import parse_step_s
 from analytics.times import iso_utc, parse_time_ms
 from analytics.workloads import load_map
@@ -86,10 +86,9 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     check_zone(args.tz)
     if not 1.0 <= args.history_days <= 90.0:  # NaN fails both
         raise ConfigError(f"--history-days {args.history_days:g}: give 1 to 90 days")
-    if args.db != ":memory:" and not Path(args.db).exists():
-        raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
     wmap = load_map(config)
-    with Store(args.db, read_only=args.db != ":memory:") as st:
+    with Progress("forecast", args) as stage, open_to_read(args) as st:
+        stage("forecasting the collisions ahead" + (" and scoring it on the store's days" if args.backtest else ""))
         slos = resolve_slos(st, config=config, every_ms=args.slo_ms, per_service=per_service,
                             per_service_source="--slo")
         answer = forecast_store(st, at_ms=at_ms, cfg=cfg, slos=slos, wmap=wmap, with_backtest=args.backtest,

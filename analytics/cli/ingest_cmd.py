@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from analytics.access import command_line_identity
 from analytics.cli.commands import command_help
 from analytics.cli.common import add_db, add_json, print_json
-from analytics.ingest import group_failures, ingest_path
+from analytics.cli.progress import Progress
+from analytics.ingest import group_failures, ingest_path, missing_path
 from analytics.ingest.mapping import load_mapping
 from analytics.store import Store
 from analytics.text import visible
@@ -20,7 +22,7 @@ GROUP_AT = 3  # files sharing one reason before it is said once for them all
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ingest", help=command_help("ingest"))
-    add_db(p)
+    add_db(p, writes=True)
     add_json(p)
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (recursed)")
     p.add_argument("--at", default=None, metavar="TIME",
@@ -37,11 +39,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if args.columns:
 
         columns = load_mapping(args.columns)  # refused before the store is opened
-    results = []
-
-    with Store(args.db) as st, recorded(st, command_line_identity(), "load", ", ".join(map(str, args.paths))[:500]):
-        for path in args.paths:
-            results.extend(ingest_path(st, path, at_ms=at_ms, columns=columns))
+    # A path that is not there is said before the store is opened: a command that loads nothing
+    # leaves no store file behind (it created an empty one, which the app then offered to open).
+    there = [p for p in args.paths if Path(p).exists()]
+    found: dict[str, list] = {p: [missing_path(p)] for p in args.paths if p not in there}
+    if there:
+        with Progress("ingest", args) as stage, Store(args.db) as st, \
+                recorded(st, command_line_identity(), "load", ", ".join(map(str, args.paths))[:500]):
+            for path in there:
+                stage(f"loading {path}")
+                found[path] = ingest_path(st, path, at_ms=at_ms, columns=columns)
+    results = [r for p in dict.fromkeys(args.paths) for r in found[p]]
     loaded = [r for r in results if r.status == "loaded"]
     failed = [r for r in results if r.status == "failed"]
     requests = sum(int(r.extra.get("requests", 0)) for r in loaded)

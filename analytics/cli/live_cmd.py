@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "store; or the raw series of a selector (--raw). Pulling again "
                                    "fetches only what is new. Secrets come from environment "
                                    "variables or files, never from the command line.")
-    add_db(p)
+    add_db(p, writes=True)
     add_json(p)
     p.add_argument("--url", required=True, help="server base URL, e.g. http://prometheus:9090")
     p.add_argument("--from", dest="start", default="now-1d",
@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_pull)
 
     c = sub.add_parser("collect", help=command_help("collect"))
-    add_db(c)
+    add_db(c, writes=True)
     add_json(c)
     c.add_argument("--interval", default="1s", help="time between samples (default 1s)")
     c.add_argument("--duration", default="10m", help="how long to sample (default 10m)")

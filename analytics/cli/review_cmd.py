@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_config, add_db, add_json, add_slos, check_zone, config_path, print_json
+from analytics.cli.common import add_config, add_db, add_json, add_slos, check_zone, config_path, open_to_read, print_json
 from analytics.cli.events_cmd import _ms
+from analytics.cli.progress import Progress
 from analytics.document import output_format
 from analytics.errors import ConfigError
-from analytics.review import review_store, write_review
+from analytics.review import STAGES, review_store, write_review
 from analytics.slo import parse_service_slos, resolve_slos
-from analytics.store import Store
 from analytics.timeline import parse_step_s
 from analytics.workloads import load_map
 
@@ -39,20 +38,22 @@ def cmd_review(args: argparse.Namespace) -> int:
     if args.out:
         output_format(args.out, "review")  # before the minutes of analysis, not after
     check_zone(args.tz)
-    if not Path(args.db).exists():
-        raise ConfigError(f"{args.db}: no such store; build one with `tidelens ingest --db {args.db} FILES`")
     config = config_path(args)
-    with Store(args.db, read_only=True) as store:
-        review = review_store(store, step_s=parse_step_s(args.step), start_ms=_ms(args.start, "--from"),
-                              end_ms=_ms(args.end, "--to"),
-                              slos=resolve_slos(store, config=config, every_ms=args.slo_ms,
-                                                per_service=parse_service_slos(args.slo),
-                                                per_service_source="--slo"),
-                              wmap=load_map(config), tz=args.tz)
-    if args.out:
-        for path in write_review(review, args.out):
-            # With --json, stdout is the JSON alone (a pipe to jq); the paths go to stderr.
-            print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
+    written = []
+    with Progress("review", args) as stage:
+        with open_to_read(args) as store:
+            review = review_store(store, step_s=parse_step_s(args.step), start_ms=_ms(args.start, "--from"),
+                                  end_ms=_ms(args.end, "--to"),
+                                  slos=resolve_slos(store, config=config, every_ms=args.slo_ms,
+                                                    per_service=parse_service_slos(args.slo),
+                                                    per_service_source="--slo"),
+                                  wmap=load_map(config), tz=args.tz, on_stage=stage)
+        if args.out:
+            stage(STAGES["render"])
+            written = write_review(review, args.out)
+    for path in written:
+        # With --json, stdout is the JSON alone (a pipe to jq); the paths go to stderr.
+        print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print_json(review.numbers().as_dict())
     return 0

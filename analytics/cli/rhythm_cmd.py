@@ -7,10 +7,9 @@ import argparse
 import polars as pl
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_db, add_json, print_json, print_table
+from analytics.cli.common import add_db, add_json, open_to_read, print_json, print_table
 from analytics.rhythm.config import RhythmConfig, config_help
 from analytics.rhythm.digest import rhythm_report
-from analytics.store import Store
 from analytics.timeline.config import parse_step_s
 
 
@@ -34,7 +33,7 @@ def cmd_rhythm(args: argparse.Namespace) -> int:
     low, _, high = args.band.partition(",")
     cfg = RhythmConfig(resolution_s=parse_step_s(args.resolution), timezone=args.tz,
                        tidal_share=args.tidal_share, band_low_q=float(low), band_high_q=float(high or 0.95))
-    with Store(args.db) as st:
+    with open_to_read(args) as st:
         results = rhythm_report(st, cfg, signals=args.signal, step_s=parse_step_s(args.step))
     rows = [r.as_dict() for r in results]
     if args.json:

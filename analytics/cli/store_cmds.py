@@ -7,9 +7,8 @@ import argparse
 
 from analytics.audit import audit_dicts, audit_rows
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_db, add_json, print_json, print_table
+from analytics.cli.common import add_db, add_json, open_to_read, print_json, print_table
 from analytics.resultcache import CACHE_MB_ENV, usage
-from analytics.store import Store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_sources(args: argparse.Namespace) -> int:
-    with Store(args.db) as st:
+    with open_to_read(args) as st:
         frame = st.sources()
     if args.json:
         print_json(frame.to_dicts())
@@ -46,7 +45,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
 
 
 def cmd_series(args: argparse.Namespace) -> int:
-    with Store(args.db) as st:
+    with open_to_read(args) as st:
         frame = st.series(args.metric)
     if args.json:
         print_json(frame.to_dicts())
@@ -56,13 +55,13 @@ def cmd_series(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    with Store(args.db, read_only=True) as st:
+    with open_to_read(args) as st:
         if args.json:
             print_json(audit_dicts(st, limit=1_000_000))
             return 0
         frame = audit_rows(st, limit=1_000_000)
     if frame.height == 0:
-        print(f"{args.db}: no change recorded (loads, pulls and map changes made from the app are)")
+        print(f"{st.path}: no change recorded (loads, pulls and map changes made from the app are)")
         return 0
     print_table(frame, max_rows=frame.height)
     return 0

@@ -4,13 +4,11 @@ which signals the store has, and how the workload map classifies its workloads."
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import polars as pl
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_config, add_db, add_json, config_path, print_json, print_table
-from analytics.store import Store
+from analytics.cli.common import add_config, add_db, add_json, config_path, open_to_read, print_json, print_table
 from analytics.fieldhelp import field_help
 from analytics.timeline import (TimelineConfig, autoscaler_links, class_rules, parse_step_s, pool_timeline,
                                 service_timeline, shared_gpu_keys, signal_report)
@@ -54,7 +52,7 @@ def _iso(frame: pl.DataFrame) -> pl.DataFrame:
 def cmd_timeline(args: argparse.Namespace) -> int:
     cfg = TimelineConfig(step_s=parse_step_s(args.step))
     wmap = _map(args)
-    with Store(args.db, read_only=Path(args.db).exists() and args.db != ":memory:") as st:
+    with open_to_read(args) as st:
         frame = pool_timeline(st, cfg, wmap) if args.kind == "pool" else service_timeline(st, cfg, wmap)
     frame = _iso(frame)
     if args.csv:
@@ -68,7 +66,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def cmd_signals(args: argparse.Namespace) -> int:
-    with Store(args.db, read_only=Path(args.db).exists() and args.db != ":memory:") as st:
+    with open_to_read(args) as st:
         frame = signal_report(st)
         rules = class_rules(st)
         shared = shared_gpu_keys(st)
@@ -94,7 +92,7 @@ def _section(title: str, frame: pl.DataFrame) -> None:
 
 def cmd_classify(args: argparse.Namespace) -> int:
     wmap = _map(args)
-    with Store(args.db, read_only=Path(args.db).exists() and args.db != ":memory:") as st:
+    with open_to_read(args) as st:
         frame = classify_workloads(st, wmap)
         links = autoscaler_links(st, wmap)
         rules = class_rules(st)

@@ -9,7 +9,8 @@ from pathlib import Path
 import polars as pl
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import add_config, add_json, add_slos, config_path, print_json, print_table
+from analytics.cli.common import add_config, add_json, add_slos, config_path, open_to_read, print_json, print_table
+from analytics.cli.progress import Progress
 from analytics.errors import ConfigError
 from analytics.slo import SloTable, parse_service_slos, resolve_slos
 from analytics.timeline import TimelineConfig, store_timelines
@@ -21,16 +22,18 @@ from analytics.whatif.form import MODEL_DAYS, last_days
 from analytics.whatif.observe import pick_service
 from analytics.whatif.transforms import Transforms, apply_transforms, transform_specs, transforms_of
 from analytics.workloads import load_map
-from analytics.store import Store
+from analytics.store import DEFAULT_DB, Store
 
 
 def add_scenario_source(p: argparse.ArgumentParser) -> None:
     """The flags that name a scenario (``whatif`` and ``plan`` alike): a store to calibrate, a
     preset or a saved TOML, and the settings :func:`load_scenario` reads."""
-    src = p.add_mutually_exclusive_group(required=True)
+    src = p.add_mutually_exclusive_group()
     src.add_argument("--db", default=None,
                      help="calibrate the scenario from this store (traffic, service rate, "
-                          "warm-up, batch jobs, pool size; see the JSON's provenance)")
+                          "warm-up, batch jobs, pool size; see the JSON's provenance); without "
+                          f"--db, --preset or --scenario: {DEFAULT_DB} when it exists, else the "
+                          "bundled sample, as the app opens")
     src.add_argument("--preset", choices=sorted(PRESETS), default=None,
                      help="a built-in scenario: " + ", ".join(sorted(PRESETS)))
     src.add_argument("--scenario", default=None, metavar="FILE.toml",
@@ -105,14 +108,6 @@ def _transforms(args: argparse.Namespace) -> Transforms:
                          for spec in transform_specs()})
 
 
-def _open_db(args: argparse.Namespace) -> Store:
-    path = Path(args.db)
-    if not path.exists():
-        raise ConfigError(f"{path}: no such store; build one with `tidelens ingest --db {path} "
-                          "FILES` (or `tidelens sample`), or use --preset")
-    return Store(path, read_only=True)
-
-
 def _slos(args: argparse.Namespace, store: Store) -> SloTable:
     """Each service's SLO as the app decides it, under --slo and --slo-ms (:func:`analytics.slo.resolve_slos`)."""
     return resolve_slos(store, config=config_path(args), every_ms=args.slo_ms, per_service=parse_service_slos(args.slo),
@@ -123,7 +118,7 @@ def _calibrated(args: argparse.Namespace) -> PoolScenario:
     """The scenario of ``--service`` (else the service most often above its SLO); the pool's
     other services are calibrated when the answer asks for them (``args._pool``), never for
     ``tidelens plan``, which enforces one scenario."""
-    with _open_db(args) as store:
+    with open_to_read(args, hint=", use --preset for a built-in scenario") as store:
         # The workload map the app calibrates with, so that the CLI and the page agree.
         wmap = load_map(config_path(args))
         slos = _slos(args, store)
@@ -153,10 +148,14 @@ def _answer(args: argparse.Namespace, scn: PoolScenario, policies: tuple[str, ..
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
-    scn = load_scenario(args)
-    policies = tuple(dict.fromkeys(args.policy)) if args.policy else POLICIES
-    results = compare(scn, policies)
-    answer = _answer(args, scn, policies, results)
+    with Progress("whatif", args) as stage:
+        stage("building the scenario" if args.preset or args.scenario else "calibrating the scenario on the store")
+        scn = load_scenario(args)
+        policies = tuple(dict.fromkeys(args.policy)) if args.policy else POLICIES
+        stage("replaying the pool policies")
+        results = compare(scn, policies)
+        stage("the pool's answer: every service of the pool")
+        answer = _answer(args, scn, policies, results)
     reserved, why = reservation(scn)
     out = {
         "scenario": {"name": scn.name, "description": scn.description, "steps": scn.steps,

@@ -272,9 +272,7 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
             notes.append(f"{service}: no SLO and no latency model: no events judged (set one with --slo-ms "
                          f"or [slo] in tidelens.toml)")
             continue
-        runs = detect_runs(g["ts_ms"].to_numpy(), above, step_ms=step_ms,
-                           min_duration_ms=int(cfg.min_duration_min * 60_000),
-                           merge_gap_ms=int(cfg.merge_gap_min * 60_000))
+        runs = _runs(g["ts_ms"].to_numpy(), above, cfg)
         surges = surge_runs(g, above, cfg, scale_up[service].steps)
         g = g.with_columns(pl.Series("limit_ms", limit))
         for start_ms, end_ms in runs:
@@ -290,6 +288,38 @@ def analyse(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.DataFrame,
                           warmup_min={k: v.warmup_steps * cfg.step_s / 60 for k, v in scale_up.items()},
                           slos_ms=slos.for_services(steps["service"].unique().to_list()),
                           cfg=cfg, notes=notes)
+
+
+def _runs(ts_ms: np.ndarray, above: np.ndarray, cfg: EventsConfig) -> list[tuple[int, int]]:
+    """The events' intervals of one service, by the configured duration and merge gap."""
+    return detect_runs(ts_ms, above, step_ms=cfg.step_s * 1000, min_duration_ms=int(cfg.min_duration_min * 60_000),
+                       merge_gap_ms=int(cfg.merge_gap_min * 60_000))
+
+
+def _event_id(service: str, start_ms: int, slo: float | None, cfg: EventsConfig) -> str:
+    return event_id(service, start_ms, {**cfg.settings_key(), "slo_ms": slo, "relative": slo is None})
+
+
+def detected_ids(services: pl.DataFrame, *, cfg: EventsConfig | None = None,
+                 slos: SloTable | None = None) -> set[str] | None:
+    """The ids :func:`analyse` gives the events of these settings, found by the SLO rule alone
+    (no norm band, no latency model, no attribution: a fraction of its time), so that a request
+    for one event (``tidelens report --event``) that names none is refused before that work.
+
+    ``None`` when a service is judged by the relative rule, whose events need the latency model.
+    """
+    cfg = cfg or EventsConfig()
+    slos = slos if slos is not None else SloTable({}, None, "none")
+    ids: set[str] = set()
+    steps = with_ts_ms(services).select("ts_ms", pl.col("service").cast(pl.Utf8),
+                                        pl.col("p99_ms").cast(pl.Float64).fill_nan(None)).sort("service", "ts_ms")
+    for (service,), g in steps.group_by(["service"], maintain_order=True):
+        slo = slos.ms(service)
+        if slo is None:
+            return None
+        above = over_slo(g["p99_ms"].fill_null(0.0).to_numpy(), slo)
+        ids.update(_event_id(service, start_ms, slo, cfg) for start_ms, _ in _runs(g["ts_ms"].to_numpy(), above, cfg))
+    return ids
 
 
 def naive_reading(window: pl.DataFrame, start_ms: int, cfg: EventsConfig) -> dict[str, Any]:
@@ -309,7 +339,8 @@ def naive_reading(window: pl.DataFrame, start_ms: int, cfg: EventsConfig) -> dic
     says = ("traffic rose {:.0%} into the tail: read as user behaviour (a noisy tail)".format(ratio - 1)
             if blames else "traffic did not rise: read as an unexplained latency blip")
     return {"blames_users": blames, "cause": "traffic_surge" if blames else "unexplained",
-            "traffic_rise_ratio": round(ratio, 4) if np.isfinite(ratio) else None, "says": says}
+            "traffic_rise_ratio": round(ratio, 4) if np.isfinite(ratio) else None, "says": says,
+            "lookback_min": cfg.ramp_lookback_min}
 
 
 def _r(x: Any, nd: int = 3) -> float | None:
@@ -387,6 +418,7 @@ def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, servic
         "batch_gpus_at_start": _r(first["gpus_batch"]),
         "batch_held_since": min((h["held_since"] for h in batch_holders), default=None),
         "free_gpus_at_start": _r(first["gpus_idle"]),
+        "pool_gpus_at_start": _r(first["gpus_total"]),
         "free_gpus_when_asked": _r(att.free_gpus_when_asked) if att else None,
         "asked_at": iso_utc(step_start_ms(att.asked_at_ms, step_ms)) if att and att.asked_at_ms is not None else None,
         # What the notes say too: an autoscaler, the inference from traffic, or (neither) the
@@ -423,8 +455,7 @@ def _build_event(g: pl.DataFrame, hold: pl.DataFrame, runs: pl.DataFrame, servic
         "surge_check": check,
         "incident": recorded,
     }
-    settings = {**cfg.settings_key(), "slo_ms": slo, "relative": slo is None}
-    return Event(id=event_id(service, start_ms, settings), service=service, pool=pool,
+    return Event(id=_event_id(service, start_ms, slo, cfg), service=service, pool=pool,
                  start_ms=int(start_ms), end_ms=int(end_ms),
                  peak_p99_ms=float(peak["p99_ms"]) if peak["p99_ms"] is not None else float("nan"),
                  slo_ms=float(slo) if slo is not None else float("nan"), cause=cause, shares=shares,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,11 +12,25 @@ import orjson
 from analytics.times import iso_utc  # noqa: F401 (events' JSON writes times with it; re-exported)
 
 
+# ``ev-`` and the first 12 hex digits of a SHA-256: what :func:`event_id` writes, and all it writes.
+EVENT_ID = re.compile(r"ev-[0-9a-f]{12}")
+
+
 def event_id(service: str, start_ms: int, settings: dict[str, Any]) -> str:
-    """A stable id: the same service, start and settings always give the same id."""
+    """A stable id: the same service, start and settings always give the same id (a digest:
+    the id says which event it is only to the analysis that found it with those settings)."""
     blob = orjson.dumps({"service": service, "start_ms": int(start_ms), "settings": settings},
                         option=orjson.OPT_SORT_KEYS)
     return "ev-" + hashlib.sha256(blob).hexdigest()[:12]
+
+
+def is_event_id(text: str) -> bool:
+    """True when ``text`` is written as :func:`event_id` writes ids (checked before any analysis).
+
+    >>> is_event_id("ev-ce8139764b2e"), is_event_id("ev-nope"), is_event_id("EV-CE8139764B2E")
+    (True, False, False)
+    """
+    return EVENT_ID.fullmatch(text) is not None
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from analytics.events.analysis import EventsAnalysis, analyse
+from analytics.events.analysis import EventsAnalysis, analyse, detected_ids
 from analytics.events.buckets import slo_bucket_notes
 from analytics.events.config import EventsConfig
 from analytics.timeline import Timelines, store_timelines
@@ -64,6 +64,13 @@ def analyse_timelines(timelines: Timelines, cfg: EventsConfig, incidents: pl.Dat
 
     # Once per timelines and settings, whichever surface asks first (analytics.resultcache).
     return timelines.remembered("events", (cfg, slos, incidents), build)
+
+
+def timelines_event_ids(timelines: Timelines, cfg: EventsConfig, *,
+                        slos: "SloTable | None" = None) -> set[str] | None:
+    """The ids :func:`analyse_timelines` gives these timelines' events, by detection alone
+    (:func:`analytics.events.analysis.detected_ids`); ``None`` where that cannot tell."""
+    return detected_ids(timelines.services, cfg=cfg, slos=slos)
 
 
 def facts_notes(facts: "TimelineFacts", services: pl.DataFrame, slos_ms: "dict[str, float | None]") -> list[str]:

@@ -232,6 +232,12 @@ def group_messages(failures: Iterable[tuple[str, str]]) -> list[tuple[str, list[
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
+def missing_path(path: str | Path) -> LoadResult:
+    """The failed result of a path that is not there (said before any store is opened)."""
+    return LoadResult(name=str(path), format="unknown", status="failed",
+                      error=bounded(f"{path}: no such file or folder"))
+
+
 def ingest_path(store: Store, path: str | Path, *, at_ms: int | None = None,
                 columns: "ColumnMapping | None" = None) -> list[LoadResult]:
     """Load a file, or every file under a folder (recursed, sorted).
@@ -241,8 +247,7 @@ def ingest_path(store: Store, path: str | Path, *, at_ms: int | None = None,
     """
     path = Path(path)
     if not path.exists():
-        return [LoadResult(name=str(path), format="unknown", status="failed",
-                           error=bounded(f"{path}: no such file or folder"))]
+        return [missing_path(path)]
     results = []
     for file in list_files(path):
         name = source_name(str(file))  # the path opens the file; the name is what the store and messages hold

@@ -18,6 +18,7 @@ import polars as pl
 from analytics.measures import over_slo
 from analytics.rhythm.config import RhythmConfig
 from analytics.rhythm.decompose import Decomposition
+from analytics.units import hour_text
 
 WEEKDAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
@@ -279,3 +280,16 @@ def summarise(decomp: Decomposition, cfg: RhythmConfig | None = None, *,
         weekend_to_weekday=_round(we / wk) if wk and we is not None and wk > 0 else None,
         periods_used=decomp.periods_used, resolution_s=decomp.resolution_s, notes=notes,
         profile=[_round(v) for v in profile], batch=batch_summary)
+
+
+def rhythm_headline(s: RhythmSummary, signal_label: str) -> str:
+    """The Rhythm page's answer in one sentence (the review's finding too): when the signal peaks,
+    and when batch starts and how often it still held GPUs into the morning ramp; every hour as a
+    clock reads it (:func:`analytics.units.hour_text`, never truncated to the hour).
+    """
+    finding = f"{signal_label} peaks at {hour_text(s.peak_hour)} ({s.timezone})"
+    b = s.batch
+    if b is None:
+        return finding + "; no batch holdings in its pool to collide with."
+    return (finding + f"; batch typically starts at {hour_text(b.typical_start_hour)} and still held GPUs "
+            f"into the morning ramp on {b.collision_days} of {b.days} days.")

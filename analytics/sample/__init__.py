@@ -27,7 +27,7 @@ from analytics.sample.scenarios import SCENARIOS
 from analytics.sample.version import SAMPLE_VERSION, STORE_LAYOUT
 
 __all__ = ["SCENARIOS", "FORMATS", "SAMPLE_VERSION", "SimResult", "simulate", "write_exports", "load_into",
-           "truth", "truth_p99", "ensure_default_store", "DEFAULT_CACHE_DIR", "VARIANTS", "parse_variants"]
+           "truth", "truth_p99", "ensure_default_store", "default_store_path", "DEFAULT_CACHE_DIR", "VARIANTS", "parse_variants"]
 
 DEFAULT_CACHE_DIR = Path(__file__).resolve().parents[2] / "data" / "cache"
 
@@ -57,6 +57,11 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f"analytics.sample.{_LAZY[name]}"), name)
 
 
+def default_store_path() -> Path:
+    """Where :func:`ensure_default_store` keeps the default sample (it may not be built yet)."""
+    return DEFAULT_CACHE_DIR / f"sample-v{SAMPLE_VERSION}.{STORE_LAYOUT}-morning-21d-64gpus-seed7.duckdb"
+
+
 def ensure_default_store(path: Path | None = None) -> Path:
     """The DuckDB file of the default sample (``morning``, 21 days, 64 GPUs, seed 7).
 
@@ -64,8 +69,7 @@ def ensure_default_store(path: Path | None = None) -> Path:
     :data:`SAMPLE_VERSION`); later calls return the cached file at once. The file appears
     atomically: it is built under a temporary name and renamed.
     """
-    target = Path(path) if path else (DEFAULT_CACHE_DIR / f"sample-v{SAMPLE_VERSION}.{STORE_LAYOUT}"
-                                      "-morning-21d-64gpus-seed7.duckdb")
+    target = Path(path) if path else default_store_path()
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

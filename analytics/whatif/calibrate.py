@@ -13,7 +13,7 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import polars as pl
@@ -224,15 +224,20 @@ def calibrate_frames(services: pl.DataFrame, pools: pl.DataFrame, holdings: pl.D
                      service: str | None = None, step_s: int = 60,
                      slos: SloTable | None = None,
                      observed_policy: str = "shared",
-                     gpu_model: tuple[str, str] | None = None) -> Calibration:
+                     gpu_model: tuple[str, str] | None = None,
+                     on_stage: Callable[[str], None] = lambda _words: None) -> Calibration:
     """``calibrate`` plus ``backtest`` on timeline frames already built (the app's cache).
 
     ``slos`` decides the modelled service's SLO (and, without ``service``, which one is
     modelled); without it the default SLO, recorded as such. The frames do not carry the GPU
     model: pass ``gpu_model_of(store)`` as ``gpu_model`` (else the default model, recorded as
-    such)."""
+    such). ``on_stage`` hears each stage's words as it starts (a first calibration takes seconds:
+    the page's status, the CLI's progress line)."""
+    on_stage("reading the service's traffic, latency and replicas")
     obs = observe(services, pools, holdings, service=service, step_s=step_s, slos=slos)
+    on_stage(f"fitting {obs.service}'s latency to its load")
     scn, fit = scenario_from(obs, slo_ms=slos.ms(obs.service) if slos is not None else None, gpu_model=gpu_model)
+    on_stage("replaying the observed period (the backtest)")
     bt = backtest_from(obs, scn, observed_policy=observed_policy)
     scn.provenance["backtest"] = (
         f"replay under '{observed_policy}': {bt['model_violation_minutes']:.0f} violation "
@@ -252,7 +257,8 @@ _CALIBRATIONS_LOCK = threading.Lock()
 
 def calibrate_timelines(tl: Timelines, *, service: str | None = None, step_s: int = 60,
                         slos: SloTable | None = None,
-                        observed_policy: str = "shared") -> Calibration:
+                        observed_policy: str = "shared",
+                        on_stage: Callable[[str], None] = lambda _words: None) -> Calibration:
     """:func:`calibrate_frames` on a timelines dict (``analytics.timeline.store_timelines``, the
     app's cache), the GPU model taken from its facts: what the What-if page, the review and
     ``tidelens whatif`` call. Computed once per timelines, service and SLO table
@@ -267,7 +273,8 @@ def calibrate_timelines(tl: Timelines, *, service: str | None = None, step_s: in
     def build() -> Calibration:
         return calibrate_frames(tl.services, tl.pool, tl.holdings, service=name, step_s=step_s, slos=slos,
                                 observed_policy=observed_policy,
-                                gpu_model=gpu_model_from(facts.gpu_models) if facts is not None else None)
+                                gpu_model=gpu_model_from(facts.gpu_models) if facts is not None else None,
+                                on_stage=on_stage)
 
     if tl.origin is not None:
         return tl.remembered("calibration", (name, step_s, slos, observed_policy), build)

@@ -12,6 +12,7 @@ from typing import Any
 
 from analytics.errors import ConfigError
 from analytics.times import step_start_ms, utc_hour
+from analytics.units import hour_text  # noqa: F401 - the one clock format (the decisions' hours, re-exported)
 from analytics.whatif.mig import MIG_PROFILES
 from analytics.whatif.params import BatchJob, BatchParams, PoolParams, PoolScenario, ServiceParams
 
@@ -46,16 +47,6 @@ def param_help(key: str, scn: PoolScenario) -> str:
     meta = next(f.metadata for f in fields(GROUPS[group]) if f.name == name)
     where = scn.provenance.get(key)
     return str(meta.get("help", "")) + (f" · from {where}" if where else "")
-
-
-def hour_text(hour: float) -> str:
-    """An hour of day as a clock reads it.
-
-    >>> hour_text(9.0), hour_text(22.25), hour_text(7.5 + 24)
-    ('09:00', '22:15', '07:30')
-    """
-    minutes = int(round((hour % 24) * 60)) % 1440
-    return f"{minutes // 60:02d}:{minutes % 60:02d}"
 
 
 def hour_choices(current: float, step_h: float = 0.25) -> list[float]:

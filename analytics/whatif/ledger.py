@@ -13,6 +13,7 @@ from analytics.measures import best_policy, gpu_hours, split_violation_by_team, 
 from analytics.whatif.outputs import PolicyResult
 from analytics.whatif.params import PoolScenario
 from analytics.times import step_start_ms
+from analytics.units import money, span_text
 
 
 def policy_table(results: dict[str, PolicyResult], best: str | None = None) -> pl.DataFrame:
@@ -142,6 +143,9 @@ def bills(scn: PoolScenario, results: dict[str, PolicyResult]) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+PERIOD_WORDS = {24.0: "day", 168.0: "week"}
+
+
 @dataclass(frozen=True)
 class LedgerSummary:
     """What the Chargeback page shows above a ledger: totals and who is billed the most."""
@@ -150,15 +154,48 @@ class LedgerSummary:
     violation_minutes: float
     charged_to_others: float     # cost of minutes caused by teams other than each service's own
     top_payer: str | None        # the other team billed the most, if any
-    top_payer_cost: float
+    top_payer_cost: float        # over the whole span, every period added up
     top_payer_minutes: float     # the minutes of other teams' services its work caused
-    table: pl.DataFrame          # period_start (UTC datetime), service, team, violation_minutes, cost
+    table: pl.DataFrame          # the ledger as a meeting reads it (:func:`ledger_table`)
+    span_h: float | None = None  # the hours the ledger covers (None: unknown)
+    period_h: float = 24.0
+
+    def top_payer_bill(self) -> str:
+        """The top payer's bill, said over the span it covers and per period: the card said
+        "for the day" under a seven-day sum.
+
+        >>> LedgerSummary(pl.DataFrame(), 0.0, 0.0, "ml", 9830.4, 200.0, pl.DataFrame(), 168.0).top_payer_bill()
+        '$9,830 over 7 days ($1,404 a day)'
+        """
+        total = money(self.top_payer_cost)
+        if not self.span_h:
+            return f"{total} over the period modelled"
+        per = PERIOD_WORDS.get(self.period_h, f"{self.period_h:g} h")
+        return (f"{total} over {span_text(self.span_h)} "
+                f"({money(self.top_payer_cost * self.period_h / self.span_h)} a {per})")
 
 
-def summarise_ledger(book: pl.DataFrame) -> LedgerSummary:
-    """Totals of a :func:`ledger` (or :func:`pool_ledger`) frame, separating each service's own
-    team from the others: who pays is the team other than a service's own billed the most (ties
-    to the earlier name), the one definition the pool's answer names too.
+def ledger_table(book: pl.DataFrame, period_h: float = 24.0) -> pl.DataFrame:
+    """The ledger as a meeting reads it: the period as a date (UTC, as :func:`ledger` cuts it),
+    the service and the team, minutes over the SLO (modelled) to a tenth (a fraction of a minute
+    still costs: "0 minutes, $21" read as a mistake) and whole dollars.
+
+    >>> book = pl.DataFrame({"period_start_ms": [0], "service": ["chat"], "team": ["ml"],
+    ...                      "violation_minutes": [87.423], "cost": [4371.1479]})
+    >>> ledger_table(book).row(0)
+    (datetime.date(1970, 1, 1), 'chat', 'ml', 87.4, 4371.0)
+    """
+    per = PERIOD_WORDS.get(period_h, "period")
+    return book.select(pl.from_epoch("period_start_ms", time_unit="ms").dt.date().alias(f"{per} (UTC)"),
+                       "service", "team", pl.col("violation_minutes").round(1).alias("minutes over the SLO, modelled"),
+                       pl.col("cost").round(0).alias("cost ($)"))
+
+
+def summarise_ledger(book: pl.DataFrame, *, span_h: float | None = None, period_h: float = 24.0) -> LedgerSummary:
+    """Totals of a :func:`ledger` (or :func:`pool_ledger`) frame, cut in ``period_h`` periods
+    over ``span_h`` hours, separating each service's own team from the others: who pays is the
+    team other than a service's own billed the most (ties to the earlier name), the one
+    definition the pool's answer names too.
 
     >>> book = pl.DataFrame({"period_start_ms": [0, 0], "service": ["chat", "chat"], "team": ["ml", "serving"],
     ...                      "own": [False, True], "violation_minutes": [10.0, 2.0], "cost": [500.0, 100.0]})
@@ -171,12 +208,10 @@ def summarise_ledger(book: pl.DataFrame) -> LedgerSummary:
     others = (book.filter(~pl.col("own")).group_by("team")
               .agg(pl.col("violation_minutes").sum(), pl.col("cost").sum())
               .filter(pl.col("cost") > 0).sort(["cost", "team"], descending=[True, False]))
-    table = book.with_columns(pl.from_epoch("period_start_ms", time_unit="ms")
-                              .dt.replace_time_zone("UTC").alias("period_start")
-                              ).select("period_start", "service", "team", "violation_minutes", "cost")
     return LedgerSummary(
         by_team=by_team, violation_minutes=float(by_team["violation_minutes"].sum()),
         charged_to_others=float(others["cost"].sum()),
         top_payer=others["team"][0] if others.height else None,
         top_payer_cost=float(others["cost"][0]) if others.height else 0.0,
-        top_payer_minutes=float(others["violation_minutes"][0]) if others.height else 0.0, table=table)
+        top_payer_minutes=float(others["violation_minutes"][0]) if others.height else 0.0,
+        table=ledger_table(book, period_h), span_h=span_h, period_h=period_h)
