@@ -59,7 +59,7 @@ def store_to_read(args: argparse.Namespace, *, hint: str = "") -> str:
             if not default_store_path().exists():
                 stage("building it (first run only, about a minute)")
             return str(ensure_default_store())
-    if args.db != MEMORY and not Path(args.db).is_file():
+    if args.db != MEMORY and not Path(args.db).exists():
         raise ConfigError(f"--db {args.db}: no such store; build one with `tidelens ingest --db {args.db} "
                           f"FILES` (or `tidelens sample`){hint or ''}, or leave out --db to read the bundled "
                           "sample")

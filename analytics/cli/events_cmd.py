@@ -8,14 +8,26 @@ from collections.abc import Callable
 import polars as pl
 
 from analytics.cli.commands import command_help
-from analytics.cli.common import (add_config, add_db, add_json, add_slos, config_path, open_to_read, print_json,
-                                  print_table)
+from analytics.cli.common import (
+    add_config,
+    add_db,
+    add_json,
+    add_slos,
+    config_path,
+    open_to_read,
+    print_json,
+    print_table,
+)
 from analytics.cli.progress import Progress
 from analytics.document import output_format
 from analytics.errors import ConfigError
 from analytics.events import EventsAnalysis, EventsConfig, load_incidents
 from analytics.events.event import is_event_id
-from analytics.events.pipeline import analyse_timelines, timelines_event_ids
+from analytics.events.pipeline import (
+    analyse_timelines,
+    computed_events,
+    timelines_event_ids,
+)
 from analytics.fieldhelp import fields_help
 from analytics.postmortem import write_report
 from analytics.slo import DEFAULT_SLO_MS, parse_service_slos, resolve_slos
@@ -78,6 +90,9 @@ def run_analysis(args: argparse.Namespace, stage: Callable[[str], None] = lambda
     with open_to_read(args) as st:
         slos = resolve_slos(st, config=config, every_ms=args.slo_ms, per_service=per_service,
                             per_service_source="--slo")
+        found = computed_events(st, cfg, wmap, incidents, slos=slos)
+        if found is not None:  # computed before, by any surface: the timelines are not read
+            return found
         stage("building the timelines")
         timelines = store_timelines(st, cfg.timeline_config(), wmap)
     if event is not None:

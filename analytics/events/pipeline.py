@@ -38,11 +38,20 @@ def analyse_store(store: "Store", cfg: EventsConfig | None = None, wmap: "Worklo
         by the relative rule (``cfg.relative_k``).
     """
     cfg = cfg or EventsConfig()
-    origin = timelines_origin(store, cfg.timeline_config(), wmap)
-    found = origin.peek("events", (cfg, slos, incidents)) if origin is not None else None
-    if found is not None:  # computed before (analyse_timelines' key): the timelines are not read
-        return found  # type: ignore[no-any-return]
+    found = computed_events(store, cfg, wmap, incidents, slos=slos)
+    if found is not None:  # computed before: the timelines are not read
+        return found
     return analyse_timelines(store_timelines(store, cfg.timeline_config(), wmap), cfg, incidents, slos=slos)
+
+
+def computed_events(store: "Store", cfg: EventsConfig, wmap: "WorkloadMap | None" = None,
+                    incidents: pl.DataFrame | None = None, *,
+                    slos: "SloTable | None" = None) -> EventsAnalysis | None:
+    """The events analysis of these settings where the result cache has it (under
+    :func:`analyse_timelines`' key), else ``None``: a warm command reads its answer without the
+    timelines it was computed from."""
+    origin = timelines_origin(store, cfg.timeline_config(), wmap)
+    return origin.peek("events", (cfg, slos, incidents)) if origin is not None else None  # type: ignore[no-any-return]
 
 
 def analyse_timelines(timelines: Timelines, cfg: EventsConfig, incidents: pl.DataFrame | None = None, *,
