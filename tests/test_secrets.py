@@ -177,6 +177,9 @@ class Hostile:
                 pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        # server_close then joins the handlers, so what a dripping handler saw (the client
+        # hanging up) is recorded before the test reads it
+        self.httpd.daemon_threads = False
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
