@@ -7,12 +7,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PORT   ?= 8501
 
-.PHONY: run test bench clean install
+.PHONY: run test bench clean install notebook
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,notebook]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -21,6 +21,11 @@ install: $(STAMP)
 # admin); Streamlit's own lines would print it without the token, which reads only.
 run: $(STAMP)
 	$(VENV)/bin/streamlit run serve.py --server.port $(PORT) --logger.hideWelcomeMessage true
+
+# JupyterLab on notebooks/, its python3 kernel this .venv's: each notebook opens on the bundled
+# sample (or data/tidelens.duckdb) and takes a store path in its parameters cell (docs/notebook.md).
+notebook: $(STAMP)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks
 
 # loadscope: one module's tests (and its module-scoped fixtures, the heavy simulations) on one
 # worker; pytest 9.2 makes xdist's loadgroup ignore xdist_group marks (pytest-xdist#1386).

@@ -66,6 +66,17 @@ class Document:
     notes: list[str] = field(default_factory=list)
     footer: str = ""
 
+    def figures(self) -> list["go.Figure"]:
+        """Every figure of the document, in the order it draws them (the Plotly figures the pages draw)."""
+        return [f for sec in self.sections for f in ([sec.figure] if sec.figure is not None else [])
+                + list(sec.more_figures)]
+
+    def _repr_html_(self) -> str:
+        """The document in a notebook cell: its text and tables, each figure named by its index
+        in :meth:`figures` (a cell draws a figure itself; plotly.js is not embedded per output)."""
+        # No stylesheet: the reports' would restyle the notebook's own page (its body, its tables).
+        return '<div class="tidelens">' + "\n".join(_body(self, figures=False)) + "</div>"
+
 
 def output_format(path: str | Path, what: str = "report") -> str:
     """``"html"`` or ``"md"`` from a file's extension (the postmortem's and the review's).
@@ -88,16 +99,23 @@ def output_format(path: str | Path, what: str = "report") -> str:
 
 def render_html(doc: Document) -> str:
     """One self-contained HTML page: plotly.js embedded once, every text escaped."""
+    return "\n".join(["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+                      f"<title>{html_text(doc.title)}</title>", f"<style>{REPORT_CSS}</style></head><body>",
+                      *_body(doc, figures=True), "</body></html>"])
+
+
+def _body(doc: Document, *, figures: bool) -> list[str]:
+    """The page's content; without ``figures`` each figure is named where it stands (a notebook
+    draws the figures themselves, :meth:`Document.figures`)."""
     heading = html_text(doc.heading) + (f" <code>{html_text(doc.heading_code)}</code>" if doc.heading_code else "")
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>{html_text(doc.title)}</title>", f"<style>{REPORT_CSS}</style></head><body>",
-           f"<h1>{heading}</h1>"]
+    out = [f"<h1>{heading}</h1>"]
     out.extend(f"<p>{html_text(p)}</p>" for p in doc.lead)
     if doc.badge is not None:
         _, text, colour = doc.badge
         out.append(f'<p><span class="badge" style="background:{html_text(colour)}">{html_text(text)}</span>'
                    + (f' <span class="flag">{html_text(doc.flag)}</span>' if doc.flag else "") + "</p>")
     plotly_js = True
+    drawn = 0
     for sec in doc.sections:
         out.append(f"<h2>{html_text(sec.title)}</h2>")
         if sec.finding:
@@ -106,14 +124,17 @@ def render_html(doc: Document) -> str:
         for headers, rows in sec.tables:
             out.extend(html_table(headers, rows))
         for fig in ([sec.figure] if sec.figure is not None else []) + list(sec.more_figures):
+            if not figures:
+                out.append(f"<p><small>[figure {drawn}: <code>.figures()[{drawn}]</code>]</small></p>")
+                drawn += 1
+                continue
             out.append(fig.to_html(include_plotlyjs=plotly_js, full_html=False, config=_PLOTLY_CONFIG,
                                    include_mathjax=False))
             plotly_js = False
     out.extend(f"<p><small>{html_text(n)}</small></p>" for n in doc.notes)
     if doc.footer:
         out.append(f"<p><small>{html_text(doc.footer)}</small></p>")
-    out.append("</body></html>")
-    return "\n".join(out)
+    return out
 
 
 def render_markdown(doc: Document, *, image_prefix: str | None = None) -> tuple[str, list[tuple[str, "go.Figure"]]]:

@@ -190,6 +190,15 @@ class Review:
     # What-if page's and Chargeback's sentence).
     agreement: Agreement | None = None
 
+    def document(self) -> Document:
+        """The review as the one renderer's document (:func:`review_document`): its figures are
+        ``.document().figures()``."""
+        return review_document(self)
+
+    def _repr_html_(self) -> str:
+        """The review in a notebook cell: the report's text and tables, figures named by index."""
+        return self.document()._repr_html_()
+
     def numbers(self) -> ReviewNumbers:
         """The report's numbers (the CLI's ``--json`` is their ``as_dict()``)."""
         s = self.summary

@@ -254,6 +254,35 @@ def html_table(headers: Any, rows: Any) -> list[str]:
     return out
 
 
+def html_card(title: str, paragraphs: Any = (), headers: Any = None, rows: Any = None, *,
+              max_rows: int = 50, notes: Any = ()) -> str:
+    """A library object as a notebook shows it (its ``_repr_html_``): a title, paragraphs, one
+    table (the first ``max_rows`` rows, the rest counted) and small notes, every text through
+    :func:`html_text`, as the reports escape theirs.
+
+    >>> html_card("Tail events", ["2 events"], ["id", "service"], [["ev-1", "<b>chat</b>"]])
+    '<div class="tidelens"><h4>Tail events</h4><p>2 events</p><table><tr><th>id</th><th>service</th></tr><tr><td>ev-1</td><td>&lt;b&gt;chat&lt;/b&gt;</td></tr></table></div>'
+    """
+    out = [f'<div class="tidelens"><h4>{html_text(title)}</h4>']
+    out.extend(f"<p>{html_text(p)}</p>" for p in paragraphs)
+    if headers is not None:
+        rows = list(rows or [])
+        out.extend(html_table(headers, rows[:max_rows]))
+        if len(rows) > max_rows:
+            out.append(f"<p><small>{len(rows) - max_rows:,} more rows</small></p>")
+    out.extend(f"<p><small>{html_text(n)}</small></p>" for n in notes)
+    return "".join(out) + "</div>"
+
+
+def html_frame(title: str, frame: Any, paragraphs: Any = (), *, max_rows: int = 50, notes: Any = ()) -> str:
+    """:func:`html_card` of a polars frame: its columns as headers, floats rounded to 3 digits."""
+    rows = [[round(v, 3) if isinstance(v, float) else ("" if v is None else v) for v in row]
+            for row in frame.head(max_rows).rows()]
+    more = max(0, frame.height - max_rows)
+    return html_card(title, paragraphs, frame.columns, rows, max_rows=max_rows,
+                     notes=[*([f"{more:,} more rows"] if more else []), *notes])
+
+
 def md_table(headers: Any, rows: Any) -> list[str]:
     """A Markdown table's lines, every header and cell through :func:`md`, then a blank line."""
     out = ["| " + " | ".join(md(c) for c in headers) + " |", "|" + "---|" * len(headers)]

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-import polars as pl
-
 from analytics.cli.commands import command_help
 from analytics.cli.common import (
     add_config,
@@ -110,26 +108,13 @@ def _no_event(event: str, known: list[str]) -> ConfigError:
                        f"`tidelens events` with the same flags lists them: {shown}")
 
 
-def events_table(analysis: EventsAnalysis) -> pl.DataFrame:
-    """One row per event, for the readable table."""
-    rows = [{"id": e.id, "service": e.service, "start": e.as_dict()["start"], "min": round(e.duration_min),
-             "peak_p99_ms": round(e.peak_p99_ms), "slo_ms": e.slo_ms, "cause": e.cause,
-             "batch": e.shares.get("batch_contention"), "traffic": e.shares.get("traffic_surge"),
-             "unexpl": e.shares.get("unexplained"), "misattributed": e.misattributed,
-             "recorded": (e.evidence.get("incident") or {}).get("recorded_cause")} for e in analysis.events]
-    return pl.DataFrame(rows, schema={"id": pl.Utf8, "service": pl.Utf8, "start": pl.Utf8, "min": pl.Int64,
-                                      "peak_p99_ms": pl.Int64, "slo_ms": pl.Float64, "cause": pl.Utf8,
-                                      "batch": pl.Float64, "traffic": pl.Float64, "unexpl": pl.Float64,
-                                      "misattributed": pl.Boolean, "recorded": pl.Utf8})
-
-
 def cmd_events(args: argparse.Namespace) -> int:
     with Progress("events", args) as stage:
         analysis = run_analysis(args, stage)
     if args.json:
         print_json([{**e.as_dict(), "map_digest": analysis.map_digest} for e in analysis.events])
     else:
-        print_table(events_table(analysis))
+        print_table(analysis.table())
         for note in analysis.notes:
             print(f"note: {note}")
     return 0

@@ -27,7 +27,13 @@ from analytics.events.surges import check_surge, surge_runs
 from analytics.measures import (InferredDemand, gpus_per_replica, infer_desired, loading_steps, over_slo,
                                 reaction_steps, warmup_lags)
 from analytics.slo import SloTable
+from analytics.text import html_frame
 from analytics.times import step_start_ms
+
+
+EVENT_COLUMNS = {"id": pl.Utf8, "service": pl.Utf8, "start": pl.Utf8, "min": pl.Int64, "peak_p99_ms": pl.Int64,
+                 "slo_ms": pl.Float64, "cause": pl.Utf8, "batch": pl.Float64, "traffic": pl.Float64,
+                 "unexpl": pl.Float64, "misattributed": pl.Boolean, "recorded": pl.Utf8}
 
 
 def with_ts_ms(frame: pl.DataFrame) -> pl.DataFrame:
@@ -73,6 +79,31 @@ class EventsAnalysis:
     def step_s(self) -> int:
         """The length of a step of :attr:`steps`, seconds."""
         return self.cfg.step_s
+
+    def table(self) -> pl.DataFrame:
+        """One row per event (``tidelens events``' table, a notebook's): id, service, start,
+        minutes, peak p99, SLO, cause, the three shares, misattributed, the recorded cause."""
+        rows = [{"id": e.id, "service": e.service, "start": iso_utc(e.start_ms), "min": round(e.duration_min),
+                 "peak_p99_ms": round(e.peak_p99_ms), "slo_ms": e.slo_ms, "cause": e.cause,
+                 "batch": e.shares.get("batch_contention"), "traffic": e.shares.get("traffic_surge"),
+                 "unexpl": e.shares.get("unexplained"), "misattributed": e.misattributed,
+                 "recorded": (e.evidence.get("incident") or {}).get("recorded_cause")} for e in self.events]
+        return pl.DataFrame(rows, schema=EVENT_COLUMNS)
+
+    def by_cause(self) -> dict[str, int]:
+        """How many events each cause has, the most first."""
+        counts: dict[str, int] = {}
+        for e in self.events:
+            counts[e.cause] = counts.get(e.cause, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def _repr_html_(self) -> str:
+        """The events as a notebook cell shows them: counts by cause and the table."""
+        n = len(self.events)
+        said = (f"{n:,} tail event{'s' if n != 1 else ''}"
+                + (": " + ", ".join(f"{c:,} {k.replace('_', ' ')}" for k, c in self.by_cause().items()) if n else "")
+                + f"; {sum(e.misattributed for e in self.events):,} a dashboard would blame on users.")
+        return html_frame("Tail events", self.table(), [said], notes=self.notes)
 
     def event(self, event_id_: str) -> Event:
         for ev in self.events:

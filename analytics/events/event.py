@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from analytics.text import html_card
 from analytics.times import iso_utc  # noqa: F401 (events' JSON writes times with it; re-exported)
 
 
@@ -57,6 +58,18 @@ class Event:
     def cause_words(self) -> str:
         """The cause as a reader says it (``batch_contention`` -> ``batch contention``)."""
         return self.cause.replace("_", " ")
+
+    def _repr_html_(self) -> str:
+        """The event as a notebook cell shows it: when, how bad, the cause and its shares."""
+        slo = f"{self.slo_ms:g} ms" if self.slo_ms == self.slo_ms else "none (the relative rule)"
+        return html_card(
+            f"Tail event {self.id}: {self.service} (pool {self.pool})",
+            [f"{iso_utc(self.start_ms)} to {iso_utc(self.end_ms)}, {self.duration_min:.0f} min; "
+             f"p99 peaked at {self.peak_p99_ms:,.0f} ms against an SLO of {slo}.",
+             f"Cause: {self.cause_words}" + (" (misattributed: a dashboard blames users)" if self.misattributed
+                                             else "") + "."],
+            ["share of the excess latency", "value"],
+            [[k.replace("_", " "), f"{v:.0%}"] for k, v in self.shares.items()])
 
     def as_dict(self) -> dict[str, Any]:
         """The CLI / JSON contract: one object per event."""

@@ -20,7 +20,9 @@ import polars as pl
 from analytics.resultcache import Scope, peek, remembered
 from analytics.sql.requests import HAS_REQUESTS_TABLE
 from analytics.store import Store
+from analytics.text import html_card
 from analytics.timeline.config import TimelineConfig
+from analytics.times import iso_utc
 from analytics.timeline.counters import step_range
 from analytics.timeline.facts import TimelineFacts, gather_facts
 from analytics.timeline.pool import device_pass, empty_holdings, empty_pool, pool_frame
@@ -66,6 +68,18 @@ class Timelines:
         if self.origin is None:
             return build()
         return remembered(self.origin.scope, kind, (self.origin, settings), build)
+
+    def _repr_html_(self) -> str:
+        """The timelines as a notebook cell shows them: the range, the services, each frame's size."""
+        ts = self.pool["ts"].dt.epoch("ms") if "ts" in self.pool.columns and self.pool.height else None
+        span = (f"{iso_utc(int(ts.min()))} to {iso_utc(int(ts.max()))} ({self.pool.height:,} pool steps)"
+                if ts is not None else "no steps in this range")
+        names = self.service_names()
+        return html_card("Timelines", [span, f"services: {', '.join(names) if names else 'none'}"],
+                         ["frame", "rows", "columns"],
+                         [[name, f"{frame.height:,}", ", ".join(frame.columns)]
+                          for name, frame in (("pool", self.pool), ("holdings", self.holdings),
+                                              ("services", self.services))])
 
     def service_names(self) -> list[str]:
         """The services of the service timeline, sorted."""

@@ -22,6 +22,7 @@ import polars as pl
 from analytics.errors import NotEnoughDataError, TidelensError
 from analytics.measures import PoolOutcome, best_policy, over_slo_label, pool_outcomes
 from analytics.slo import SloTable, resolve_slos
+from analytics.text import html_frame
 from analytics.timeline import TimelineConfig, store_timelines
 from analytics.whatif.calibrate import Calibration, calibrate_timelines
 from analytics.whatif.form import MODEL_DAYS, editable, last_days
@@ -254,6 +255,11 @@ class PoolAnswer:
                          "batch_forgone_gpu_hours": out.batch_lost_gpu_hours + out.batch_unfinished_gpu_hours,
                          "cost_total": out.cost_total})
         return pl.DataFrame(rows)
+
+    def _repr_html_(self) -> str:
+        """The answer as a notebook cell shows it: the sentence, then the policies' breakdown."""
+        return html_frame(f"What-if: pool '{self.pool}'", self.breakdown(), [self.sentence()],
+                          notes=[f"{self.scope()}; minutes over the SLO, modelled"])
 
     def as_dict(self) -> dict[str, Any]:
         """The answer as ``tidelens whatif --json`` and ``tidelens review --json`` write it."""

@@ -1,0 +1,108 @@
+"""A notebook's slider move against replaying every policy: what ``notebooks/whatif.ipynb`` answers.
+
+Each move of the whatif notebook's sliders calls :meth:`analytics.notebook.WhatIf.answer`, which
+replays only the policies the moved value changes (:func:`analytics.whatif.reuse.compare_reusing`)
+for every service of the pool. The floor it is compared with, in the same run: the same answer
+with every policy of every service replayed (:func:`analytics.whatif.answer.answer_for`, as
+``tidelens whatif`` answers). The issue's target: each move under 0.5 s.
+
+With ``--screenshot``, the postmortem notebook is run by papermill on the store and opened in a
+real JupyterLab in Chromium: ``docs/screenshots/notebook-postmortem.png``.
+
+    .venv/bin/python bench/notebook.py                       # the bundled sample (21 days)
+    .venv/bin/python bench/notebook.py --db data/mine.duckdb --screenshot
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from analytics.notebook import open_store, with_restore_min  # noqa: E402
+from analytics.whatif import compare  # noqa: E402
+from analytics.whatif.answer import ServiceReplay, answer_for, pool_answer  # noqa: E402
+from analytics.whatif.form import apply as apply_edits  # noqa: E402
+from analytics.whatif.transforms import Transforms, apply_transforms  # noqa: E402
+
+# The moves a person makes: each slider, one step at a time, then back.
+MOVES = [{"reservation_gpus": r} for r in (8, 12, 16, 20, 24)] + \
+        [{"restore_min": m} for m in (5.0, 15.0, 30.0)] + \
+        [{"traffic_growth": g} for g in (1.1, 1.2, 1.5)] + [{}]
+
+
+def _timed(fn) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--db", default=None, help="store (default data/tidelens.duckdb, else the bundled sample)")
+    ap.add_argument("--screenshot", action="store_true", help="also write docs/screenshots/notebook-postmortem.png")
+    args = ap.parse_args()
+
+    lens = open_store(args.db)
+    took, whatif = _timed(lambda: lens.whatif())
+    print(f"store {lens.path}: services {', '.join(whatif.pool.calibrations)}; calibration {took:.1f} s "
+          "(once per store content: the result cache keeps it)")
+    first, _ = _timed(whatif.answer)
+    moves, floors = [], []
+    for move in MOVES:
+        t, answer = _timed(lambda: whatif.answer(**move))
+        moves.append(t)
+        floors.append(_floor(whatif, move))
+        print(f"  {move or 'back to the start':<28} {t:6.3f} s  (every policy replayed: {floors[-1]:6.3f} s)"
+              f"  best {answer.best_policy}")
+    print(f"first answer {first:.3f} s; a move: median {statistics.median(moves):.3f} s, worst {max(moves):.3f} s "
+          f"(target 0.5 s: {'met' if max(moves) < 0.5 else 'MISSED'}); every policy replayed: median "
+          f"{statistics.median(floors):.3f} s; ratio {statistics.median(moves) / statistics.median(floors):.2f}")
+    if args.screenshot:
+        _screenshot(lens.path)
+    return 0
+
+
+def _floor(whatif, move: dict) -> float:
+    """The same move answered with every policy of every service replayed (no reuse)."""
+    if "restore_min" in move:  # not a page edit: the notebook's own, every policy replayed
+        def answer():
+            scns = {n: with_restore_min(s, move["restore_min"]) for n, s in whatif.bases().items()}
+            return pool_answer([ServiceReplay(n, s, compare(s)) for n, s in scns.items()])
+        return _timed(answer)[0]
+    grown = Transforms(traffic_growth=move.get("traffic_growth", 1.0))
+    edits = {"pool.reservation_gpus": move["reservation_gpus"]} if "reservation_gpus" in move else {}
+    edited = apply_transforms(apply_edits(whatif.bases()[whatif.service], edits), grown)
+    return _timed(lambda: answer_for(whatif.pool, days=whatif.days, edited=whatif.service, scenario=edited,
+                                     transforms=grown))[0]
+
+
+def _screenshot(db: Path) -> None:
+    from playwright.sync_api import sync_playwright
+    from test_browser import CHROMIUM, CHROMIUM_ARGS
+    from test_notebooks import cited, jupyterlab, open_in_jupyterlab, run_notebook
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "lab"
+        folder.mkdir()
+        done = run_notebook("postmortem", folder, db=str(db))
+        event = cited(done)["event"]
+        shot = ROOT / "docs" / "screenshots" / "notebook-postmortem.png"
+        with jupyterlab(folder, Path(tmp)) as base, sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            open_in_jupyterlab(page, base, "postmortem.ipynb", event)
+            page.locator(".jp-OutputArea-output table", has_text=event).first.scroll_into_view_if_needed()
+            page.screenshot(path=str(shot))
+            browser.close()
+        print(f"wrote {shot}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
