@@ -30,7 +30,7 @@ notebook: $(STAMP)
 # loadscope: one module's tests (and its module-scoped fixtures, the heavy simulations) on one
 # worker; pytest 9.2 makes xdist's loadgroup ignore xdist_group marks (pytest-xdist#1386).
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadscope --doctest-modules analytics tests
+	$(PY) -m pytest -q -n 2 --dist loadscope --durations=25 --doctest-modules analytics tests
 
 bench: $(STAMP)
 	@echo "Run one benchmark at a time, e.g. $(PY) bench/ingest.py (some take many minutes)."

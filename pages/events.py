@@ -10,7 +10,7 @@ from analytics.errors import TidelensError
 from analytics.events import EventsConfig
 from analytics.events.evidence import regression_rows
 from analytics.events.wording import (HOLDER_COLUMNS, counterfactual_sentences, dashboard_vs_found, evidence_facts,
-                                     events_headline, holder_rows, method_text, missing_event_words,
+                                     events_headline, holder_rows, method_text, missing_event_words, top_event,
                                      regression_method, regression_sentence)
 from analytics.fieldhelp import fields_help
 from analytics.postmortem import report_html
@@ -113,7 +113,9 @@ if "_seeded_ev_chosen" not in ss and st.query_params.get("event") not in (None, 
     # A link's event these settings do not find (an id depends on the detection rule, the SLO and
     # the step): said, where it silently showed another event.
     st.warning(md(missing_event_words(st.query_params["event"])), icon=":material/link_off:")
-seed_from_link("ev_chosen", "event", valid=labels.__contains__)
+# The event the headline names (the longest) is the one drawn first.
+top = top_event(events)
+seed_from_link("ev_chosen", "event", valid=labels.__contains__, default=top.id if top is not None else None)
 # A few events are a list to pick from; dozens, a slider through them in time (a radio of 40 adds
 # ~0.5 s to a new tab, a slider of options ~0.1-0.3 s: bench/elements.py). Its labels are plain text.
 if len(labels) <= EVENTS_INLINE:
@@ -121,7 +123,7 @@ if len(labels) <= EVENTS_INLINE:
                     horizontal=False)
 else:
     if st.session_state.get("ev_chosen") not in labels:
-        st.session_state["ev_chosen"] = next(iter(labels))
+        st.session_state["ev_chosen"] = top.id if top is not None else next(iter(labels))
     chosen = st.select_slider("Event", list(labels), format_func=lambda i: visible(labels[i]), key="ev_chosen",
                               help="The events in time, as the table lists them; arrow keys step one")
 keep_in_link("event", chosen)  # always: a postmortem link names its event, whatever comes first later

@@ -472,7 +472,7 @@ def test_a_story_of_days_fits_a_projector(app_url: tuple[str, str, Path], tmp_pa
             as_operator(page, base)
             for size in ((1280, 720), (1600, 1000)):
                 page.set_viewport_size({"width": size[0], "height": size[1]})
-                for path in ("overview", "rhythm", "events", "whatif", "chargeback", "data"):
+                for path in ("overview", "rhythm", "events", "whatif", "forecast", "chargeback", "data"):
                     open_page(page, f"{base}/{path}?{query}", timeout_ms=180_000)
                     assert page.locator('[data-testid="stException"]').count() == 0, path
                     off = answer_off_screen(page, chart=path == "overview")

@@ -9,7 +9,7 @@ import pytest
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from apptest_helpers import click_option, event_chooser, tables  # noqa: E402
+from apptest_helpers import click_option, event_chooser, shown, tables  # noqa: E402
 from pages._show import TABLE_ROWS  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -151,7 +151,33 @@ def test_a_link_to_an_event_these_settings_do_not_find_says_so(morning_db) -> No
     said = [w.value for w in at.warning if "ev-000000000000" in w.value]
     assert said and "not among this range's events with these settings" in said[0], [w.value for w in at.warning]
     chooser = event_chooser(at)
-    assert chooser.format_func(chooser.value) == chooser.options[0]  # the first event, said so
+    assert chooser.format_func(chooser.value).startswith(_longest(at))  # the headline's event, said so
+
+
+def _longest(at: AppTest) -> str:
+    """How the chooser labels the event the table's minutes (then peak) say is the longest:
+    its start and service."""
+    table = tables(at)[0].value
+    n_events = int(next(m.value for m in at.metric if m.label == "Tail events"))
+    assert len(table) == n_events  # every event is in the table: its longest is the range's
+    row = table.sort_values(["minutes", "peak p99 (ms)"], ascending=False).iloc[0]
+    return f"{pd.Timestamp(row['start']):%Y-%m-%d %H:%M} · {row['service']} · "
+
+
+def test_the_page_opens_on_the_event_its_headline_names(morning_db) -> None:
+    """The headline names the longest event; the chooser and the story below open on it (they
+    opened on the first in time, another event than the one the room had just read)."""
+    db, slo = morning_db
+    at = _page(db, slo)
+    chooser = event_chooser(at)
+    chosen = chooser.value
+    assert chooser.format_func(chosen).startswith(_longest(at))
+    # the first in time is another event here: the test tells the two rules apart
+    assert chooser.options[0] != chooser.format_func(chosen)
+    headline = next(shown(m.value) for m in at.markdown if "The longest" in m.value)
+    service = next(c for c in at.subheader if "peak p99" in c.value).value.split(":", 1)[0]
+    assert f"The longest: {service} at" in headline
+    assert at.query_params["event"] == chosen
 
 
 def _rule_label(at: AppTest) -> str:

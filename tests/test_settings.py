@@ -56,7 +56,8 @@ def test_every_setting_is_listed_owned_and_documented() -> None:
 def test_every_imported_package_is_declared() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = {re.split(r"[=<>!~ \[]", d, maxsplit=1)[0].lower().replace("_", "-")
-                for d in [*project["dependencies"], *project["optional-dependencies"]["test"]]}
+                for d in [*project["dependencies"], *(d for extra in project["optional-dependencies"].values()
+                                                      for d in extra)]}
     own = {"analytics", "pages", *(p.stem for p in ROOT.glob("*.py")), *(p.stem for p in ROOT.glob("tests/**/*.py")),
            "plugins"}
     distributions = importlib.metadata.packages_distributions()

@@ -145,7 +145,8 @@ def events_headline(events: list[Event], tz: str = "UTC") -> str:
 def missing_event_words(event_id: str) -> str:
     """What a page says of a link's event that these settings do not find."""
     return (f"The link's event {event_id} is not among this range's events with these settings (an event's id "
-            "depends on the range, the SLO, the step and the detection rule): showing the first event instead.")
+            "depends on the range, the SLO, the step and the detection rule): showing the longest instead, the one "
+            "the headline names.")
 
 
 def _free_when_asked(e: dict[str, Any]) -> str:
