@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+# bench/ holds a requests.py of its own: this folder off the path, or `import requests` finds it
+sys.path = [str(ROOT), str(ROOT / "tests")] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
 from analytics.notebook import open_store, with_restore_min  # noqa: E402
 from analytics.whatif import compare  # noqa: E402
@@ -59,7 +60,7 @@ def main() -> int:
         t, answer = _timed(lambda: whatif.answer(**move))
         moves.append(t)
         floors.append(_floor(whatif, move))
-        print(f"  {move or 'back to the start':<28} {t:6.3f} s  (every policy replayed: {floors[-1]:6.3f} s)"
+        print(f"  {str(move or 'back to the start'):<28} {t:6.3f} s  (every policy replayed: {floors[-1]:6.3f} s)"
               f"  best {answer.best_policy}")
     print(f"first answer {first:.3f} s; a move: median {statistics.median(moves):.3f} s, worst {max(moves):.3f} s "
           f"(target 0.5 s: {'met' if max(moves) < 0.5 else 'MISSED'}); every policy replayed: median "
@@ -98,7 +99,12 @@ def _screenshot(db: Path) -> None:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             open_in_jupyterlab(page, base, "postmortem.ipynb", event)
-            page.locator(".jp-OutputArea-output table", has_text=event).first.scroll_into_view_if_needed()
+            news = page.get_by_role("button", name="No")  # JupyterLab's "notified about news?" toast
+            if news.count():
+                news.first.click()
+            # the event's own card at the top of the screen: its sentence, cause and shares, the figure below
+            page.locator(".jp-OutputArea-output h4", has_text=f"Tail event {event}").first.evaluate(
+                "e => e.scrollIntoView({block: 'start'})")
             page.screenshot(path=str(shot))
             browser.close()
         print(f"wrote {shot}")
