@@ -25,7 +25,7 @@ run: $(STAMP)
 # JupyterLab on notebooks/, its python3 kernel this .venv's: each notebook opens on the bundled
 # sample (or data/tidelens.duckdb) and takes a store path in its parameters cell (docs/notebook.md).
 notebook: $(STAMP)
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks
+	TIDELENS_CONFIG=$${TIDELENS_CONFIG:-$(CURDIR)/tidelens.toml} $(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks
 
 # loadscope: one module's tests (and its module-scoped fixtures, the heavy simulations) on one
 # worker; pytest 9.2 makes xdist's loadgroup ignore xdist_group marks (pytest-xdist#1386).

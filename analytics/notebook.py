@@ -18,6 +18,7 @@ reports escape them) and draws the pages' Plotly figures.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from analytics.review import Review, review_store
 from analytics.rhythm import RhythmConfig
 from analytics.rhythm.digest import RhythmPageData, rhythm_page_data
 from analytics.sample import ensure_default_store
-from analytics.slo import SloTable, resolve_slos
+from analytics.slo import SloTable, check_slo_ms, resolve_slos
 from analytics.store import DEFAULT_DB, Store
 from analytics.text import html_text, visible_frame
 from analytics.timeline import Timelines, store_timelines
@@ -91,11 +92,15 @@ def open_store(path: str | Path | None = None, *, config: str | Path | None = No
     return Lens(path=chosen, config=find_config(config), tz=tz)
 
 
-def _ms(value: str | int | None, what: str) -> int | None:
-    """An instant as a notebook writes it: ISO-8601 / ``now-2d`` text, epoch ms, or None."""
-    if value is None or isinstance(value, int):
-        return value
-    return parse_time_ms(str(value), what=what)
+def _ms(value: Any, what: str) -> int | None:
+    """An instant as a notebook writes it: ISO-8601 / ``now-2d`` text (UTC unless it says), a
+    whole number of epoch milliseconds (numpy's too), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, numbers.Integral)):
+        raise ConfigError(f"{what}={value!r}: write an instant as ISO-8601 text (2026-10-05T09:00Z, UTC unless it "
+                          "says), now-2d, or whole epoch milliseconds")
+    return int(value) if isinstance(value, numbers.Integral) else parse_time_ms(value, what=what)
 
 
 @dataclass(frozen=True)
@@ -111,8 +116,9 @@ class Lens:
         The store file (opened read-only for each call).
     start_ms, end_ms:
         The range, UTC epoch ms (``None``: from the first / to the last data).
-    step_s:
-        The timelines' step, seconds (the app's and the CLI's default: 60).
+    step_s, min_duration_min, merge_gap_min:
+        The timelines' step (seconds) and the detection rule, as the Tail events page's and
+        ``tidelens events``' flags set them (an event's id depends on them): :meth:`with_detection`.
     slo_ms:
         One p99 SLO for every service (the CLI's ``--slo-ms``); ``None``: each service's own.
     slo:
@@ -127,6 +133,8 @@ class Lens:
     start_ms: int | None = None
     end_ms: int | None = None
     step_s: int = 60
+    min_duration_min: float = EventsConfig.min_duration_min
+    merge_gap_min: float = EventsConfig.merge_gap_min
     slo_ms: float | None = None
     slo: Mapping[str, float] = field(default_factory=dict)
     config: Path | None = None
@@ -138,9 +146,29 @@ class Lens:
         or epoch ms; ``None`` keeps the store's first / last data."""
         return dataclasses.replace(self, start_ms=_ms(start, "start"), end_ms=_ms(end, "end"))
 
-    def with_slo(self, slo_ms: float | None = None, **per_service: float) -> "Lens":
-        """The same store and range judged against ``slo_ms`` for every service, or per service."""
-        return dataclasses.replace(self, slo_ms=slo_ms, slo=dict(per_service))
+    def with_slo(self, slo_ms: float | None = None, per_service: Mapping[str, float] | None = None) -> "Lens":
+        """The same store and range judged against ``slo_ms`` for every service (the CLI's
+        ``--slo-ms``), or ``per_service`` (``{"chat-vllm": 800}``, the CLI's ``--slo``); ``None``:
+        each service's own (``tidelens.toml``, the store). Values by the one SLO rule; a name the
+        store has no service of is refused when the SLOs are first read.
+
+        >>> lens = Lens(Path("x.duckdb")).with_slo(per_service={"chat-vllm": 800})
+        >>> lens.slo
+        {'chat-vllm': 800.0}
+        """
+        every = None if slo_ms is None else check_slo_ms(slo_ms, "slo_ms")
+        each = {str(k): check_slo_ms(v, f"per_service[{k!r}]") for k, v in (per_service or {}).items()}
+        return dataclasses.replace(self, slo_ms=every, slo=each)
+
+    def with_detection(self, *, step_s: int | None = None, min_duration_min: float | None = None,
+                       merge_gap_min: float | None = None) -> "Lens":
+        """The same store and range under another timeline step or detection rule (the Tail events
+        page's *Detection* panel, ``tidelens events --step/--min-duration-min/--merge-gap-min``)."""
+        changes = {k: v for k, v in (("step_s", step_s), ("min_duration_min", min_duration_min),
+                                     ("merge_gap_min", merge_gap_min)) if v is not None}
+        out = dataclasses.replace(self, **changes)
+        out.events_config()  # refused now, in words, not at the first analysis
+        return out
 
     def _remember(self, key: str, build: Any) -> Any:
         if key not in self._memo:
@@ -156,9 +184,15 @@ class Lens:
     def slos(self) -> SloTable:
         """Every service's SLO, decided as the app and the CLI decide them (:func:`analytics.slo.resolve_slos`)."""
         def build() -> SloTable:
+            if self.slo:
+                unknown = sorted(set(self.slo) - set(self.timelines().service_names()))
+                if unknown:
+                    raise ConfigError(f"per_service SLO for {', '.join(map(repr, unknown))}: no such service in this "
+                                      f"store's range; its services: {', '.join(self.timelines().service_names())}")
             with self.store() as st:
+                # "--slo": the source the CLI names, so a notebook and `tidelens --slo` share results
                 return resolve_slos(st, config=self.config, every_ms=self.slo_ms, per_service=dict(self.slo),
-                                    per_service_source="the notebook's slo")
+                                    per_service_source="--slo")
         return self._remember("slos", build)  # type: ignore[no-any-return]
 
     def workload_map(self) -> WorkloadMap:
@@ -167,7 +201,8 @@ class Lens:
 
     def events_config(self) -> EventsConfig:
         """The detection settings: this lens's step and range, the app's defaults otherwise."""
-        return EventsConfig(step_s=self.step_s, start_ms=self.start_ms, end_ms=self.end_ms)
+        return EventsConfig(step_s=self.step_s, start_ms=self.start_ms, end_ms=self.end_ms,
+                            min_duration_min=self.min_duration_min, merge_gap_min=self.merge_gap_min)
 
     def timelines(self) -> Timelines:
         """The pool timeline, the holdings and the service timeline of the range."""

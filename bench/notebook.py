@@ -9,14 +9,19 @@ with every policy of every service replayed (:func:`analytics.whatif.answer.answ
 With ``--screenshot``, the postmortem notebook is run by papermill on the store and opened in a
 real JupyterLab in Chromium: ``docs/screenshots/notebook-postmortem.png``.
 
-    .venv/bin/python bench/notebook.py                       # the bundled sample (21 days)
+With ``--agree``, the one story on the store: the notebook's answer and longest event beside the
+What-if page's and Chargeback's (AppTest) and ``tidelens whatif/review/events --json``'s.
+
+    .venv/bin/python bench/notebook.py --agree              # the bundled sample (21 days)
     .venv/bin/python bench/notebook.py --db data/mine.duckdb --screenshot
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +31,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # bench/ holds a requests.py of its own: this folder off the path, or `import requests` finds it
 sys.path = [str(ROOT), str(ROOT / "tests")] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
+from apptest_helpers import metric, open_store_link, shown  # noqa: E402
+
 from analytics.notebook import open_store, with_restore_min  # noqa: E402
+from analytics.times import parse_time_ms  # noqa: E402
 from analytics.whatif import compare  # noqa: E402
 from analytics.whatif.answer import ServiceReplay, answer_for, pool_answer  # noqa: E402
 from analytics.whatif.form import apply as apply_edits  # noqa: E402
@@ -48,6 +56,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", default=None, help="store (default data/tidelens.duckdb, else the bundled sample)")
     ap.add_argument("--screenshot", action="store_true", help="also write docs/screenshots/notebook-postmortem.png")
+    ap.add_argument("--agree", action="store_true",
+                    help="also check that the notebook's answer and longest event are the What-if page's, "
+                         "Chargeback's, `tidelens whatif/review/events --json`'s on this store (exit 1 if not)")
     args = ap.parse_args()
 
     lens = open_store(args.db)
@@ -67,7 +78,40 @@ def main() -> int:
           f"{statistics.median(floors):.3f} s; ratio {statistics.median(moves) / statistics.median(floors):.2f}")
     if args.screenshot:
         _screenshot(lens.path)
-    return 0
+    return 0 if not args.agree or _agree(lens) else 1
+
+
+def _agree(lens) -> bool:
+    """The one story on this store: the notebook's answer (best policy, minutes, payer, sentence)
+    and its longest event against the CLI's JSON and the What-if and Chargeback pages (AppTest)."""
+    def cli(*argv: str) -> object:
+        done = subprocess.run([sys.executable, "-m", "analytics", *argv, "--db", str(lens.path), "--json"],
+                              capture_output=True, text=True, check=True, cwd=ROOT)
+        return json.loads(done.stdout)
+
+    mine = lens.whatif().answer().as_dict()
+    said = {"tidelens whatif --json": cli("whatif")["pool"], "tidelens review --json": cli("review")["whatif"]["pool"]}
+    for page in ("pages/whatif.py", "pages/chargeback.py"):
+        at = open_store_link(lens.path, page, w_src="store")
+        sentence = [shown(s.value) for s in at.success if s.value.startswith("Best policy for pool")]
+        said[page] = {"sentence": sentence[0] if sentence else None,
+                      "best_policy": metric(at, "Best policy, pool 'default'") if page.endswith("whatif.py") else None}
+    ok = True
+    for where, theirs in said.items():
+        keys = [k for k in ("best_policy", "sentence", "violation_minutes", "payer", "payer_cost") if theirs.get(k) is not None]
+        same = all(theirs[k] == mine[k] for k in keys)
+        ok &= same
+        print(f"  {where}: {'the same' if same else 'DIFFERENT'} ({', '.join(keys)})")
+    events = cli("events")
+    longest = max(events, key=lambda e: (parse_time_ms(e["end"]) - parse_time_ms(e["start"]), e["peak_p99_ms"]))
+    ev = lens.event()
+    same = (ev.id, ev.cause, ev.shares) == (longest["id"], longest["cause"], longest["shares"])
+    ok &= same
+    print(f"  tidelens events --json's longest event: {'the same' if same else 'DIFFERENT'} ({ev.id}, {ev.cause})")
+    print(f"one story: {'yes' if ok else 'NO'} (best policy {mine['best_policy']}, {mine['violation_minutes']:,.0f} "
+          f"minutes where the shared pool has {mine['shared_violation_minutes']:,.0f}; {mine['payer']} pays "
+          f"${mine['payer_cost']:,.0f})")
+    return ok
 
 
 def _floor(whatif, move: dict) -> float:

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
+import numpy
 import pytest
 
 from apptest_helpers import isolated_cli, open_store_link, shown
@@ -41,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 NAMES = ("postmortem", "capacity-review", "whatif")
 PARAMETERS = {"postmortem": {"db", "start", "end", "service", "slo_ms", "event", "tz"},
-              "capacity-review": {"db", "start", "end", "service", "slo_ms", "days", "tz"},
+              "capacity-review": {"db", "start", "end", "service", "slo_ms", "tz"},
               "whatif": {"db", "start", "end", "service", "slo_ms", "days"}}
 JUPYTER_TOKEN = "notebook-browser-test-token-0123456789"
 
@@ -78,9 +79,13 @@ def outputs(path: Path) -> list[dict]:
 
 
 def committed_problems(book: nbformat.NotebookNode) -> list[str]:
-    """What a committed notebook must not carry: outputs, execution counts."""
-    return [f"cell {i}: " + ("outputs" if c.get("outputs") else "an execution count")
-            for i, c in enumerate(book.cells) if c.cell_type == "code" and (c.get("outputs") or c.get("execution_count"))]
+    """What a committed notebook must not carry: outputs, execution counts, a run's widget state or
+    papermill's record of a run."""
+    out = [f"cell {i}: " + ("outputs" if c.get("outputs") else "an execution count")
+           for i, c in enumerate(book.cells) if c.cell_type == "code" and (c.get("outputs") or c.get("execution_count"))]
+    out += [f"metadata: {key}" for key in ("widgets", "papermill") if key in book.metadata]
+    out += [f"cell {i}: papermill's record" for i, c in enumerate(book.cells) if "papermill" in c.metadata]
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +130,8 @@ def test_a_committed_notebook_has_no_outputs_and_a_parameters_cell(name: str) ->
 
 def test_the_committed_check_catches_an_executed_notebook(executed: dict[str, Path]) -> None:
     problems = committed_problems(nbformat.read(executed["postmortem"], as_version=4))
-    assert problems and all(p.endswith(("outputs", "an execution count")) for p in problems)
+    assert "metadata: papermill" in problems and any(p.endswith(": outputs") for p in problems)
+    assert set(committed_problems(nbformat.read(executed["whatif"], as_version=4))) >= {"metadata: widgets"}
 
 
 # -- run top to bottom ------------------------------------------------------------------------
@@ -160,6 +166,32 @@ def test_the_postmortem_is_tidelens_events_and_the_tail_events_pages(executed, m
 
 def _minutes(e: dict) -> float:
     return (parse_time_ms(e["end"]) - parse_time_ms(e["start"])) / 60_000
+
+
+def test_the_postmortem_takes_its_parameters_as_tidelens_events_takes_its_flags(morning_db, capsys, _cli,
+                                                                            tmp_path) -> None:
+    """``-p start -p end -p slo_ms -p event -p tz``: the event named (not the longest) of the
+    range and SLO given, as ``tidelens events --from --to --slo-ms`` lists it."""
+    start, end = "2026-10-05T00:00:00Z", "2026-10-07T00:00:00Z"
+    listed = _cli_json(capsys, "events", "--db", str(morning_db), "--from", start, "--to", end, "--slo-ms", "800",
+                       "--json")
+    chosen = min(listed, key=lambda e: (_minutes(e), e["id"]))  # the shortest: never the default
+    out = run_notebook("postmortem", tmp_path, db=str(morning_db), start=start, end=end, slo_ms=800.0,
+                       event=chosen["id"], tz="Europe/Berlin")
+    mine = cited(out)
+    assert mine["events"] == len(listed) and len(listed) >= 2
+    assert (mine["event"], mine["cause"], mine["shares"]) == (chosen["id"], chosen["cause"], chosen["shares"])
+    doc = [o["data"]["text/html"] for o in outputs(out) if "Postmortem" in o.get("data", {}).get("text/html", "")]
+    assert doc and "Europe/Berlin" in doc[0]  # the document's times in the zone asked for
+
+
+def test_the_capacity_review_of_a_range_too_short_to_calibrate_says_why(morning_db, tmp_path) -> None:
+    out = run_notebook("capacity-review", tmp_path, db=str(morning_db), start="2026-10-05T03:00:00Z",
+                       end="2026-10-05T03:30:00Z")
+    mine = cited(out)
+    assert mine["best_policy"] is None and "can be calibrated" in mine["review_missing"]["what-if"]
+    said = "".join(o.get("text", "") for o in outputs(out) if o["output_type"] == "stream")
+    assert "no what-if for this range: no service of pool 'default' can be calibrated" in said
 
 
 def test_the_review_notebook_is_tidelens_whatif_and_review(executed, morning_db, capsys, _cli) -> None:
@@ -224,12 +256,17 @@ def test_the_postmortem_runs_on_a_second_store_and_shows_hostile_labels_as_text(
 def test_every_repr_escapes_hostile_labels(hostile_db) -> None:
     lens = open_store(hostile_db)
     shown_ = [lens._repr_html_(), lens.timelines()._repr_html_(), lens.events()._repr_html_(),
-              lens.event()._repr_html_(), lens.postmortem()._repr_html_(), lens.whatif().answer()._repr_html_()]
+              lens.event()._repr_html_(), lens.postmortem()._repr_html_(), lens.whatif().answer()._repr_html_(),
+              lens.review()._repr_html_()]
     for html in shown_:
         assert "<b>x</b>" not in html and "\u202e" not in html and "<img" not in html and "<script" not in html
     # the labels are there, as text: the service's in every card, the workload's in the holders
     assert all(html_text(SERVICE) in h for h in shown_[1:4])
     assert html_text(RTL) in shown_[4] and html_text(RTL) == "rec\\u202eommender&lt;b&gt;x&lt;/b&gt;"
+    # the frames a lens hands over show the bidi override as an escape too (polars' own HTML would not)
+    holders = [str(v) for row in lens.holders().rows() for v in row]
+    assert not [c for c in holders if "\u202e" in c] and any("rec\\u202eommender" in c for c in holders)
+    assert not [v for row in lens.events().table().rows() for v in row if "\u202e" in str(v)]
 
 
 def test_a_lens_refuses_what_it_cannot_answer_in_words(morning_db, tmp_path) -> None:
@@ -242,6 +279,21 @@ def test_a_lens_refuses_what_it_cannot_answer_in_words(morning_db, tmp_path) -> 
         lens.event("ev-000000000000")
     with pytest.raises(NotEnoughDataError, match="no tail events of service 'nobody'"):
         lens.event(service="nobody")
+    for bad in (0, -5, float("nan"), "800", True):
+        with pytest.raises(ConfigError, match="an SLO is a positive, finite number"):
+            lens.with_slo(bad)
+    with pytest.raises(ConfigError, match="'chat_vllm': no such service in this store's range; its services: "
+                                          "chat-vllm, recommender"):
+        lens.with_slo(per_service={"chat_vllm": 800}).slos()
+    assert lens.with_slo(per_service={"chat-vllm": 800}).slos().for_services(["chat-vllm"]) == {"chat-vllm": 800.0}
+    for bad in (True, 1.5, "yesterday-ish"):
+        with pytest.raises(ConfigError):
+            lens.between(bad)
+    assert lens.between(numpy.int64(1_759_622_400_000)).start_ms == 1_759_622_400_000
+    strict = lens.with_detection(min_duration_min=30.0)
+    assert {e.id for e in strict.events().events}.isdisjoint({e.id for e in lens.events().events}) or \
+        len(strict.events().events) < len(lens.events().events)
+    assert all(e.duration_min >= 30 for e in strict.events().events)
     # a narrower range is a new lens, its own events
     day = lens.between("2026-10-05T00:00:00Z", "2026-10-06T00:00:00Z")
     assert isinstance(day, Lens) and day.start_ms is not None

@@ -27,7 +27,7 @@ from analytics.events.surges import check_surge, surge_runs
 from analytics.measures import (InferredDemand, gpus_per_replica, infer_desired, loading_steps, over_slo,
                                 reaction_steps, warmup_lags)
 from analytics.slo import SloTable
-from analytics.text import html_frame
+from analytics.text import html_frame, visible_frame
 from analytics.times import step_start_ms
 
 
@@ -88,7 +88,8 @@ class EventsAnalysis:
                  "batch": e.shares.get("batch_contention"), "traffic": e.shares.get("traffic_surge"),
                  "unexpl": e.shares.get("unexplained"), "misattributed": e.misattributed,
                  "recorded": (e.evidence.get("incident") or {}).get("recorded_cause")} for e in self.events]
-        return pl.DataFrame(rows, schema=EVENT_COLUMNS)
+        # a label's control and bidi-override characters shown as escapes (a notebook draws the frame)
+        return visible_frame(pl.DataFrame(rows, schema=EVENT_COLUMNS))
 
     def by_cause(self) -> dict[str, int]:
         """How many events each cause has, the most first."""
