@@ -51,7 +51,7 @@ pytestmark = [pytest.mark.slow]
 
 # A cell that runs past this fails the test rather than hanging the suite (a headless run waits
 # forever on a reply that never comes: jupyter/nbclient#312, what an Output widget captured with
-# `with out:` did here once in three module runs; notebooks/whatif.ipynb sets its outputs instead).
+# `with out:` did here in two module runs of three; notebooks/whatif.ipynb sets its outputs instead).
 CELL_TIMEOUT_S = 300
 
 
