@@ -6,6 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PORT   ?= 8501
+NOTEBOOK_ARGS ?=
 
 .PHONY: run test bench clean install notebook
 
@@ -24,8 +25,10 @@ run: $(STAMP)
 
 # JupyterLab on notebooks/, its python3 kernel this .venv's: each notebook opens on the bundled
 # sample (or data/tidelens.duckdb) and takes a store path in its parameters cell (docs/notebook.md).
+# As root (a container), JupyterLab wants --allow-root; its token guards it either way.
 notebook: $(STAMP)
-	TIDELENS_CONFIG=$${TIDELENS_CONFIG:-$(CURDIR)/tidelens.toml} $(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks
+	TIDELENS_CONFIG=$${TIDELENS_CONFIG:-$(CURDIR)/tidelens.toml} $(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks \
+		$$([ "$$(id -u)" = 0 ] && echo --allow-root) $(NOTEBOOK_ARGS)
 
 # loadscope: one module's tests (and its module-scoped fixtures, the heavy simulations) on one
 # worker; pytest 9.2 makes xdist's loadgroup ignore xdist_group marks (pytest-xdist#1386).

@@ -347,6 +347,33 @@ def _wait_answering(url: str, proc: subprocess.Popen, log: Path, timeout_s: floa
     raise TimeoutError(f"jupyter lab did not answer at {url}: {log.read_text()[-2000:]}")
 
 
+def test_make_notebook_serves_the_notebooks_with_this_checkouts_kernel(tmp_path) -> None:
+    """``make notebook``: JupyterLab on notebooks/ (the three notebooks at its root), its python3
+    kernel the checkout's .venv (the library importable as the app imports it)."""
+    port = free_port()
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
+    args = f"--no-browser --ServerApp.port={port} --IdentityProvider.token={JUPYTER_TOKEN}"
+    log = open(tmp_path / "make.log", "w")  # noqa: SIM115 - the server owns it
+    proc = subprocess.Popen(["make", "-s", "notebook", f"NOTEBOOK_ARGS={args}"], cwd=ROOT, env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_answering(f"{base}/api/status?token={JUPYTER_TOKEN}", proc, tmp_path / "make.log")
+        with urllib.request.urlopen(f"{base}/api/contents?token={JUPYTER_TOKEN}", timeout=10) as r:
+            listed = {item["name"] for item in json.load(r)["content"]}
+        assert {f"{name}.ipynb" for name in NAMES} <= listed
+        with urllib.request.urlopen(f"{base}/api/kernelspecs?token={JUPYTER_TOKEN}", timeout=10) as r:
+            spec = json.load(r)["kernelspecs"]["python3"]["spec"]
+        # the native kernel: jupyter_client starts it with the server's own interpreter, and the
+        # server is the checkout's .venv/bin/jupyter, as the Makefile runs it
+        assert spec["argv"][:3] == ["python", "-m", "ipykernel_launcher"]
+        assert (ROOT / ".venv" / "bin" / "jupyter").read_text().splitlines()[0] == f"#!{ROOT / '.venv' / 'bin' / 'python'}"
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=30)
+        log.close()
+
+
 def open_in_jupyterlab(page, base: str, notebook: str, text: str, timeout_ms: int = 120_000) -> None:
     """Open ``notebook`` in JupyterLab at ``base`` and wait until an output's table shows ``text``."""
     page.goto(f"{base}/lab/tree/{notebook}?token={JUPYTER_TOKEN}", wait_until="domcontentloaded")
