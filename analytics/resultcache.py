@@ -23,6 +23,11 @@ again. What this module owns:
 - the counts (:func:`counts`): hits in memory, hits on disk and misses per kind, which the
   tests read to show that a warm command computes nothing (never seconds).
 
+A result that depends on its inputs alone (a service's fit, whichever store its steps came from)
+is kept by :func:`remembered_by_inputs` under a digest of those inputs instead of a store's scope:
+the app, the CLI and a notebook asking for the same fit on a copy of a store, or on another range
+with the same steps, read it.
+
 A small memory layer keeps the last results of this process as the objects themselves (the
 app reads them on every rerun; a frame is never changed in place).
 
@@ -45,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import polars as pl
 
 from analytics.codeversion import code_digest
@@ -99,6 +105,10 @@ def canonical(value: Any) -> Any:
         return ("set", tuple(sorted(repr(canonical(v)) for v in value)))
     if isinstance(value, pl.DataFrame):
         return ("frame", hashlib.sha256(value.write_csv().encode()).hexdigest())
+    if isinstance(value, np.ndarray):
+        # By every element (repr elides the middle of a long array: two arrays would share a key).
+        data = np.ascontiguousarray(value)
+        return ("array", str(data.dtype), data.shape, hashlib.sha256(data.tobytes()).hexdigest())
     if isinstance(value, Path):
         return str(value)
     return repr(value)
@@ -178,6 +188,16 @@ def remembered(scope: Scope | None, kind: str, settings: Any, build: Callable[[]
         _write(folder, scope, key, value)
     _keep(folder, key, value)
     return value
+
+
+# The scope of results keyed by their inputs alone: no store's load removes them (only the bound).
+INPUTS_SCOPE = Scope("inputs", "any")
+
+
+def remembered_by_inputs(kind: str, inputs: Any, build: Callable[[], T]) -> T:
+    """``build()``'s result for ``inputs``, everything it reads (arrays by content), computed once
+    whichever store they came from; counted and bounded as :func:`remembered`'s."""
+    return remembered(INPUTS_SCOPE, kind, inputs, build)
 
 
 def peek(scope: Scope | None, kind: str, settings: Any) -> Any:
@@ -288,9 +308,10 @@ def _write(folder: Path, scope: Scope, key: str, value: Any) -> None:
         return
     _private_folder(folder)
     # This store's results from before its last load can never be read again.
-    for old in folder.glob(f"{scope.store}-*{SUFFIX}"):
-        if not old.name.startswith(f"{scope.store}-{scope.content}-"):
-            old.unlink(missing_ok=True)
+    if scope != INPUTS_SCOPE:
+        for old in folder.glob(f"{scope.store}-*{SUFFIX}"):
+            if not old.name.startswith(f"{scope.store}-{scope.content}-"):
+                old.unlink(missing_ok=True)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".writing-", suffix=".tmp", dir=folder)
     except OSError:

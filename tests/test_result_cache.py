@@ -187,3 +187,40 @@ def test_sources_says_the_folder_and_its_bound(morning_db: Path, tmp_path: Path,
     rc.remembered(rc.Scope("g" * 16, "h" * 16), "x", 1, lambda: bytes(2 << 20))
     out = _run(["sources", "--db", str(morning_db)])
     assert "result cache" in out and f"{tmp_path}, 1 files, 2.0 MiB of 512 MiB" in out
+
+
+def test_arrays_are_keyed_by_every_element() -> None:
+    """Two long arrays that differ only in the middle (which repr elides) are two keys."""
+    import numpy as np
+
+    a = np.zeros(5_000)
+    b = a.copy()
+    b[2_500] = 1.0
+    assert repr(a) == repr(b) and rc.digest(a) != rc.digest(b) and rc.digest(a) == rc.digest(a.copy())
+
+
+def test_a_fit_is_read_by_its_inputs_from_a_copy_of_the_store(morning_db: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service's fit is keyed by the steps it fits, not the store: a copy of the store (another
+    file, then a load of its own, which drops that file's older results) calibrates from the fit
+    the first computed, and arrives at the same scenario."""
+    import shutil
+
+    from analytics.slo import resolve_slos
+    from analytics.whatif.calibrate import calibrate
+
+    monkeypatch.setenv("TIDELENS_CACHE_DIR", str(tmp_path / "cache"))
+    rc.forget_in_memory()
+    with Store(morning_db, read_only=True) as st:
+        first = calibrate(st, service="recommender", slos=resolve_slos(st))
+    assert rc.counts()["fit"] == {"miss": 1}
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(morning_db, copy)
+    with Store(copy) as st:
+        ingest_bytes(st, "other.prom", b"# TYPE other gauge\nother 1 60000\n")
+    rc.forget_in_memory()
+    with Store(copy, read_only=True) as st:
+        again = calibrate(st, service="recommender", slos=resolve_slos(st))
+    assert rc.counts()["fit"] == {"disk": 1}, rc.counts()
+    assert again.service == first.service
+    assert again.provenance["service.concurrency"] == first.provenance["service.concurrency"]

@@ -21,7 +21,7 @@ import polars as pl
 from analytics.measures import gpus_per_replica, pool_size, warmup_steps
 from analytics.slo import SloTable
 from analytics.sql.whatif import GPU_MODELS
-from analytics.resultcache import remembered
+from analytics.resultcache import remembered, remembered_by_inputs
 from analytics.timeline import TimelineConfig, Timelines, store_timelines
 from analytics.timeline.cache import timelines_origin
 from analytics.whatif.backtest import backtest_from
@@ -106,8 +106,11 @@ def scenario_from(obs: Observation, *, slo_ms: float | None = None,
     prov["service.gpus_per_replica"] = (f"store: GPUs held / ready replicas, median {gpr:.2f}"
                                         if measured_gpr is not None else "default")
     patience = patience_candidates(obs.p99_ms, slo)
-    fit = fit_service(obs.rps, obs.ready, obs.p99_ms, slo, step_s=obs.step_s,
-                      timeouts_s=patience or (svc.timeout_s,))
+    timeouts_s = patience or (svc.timeout_s,)
+    # By its inputs: the forecast, the review and a copy of the store fit the same steps alike.
+    fit = remembered_by_inputs("fit", (obs.rps, obs.ready, obs.p99_ms, slo, obs.step_s, timeouts_s),
+                               lambda: fit_service(obs.rps, obs.ready, obs.p99_ms, slo, step_s=obs.step_s,
+                                                   timeouts_s=timeouts_s))
     # The team the data names (a bill goes to a team the store has), else the service itself.
     kw: dict[str, Any] = {"team": obs.team or obs.service, "slo_ms": slo, "gpus_per_replica": gpr_i}
     prov["service.team"] = (f"store: the team of {obs.service}'s workloads" if obs.team

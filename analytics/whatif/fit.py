@@ -83,31 +83,36 @@ def _loss_terms(weight: np.ndarray, obs: np.ndarray, slo_ms: float,
                 noise_log_sd: float | np.ndarray = 0.0
                 ) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The fit's loss of model p99 series ``m`` (one per row) against ``obs`` (see
-    ``fit_service``): per row ``(loss, agreement on the SLO, mean |log error|)``. A model
-    step is over the SLO with the chance its reading would be (``over_slo_chance`` with
-    ``noise_log_sd``), so the count and the calls are what the store would show; a column
-    of noises (all above 0) scores one series under each, a row per noise."""
+    ``fit_service``): per row ``(loss, agreement on the SLO, |log error|)``, the last per row
+    and step (its weighted mean is the row's mean |log error|: ``mean_abs_log_error``, asked
+    of the chosen row only). A model step is over the SLO with the chance its reading would be
+    (``over_slo_chance`` with ``noise_log_sd``), so the count and the calls are what the store
+    would show; a column of noises (all above 0) scores one series under each, a row per noise."""
     noisy = bool(np.all(np.asarray(noise_log_sd) > 0))
     obs_over = over_slo(obs, slo_ms)
     w_over = weight * obs_over
     w_under = weight * ~obs_over
+    # The three weighted sums of the calls in one product (one pass over the rows).
+    sums_by = np.stack([w_over, weight, w_under], axis=1)
     n_over = float(w_over.sum())
     n_under = float(w_under.sum())
     total = float(weight.sum())
     log_obs = np.log(obs)
 
     def loss(m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        over = over_slo_chance(np.atleast_2d(m), slo_ms, noise_log_sd)
-        hit_w = over @ w_over
-        over_w = over @ weight
-        quiet_w = n_under - (over @ w_under)
+        m2 = np.atleast_2d(m)
+        # Without noise a call is over_slo's (NaN and -inf below, +inf above) without its copy.
+        over = over_slo_chance(m2, slo_ms, noise_log_sd) if noisy else (m2 > slo_ms).astype(np.float64)
+        sums = over @ sums_by
+        hit_w, over_w = sums[:, 0], sums[:, 1]
+        quiet_w = n_under - sums[:, 2]
         agree = (hit_w + quiet_w) / total
         # Balanced: the few steps above the SLO weigh as much as all the others; and the
         # count of such steps should come out right (violation minutes are a count).
         hit = hit_w / n_over if n_over else np.ones(over.shape[0])
         quiet = quiet_w / n_under if n_under else np.ones(over.shape[0])
         count = np.abs(over_w - n_over) / max(n_over, 1.0)
-        log_err = np.log(np.maximum(np.atleast_2d(m), 1e-9)) - log_obs
+        log_err = np.log(np.maximum(m2, 1e-9)) - log_obs
         err = np.minimum(log_err ** 2, 4.0) @ weight / total
         if noisy:
             # Chances, not calls: the likelihood of the store's calls (a balanced accuracy of
@@ -117,9 +122,14 @@ def _loss_terms(weight: np.ndarray, obs: np.ndarray, slo_ms: float,
             value = 10.0 * nll / (2.0 * max(n_over, 1.0)) + 5.0 * count + err
         else:
             value = 10.0 * (1.0 - 0.5 * (hit + quiet)) + 5.0 * count + err
-        return value, agree, np.abs(log_err) @ weight / total
+        return value, agree, log_err
 
     return loss
+
+
+def mean_abs_log_error(log_err: np.ndarray, weight: np.ndarray) -> float:
+    """The weighted mean |log(model / observed)| of one row of ``_loss_terms``' log errors."""
+    return float(np.abs(log_err) @ weight / float(weight.sum()))
 
 
 def patience_candidates(p99_ms: np.ndarray, slo_ms: float) -> tuple[float, ...]:
@@ -234,7 +244,8 @@ def _fit_pass(rps: np.ndarray, ready: np.ndarray, p99_ms: np.ndarray, slo_ms: fl
     loss_of = _loss_terms(weight, obs, slo_ms, grid_noise_log_sd)
     per_rep = lam / rep
     hi_load = float(np.quantile(per_rep, 0.999))
-    quiet_steps = per_rep <= np.median(per_rep)
+    quiet = np.flatnonzero(per_rep <= np.median(per_rep))
+    obs_quiet = obs[quiet]
     # The chance of waiting depends on the slots and the replica capacity only: the grid asks
     # for it once per cv and per in-latency choice (18 times), and it is a sixth of the grid.
     pwaits: dict[tuple[int, float], np.ndarray] = {}
@@ -245,6 +256,24 @@ def _fit_pass(rps: np.ndarray, ready: np.ndarray, p99_ms: np.ndarray, slo_ms: fl
             pwaits[key] = erlang_c(rep * conc, lam / mu)
         return pwaits[key]
 
+    # The floor's growth with occupancy depends on the replica capacity only: each shape of the
+    # grid asks for the same capacities' growth under the grid's slowdowns.
+    growths: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def growth(cap: float, slowdowns: tuple[float, ...] | np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The slowdowns, 1 + slowdown x occupancy^4 (a row per slowdown), its quiet steps."""
+        keep = slowdowns is SLOWDOWN_GRID
+        if keep and cap in growths:
+            return growths[cap]
+        occ4 = np.minimum(per_rep / cap, 1.0) ** 4
+        ks = np.asarray(slowdowns, dtype=np.float64)
+        grow = 1.0 + ks[:, None] * occ4[None, :]
+        out = (ks, grow, grow[:, quiet])
+        if keep:
+            growths[cap] = out
+        return out
+
     def candidates(conc: int, cv: float, cap: float, slowdowns: tuple[float, ...] | np.ndarray,
                    in_latency: bool) -> tuple[float, tuple[Any, ...], float, float]:
         """The best (loss, (mu, conc, cv, floor, slowdown, in_latency), agreement,
@@ -254,21 +283,22 @@ def _fit_pass(rps: np.ndarray, ready: np.ndarray, p99_ms: np.ndarray, slo_ms: fl
             return (math.inf, (mu, conc, cv, 0.0, 0.0, in_latency), 0.0, math.inf)
         q0, shift = stable_p99_parts(lam, rep, mu, conc, cv, in_latency, pwait(conc, mu))
         jam = ~np.isfinite(q0)
-        occ4 = np.minimum(per_rep / cap, 1.0) ** 4
-        ks = np.asarray(slowdowns, dtype=np.float64)
-        grow = 1.0 + ks[:, None] * occ4[None, :]  # one row per slowdown
-        q_quiet = q0[quiet_steps]
+        ks, grow, grow_quiet = growth(cap, slowdowns)
+        q_quiet = q0[quiet]
         fin = np.isfinite(q_quiet)
-        if fin.any():
-            excess = (obs[quiet_steps][fin] - q_quiet[fin]) / grow[:, quiet_steps][:, fin] - shift
+        if fin.all():
+            excess = (obs_quiet - q_quiet) / grow_quiet - shift
+            floors = np.maximum(np.median(excess, axis=1), 0.0)
+        elif fin.any():
+            excess = (obs_quiet[fin] - q_quiet[fin]) / grow_quiet[:, fin] - shift
             floors = np.maximum(np.median(excess, axis=1), 0.0)
         else:
             floors = np.zeros(ks.size)
         m = np.where(jam, 10.0 * slo_ms, q0 + (shift + floors[:, None]) * grow)
-        value, agree, mae = loss_of(m)
+        value, agree, log_err = loss_of(m)
         i = int(np.argmin(value))
         return (float(value[i]), (mu, conc, cv, float(floors[i]), float(ks[i]), in_latency),
-                float(agree[i]), float(mae[i]))
+                float(agree[i]), mean_abs_log_error(log_err[i], weight))
 
     shapes = shapes or [(measured, conc, cv) for measured in (True, False)
                         for conc in CONCURRENCY_GRID for cv in CV_GRID]
@@ -313,12 +343,13 @@ def _refine_by_replay(best: Any, rps: np.ndarray, ready: np.ndarray, p99_ms: np.
                            timeout_s=timeout_s, cv=cv, floor_s=floor / 1000.0,
                            busy_slowdown=k, service_in_latency=measured)
         model = lat.p99_s * 1000.0
-        values, agrees, mae = loss_of(model[seen])  # a row per noise
+        values, agrees, log_err = loss_of(model[seen])  # a row per noise
         i = int(np.argmin(values))
         value, agree = float(values[i]), float(agrees[i])
         model_p99 = weighted_p99(np.where(seen, model, np.nan), weights)
         value += P99_WEIGHT * abs(math.log(max(model_p99, 1e-9) / obs_p99))
-        return value, params, agree, float(mae[0]), 0.0 if i == 0 else NOISE_GRID[i]
+        mae = mean_abs_log_error(log_err[0], np.ones(obs.size))
+        return value, params, agree, mae, 0.0 if i == 0 else NOISE_GRID[i]
 
     # Each capacity with the slowdown and floor the stable curve likes best for it.
     top = min((replay(candidates(conc, cv, cap, slowdowns, measured)[1], timeouts_s[0])
