@@ -30,11 +30,15 @@ os.environ.setdefault("TIDELENS_DATA_DIR", tempfile.gettempdir())
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _result_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+def _result_cache(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> None:
     """The one result cache (analytics.resultcache) in this run's temporary folder, never the
-    user's: each worker its own, shared by its tests (keys name the store file and its content,
-    so a test's store is never another's); the CLI's subprocesses inherit it."""
-    os.environ["TIDELENS_CACHE_DIR"] = str(tmp_path_factory.mktemp("results"))
+    user's, shared by the run's workers as two processes of a user share it: a result keyed by a
+    store names that store's file (each worker builds its own), a result keyed by its inputs (a
+    service's fit) is computed once for the run. The CLI's subprocesses and the notebooks'
+    kernels inherit it."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if worker_id != "master" else base) / "results"
+    os.environ["TIDELENS_CACHE_DIR"] = str(folder)
 
 
 @pytest.fixture(scope="session")

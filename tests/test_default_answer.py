@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from apptest_helpers import isolated_cli, metric, morning_store, open_store_link, shown
+from apptest_helpers import isolated_cli, metric, open_store_link, shown
 
 from analytics.cli import main
 from analytics.store import Store
@@ -30,8 +30,8 @@ pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory) -> Path:
-    return morning_store(tmp_path_factory.mktemp("answer") / "morning.duckdb")
+def db(morning_db: Path) -> Path:
+    return morning_db  # the session's one build of this store (tests/conftest.py), read only
 
 
 @pytest.fixture(autouse=True)

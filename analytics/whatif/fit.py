@@ -101,8 +101,7 @@ def _loss_terms(weight: np.ndarray, obs: np.ndarray, slo_ms: float,
 
     def loss(m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m2 = np.atleast_2d(m)
-        # Without noise a call is over_slo's (NaN and -inf below, +inf above) without its copy.
-        over = over_slo_chance(m2, slo_ms, noise_log_sd) if noisy else (m2 > slo_ms).astype(np.float64)
+        over = over_slo_chance(m2, slo_ms, noise_log_sd)
         sums = over @ sums_by
         hit_w, over_w = sums[:, 0], sums[:, 1]
         quiet_w = n_under - sums[:, 2]
