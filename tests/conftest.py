@@ -41,6 +41,30 @@ def _result_cache(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> N
     os.environ["TIDELENS_CACHE_DIR"] = str(folder)
 
 
+@pytest.fixture
+def empty_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A result cache with nothing of any store in it, for a test that counts what a cold store
+    computes; the run's fits (results keyed by their inputs alone, never by a store) are copied in,
+    and the ones the test computes copied back for the rest of the run."""
+    import shutil
+
+    from analytics.resultcache import INPUTS_SCOPE
+
+    shared = Path(os.environ["TIDELENS_CACHE_DIR"])
+    folder = tmp_path / "results"
+    folder.mkdir(mode=0o700)
+    pattern = f"{INPUTS_SCOPE.store}-{INPUTS_SCOPE.content}-*.pkl"
+    for f in shared.glob(pattern):
+        shutil.copy2(f, folder / f.name)
+    monkeypatch.setenv("TIDELENS_CACHE_DIR", str(folder))
+    yield folder
+    shared.mkdir(mode=0o700, exist_ok=True)
+    for f in folder.glob(pattern):
+        if not (shared / f.name).exists():  # whole or not at all, as the cache writes its own
+            shutil.copy2(f, shared / f".{f.name}.tmp")
+            os.replace(shared / f".{f.name}.tmp", shared / f.name)
+
+
 @pytest.fixture(scope="session")
 def morning_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three weekdays of the simulator's morning story on 64 GPUs (seed 7) in a store file, built

@@ -39,12 +39,12 @@ def pool_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def heavy_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+def heavy_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, empty_results: Path):
     """Every heavy analytics call made, as (what, step, thread name); a prefetcher of our own."""
     monkeypatch.setenv("TIDELENS_UPLOADS_DB", str(tmp_path / "uploads.duckdb"))
     monkeypatch.setenv("TIDELENS_CONFIG", str(tmp_path / "tidelens.toml"))
     monkeypatch.setenv(prefetch.PREFETCH_ENV, "1")
-    monkeypatch.setenv("TIDELENS_CACHE_DIR", str(tmp_path / "results"))  # nothing computed before
+    # empty_results: nothing of any store computed before (the run's fits kept)
     prefetcher = prefetch.Prefetcher(delay_s=0.0)
     monkeypatch.setattr(prefetch, "PREFETCH", prefetcher)
     calls: list[tuple[str, int | None, str]] = []

@@ -26,8 +26,9 @@ def db(morning_db: Path) -> Path:
 
 
 @pytest.fixture
-def builds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple]:
-    """Every timeline build the owner makes, with its range; the owner's cache starts empty."""
+def builds(monkeypatch: pytest.MonkeyPatch, empty_results: Path) -> list[tuple]:
+    """Every timeline build the owner makes, with its range; the owner's cache starts empty (of
+    every store's results: the run's fits, keyed by their steps, stay)."""
     made: list[tuple] = []
     real = owner.timelines
 
@@ -36,7 +37,6 @@ def builds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple]:
         return real(store, cfg, wmap, **kw)
 
     monkeypatch.setattr(owner, "timelines", counted)
-    monkeypatch.setenv("TIDELENS_CACHE_DIR", str(tmp_path))  # an empty result cache
     return made
 
 
