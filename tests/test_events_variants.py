@@ -1,8 +1,9 @@
 """Tail-event verdicts across the simulator's export variants (variant_matrix.MATRIX).
 
 Every case of the matrix (each variant alone on the morning story, the combinations that broke the
-verdicts on an independent export, the mixed story, the partitioned control) is simulated for 4
-days on one seed, loaded into a real store, analysed as a user's store and scored against the
+verdicts on an independent export, the mixed story, the partitioned control) is simulated for 3
+days on one seed (4 until 2026-12-07: every case met the targets at 3 as at 4, with 5-9 true events
+each and one on the control), loaded into a real store, analysed as a user's store and scored against the
 truth. Each must meet the issue's targets (detection F1 >= 0.95, cause accuracy >= 0.90,
 misattribution F1 >= 0.90), with the naive dashboard's reading scored beside it. A case that
 misses is a bug in the analysis. ``bench/robustness.py`` runs the same matrix longer, on more seeds.
@@ -54,7 +55,7 @@ def cause_disagrees(ev, cfg: EventsConfig) -> str | None:
 
 @pytest.mark.parametrize("case", MATRIX, ids=[c.label.replace(" + ", "+") for c in MATRIX])
 def test_case_meets_the_targets(case: Case, capsys):
-    r = run_case(case, days=4, gpus=64, seed=1)
+    r = run_case(case, days=3, gpus=64, seed=1)
     with capsys.disabled():
         print(f"\n{case.label}: {r.score.line()}\n  {r.score.confusion}")
     s = r.score

@@ -44,10 +44,13 @@ CASES = {  # scenario, export variants, seed
     "morning+no-autoscaler (seed 2)": ("morning", ("no-autoscaler",), 2),
 }
 SERVICES = ("chat-vllm", "recommender")
+# Five days of each story (seven until 2026-12-07, when every check passed at five as at seven,
+# and the module took a quarter less; the measurements above were made at seven).
+DAYS = 5
 
 
 def _calibrations(scenario: str, variants: tuple[str, ...], seed: int) -> dict:
-    res = simulate(scenario, days=7, gpus=64, seed=seed, variants=variants)
+    res = simulate(scenario, days=DAYS, gpus=64, seed=seed, variants=variants)
     slos = {k: v["p99_ms"] for k, v in truth(res)["slos"].items()}
     with Store(":memory:") as st:
         load_into(st, res)
