@@ -1,8 +1,8 @@
 """Calibration of the what-if model from a store, and its backtest on simulated scenarios.
 
-One simulated store (the ``morning`` scenario, 3 weekdays, seed 7) is built per module and
-shared: a simulation plus its timelines take ~15 s on 2 cores. The What-if page on that store
-is tested here too, to share it.
+One simulated store (the ``morning`` scenario, 3 weekdays, seed 7): the session's ``morning_db``,
+built once per worker and read by the other cross-surface modules too (its fits are computed once
+per run). The What-if page on that store is tested here too, to share it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from analytics.cli import main
 from apptest_helpers import tables
 from analytics.whatif import PRESETS, compare
 from analytics.whatif.calibrate import calibrate_frames, gpu_model_of, mig_model_for
-from analytics.sample import load_into, simulate
 from analytics.store import Store
 from analytics.timeline import TimelineConfig, holdings, pool_timeline, service_timeline
 from analytics.slo import SloTable
@@ -27,12 +26,10 @@ SLOS = {"chat-vllm": 1000.0, "recommender": 120.0}
 
 
 @pytest.fixture(scope="module")
-def sim_db(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("calib") / "morning.duckdb"
-    result = simulate("morning", days=3, gpus=64, seed=7)
-    with Store(path) as st:
-        load_into(st, result)
-    return path
+def sim_db(morning_db: Path) -> Path:
+    # The session's one build of the morning story (3 days, 64 GPUs, seed 7), read only: the
+    # pages and commands of other modules computed its timelines and fits already.
+    return morning_db
 
 
 @pytest.fixture(scope="module")
