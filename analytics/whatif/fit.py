@@ -255,24 +255,6 @@ def _fit_pass(rps: np.ndarray, ready: np.ndarray, p99_ms: np.ndarray, slo_ms: fl
             pwaits[key] = erlang_c(rep * conc, lam / mu)
         return pwaits[key]
 
-    # The floor's growth with occupancy depends on the replica capacity only: each shape of the
-    # grid asks for the same capacities' growth under the grid's slowdowns.
-    growths: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-
-    def growth(cap: float, slowdowns: tuple[float, ...] | np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The slowdowns, 1 + slowdown x occupancy^4 (a row per slowdown), its quiet steps."""
-        keep = slowdowns is SLOWDOWN_GRID
-        if keep and cap in growths:
-            return growths[cap]
-        occ4 = np.minimum(per_rep / cap, 1.0) ** 4
-        ks = np.asarray(slowdowns, dtype=np.float64)
-        grow = 1.0 + ks[:, None] * occ4[None, :]
-        out = (ks, grow, grow[:, quiet])
-        if keep:
-            growths[cap] = out
-        return out
-
     def candidates(conc: int, cv: float, cap: float, slowdowns: tuple[float, ...] | np.ndarray,
                    in_latency: bool) -> tuple[float, tuple[Any, ...], float, float]:
         """The best (loss, (mu, conc, cv, floor, slowdown, in_latency), agreement,
@@ -282,7 +264,10 @@ def _fit_pass(rps: np.ndarray, ready: np.ndarray, p99_ms: np.ndarray, slo_ms: fl
             return (math.inf, (mu, conc, cv, 0.0, 0.0, in_latency), 0.0, math.inf)
         q0, shift = stable_p99_parts(lam, rep, mu, conc, cv, in_latency, pwait(conc, mu))
         jam = ~np.isfinite(q0)
-        ks, grow, grow_quiet = growth(cap, slowdowns)
+        occ4 = np.minimum(per_rep / cap, 1.0) ** 4
+        ks = np.asarray(slowdowns, dtype=np.float64)
+        grow = 1.0 + ks[:, None] * occ4[None, :]  # one row per slowdown
+        grow_quiet = grow[:, quiet]
         q_quiet = q0[quiet]
         fin = np.isfinite(q_quiet)
         if fin.all():
