@@ -98,27 +98,42 @@ def _loss_terms(weight: np.ndarray, obs: np.ndarray, slo_ms: float,
     n_under = float(w_under.sum())
     total = float(weight.sum())
     log_obs = np.log(obs)
+    # Under noise, the steps the store read over the SLO and those it read under apart: each
+    # side needs the logarithm of one chance (read over; read under), not of both on every step,
+    # and the replay asks it of every noise of the grid (a row each).
+    o_idx, u_idx = np.flatnonzero(obs_over), np.flatnonzero(~obs_over)
+    w_o, w_u = weight[o_idx], weight[u_idx]
+
+    def calls(m2: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per row: the weights of the steps called over that the store read over, of all
+        called over, of those called over that it read under; and the calls' log likelihood
+        (under noise only; zeros without)."""
+        if not noisy:
+            sums = over_slo_chance(m2, slo_ms) @ sums_by
+            return sums[:, 0], sums[:, 1], sums[:, 2], np.zeros(m2.shape[0])
+        over_o = over_slo_chance(m2[:, o_idx], slo_ms, noise_log_sd)
+        over_u = over_slo_chance(m2[:, u_idx], slo_ms, noise_log_sd)
+        hit_w, miss_w = over_o @ w_o, over_u @ w_u
+        # Chances, not calls: the likelihood of the store's calls (a balanced accuracy of
+        # chances rewards pushing every step away from the SLO, and over-counts).
+        loglik = (np.log(np.clip(over_o, 1e-9, 1.0 - 1e-9)) @ w_o
+                  + np.log1p(-np.clip(over_u, 1e-9, 1.0 - 1e-9)) @ w_u)
+        return hit_w, hit_w + miss_w, miss_w, loglik
 
     def loss(m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m2 = np.atleast_2d(m)
-        over = over_slo_chance(m2, slo_ms, noise_log_sd)
-        sums = over @ sums_by
-        hit_w, over_w = sums[:, 0], sums[:, 1]
-        quiet_w = n_under - sums[:, 2]
+        hit_w, over_w, false_w, loglik = calls(m2)
+        quiet_w = n_under - false_w
         agree = (hit_w + quiet_w) / total
         # Balanced: the few steps above the SLO weigh as much as all the others; and the
         # count of such steps should come out right (violation minutes are a count).
-        hit = hit_w / n_over if n_over else np.ones(over.shape[0])
-        quiet = quiet_w / n_under if n_under else np.ones(over.shape[0])
+        hit = hit_w / n_over if n_over else np.ones(hit_w.shape[0])
+        quiet = quiet_w / n_under if n_under else np.ones(hit_w.shape[0])
         count = np.abs(over_w - n_over) / max(n_over, 1.0)
         log_err = np.log(np.maximum(m2, 1e-9)) - log_obs
         err = np.minimum(log_err ** 2, 4.0) @ weight / total
         if noisy:
-            # Chances, not calls: the likelihood of the store's calls (a balanced accuracy of
-            # chances rewards pushing every step away from the SLO, and over-counts).
-            p = np.clip(over, 1e-9, 1.0 - 1e-9)
-            nll = -(np.log(p) @ w_over + np.log1p(-p) @ w_under)
-            value = 10.0 * nll / (2.0 * max(n_over, 1.0)) + 5.0 * count + err
+            value = 10.0 * -loglik / (2.0 * max(n_over, 1.0)) + 5.0 * count + err
         else:
             value = 10.0 * (1.0 - 0.5 * (hit + quiet)) + 5.0 * count + err
         return value, agree, log_err
