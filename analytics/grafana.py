@@ -42,7 +42,7 @@ from analytics.workloads import classify_workloads
 
 if TYPE_CHECKING:
     from analytics.events import EventsAnalysis
-    from analytics.forecast.model import Forecast
+    from analytics.forecast.horizon import Forecast
     from analytics.store import Store
 
 TAG = "tidelens"

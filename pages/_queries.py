@@ -25,7 +25,7 @@ from analytics.events import load_incidents
 from analytics.events.config import EventsConfig
 from analytics.events.pipeline import analyse_timelines
 from analytics.forecast.outlook import ForecastAnswer, forecast_timelines, latest_change
-from analytics.forecast.model import ForecastConfig
+from analytics.forecast.horizon import ForecastConfig
 from analytics.review import STAGES, build_review, review_html
 from analytics.rhythm.config import RhythmConfig
 from analytics.rhythm.digest import rhythm_page_data

@@ -4,7 +4,6 @@ and a chart with its CSV/SVG export.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import date, datetime
 from typing import Any, Callable

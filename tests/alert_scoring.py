@@ -41,9 +41,8 @@ from analytics.rules.alerts import (
     alerts_yaml,
     annotation_parts,
     compile_alerts,
-    humanize_timestamp,
-    render,
 )
+from analytics.rules.annotations import humanize_timestamp, render
 from analytics.rules.unittests import alert_tests
 from analytics.slo import resolve_slos
 from analytics.timeline import Timelines, store_timelines

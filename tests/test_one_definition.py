@@ -101,7 +101,7 @@ def test_a_weighted_percentile_is_computed_only_in_measures() -> None:
 # pulls' range chunking and the simulator's export windows do other arithmetic with steps.
 STEP_START = re.compile(r"-\s*(\w+\.)?step_ms\b(?!\s*\)?\s*/)|-\s*(\w+\.)?step_s\s*\*\s*1000\b|//\s*1000\)?\s*-\s*(\w+\.)?step_s\b")
 ANALYSES = ("analytics/events", "analytics/whatif", "analytics/rhythm", "analytics/overview.py",
-            "analytics/review.py", "analytics/charts", "pages")
+            "analytics/review", "analytics/charts", "pages")
 
 
 def test_a_steps_start_is_computed_only_by_its_definition() -> None:

@@ -190,9 +190,9 @@ def test_the_review_works_on_a_range_longer_than_the_whatif_replays(db, monkeypa
     """The bundled sample's 21 days against the what-if's 7 crashed the review (the typical day
     read the whole range's hours beside the last days' p99s): the same shape, made cheap here
     by replaying 2 of the store's 3 days."""
-    import analytics.review as review_mod
+    import analytics.review.build as review_mod
 
-    monkeypatch.setattr(review_mod, "MODEL_DAYS", 2)  # the review's replay length, as it imported it
+    monkeypatch.setattr(review_mod, "MODEL_DAYS", 2)  # the review's replay length, as its builder imported it
     out = tmp_path / "review.html"
     assert main(["review", "--db", str(db), "--out", str(out), "--json"]) == 0
     captured = capsys.readouterr()

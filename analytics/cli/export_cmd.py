@@ -22,7 +22,7 @@ from analytics.cli.common import MEMORY, add_config, add_db, add_json, config_pa
 from analytics.config import GRAFANA_TOKEN_ENV, env_setting
 from analytics.errors import ConfigError, TidelensError
 from analytics.events import EventsAnalysis, EventsConfig, analyse_store
-from analytics.forecast.model import ForecastConfig
+from analytics.forecast.horizon import ForecastConfig
 from analytics.forecast.outlook import forecast_store
 from analytics.grafana import (
     GRAFANA_CONFIG,
@@ -35,7 +35,6 @@ from analytics.grafana import (
 from analytics.outbound import HttpConfig
 from analytics.rules import RulesConfig, compile_rules, map_digest, rules_yaml
 from analytics.rules.alerts import (
-    POLICY_ACTIONS,
     AlertsConfig,
     alerts_yaml,
     compile_alerts,
@@ -43,6 +42,7 @@ from analytics.rules.alerts import (
     prometheus_rule,
     service_targets,
 )
+from analytics.rules.annotations import POLICY_ACTIONS
 from analytics.rules.compile import backfill_drops_evaluations
 from analytics.secrets import check_secret, secret_from_file
 from analytics.slo import resolve_slos

@@ -23,7 +23,7 @@ from analytics.cli.common import (
 from analytics.cli.progress import Progress
 from analytics.errors import ConfigError
 from analytics.forecast.hindcast import MIN_HISTORY_DAYS
-from analytics.forecast.model import ForecastConfig
+from analytics.forecast.horizon import ForecastConfig
 from analytics.forecast.outlook import forecast_store
 from analytics.forecast.report import (
     ACTION_HEADER,

@@ -1,6 +1,6 @@
 """The collision forecast: before it happens, when each service will meet the batch, how likely and how bad.
 
-- :func:`forecast` (:mod:`.model`): for a moment and a horizon, the traffic each service's rhythm
+- :func:`forecast` (:mod:`.model`; its config and answer :mod:`.horizon`): for a moment and a horizon, the traffic each service's rhythm
   expects, the batch that will hold GPUs, and the collision windows with their probability, their
   minutes over the SLO and the runs responsible, all replayed by the what-if;
 - :mod:`.action`: for each collision, the smallest change tonight that avoids it, and its cost to batch;
@@ -12,6 +12,7 @@
   (the words and tables the page, the review and the CLI show).
 """
 
-from analytics.forecast.model import CollisionWindow, DayForecast, Forecast, ForecastConfig, forecast
+from analytics.forecast.horizon import CollisionWindow, DayForecast, Forecast, ForecastConfig
+from analytics.forecast.model import forecast
 
 __all__ = ["CollisionWindow", "DayForecast", "Forecast", "ForecastConfig", "forecast"]

@@ -28,7 +28,8 @@ import numpy as np
 from analytics.events.detect import detect_runs
 from analytics.forecast.runs_ahead import RunAhead
 from analytics.forecast.frames import DAY_MS
-from analytics.forecast.model import RAISED, Context, DayForecast, Forecast
+from analytics.forecast.horizon import DayForecast, Forecast
+from analytics.forecast.model import RAISED, Context
 from analytics.forecast.outcomes import Outcome, day_outcomes
 from analytics.forecast.replay import HorizonReplays, held_mask, job_name, outcome_jobs
 from analytics.times import iso_utc

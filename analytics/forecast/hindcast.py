@@ -33,7 +33,8 @@ from analytics.events.analysis import EventsAnalysis
 from analytics.events.config import EventsConfig
 from analytics.forecast.runs_ahead import PastRun, past_runs, quantile_levels
 from analytics.forecast.frames import DAY_MS, span_ms
-from analytics.forecast.model import Forecast, ForecastConfig, forecast, slo_of
+from analytics.forecast.horizon import Forecast, ForecastConfig
+from analytics.forecast.model import forecast, slo_of
 from analytics.forecast.minutes_range import Calibrations
 from analytics.forecast.skill import brier, errors, reliability
 from analytics.measures import minutes_over_slo

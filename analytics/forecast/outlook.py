@@ -21,7 +21,8 @@ from analytics.events.pipeline import analyse_timelines
 from analytics.forecast.action import actions_for
 from analytics.forecast.hindcast import MIN_HISTORY_DAYS, Backtest, backtest
 from analytics.forecast.frames import DAY_MS, span_ms, store_frames
-from analytics.forecast.model import Forecast, ForecastConfig, forecast
+from analytics.forecast.horizon import Forecast, ForecastConfig
+from analytics.forecast.model import forecast
 from analytics.forecast.minutes_range import Calibrations
 from analytics.slo import SloTable, resolve_slos
 from analytics.timeline import Timelines

@@ -14,7 +14,7 @@ import polars as pl
 from analytics.charts.forecast import forecast_figure
 from analytics.document import Section
 from analytics.forecast.hindcast import Backtest
-from analytics.forecast.model import DayForecast, Forecast
+from analytics.forecast.horizon import DayForecast, Forecast
 from analytics.forecast.outlook import ForecastAnswer
 from analytics.forecast.skill import COVERAGE_BAND
 from analytics.times import local_naive
