@@ -36,7 +36,7 @@ SHRINK_DAYS = 14.0  # a day of the week's own share outweighs its kind's after t
 # from Beta(4, 1) (a mean of 0.8, worth five days); a kind it never ran on from Jeffreys' Beta(1/2, 1/2).
 # Chosen on the simulator's schedules of seeds 9-208 (bench/run_chance.py), never on the seeds
 # bench/forecast.py scores: with a few weeks of history, a share from Jeffreys' prior swings with luck
-# (three misses in a first week said 0.64 for a run that then ran 0.89 of the time).
+# (the days after a first week or two with misses said 0.64 for a run that then ran 0.89 of the time).
 RAN_KIND_PRIOR = (4.0, 1.0)
 NEVER_RAN_PRIOR = (0.5, 0.5)
 LARGE_SHARE = 0.1  # a run this share of the pool (or 8 GPUs) is forecast as itself, not in the mean
