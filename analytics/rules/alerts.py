@@ -144,8 +144,8 @@ def _fields(digest: str, acfg: AlertsConfig) -> dict[str, Field]:
     dg = f'{c.DIGEST_LABEL}="{digest}"'
 
     def svc(metric: str) -> str:
-        return query_action(f"max({metric}{{service=%q, {dg}}})", "service", ".1f" if metric != DESIRED and metric != READY
-                      else ".0f")
+        return query_action(f"max({metric}{{service=%q, {dg}}})", "service",
+                            ".0f" if metric in (DESIRED, READY) else ".1f")
 
     def pool(metric: str) -> str:
         return query_action(f"max({metric}{{pool=%q, {dg}}})", "pool", ".1f")
@@ -159,7 +159,8 @@ def _fields(digest: str, acfg: AlertsConfig) -> dict[str, Field]:
         Field("rps", svc(RPS), ".1f"), Field("upper", svc(NORM_UPPER), ".1f"), Field("expected", svc(NORM_EXPECTED), ".1f"),
         Field("idle", pool(POOL_IDLE), ".1f"), Field("batch_gpus", pool(POOL_BATCH), ".1f"),
         Field("share", pool(POOL_SHARE), ".1f"),
-        Field("link_start", time_action(-acfg.link_days * 86_400), ".0f"), Field("link_end", time_action(3600), ".0f"),
+        Field("link_start", time_action(-acfg.link_days * 86_400), ".0f"),
+        Field("link_end", time_action(3600), ".0f"),
     )}
 
 
