@@ -32,7 +32,7 @@ sys.path[:0] = [str(ROOT)]
 import numpy as np  # noqa: E402
 
 from analytics.forecast.runs_ahead import run_probability  # noqa: E402
-from analytics.forecast.skill import RELIABILITY_TOLERANCE  # noqa: E402
+from analytics.forecast.skill import brier, reliability  # noqa: E402
 from analytics.sample.batch import FINETUNE, plan_jobs  # noqa: E402
 from analytics.sample.scenarios import SCENARIOS  # noqa: E402
 from analytics.sample.sim import _rng  # noqa: E402  (the simulator's batch stream, as it draws it)
@@ -40,7 +40,6 @@ from analytics.times import parse_iso  # noqa: E402
 
 DAY_MS = 86_400_000
 DAYS = 21
-EDGES = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0 + 1e-9)
 
 
 def said_and_ran(rate: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -60,17 +59,9 @@ def said_and_ran(rate: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(said), np.array(ran, float)
 
 
-def bins(p: np.ndarray, y: np.ndarray) -> list[tuple[str, int, float, float]]:
-    out = []
-    for lo, hi in zip(EDGES[:-1], EDGES[1:]):
-        m = (p >= lo) & (p < hi)
-        if m.any():
-            out.append((f"[{lo:.1f}, {min(hi, 1.0):.1f})", int(m.sum()), float(p[m].mean()), float(y[m].mean())))
-    return out
-
-
 def clause_met(p: np.ndarray, y: np.ndarray) -> bool:
-    return all(abs(said - ran) <= RELIABILITY_TOLERANCE for _, n, said, ran in bins(p, y) if n >= 10)
+    """The done-when's bins clause, as ``bench/forecast.py`` judges it (``skill.reliability``)."""
+    return all(r["within"] for r in reliability(p, y) if r["within"] is not None)
 
 
 def main() -> None:
@@ -83,11 +74,11 @@ def main() -> None:
         per_seed = [said_and_ran(rate, s) for s in seeds]
         p = np.concatenate([a for a, _ in per_seed])
         y = np.concatenate([b for _, b in per_seed])
-        print(f"\ntrue weekday chance {rate:g}: {len(seeds)} seeds, {p.size} days; Brier {np.mean((p - y) ** 2):.4f}")
-        for name, n, said, ran in bins(p, y):
-            off = abs(said - ran)
-            print(f"  {name:12s} {n:5d} days  said {said:.2f}  ran {ran:.2f}  "
-                  f"{'within' if off <= RELIABILITY_TOLERANCE else 'OFF BY'} {off:.2f}")
+        print(f"\ntrue weekday chance {rate:g}: {len(seeds)} seeds, {p.size} days; Brier {brier(p, y):.4f}")
+        for r in reliability(p, y):
+            off = abs(r["said"] - r["collided"])
+            print(f"  [{r['from']:.1f}, {r['to']:.1f}) {r['days']:5d} days  said {r['said']:.2f}  ran {r['collided']:.2f}  "
+                  f"{'OFF BY' if r['within'] is False else 'within'} {off:.2f}")
         groups = [per_seed[i:i + 8] for i in range(0, len(per_seed) - 7, 8)]
         met = sum(clause_met(np.tile(np.concatenate([a for a, _ in g]), 3), np.tile(np.concatenate([b for _, b in g]), 3))
                   for g in groups)

@@ -26,23 +26,16 @@ SLOS = {"chat-vllm": 1000.0, "recommender": 120.0}
 
 
 @pytest.fixture(scope="module")
-def sim_db(morning_db: Path) -> Path:
-    # The session's one build of the morning story (3 days, 64 GPUs, seed 7), read only: the
-    # pages and commands of other modules computed its timelines and fits already.
-    return morning_db
-
-
-@pytest.fixture(scope="module")
-def frames(sim_db):
+def frames(morning_db):
     cfg = TimelineConfig(step_s=60)
-    with Store(sim_db, read_only=True) as st:
+    with Store(morning_db, read_only=True) as st:
         return service_timeline(st, cfg), pool_timeline(st, cfg), holdings(st, cfg)
 
 
 @pytest.fixture(scope="module")
-def rec(frames, sim_db):
+def rec(frames, morning_db):
     # As the pages do: the frames do not carry the GPU model, the store does.
-    with Store(sim_db, read_only=True) as st:
+    with Store(morning_db, read_only=True) as st:
         gpu_model = gpu_model_of(st)
     return calibrate_frames(*frames, service="recommender", slos=SloTable.from_ms(SLOS), gpu_model=gpu_model)
 
@@ -121,11 +114,11 @@ def test_calibrated_scenario_tells_the_morning_story(rec) -> None:
     assert any(t != rec.scenario.service.team for t in teams)  # batch is charged
 
 
-def test_cli_db_json_has_the_preset_shape(sim_db, capsys) -> None:
+def test_cli_db_json_has_the_preset_shape(morning_db, capsys) -> None:
     assert main(["whatif", "--preset", "morning-ramp", "--days", "1", "--json",
                  "--policy", "shared"]) == 0
     preset = orjson.loads(capsys.readouterr().out)
-    rc = main(["whatif", "--db", str(sim_db), "--json", "--policy", "shared",
+    rc = main(["whatif", "--db", str(morning_db), "--json", "--policy", "shared",
                "--policy", "partitioned", "--service", "recommender", "--slo-ms", "120",
                "--backtest"])
     assert rc == 0
@@ -176,12 +169,12 @@ def test_service_metrics_alone_still_calibrate() -> None:
     assert abs(cal.backtest["violation_minutes_error"]) <= 0.15
 
 
-def test_whatif_page_on_the_store_shows_the_backtest(sim_db, monkeypatch, tmp_path) -> None:
+def test_whatif_page_on_the_store_shows_the_backtest(morning_db, monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("TIDELENS_UPLOADS_DB", str(tmp_path / "uploads.duckdb"))
     monkeypatch.setenv("TIDELENS_CONFIG", str(tmp_path / "tidelens.toml"))
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),
                            default_timeout=180)
-    at.query_params.update({"source": "duckdb", "db": str(sim_db), "w_svc": "recommender",
+    at.query_params.update({"source": "duckdb", "db": str(morning_db), "w_svc": "recommender",
                             "slo": "100,chat-vllm:1000,recommender:120"})
     at.switch_page("pages/whatif.py").run()
     assert not at.exception, [e.value for e in at.exception]
