@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analytics.charts.theme import figure_image
+from analytics.charts.theme import figure_images
 from analytics.errors import ConfigError
 from analytics.text import REPORT_CSS, html_table, html_text, md, md_table
 
@@ -181,10 +181,7 @@ def write_document(doc: Document, path: str | Path, what: str = "report") -> lis
         return [p]
 
     text, images = render_markdown(doc, image_prefix=p.stem)
-    written = [p]
-    for name, fig in images:
-        img = p.with_name(name)
-        img.write_bytes(figure_image(fig.update_layout(width=1500), "png", scale=1.5))
-        written.append(img)
+    pngs = [p.with_name(name) for name, _ in images]
+    figure_images([fig.update_layout(width=1500) for _, fig in images], pngs, "png", scale=1.5)
     p.write_text(text, encoding="utf-8")
-    return written
+    return [p, *pngs]

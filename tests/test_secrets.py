@@ -181,7 +181,7 @@ class Hostile:
         # hanging up) is recorded before the test reads it
         self.httpd.daemon_threads = False
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     def __enter__(self) -> "Hostile":
         self.thread.start()

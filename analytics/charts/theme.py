@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -198,6 +200,18 @@ def figure_image(fig: go.Figure, fmt: str = "svg", *, scale: float = 2.0) -> byt
     Kaleido drives a headless Chrome; where none is bundled it reads ``BROWSER_PATH``, which is
     pointed at ``/usr/bin/chromium`` when that exists and nothing else was chosen.
     """
+    return _bounded(lambda: fig.to_image(format=fmt, scale=scale))
+
+
+def figure_images(figs: list[go.Figure], paths: list[Path], fmt: str = "png", *, scale: float = 2.0) -> None:
+    """Write each figure to its path as :func:`figure_image` renders it, in one Chromium: a
+    report's charts cost one browser's start, not one each (five PNGs: 15 -> 2.6 s on the 2-core machine)."""
+    if figs:
+        _bounded(lambda: pio.write_images(figs, paths, format=fmt, scale=scale))
+
+
+def _bounded(render: Callable[[], Any]) -> Any:
+    """``render()`` with Chromium found, in a daemon thread, bounded by :data:`FIGURE_IMAGE_TIMEOUT_S`."""
     if "BROWSER_PATH" not in os.environ:
         found = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
         if found:
@@ -207,8 +221,7 @@ def figure_image(fig: go.Figure, fmt: str = "svg", *, scale: float = 2.0) -> byt
     import threading
 
     done: list[Any] = []
-    worker = threading.Thread(target=lambda: done.append(_to_image(fig, fmt, scale)),
-                              name="tidelens-kaleido", daemon=True)
+    worker = threading.Thread(target=lambda: done.append(_caught(render)), name="tidelens-kaleido", daemon=True)
     worker.start()
     worker.join(FIGURE_IMAGE_TIMEOUT_S)
     if not done:
@@ -223,13 +236,13 @@ def figure_image(fig: go.Figure, fmt: str = "svg", *, scale: float = 2.0) -> byt
 FIGURE_IMAGE_TIMEOUT_S = 180.0
 
 
-def _to_image(fig: go.Figure, fmt: str, scale: float) -> Any:
+def _caught(render: Callable[[], Any]) -> Any:
     try:
-        return fig.to_image(format=fmt, scale=scale)
+        return render()
     except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread and raised there
         return exc
 
 
 __all__ = ["CLASS_COLORS", "OKABE_ITO", "PLOTLY_CONFIG", "SERVICE_COLORS", "SLO_COLOR",
-           "TEMPLATE_NAME", "apply_theme", "class_color", "display_ts", "figure_image",
+           "TEMPLATE_NAME", "apply_theme", "class_color", "display_ts", "figure_image", "figure_images",
            "zone_label"]
