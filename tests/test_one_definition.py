@@ -96,6 +96,37 @@ def test_a_weighted_percentile_is_computed_only_in_measures() -> None:
     assert not found, "use analytics.measures.weighted_quantile(_rows): " + ", ".join(found)
 
 
+
+def test_the_weighted_percentile_is_numpys_inverted_cdf() -> None:
+    """measures.weighted_quantile_rows reads whole-weight rows from their top values only (the
+    simulator's minute p99s); on ties across the top's edge, rows without weight, few values, weights
+    of 0 to 2 and float weights it gives what numpy's weighted quantile (``inverted_cdf``) gives."""
+    import numpy as np
+
+    from analytics.measures import weighted_quantile_rows
+    from analytics.sample.latency import request_weights
+
+    rng = np.random.default_rng(11)
+    top_path = 0
+    for trial in range(120):
+        rows, k = int(rng.integers(1, 60)), int(rng.choice([4, 40, 200, 333]))
+        values = rng.lognormal(size=(rows, k)).astype(rng.choice([np.float32, np.float64]))
+        if trial % 3 == 0:
+            values = np.round(values, 1)
+        n = rng.integers(0, 5000, size=rows)
+        n[rng.random(rows) < 0.1] = 0
+        weights = rng.integers(0, 3, size=(rows, k)) if trial % 5 == 0 else request_weights(n, k)
+        if trial % 7 == 0:
+            weights = weights.astype(np.float64)
+        for q in (0.99, 0.9):
+            ours = weighted_quantile_rows(values, weights, q)
+            for i in range(rows):
+                want = (np.quantile(values[i].astype(np.float64), q, weights=weights[i], method="inverted_cdf")
+                        if weights[i].sum() > 0 else np.nan)
+                assert ours[i] == want or (np.isnan(want) and np.isnan(ours[i])), (trial, q, i)
+        top_path += k >= 200 and weights.dtype.kind == "i"
+    assert top_path > 30  # the top-values path was the one compared, not only the full sort
+
 # A step's start written as arithmetic on its end: `ts - step_ms`, `ts - step_s * 1000`,
 # `(ts // 1000 - step_s)`. The analyses go through analytics.times.step_start_ms; the live
 # pulls' range chunking and the simulator's export windows do other arithmetic with steps.

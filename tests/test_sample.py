@@ -415,28 +415,3 @@ def test_the_package_truth_is_the_writer_whatever_was_imported_first() -> None:
                           check=True, timeout=120, capture_output=True, text=True)
     assert lazy.stdout.strip() == "False"
 
-
-def test_the_p99_from_the_top_draws_is_the_full_sorts() -> None:
-    """The simulator's p99 reads each minute's top draws only; on ties, empty minutes, few draws,
-    weights of 0, 1 or 2 and float weights it gives exactly what the one weighted percentile
-    (analytics.measures.weighted_quantile_rows, a sort of every draw) gives."""
-    from analytics.measures import weighted_quantile_rows
-    from analytics.sample.latency import request_weights, weighted_p99
-
-    rng = np.random.default_rng(11)
-    shortcut = 0
-    for trial in range(150):
-        rows, k = int(rng.integers(1, 200)), int(rng.choice([4, 40, 200, 333]))
-        draws = rng.lognormal(size=(rows, k)).astype(rng.choice([np.float32, np.float64]))
-        if trial % 3 == 0:
-            draws = np.round(draws, 1)  # ties across the top's edge
-        n = rng.integers(0, 5000, size=rows)
-        n[rng.random(rows) < 0.1] = 0
-        weights = rng.integers(0, 3, size=(rows, k)) if trial % 5 == 0 else request_weights(n, k)
-        if trial % 7 == 0:
-            weights = weights.astype(np.float64)
-        for q in (0.99, 0.9):
-            assert np.array_equal(weighted_p99(draws, weights, q), weighted_quantile_rows(draws, weights, q),
-                                  equal_nan=True), (trial, q)
-        shortcut += k >= 200 and weights.dtype.kind == "i"
-    assert shortcut > 30  # the top-draws path was the one compared, not only the fallback

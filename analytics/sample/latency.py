@@ -22,7 +22,6 @@ This is the simulator's ground truth; the analyses model latency with their own 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,36 +154,8 @@ def request_weights(n_req: np.ndarray, k: int) -> np.ndarray:
 
 def weighted_p99(draws: np.ndarray, weights: np.ndarray, q: float = 0.99) -> np.ndarray:
     """Per row (minute), the p99 of the weighted requests' draws: the one weighted percentile,
-    :func:`analytics.measures.weighted_quantile_rows`; nan for rows without requests.
-
-    The same answer, read from each row's top draws alone: the draws' whole-number weights make
-    every running sum exact, so the weight below the top is ``total - top``, not a sum in sorted
-    order. Sorting only the top ``m`` (a fiftieth of the draws, 2x the tail) is the simulation's
-    cheapest step six times over (2,880 minutes x 200 draws: 24 -> 4 ms); a row whose top draws
-    hold too little weight is answered by the full sort.
-
-    >>> d = np.array([[5.0, 1.0, 9.0, 7.0] * 10]); w = np.ones_like(d, dtype=np.int64)
-    >>> float(weighted_p99(d, w)[0]) == float(weighted_quantile_rows(d, w)[0]) == 9.0
-    True
-    """
-    n, k = draws.shape
-    m = max(8, math.ceil(2 * (1 - q) * k) + 2)
-    if 2 * m > k or not np.issubdtype(weights.dtype, np.integer):
-        return weighted_quantile_rows(draws, weights, q)
-    part = np.argpartition(draws, k - m, axis=1)[:, k - m:]
-    top_v = np.take_along_axis(draws, part, axis=1)
-    top_w = np.take_along_axis(weights, part, axis=1)
-    total = weights.sum(axis=1)
-    below = total - top_w.sum(axis=1)
-    rank = q * total.astype(np.float64)
-    order = np.argsort(top_v, axis=1, kind="stable")
-    xs = np.take_along_axis(top_v, order, axis=1).astype(np.float64)
-    cum = below[:, None] + np.cumsum(np.take_along_axis(top_w, order, axis=1), axis=1)
-    out = xs[np.arange(n), np.minimum((cum < rank[:, None]).sum(axis=1), m - 1)]
-    short = np.flatnonzero(below >= rank)  # the quantile lies below the top (or no requests)
-    if short.size:
-        out[short] = weighted_quantile_rows(draws[short], weights[short], q)
-    return np.where(total > 0, out, np.nan)
+    :func:`analytics.measures.weighted_quantile_rows`; nan for rows without requests."""
+    return weighted_quantile_rows(draws, weights, q)
 
 
 def bucket_counts(draws: np.ndarray, weights: np.ndarray, bounds_s: tuple[float, ...]) -> np.ndarray:
