@@ -149,9 +149,12 @@ def _prefixes(ss: SeriesSet) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"skey": pl.Int64, "prefix": pl.Utf8}, orient="row")
 
 
-def _gz(data: bytes, path: Path) -> None:
+def _gz(data: bytes, path: Path, level: int = 1) -> None:
+    """Gzip ``data`` to ``path``, reproducibly (no name, no time). Level 1: a day's exposition text
+    compresses 2.7x faster than at 6 for 18% more bytes; the bundled excerpts keep 6 (their bytes
+    are regenerated and compared)."""
     buf = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=6) as fh:
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=level) as fh:
         fh.write(data)
     path.write_bytes(buf.getvalue())
 
@@ -415,15 +418,15 @@ def write_excerpts(result: SimResult, out_dir: Path) -> list[Path]:
                       samples=ss.samples)
     paths = []
     p = out_dir / "excerpt.prom.gz"
-    _gz(exposition_text(ss).encode(), p)
+    _gz(exposition_text(ss).encode(), p, 6)
     paths.append(p)
     p = out_dir / "excerpt.json.gz"
-    _gz(query_range_json(ss), p)
+    _gz(query_range_json(ss), p, 6)
     paths.append(p)
     p = out_dir / "excerpt.csv.gz"
     buf = io.BytesIO()
     long_frame(ss).write_csv(buf)
-    _gz(buf.getvalue(), p)
+    _gz(buf.getvalue(), p, 6)
     paths.append(p)
     p = out_dir / "excerpt.parquet"
     long_frame(ss).write_parquet(p, compression="zstd", statistics=False)
