@@ -35,6 +35,16 @@ def test_start_imports_no_heavy_library(argv):
     assert not {m.split(".")[0] for m in loaded} & set(HEAVY), sorted(m for m in loaded if m.split(".")[0] in HEAVY)[:5]
 
 
+
+def test_events_draws_nothing_so_imports_no_plotly():
+    """``tidelens events`` prints; the postmortem that draws (``tidelens report``) has its own module:
+    sharing one, every ``events`` imported plotly and pandas (a warm run 0.98 -> 0.57 s, 302 -> 239
+    MiB on the sample, bench/RESULTS.md 2026-12-08)."""
+    code = "from analytics.cli import main\ntry:\n    main(['events', '--help'])\nexcept SystemExit:\n    pass"
+    loaded = {m.split(".")[0] for m in _modules_after(code)}
+    assert not loaded & {"plotly", "pandas", "streamlit"}, sorted(loaded & set(HEAVY))
+    assert COMMANDS["report"][0] != COMMANDS["events"][0]
+
 def test_help_lists_every_command_without_importing_it(capsys):
     with pytest.raises(SystemExit) as done:
         main(["--help"])

@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("analytics.cli.plan_cmd", "the chosen policy as Kueue, MIG and time-slicing manifests, with a README"),
     "sample": ("analytics.cli.sample_cmd", "simulate a GPU pool and write what it would export (plus truth.json)"),
     "events": ("analytics.cli.events_cmd", "tail events of each service, their cause and evidence"),
-    "report": ("analytics.cli.events_cmd", "postmortem report of one tail event (.html or .md)"),
+    "report": ("analytics.cli.report_cmd", "postmortem report of one tail event (.html or .md)"),
     "change": ("analytics.cli.change_cmd", "record a change of the pool's policy, list them, see the candidates in "
                                           "the data, and compare before with after (the what-if scored)"),
     "forecast": ("analytics.cli.forecast_cmd", "tomorrow's collisions of inference with batch: when, how likely, how "

@@ -1,4 +1,6 @@
-"""``tidelens events`` and ``tidelens report``: tail events with their causes, and a postmortem file."""
+"""``tidelens events``: tail events with their causes; the analysis its flags describe, which
+``tidelens report`` (:mod:`analytics.cli.report_cmd`) shares. Nothing here draws: `events` starts
+without plotly (0.5 s of a warm run)."""
 
 from __future__ import annotations
 
@@ -17,17 +19,14 @@ from analytics.cli.common import (
     print_table,
 )
 from analytics.cli.progress import Progress
-from analytics.document import output_format
 from analytics.errors import ConfigError
 from analytics.events import EventsAnalysis, EventsConfig, load_incidents
-from analytics.events.event import is_event_id
 from analytics.events.pipeline import (
     analyse_timelines,
     computed_events,
     timelines_event_ids,
 )
 from analytics.fieldhelp import fields_help
-from analytics.postmortem import write_report
 from analytics.slo import DEFAULT_SLO_MS, parse_service_slos, resolve_slos
 from analytics.timeline import parse_step_s, store_timelines
 from analytics.times import parse_time_ms
@@ -36,7 +35,7 @@ from analytics.workloads import load_map
 _HELP = fields_help(EventsConfig)
 
 
-def _add_settings(p: argparse.ArgumentParser) -> None:
+def add_settings(p: argparse.ArgumentParser) -> None:
     add_db(p)
     add_slos(p, "p99 SLO in ms for every service (default: each service's from [slo] in tidelens.toml, "
                 f"else the store's own, else {DEFAULT_SLO_MS:g} ms, as the app decides them)")
@@ -54,16 +53,9 @@ def _add_settings(p: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("events", help=command_help("events"))
-    _add_settings(p)
+    add_settings(p)
     add_json(p)
     p.set_defaults(func=cmd_events)
-
-    p = sub.add_parser("report", help=command_help("report"))
-    _add_settings(p)
-    p.add_argument("--event", required=True, metavar="ID", help="event id, as `tidelens events` prints it")
-    p.add_argument("--out", required=True, metavar="FILE", help="FILE.html (self-contained) or FILE.md (+ PNG beside it)")
-    p.add_argument("--tz", default="UTC", help="time zone of the figure's axis (default UTC)")
-    p.set_defaults(func=cmd_report)
 
 
 def _ms(text: str | None, flag: str) -> int | None:
@@ -96,12 +88,12 @@ def run_analysis(args: argparse.Namespace, stage: Callable[[str], None] = lambda
     if event is not None:
         found = timelines_event_ids(timelines, cfg, slos=slos)
         if found is not None and event not in found:
-            raise _no_event(event, sorted(found))
+            raise no_event(event, sorted(found))
     stage("finding and attributing the tail events")
     return analyse_timelines(timelines, cfg, incidents, slos=slos)
 
 
-def _no_event(event: str, known: list[str]) -> ConfigError:
+def no_event(event: str, known: list[str]) -> ConfigError:
     shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "") or "none"
     return ConfigError(f"--event {event}: no such event with these settings (an id depends on the store, "
                        f"--from/--to, --slo-ms/--slo, --step, --min-duration-min and --merge-gap-min); "
@@ -117,24 +109,4 @@ def cmd_events(args: argparse.Namespace) -> int:
         print_table(analysis.table())
         for note in analysis.notes:
             print(f"note: {note}")
-    return 0
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    # What can be refused without the store is refused first: an id that is no id, an output
-    # that is neither .html nor .md (the analysis takes seconds and a gigabyte of memory).
-    if not is_event_id(args.event):
-        raise ConfigError(f"--event {args.event!r} is not an event id (ev- and 12 hex digits, as "
-                          "`tidelens events` prints them)")
-    output_format(args.out, "postmortem")
-    with Progress("report", args) as stage:
-        analysis = run_analysis(args, stage, event=args.event)
-        try:
-            ev = analysis.event(args.event)
-        except KeyError:
-            raise _no_event(args.event, [e.id for e in analysis.events]) from None
-        stage("writing the postmortem")
-        written = write_report(analysis, ev, args.out, tz=args.tz)
-    for path in written:
-        print(f"wrote {path}")
     return 0
