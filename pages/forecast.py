@@ -7,9 +7,10 @@ import polars as pl
 import streamlit as st
 
 from analytics.errors import TidelensError
+from analytics.forecast.drawn import horizon_figure
 from analytics.forecast.report import (ACTION_HEADER, BACKTEST_HEADER, RUN_HEADER, WINDOW_HEADER, action_rows,
-                                       backtest_rows, forecast_markdown, horizon_figure, moment, range_text,
-                                       run_rows, score_sentences, window_rows)
+                                       backtest_rows, forecast_markdown, moment, range_text, run_rows,
+                                       score_sentences, window_rows)
 from analytics.text import escape_figure, md
 from analytics.view import format_step
 from pages._prefetch import background_allowed

@@ -7,20 +7,12 @@ outcomes' spread, and says so. Times are shown in the zone asked for.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import polars as pl
-
-from analytics.charts.forecast import forecast_figure
-from analytics.document import Section
 from analytics.forecast.hindcast import Backtest
 from analytics.forecast.horizon import DayForecast, Forecast
-from analytics.forecast.outlook import ForecastAnswer
 from analytics.forecast.skill import COVERAGE_BAND
 from analytics.times import local_naive
-
-if TYPE_CHECKING:
-    import plotly.graph_objects as go
 
 
 def clock(ms: int, tz: str = "UTC") -> str:
@@ -180,34 +172,3 @@ def score_sentences(bt: Backtest) -> list[str]:
         out.append(f"The minutes over the SLO forecast at 18:00 were off by {m['mae']:,.0f} a day on average "
                    f"(bias {m['bias']:+,.0f}); at 07:00 by {s['minutes']['morning']['mae']:,.0f}.")
     return out
-
-
-def forecast_section(answer: ForecastAnswer, tz: str = "UTC") -> Section:
-    """The capacity review's last section: tomorrow's collisions, the change that avoids them, the backtest."""
-    fc = answer.forecast
-    nxt = fc.next_day()
-    if nxt is None:
-        return Section("Forecast (modelled)", "No forecast: the horizon holds no day.")
-    finding = day_sentence(nxt, tz, "Tomorrow" if nxt.start_ms - fc.at_ms >= 0 else "Today")
-    paragraphs = [f"Made at the range's end ({moment(fc.at_ms, tz)}), {fc.horizon_h:g} hours ahead, "
-                  f"under the {fc.policy} policy; each day's outcomes replayed by the what-if. Ranges: {fc.range_basis}."]
-    act = action_sentence(fc, nxt, tz)
-    if act:
-        paragraphs.append(act)
-    tables = []
-    if fc.windows():
-        tables.append((WINDOW_HEADER, window_rows(fc, tz)))
-    if fc.actions:
-        tables.append((ACTION_HEADER, action_rows(fc)))
-    if answer.backtest is not None:
-        paragraphs.extend(score_sentences(answer.backtest))
-    return Section("Forecast (modelled)", finding, paragraphs=paragraphs, tables=tables,
-                   figure=horizon_figure(fc, tz), figure_name="forecast-horizon")
-
-
-def horizon_figure(fc: Forecast, tz: str = "UTC") -> "go.Figure":
-    """The horizon's figure (:func:`analytics.charts.forecast.forecast_figure`) for the forecast's first pool."""
-    cap = fc.capacity.filter(pl.col("pool") == fc.capacity["pool"][0])
-    windows = [{"service": w.service, "start_ms": w.start_ms, "end_ms": w.end_ms, "probability": w.probability}
-               for w in fc.windows()]
-    return forecast_figure(fc.traffic, cap, windows, tz=tz)

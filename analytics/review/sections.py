@@ -15,9 +15,9 @@ from analytics.charts.rhythm import hour_of_week_figure
 from analytics.charts.whatif import bills_figure, typical_day_figure
 from analytics.document import Document, Section, render_html, write_document
 from analytics.forecast.action import Action
+from analytics.forecast.drawn import forecast_section
 from analytics.forecast.horizon import DayForecast
 from analytics.forecast.outlook import ForecastAnswer
-from analytics.forecast.report import forecast_section
 from analytics.measures import over_slo_label
 from analytics.overview import pool_headline, thin_for_display
 from analytics.rhythm.summary import rhythm_headline
