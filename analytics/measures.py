@@ -282,14 +282,14 @@ def weighted_quantile_rows(values: np.ndarray, weights: np.ndarray, q: float = 0
     top = np.argpartition(values, k - m, axis=1)[:, k - m:]
     top_w = np.take_along_axis(weights, top, axis=1)
     total = weights.sum(axis=1)
-    out = _sorted_quantile_rows(np.take_along_axis(values, top, axis=1), top_w, q, total - top_w.sum(axis=1))
-    short = np.flatnonzero(total - top_w.sum(axis=1) >= q * total.astype(np.float64))  # or no weight
+    below = total - top_w.sum(axis=1)
+    out = _sorted_quantile_rows(np.take_along_axis(values, top, axis=1), top_w, q, below)
+    short = np.flatnonzero(below >= q * total.astype(np.float64))  # or no weight
     out[short] = _sorted_quantile_rows(values[short], weights[short], q)
     return out
 
 
-def _sorted_quantile_rows(values: np.ndarray, weights: np.ndarray, q: float, below: np.ndarray | None = None
-                          ) -> np.ndarray:
+def _sorted_quantile_rows(values: np.ndarray, weights: np.ndarray, q: float, below: np.ndarray | None = None) -> np.ndarray:
     order = np.argsort(values, axis=1, kind="stable")
     xs = np.take_along_axis(values, order, axis=1).astype(np.float64)
     cum = np.cumsum(np.take_along_axis(weights, order, axis=1), axis=1) + (0 if below is None else below[:, None])

@@ -96,7 +96,6 @@ def test_a_weighted_percentile_is_computed_only_in_measures() -> None:
     assert not found, "use analytics.measures.weighted_quantile(_rows): " + ", ".join(found)
 
 
-
 def test_the_weighted_percentile_is_numpys_inverted_cdf() -> None:
     """measures.weighted_quantile_rows reads whole-weight rows from their top values only (the
     simulator's minute p99s); on ties across the top's edge, rows without weight, few values, weights
@@ -126,6 +125,7 @@ def test_the_weighted_percentile_is_numpys_inverted_cdf() -> None:
                 assert ours[i] == want or (np.isnan(want) and np.isnan(ours[i])), (trial, q, i)
         top_path += k >= 200 and weights.dtype.kind == "i"
     assert top_path > 30  # the top-values path was the one compared, not only the full sort
+
 
 # A step's start written as arithmetic on its end: `ts - step_ms`, `ts - step_s * 1000`,
 # `(ts // 1000 - step_s)`. The analyses go through analytics.times.step_start_ms; the live

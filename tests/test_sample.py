@@ -414,4 +414,3 @@ def test_the_package_truth_is_the_writer_whatever_was_imported_first() -> None:
                            "print('analytics.sample.sim' in sys.modules)"],
                           check=True, timeout=120, capture_output=True, text=True)
     assert lazy.stdout.strip() == "False"
-
